@@ -1,0 +1,99 @@
+//! The stock engine contract: the one place that decides, atomically,
+//! whether a buyer gets an item.
+
+use async_trait::async_trait;
+
+use crate::{
+    CreateOutcome, Order, OrderId, Purchase, PurchaseOutcome, ReleaseOutcome, SaleId,
+    SaleSnapshot, SaleSpec, UserId,
+};
+
+/// An engine decides purchases for many sales at once.
+///
+/// Every method is atomic with respect to every other call on the same sale:
+/// a purchase checks the window, the idempotency key, the buyer's limit and
+/// the stock, and records the order, in one indivisible step. Implementations
+/// must keep the invariants of DESIGN.md under any concurrency:
+/// no oversell, no buyer over the limit, one order per idempotency key.
+///
+/// Time comes from the engine's [`crate::Clock`], never from the system
+/// directly, so windows are testable.
+#[async_trait]
+pub trait Engine: Send + Sync + 'static {
+    /// A short name for reports: `memory`, `redis`, `postgres`.
+    fn name(&self) -> &'static str;
+
+    /// Creates a sale with all its stock available. Creating the same spec
+    /// again is a no-op ([`CreateOutcome::AlreadyExists`]); a different spec
+    /// under an existing id is [`EngineError::SaleConflict`].
+    async fn create_sale(&self, spec: &SaleSpec) -> Result<CreateOutcome, EngineError>;
+
+    /// Decides one purchase.
+    async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError>;
+
+    /// Returns an order's items to stock and to its buyer's allowance.
+    /// Releasing the same order twice changes nothing the second time.
+    async fn release(&self, sale: &SaleId, order: OrderId)
+    -> Result<ReleaseOutcome, EngineError>;
+
+    /// The sale's stock and status now, or None if it does not exist.
+    async fn snapshot(&self, sale: &SaleId) -> Result<Option<SaleSnapshot>, EngineError>;
+
+    /// How many items `user` holds in `sale` (0 for unknown sales or users).
+    async fn purchased_by(&self, sale: &SaleId, user: &UserId) -> Result<u32, EngineError>;
+
+    /// Replaces the engine's state for a sale with what the store says: the
+    /// spec, and every committed order (live ones count against stock and
+    /// limits; cancelled and expired ones keep their idempotency keys and can
+    /// no longer be released). Creates the sale if the engine has lost it.
+    async fn rebuild(&self, spec: &SaleSpec, orders: &[Order])
+    -> Result<SaleSnapshot, EngineError>;
+}
+
+/// Why an engine call failed. Every variant says whether retrying may help.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// `create_sale` for an existing id with a different spec.
+    #[error(
+        "sale {sale_id} already exists with different parameters; use a new id or the existing ones"
+    )]
+    SaleConflict {
+        /// The sale id.
+        sale_id: SaleId,
+        /// The spec the sale already has.
+        existing: Box<SaleSpec>,
+    },
+    /// The orders given to `rebuild` do not fit the spec (more items than
+    /// stock, a buyer over the limit, or an order of another sale).
+    #[error("cannot rebuild sale {sale_id}: {reason}")]
+    InconsistentRebuild {
+        /// The sale id.
+        sale_id: SaleId,
+        /// What does not fit.
+        reason: String,
+    },
+    /// The backend (Redis, PostgreSQL) cannot be reached or refused the
+    /// connection. Retry later, or fall back to another engine.
+    #[error("stock engine backend unavailable: {0}")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The backend did not answer in time. The call may or may not have
+    /// taken effect: retry with the same idempotency key.
+    #[error("stock engine backend timed out: {0}")]
+    Timeout(String),
+    /// The backend answered something the engine does not understand, or
+    /// failed in a way retrying will not fix. A bug or a misconfiguration.
+    #[error("stock engine backend failed: {0}")]
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl EngineError {
+    /// Whether the same call may succeed if tried again later.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Unavailable(_) | Self::Timeout(_))
+    }
+
+    /// Wraps any error as [`EngineError::Backend`].
+    pub fn backend(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self::Backend(error.into())
+    }
+}

@@ -1,0 +1,41 @@
+//! Stockade's domain and the stock engine contract.
+//!
+//! This crate has no I/O. It defines the values every other part of Stockade
+//! passes around — validated at construction, so an engine never sees an
+//! invalid one — and the [`Engine`] trait that the in-memory, Redis and
+//! PostgreSQL engines (in `stockade-engine`) implement.
+//!
+//! ```
+//! use stockade_core::{Purchase, SaleSpec};
+//!
+//! let sale = SaleSpec::builder("sneaker-drop", 100)?.per_user_limit(2)?.build()?;
+//! let purchase = Purchase::new("sneaker-drop", "user-42", 1)?.with_idempotency_key("retry-1")?;
+//! assert_eq!(sale.total_stock(), 100);
+//! assert_eq!(purchase.quantity(), 1);
+//! # Ok::<(), stockade_core::ValidationError>(())
+//! ```
+//!
+//! # Layout
+//! - [`sale`]: sale ids, the sale specification, its status and snapshot.
+//! - [`purchase`]: buyer ids, idempotency keys and the purchase request.
+//! - [`order`]: time-ordered order ids and committed orders.
+//! - [`outcome`]: the closed set of answers an engine gives.
+//! - [`clock`]: injectable time, so windows and holds are testable.
+//! - [`engine`]: the [`Engine`] contract and its error type.
+//! - [`validation`]: the error every constructor returns.
+
+pub mod clock;
+pub mod engine;
+pub mod order;
+pub mod outcome;
+pub mod purchase;
+pub mod sale;
+pub mod validation;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use engine::{Engine, EngineError};
+pub use order::{Order, OrderId, OrderStatus};
+pub use outcome::{CreateOutcome, PurchaseOutcome, ReleaseOutcome};
+pub use purchase::{IdempotencyKey, Purchase, UserId};
+pub use sale::{SaleId, SaleSnapshot, SaleSpec, SaleSpecBuilder, SaleStatus};
+pub use validation::ValidationError;

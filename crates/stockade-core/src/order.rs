@@ -1,0 +1,149 @@
+//! Orders: accepted purchases with a time-ordered unique id.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::{IdempotencyKey, SaleId, UserId, ValidationError};
+
+/// A time-ordered unique order id (UUIDv7): sorting ids sorts orders by the
+/// instant they were accepted, which keeps store indexes append-only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct OrderId(Uuid);
+
+impl OrderId {
+    /// A new id for an order accepted now.
+    pub fn generate() -> Self {
+        Self(Uuid::now_v7())
+    }
+
+    /// Wraps an existing UUID (from the store or an engine reply).
+    pub fn from_uuid(uuid: Uuid) -> Self {
+        Self(uuid)
+    }
+
+    /// The underlying UUID.
+    pub fn as_uuid(&self) -> Uuid {
+        self.0
+    }
+}
+
+impl fmt::Display for OrderId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0.hyphenated(), f)
+    }
+}
+
+impl FromStr for OrderId {
+    type Err = ValidationError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Uuid::parse_str(s)
+            .map(Self)
+            .map_err(|e| ValidationError::new("order_id", format!("is not a UUID: {e}")))
+    }
+}
+
+/// Where an order is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderStatus {
+    /// Sold for good.
+    Confirmed,
+    /// Reserved, awaiting payment until the sale's hold time passes.
+    Held,
+    /// Cancelled: its items went back to stock.
+    Cancelled,
+    /// Its hold passed unpaid: its items went back to stock.
+    Expired,
+}
+
+impl OrderStatus {
+    /// Whether the order still holds its items (counts against stock and the
+    /// buyer's limit).
+    pub fn holds_stock(self) -> bool {
+        matches!(self, Self::Confirmed | Self::Held)
+    }
+
+    /// The name used in storage and the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Confirmed => "confirmed",
+            Self::Held => "held",
+            Self::Cancelled => "cancelled",
+            Self::Expired => "expired",
+        }
+    }
+}
+
+impl FromStr for OrderStatus {
+    type Err = ValidationError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "confirmed" => Ok(Self::Confirmed),
+            "held" => Ok(Self::Held),
+            "cancelled" => Ok(Self::Cancelled),
+            "expired" => Ok(Self::Expired),
+            other => Err(ValidationError::new(
+                "status",
+                format!("unknown order status {other:?}"),
+            )),
+        }
+    }
+}
+
+/// An order as the store records it: the input to [`crate::Engine::rebuild`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Order {
+    /// The order id.
+    pub id: OrderId,
+    /// The sale it was bought from.
+    pub sale_id: SaleId,
+    /// The buyer.
+    pub user_id: UserId,
+    /// Items bought.
+    pub quantity: u32,
+    /// The key the purchase was made with, if any.
+    pub idempotency_key: Option<IdempotencyKey>,
+    /// Where the order is in its life.
+    pub status: OrderStatus,
+    /// When the engine accepted it.
+    pub created_at: DateTime<Utc>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_ids_sort_by_creation() {
+        let ids: Vec<OrderId> = (0..1000).map(|_| OrderId::generate()).collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(ids, sorted);
+    }
+
+    #[test]
+    fn order_ids_round_trip_through_text() {
+        let id = OrderId::generate();
+        assert_eq!(id.to_string().parse::<OrderId>().unwrap(), id);
+        assert_eq!("nope".parse::<OrderId>().unwrap_err().field, "order_id");
+    }
+
+    #[test]
+    fn statuses_round_trip() {
+        for s in [
+            OrderStatus::Confirmed,
+            OrderStatus::Held,
+            OrderStatus::Cancelled,
+            OrderStatus::Expired,
+        ] {
+            assert_eq!(s.as_str().parse::<OrderStatus>().unwrap(), s);
+        }
+        assert!(!OrderStatus::Cancelled.holds_stock());
+        assert!(OrderStatus::Held.holds_stock());
+    }
+}

@@ -1,0 +1,88 @@
+//! The closed set of answers an engine gives. Rejections are outcomes, not
+//! errors: a sold-out sale is the normal end of a flash sale.
+
+use serde::{Deserialize, Serialize};
+
+use crate::OrderId;
+
+/// The answer to a purchase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum PurchaseOutcome {
+    /// Accepted: the order was recorded and its items reserved.
+    Purchased {
+        /// The new order.
+        order_id: OrderId,
+        /// Items left after this purchase.
+        remaining: u32,
+    },
+    /// No stock left at all.
+    SoldOut,
+    /// Some stock left, but less than the quantity asked for.
+    InsufficientStock {
+        /// Items left.
+        remaining: u32,
+    },
+    /// The buyer would exceed the per-user limit.
+    LimitExceeded {
+        /// How many items the buyer already holds in this sale.
+        already: u32,
+    },
+    /// The idempotency key was used before on this sale: this is the order
+    /// it produced. Nothing changed.
+    Duplicate {
+        /// The original order.
+        order_id: OrderId,
+    },
+    /// The sale's window has not opened.
+    NotStarted,
+    /// The sale's window has closed.
+    Ended,
+    /// No sale with that id.
+    UnknownSale,
+}
+
+impl PurchaseOutcome {
+    /// A short stable name, for metrics labels and reports.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Purchased { .. } => "purchased",
+            Self::SoldOut => "sold_out",
+            Self::InsufficientStock { .. } => "insufficient_stock",
+            Self::LimitExceeded { .. } => "limit_exceeded",
+            Self::Duplicate { .. } => "duplicate",
+            Self::NotStarted => "not_started",
+            Self::Ended => "ended",
+            Self::UnknownSale => "unknown_sale",
+        }
+    }
+}
+
+/// The answer to releasing an order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum ReleaseOutcome {
+    /// The order's items went back to stock and to the buyer's allowance.
+    Released {
+        /// Items returned.
+        quantity: u32,
+        /// Items available after the release.
+        remaining: u32,
+    },
+    /// The order had been released before: nothing changed.
+    AlreadyReleased,
+    /// The engine has no such order in that sale: nothing changed.
+    UnknownOrder,
+    /// No sale with that id: nothing changed.
+    UnknownSale,
+}
+
+/// The answer to creating a sale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CreateOutcome {
+    /// The sale is new.
+    Created,
+    /// A sale with the identical spec already existed: nothing changed.
+    AlreadyExists,
+}

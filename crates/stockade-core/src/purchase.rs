@@ -1,0 +1,195 @@
+//! A purchase request: who buys how many of which sale, with an optional
+//! idempotency key that makes retries safe.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sale::MAX_TOTAL_STOCK;
+use crate::{SaleId, ValidationError};
+
+/// The longest user id, in bytes.
+pub const MAX_USER_ID_BYTES: usize = 128;
+/// The longest idempotency key, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 128;
+
+/// Checks a free-form identifier: `min..=max` bytes of UTF-8 with no control
+/// characters (a NUL cannot be stored in PostgreSQL text, and a newline in a
+/// user id only ever means a bug upstream).
+fn check_text(field: &'static str, value: &str, max: usize) -> Result<(), ValidationError> {
+    if value.is_empty() || value.len() > max {
+        return Err(ValidationError::new(
+            field,
+            format!("must be 1 to {max} bytes long (got {})", value.len()),
+        ));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(ValidationError::new(
+            field,
+            "must not contain control characters",
+        ));
+    }
+    Ok(())
+}
+
+macro_rules! text_id {
+    ($(#[$doc:meta])* $name:ident, $field:literal, $max:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            /// Validates and wraps the value.
+            pub fn new(value: impl Into<String>) -> Result<Self, ValidationError> {
+                let value = value.into();
+                check_text($field, &value, $max)?;
+                Ok(Self(value))
+            }
+
+            /// The value as a string.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = ValidationError;
+            fn try_from(value: String) -> Result<Self, Self::Error> {
+                Self::new(value)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(value: $name) -> Self {
+                value.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+text_id!(
+    /// A buyer: 1 to 128 bytes of UTF-8 without control characters.
+    UserId,
+    "user_id",
+    MAX_USER_ID_BYTES
+);
+
+text_id!(
+    /// A client-chosen key that makes a purchase safe to retry: 1 to 128
+    /// bytes. Scoped to one sale: the same key on the same sale always names
+    /// the same order.
+    IdempotencyKey,
+    "idempotency_key",
+    MAX_IDEMPOTENCY_KEY_BYTES
+);
+
+/// A request for `quantity` items of one sale by one buyer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Purchase {
+    sale_id: SaleId,
+    user_id: UserId,
+    quantity: u32,
+    idempotency_key: Option<IdempotencyKey>,
+}
+
+impl Purchase {
+    /// Validates a purchase of `quantity` (1 to 1,000,000,000) items.
+    pub fn new(
+        sale_id: impl Into<String>,
+        user_id: impl Into<String>,
+        quantity: u32,
+    ) -> Result<Self, ValidationError> {
+        Self::from_parts(SaleId::new(sale_id)?, UserId::new(user_id)?, quantity)
+    }
+
+    /// Builds a purchase from already validated ids.
+    pub fn from_parts(
+        sale_id: SaleId,
+        user_id: UserId,
+        quantity: u32,
+    ) -> Result<Self, ValidationError> {
+        if !(1..=MAX_TOTAL_STOCK).contains(&quantity) {
+            return Err(ValidationError::new(
+                "quantity",
+                format!("must be between 1 and {MAX_TOTAL_STOCK} (got {quantity})"),
+            ));
+        }
+        Ok(Self {
+            sale_id,
+            user_id,
+            quantity,
+            idempotency_key: None,
+        })
+    }
+
+    /// Attaches an idempotency key.
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Result<Self, ValidationError> {
+        self.idempotency_key = Some(IdempotencyKey::new(key)?);
+        Ok(self)
+    }
+
+    /// The sale bought from.
+    pub fn sale_id(&self) -> &SaleId {
+        &self.sale_id
+    }
+    /// The buyer.
+    pub fn user_id(&self) -> &UserId {
+        &self.user_id
+    }
+    /// How many items.
+    pub fn quantity(&self) -> u32 {
+        self.quantity
+    }
+    /// The idempotency key, if the client sent one.
+    pub fn idempotency_key(&self) -> Option<&IdempotencyKey> {
+        self.idempotency_key.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_ids_are_1_to_128_bytes_without_control_characters() {
+        assert!(UserId::new("u").is_ok());
+        assert!(UserId::new("ü".repeat(64)).is_ok()); // 128 bytes
+        assert_eq!(UserId::new("ü".repeat(65)).unwrap_err().field, "user_id");
+        assert!(UserId::new("").is_err());
+        assert!(UserId::new("a\0b").is_err());
+        assert!(UserId::new("a\nb").is_err());
+    }
+
+    #[test]
+    fn quantity_must_be_positive_and_bounded() {
+        assert_eq!(Purchase::new("s", "u", 0).unwrap_err().field, "quantity");
+        assert!(Purchase::new("s", "u", 1).is_ok());
+        assert!(Purchase::new("s", "u", MAX_TOTAL_STOCK + 1).is_err());
+    }
+
+    #[test]
+    fn idempotency_keys_are_bounded() {
+        let p = Purchase::new("s", "u", 1).unwrap();
+        assert!(p.clone().with_idempotency_key("k".repeat(128)).is_ok());
+        assert_eq!(
+            p.clone()
+                .with_idempotency_key("k".repeat(129))
+                .unwrap_err()
+                .field,
+            "idempotency_key"
+        );
+        assert!(p.with_idempotency_key("").is_err());
+    }
+
+    #[test]
+    fn bad_sale_id_is_rejected_before_anything_else() {
+        assert_eq!(Purchase::new("bad id", "u", 1).unwrap_err().field, "id");
+    }
+}

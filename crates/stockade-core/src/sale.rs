@@ -1,0 +1,353 @@
+//! Sales: the id, the specification a sale is created with, and what an
+//! engine reports about it.
+
+use std::fmt;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::ValidationError;
+
+/// The largest total stock a sale may have.
+pub const MAX_TOTAL_STOCK: u32 = 1_000_000_000;
+/// The longest sale id, in characters.
+pub const MAX_SALE_ID_LEN: usize = 64;
+
+/// A sale id: 1 to 64 characters from `A-Za-z0-9_-`.
+///
+/// The alphabet keeps ids safe inside Redis key names (and their `{hash tag}`),
+/// URLs and log lines without escaping.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct SaleId(String);
+
+impl SaleId {
+    /// Validates and wraps a sale id.
+    pub fn new(id: impl Into<String>) -> Result<Self, ValidationError> {
+        let id = id.into();
+        if id.is_empty() || id.len() > MAX_SALE_ID_LEN {
+            return Err(ValidationError::new(
+                "id",
+                format!(
+                    "must be 1 to {MAX_SALE_ID_LEN} characters long (got {})",
+                    id.len()
+                ),
+            ));
+        }
+        if let Some(bad) = id
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+        {
+            return Err(ValidationError::new(
+                "id",
+                format!("may contain only A-Z, a-z, 0-9, '_' and '-' (found {bad:?})"),
+            ));
+        }
+        Ok(Self(id))
+    }
+
+    /// The id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for SaleId {
+    type Error = ValidationError;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Self::new(value)
+    }
+}
+
+impl From<SaleId> for String {
+    fn from(value: SaleId) -> Self {
+        value.0
+    }
+}
+
+impl fmt::Display for SaleId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Everything a sale is created with. Immutable once created: creating the
+/// same id again with the same spec is a no-op, with a different one a
+/// conflict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SaleSpec {
+    id: SaleId,
+    total_stock: u32,
+    per_user_limit: u32,
+    starts_at: Option<DateTime<Utc>>,
+    ends_at: Option<DateTime<Utc>>,
+    hold: Option<Duration>,
+}
+
+impl SaleSpec {
+    /// Starts a spec for `id` with `total_stock` items, a per-user limit of 1
+    /// and no window.
+    pub fn builder(
+        id: impl Into<String>,
+        total_stock: u32,
+    ) -> Result<SaleSpecBuilder, ValidationError> {
+        let id = SaleId::new(id)?;
+        if !(1..=MAX_TOTAL_STOCK).contains(&total_stock) {
+            return Err(ValidationError::new(
+                "stock",
+                format!("must be between 1 and {MAX_TOTAL_STOCK} (got {total_stock})"),
+            ));
+        }
+        Ok(SaleSpecBuilder {
+            spec: SaleSpec {
+                id,
+                total_stock,
+                per_user_limit: 1,
+                starts_at: None,
+                ends_at: None,
+                hold: None,
+            },
+        })
+    }
+
+    /// The sale id.
+    pub fn id(&self) -> &SaleId {
+        &self.id
+    }
+    /// Items on sale in total.
+    pub fn total_stock(&self) -> u32 {
+        self.total_stock
+    }
+    /// How many items one buyer may hold at most.
+    pub fn per_user_limit(&self) -> u32 {
+        self.per_user_limit
+    }
+    /// When buying opens (None: from creation).
+    pub fn starts_at(&self) -> Option<DateTime<Utc>> {
+        self.starts_at
+    }
+    /// When buying closes, exclusive (None: never).
+    pub fn ends_at(&self) -> Option<DateTime<Utc>> {
+        self.ends_at
+    }
+    /// How long an unpaid order is held before it expires (None: orders are
+    /// confirmed at once).
+    pub fn hold(&self) -> Option<Duration> {
+        self.hold
+    }
+
+    /// The window state at `now`, ignoring stock.
+    pub fn window_at(&self, now: DateTime<Utc>) -> Window {
+        if self.starts_at.is_some_and(|start| now < start) {
+            Window::NotStarted
+        } else if self.ends_at.is_some_and(|end| now >= end) {
+            Window::Ended
+        } else {
+            Window::Open
+        }
+    }
+}
+
+/// Where `now` falls relative to a sale's window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    /// Before `starts_at`.
+    NotStarted,
+    /// Between `starts_at` (inclusive) and `ends_at` (exclusive).
+    Open,
+    /// At or after `ends_at`.
+    Ended,
+}
+
+/// Sets the optional parts of a [`SaleSpec`]; [`build`](Self::build) checks
+/// that they fit together.
+#[derive(Debug, Clone)]
+pub struct SaleSpecBuilder {
+    spec: SaleSpec,
+}
+
+impl SaleSpecBuilder {
+    /// Sets the per-user limit (at least 1).
+    pub fn per_user_limit(mut self, limit: u32) -> Result<Self, ValidationError> {
+        if limit == 0 {
+            return Err(ValidationError::new(
+                "per_user_limit",
+                "must be at least 1 (got 0)",
+            ));
+        }
+        self.spec.per_user_limit = limit;
+        Ok(self)
+    }
+
+    /// Sets when buying opens.
+    pub fn starts_at(mut self, at: DateTime<Utc>) -> Self {
+        self.spec.starts_at = Some(at);
+        self
+    }
+
+    /// Sets when buying closes.
+    pub fn ends_at(mut self, at: DateTime<Utc>) -> Self {
+        self.spec.ends_at = Some(at);
+        self
+    }
+
+    /// Sets the hold time of unpaid orders (at least one second).
+    pub fn hold(mut self, hold: Duration) -> Result<Self, ValidationError> {
+        if hold < Duration::from_secs(1) {
+            return Err(ValidationError::new(
+                "hold_seconds",
+                "must be at least 1 second",
+            ));
+        }
+        self.spec.hold = Some(hold);
+        Ok(self)
+    }
+
+    /// Checks the window and returns the spec.
+    pub fn build(self) -> Result<SaleSpec, ValidationError> {
+        if let (Some(start), Some(end)) = (self.spec.starts_at, self.spec.ends_at)
+            && end <= start
+        {
+            return Err(ValidationError::new(
+                "ends_at",
+                format!("must be after starts_at ({start})"),
+            ));
+        }
+        Ok(self.spec)
+    }
+}
+
+/// Whether a sale can be bought from right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SaleStatus {
+    /// The window has not opened yet.
+    Upcoming,
+    /// Open, with stock left.
+    Open,
+    /// Open, with no stock left.
+    SoldOut,
+    /// The window has closed.
+    Ended,
+}
+
+/// What an engine knows about a sale at one instant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SaleSnapshot {
+    /// The sale's specification.
+    pub spec: SaleSpec,
+    /// Items still available.
+    pub remaining: u32,
+    /// Items held by live (not cancelled) orders: always `total - remaining`.
+    pub sold: u32,
+    /// Status at the instant of the snapshot.
+    pub status: SaleStatus,
+}
+
+impl SaleSnapshot {
+    /// Builds a snapshot from the spec, the remaining stock and the instant.
+    pub fn at(spec: SaleSpec, remaining: u32, now: DateTime<Utc>) -> Self {
+        let status = match spec.window_at(now) {
+            Window::NotStarted => SaleStatus::Upcoming,
+            Window::Ended => SaleStatus::Ended,
+            Window::Open if remaining == 0 => SaleStatus::SoldOut,
+            Window::Open => SaleStatus::Open,
+        };
+        let sold = spec.total_stock().saturating_sub(remaining);
+        Self {
+            spec,
+            remaining,
+            sold,
+            status,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sale_ids_accept_the_alphabet_and_length() {
+        assert!(SaleId::new("a").is_ok());
+        assert!(SaleId::new("A-z_09").is_ok());
+        assert!(SaleId::new("x".repeat(64)).is_ok());
+        let too_long = SaleId::new("x".repeat(65)).unwrap_err();
+        assert_eq!(too_long.field, "id");
+        assert!(SaleId::new("").is_err());
+        let braces = SaleId::new("a{b}").unwrap_err();
+        assert!(braces.reason.contains("'{'"), "{braces}");
+        assert!(SaleId::new("a b").is_err());
+        assert!(SaleId::new("é").is_err());
+    }
+
+    #[test]
+    fn stock_and_limit_bounds() {
+        assert!(SaleSpec::builder("s", 0).is_err());
+        assert!(SaleSpec::builder("s", 1).is_ok());
+        assert!(SaleSpec::builder("s", MAX_TOTAL_STOCK).is_ok());
+        assert!(SaleSpec::builder("s", MAX_TOTAL_STOCK + 1).is_err());
+        let err = SaleSpec::builder("s", 5)
+            .unwrap()
+            .per_user_limit(0)
+            .unwrap_err();
+        assert_eq!(err.field, "per_user_limit");
+        assert_eq!(
+            SaleSpec::builder("s", 5)
+                .unwrap()
+                .build()
+                .unwrap()
+                .per_user_limit(),
+            1
+        );
+    }
+
+    #[test]
+    fn window_must_end_after_it_starts() {
+        let t = DateTime::<Utc>::from_timestamp(1_000, 0).unwrap();
+        let err = SaleSpec::builder("s", 5)
+            .unwrap()
+            .starts_at(t)
+            .ends_at(t)
+            .build()
+            .unwrap_err();
+        assert_eq!(err.field, "ends_at");
+    }
+
+    #[test]
+    fn snapshot_status_follows_window_then_stock() {
+        let start = DateTime::<Utc>::from_timestamp(1_000, 0).unwrap();
+        let end = DateTime::<Utc>::from_timestamp(2_000, 0).unwrap();
+        let spec = SaleSpec::builder("s", 5)
+            .unwrap()
+            .starts_at(start)
+            .ends_at(end)
+            .build()
+            .unwrap();
+        let at = |secs| DateTime::<Utc>::from_timestamp(secs, 0).unwrap();
+        assert_eq!(
+            SaleSnapshot::at(spec.clone(), 5, at(999)).status,
+            SaleStatus::Upcoming
+        );
+        assert_eq!(
+            SaleSnapshot::at(spec.clone(), 5, at(1_000)).status,
+            SaleStatus::Open
+        );
+        assert_eq!(
+            SaleSnapshot::at(spec.clone(), 0, at(1_500)).status,
+            SaleStatus::SoldOut
+        );
+        assert_eq!(
+            SaleSnapshot::at(spec.clone(), 3, at(2_000)).status,
+            SaleStatus::Ended
+        );
+        assert_eq!(SaleSnapshot::at(spec, 3, at(1_500)).sold, 2);
+    }
+
+    #[test]
+    fn sale_id_deserialization_validates() {
+        assert!(serde_json::from_str::<SaleId>("\"ok-id\"").is_ok());
+        assert!(serde_json::from_str::<SaleId>("\"not ok\"").is_err());
+    }
+}

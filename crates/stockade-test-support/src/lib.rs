@@ -1,0 +1,51 @@
+//! Throwaway servers for Stockade's tests and benchmarks.
+//!
+//! Every suite that needs Redis or PostgreSQL starts its own instance on a
+//! free port in a temporary directory, so a test can kill, restart, pause or
+//! flush it without disturbing anything else on the machine. The process is
+//! stopped and the directory removed when the handle is dropped.
+//!
+//! A missing server binary is an error that says what to install: no suite is
+//! ever skipped silently.
+//!
+//! ```no_run
+//! use stockade_test_support::{RedisServer, PostgresServer};
+//! # async fn demo() -> Result<(), stockade_test_support::TestSupportError> {
+//! let redis = RedisServer::start()?;
+//! println!("redis at {}", redis.url());
+//! let pg = PostgresServer::start()?;
+//! let db_url = pg.fresh_database().await?;
+//! println!("a fresh database at {db_url}");
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//! - [`binaries`]: finding `redis-server`, `postgres`, `initdb` on the machine.
+//! - [`process`]: the child-process handle shared by both servers.
+//! - [`redis_server`]: [`RedisServer`].
+//! - [`postgres_server`]: [`PostgresServer`] (initdb + postgres, or a fresh
+//!   database on the server named by `DATABASE_URL`).
+
+pub mod binaries;
+mod error;
+pub mod postgres_server;
+pub mod process;
+pub mod redis_server;
+
+pub use error::TestSupportError;
+pub use postgres_server::PostgresServer;
+pub use redis_server::RedisServer;
+
+/// Asks the kernel for a free TCP port on the loopback interface.
+///
+/// The port is released before it is returned, so another process may take
+/// it first; callers retry their start-up when that happens.
+pub fn free_port() -> Result<u16, TestSupportError> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| TestSupportError::Io("binding 127.0.0.1:0 to find a free port".into(), e))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| TestSupportError::Io("reading the free port".into(), e))?
+        .port();
+    Ok(port)
+}

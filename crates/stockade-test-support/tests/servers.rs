@@ -1,0 +1,45 @@
+//! The throwaway servers start, answer, survive the faults tests inject, and
+//! clean up after themselves.
+
+use sqlx::Connection;
+use stockade_test_support::{PostgresServer, RedisServer};
+
+#[test]
+fn redis_starts_answers_and_restarts_empty_on_the_same_port() {
+    let mut redis = RedisServer::start().unwrap();
+    assert!(redis.command(&["SET", "k", "v"]).unwrap().contains("OK"));
+    let port = redis.port();
+    redis.restart().unwrap();
+    assert_eq!(redis.port(), port);
+    // Data is lost on restart: that is the fault being simulated.
+    assert!(redis.command(&["GET", "k"]).unwrap().starts_with("$-1"));
+}
+
+#[test]
+fn redis_directory_is_removed_on_drop() {
+    let redis = RedisServer::start().unwrap();
+    let dir = redis.log_path().parent().unwrap().to_path_buf();
+    assert!(dir.exists());
+    drop(redis);
+    assert!(!dir.exists());
+}
+
+#[tokio::test]
+async fn postgres_gives_fresh_databases_and_survives_stop_and_start() {
+    let mut pg = PostgresServer::start().unwrap();
+    let a = pg.fresh_database().await.unwrap();
+    let b = pg.fresh_database().await.unwrap();
+    assert_ne!(a, b);
+    let mut conn = sqlx::PgConnection::connect(&a).await.unwrap();
+    sqlx::query("CREATE TABLE t (x int)").execute(&mut conn).await.unwrap();
+    sqlx::query("INSERT INTO t VALUES (7)").execute(&mut conn).await.unwrap();
+    conn.close().await.unwrap();
+
+    pg.stop();
+    assert!(sqlx::PgConnection::connect(&a).await.is_err());
+    pg.start_again().unwrap();
+
+    let mut conn = sqlx::PgConnection::connect(&a).await.unwrap();
+    let (x,): (i32,) = sqlx::query_as("SELECT x FROM t").fetch_one(&mut conn).await.unwrap();
+    assert_eq!(x, 7);
+}
