@@ -22,6 +22,7 @@
 //! - [`outcome`]: the closed set of answers an engine gives.
 //! - [`clock`]: injectable time, so windows and holds are testable.
 //! - [`engine`]: the [`Engine`] contract and its error type.
+//! - [`rebuild`]: deriving engine state from the store's orders, checked once.
 //! - [`validation`]: the error every constructor returns.
 
 pub mod clock;
@@ -29,6 +30,7 @@ pub mod engine;
 pub mod order;
 pub mod outcome;
 pub mod purchase;
+pub mod rebuild;
 pub mod sale;
 pub mod validation;
 
@@ -37,5 +39,6 @@ pub use engine::{Engine, EngineError};
 pub use order::{Order, OrderId, OrderStatus};
 pub use outcome::{CreateOutcome, PurchaseOutcome, ReleaseOutcome};
 pub use purchase::{IdempotencyKey, Purchase, UserId};
+pub use rebuild::{PlannedOrder, RebuildPlan};
 pub use sale::{SaleId, SaleSnapshot, SaleSpec, SaleSpecBuilder, SaleStatus};
 pub use validation::ValidationError;

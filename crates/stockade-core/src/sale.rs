@@ -180,20 +180,23 @@ impl SaleSpecBuilder {
         Ok(self)
     }
 
-    /// Sets when buying opens.
+    /// Sets when buying opens (kept to the millisecond, as every engine
+    /// stores it).
     pub fn starts_at(mut self, at: DateTime<Utc>) -> Self {
-        self.spec.starts_at = Some(at);
+        self.spec.starts_at = Some(to_millis(at));
         self
     }
 
-    /// Sets when buying closes.
+    /// Sets when buying closes (kept to the millisecond).
     pub fn ends_at(mut self, at: DateTime<Utc>) -> Self {
-        self.spec.ends_at = Some(at);
+        self.spec.ends_at = Some(to_millis(at));
         self
     }
 
-    /// Sets the hold time of unpaid orders (at least one second).
+    /// Sets the hold time of unpaid orders (at least one second, kept to
+    /// the millisecond).
     pub fn hold(mut self, hold: Duration) -> Result<Self, ValidationError> {
+        let hold = Duration::from_millis(hold.as_millis() as u64);
         if hold < Duration::from_secs(1) {
             return Err(ValidationError::new(
                 "hold_seconds",
@@ -216,6 +219,12 @@ impl SaleSpecBuilder {
         }
         Ok(self.spec)
     }
+}
+
+/// Drops sub-millisecond precision, so a spec survives a round trip through
+/// any engine unchanged.
+fn to_millis(at: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(at.timestamp_millis()).unwrap_or(at)
 }
 
 /// Whether a sale can be bought from right now.

@@ -1,0 +1,165 @@
+//! Turning the store's orders into the state an engine must hold, checked
+//! once here so every engine rebuilds the same way.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::{EngineError, IdempotencyKey, Order, OrderId, SaleSpec, UserId};
+
+/// The state an engine holds for one sale, derived from committed orders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RebuildPlan {
+    /// Stock left: total minus the quantities of live orders.
+    pub remaining: u32,
+    /// Items each buyer holds through live orders (buyers with none omitted).
+    pub holdings: HashMap<UserId, u32>,
+    /// Every idempotency key ever used, live order or not.
+    pub keys: Vec<(IdempotencyKey, OrderId)>,
+    /// Every order, with whether it still holds its items.
+    pub orders: Vec<PlannedOrder>,
+}
+
+/// One order as an engine records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedOrder {
+    /// The order id.
+    pub id: OrderId,
+    /// The buyer.
+    pub user_id: UserId,
+    /// Items bought.
+    pub quantity: u32,
+    /// Whether it still holds its items (false: cancelled or expired).
+    pub live: bool,
+}
+
+impl RebuildPlan {
+    /// Checks that `orders` fit `spec` (same sale, no oversell, no buyer over
+    /// the limit, unique ids and keys) and derives the engine state.
+    pub fn new(spec: &SaleSpec, orders: &[Order]) -> Result<Self, EngineError> {
+        let inconsistent = |reason: String| EngineError::InconsistentRebuild {
+            sale_id: spec.id().clone(),
+            reason,
+        };
+        let mut sold: u64 = 0;
+        let mut holdings: HashMap<UserId, u32> = HashMap::new();
+        let mut keys = Vec::new();
+        let mut seen_keys = HashSet::new();
+        let mut seen_ids = HashSet::new();
+        let mut planned = Vec::with_capacity(orders.len());
+        for order in orders {
+            if order.sale_id != *spec.id() {
+                return Err(inconsistent(format!(
+                    "order {} belongs to sale {}",
+                    order.id, order.sale_id
+                )));
+            }
+            if !seen_ids.insert(order.id) {
+                return Err(inconsistent(format!("order {} appears twice", order.id)));
+            }
+            if let Some(key) = &order.idempotency_key {
+                if !seen_keys.insert(key.clone()) {
+                    return Err(inconsistent(format!(
+                        "idempotency key {key:?} is used by two orders"
+                    )));
+                }
+                keys.push((key.clone(), order.id));
+            }
+            let live = order.status.holds_stock();
+            if live {
+                sold += u64::from(order.quantity);
+                let held = holdings.entry(order.user_id.clone()).or_insert(0);
+                *held = held.saturating_add(order.quantity);
+                if *held > spec.per_user_limit() {
+                    return Err(inconsistent(format!(
+                        "buyer {} holds {} items, above the limit of {}",
+                        order.user_id,
+                        held,
+                        spec.per_user_limit()
+                    )));
+                }
+            }
+            planned.push(PlannedOrder {
+                id: order.id,
+                user_id: order.user_id.clone(),
+                quantity: order.quantity,
+                live,
+            });
+        }
+        if sold > u64::from(spec.total_stock()) {
+            return Err(inconsistent(format!(
+                "live orders hold {sold} items, more than the stock of {}",
+                spec.total_stock()
+            )));
+        }
+        Ok(Self {
+            remaining: spec.total_stock() - sold as u32,
+            holdings,
+            keys,
+            orders: planned,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use super::*;
+    use crate::{OrderStatus, SaleId};
+
+    fn order(user: &str, quantity: u32, status: OrderStatus, key: Option<&str>) -> Order {
+        Order {
+            id: OrderId::generate(),
+            sale_id: SaleId::new("s").unwrap(),
+            user_id: UserId::new(user).unwrap(),
+            quantity,
+            idempotency_key: key.map(|k| IdempotencyKey::new(k).unwrap()),
+            status,
+            created_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn live_orders_count_and_released_ones_keep_their_keys() {
+        let spec = SaleSpec::builder("s", 10)
+            .unwrap()
+            .per_user_limit(3)
+            .unwrap()
+            .build()
+            .unwrap();
+        let orders = vec![
+            order("a", 2, OrderStatus::Confirmed, Some("k1")),
+            order("a", 1, OrderStatus::Held, None),
+            order("b", 3, OrderStatus::Cancelled, Some("k2")),
+        ];
+        let plan = RebuildPlan::new(&spec, &orders).unwrap();
+        assert_eq!(plan.remaining, 7);
+        assert_eq!(plan.holdings.len(), 1);
+        assert_eq!(plan.holdings[&UserId::new("a").unwrap()], 3);
+        assert_eq!(plan.keys.len(), 2);
+        assert_eq!(plan.orders.iter().filter(|o| o.live).count(), 2);
+    }
+
+    #[test]
+    fn oversold_or_over_limit_histories_are_refused() {
+        let spec = SaleSpec::builder("s", 2).unwrap().build().unwrap();
+        let over_limit = vec![
+            order("a", 1, OrderStatus::Confirmed, None),
+            order("a", 1, OrderStatus::Confirmed, None),
+        ];
+        assert!(matches!(
+            RebuildPlan::new(&spec, &over_limit),
+            Err(EngineError::InconsistentRebuild { .. })
+        ));
+        let oversold = vec![
+            order("a", 1, OrderStatus::Confirmed, None),
+            order("b", 1, OrderStatus::Confirmed, None),
+            order("c", 1, OrderStatus::Confirmed, None),
+        ];
+        assert!(RebuildPlan::new(&spec, &oversold).is_err());
+        let same_key = vec![
+            order("a", 1, OrderStatus::Cancelled, Some("k")),
+            order("b", 1, OrderStatus::Confirmed, Some("k")),
+        ];
+        assert!(RebuildPlan::new(&spec, &same_key).is_err());
+    }
+}

@@ -1,0 +1,115 @@
+//! The in-memory engine: the embedded default.
+//!
+//! Each sale is a [`SaleBook`] of its own, so purchases of different sales
+//! never contend. Within a sale there is no mutex on the purchase path:
+//! stock is an atomic counter taken with compare-and-swap (never below
+//! zero), buyers' holdings and idempotency keys live in sharded maps whose
+//! per-entry locks serialise only requests of the same buyer or key.
+//!
+//! Lock order, to stay deadlock-free: idempotency key entry, then buyer
+//! entry; an order entry is never held together with a buyer entry by a
+//! purchase (releases take order, then buyer).
+
+mod book;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use dashmap::DashMap;
+use stockade_core::{
+    Clock, CreateOutcome, Engine, EngineError, Order, OrderId, Purchase, PurchaseOutcome,
+    RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
+};
+
+use book::SaleBook;
+
+/// Sales held in this process's memory. Cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct MemoryEngine {
+    sales: DashMap<SaleId, Arc<SaleBook>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl MemoryEngine {
+    /// An empty engine reading time from `clock`.
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            sales: DashMap::new(),
+            clock,
+        }
+    }
+
+    fn book(&self, sale: &SaleId) -> Option<Arc<SaleBook>> {
+        self.sales.get(sale).map(|entry| Arc::clone(entry.value()))
+    }
+}
+
+#[async_trait]
+impl Engine for MemoryEngine {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn create_sale(&self, spec: &SaleSpec) -> Result<CreateOutcome, EngineError> {
+        let book = match self.sales.entry(spec.id().clone()) {
+            dashmap::Entry::Vacant(vacant) => {
+                vacant.insert(Arc::new(SaleBook::new(spec.clone())));
+                return Ok(CreateOutcome::Created);
+            }
+            dashmap::Entry::Occupied(occupied) => Arc::clone(occupied.get()),
+        };
+        let existing = book.spec();
+        if existing == *spec {
+            Ok(CreateOutcome::AlreadyExists)
+        } else {
+            Err(EngineError::SaleConflict {
+                sale_id: spec.id().clone(),
+                existing: Box::new(existing),
+            })
+        }
+    }
+
+    async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError> {
+        Ok(match self.book(purchase.sale_id()) {
+            Some(book) => book.purchase(purchase, self.clock.now()),
+            None => PurchaseOutcome::UnknownSale,
+        })
+    }
+
+    async fn release(
+        &self,
+        sale: &SaleId,
+        order: OrderId,
+    ) -> Result<ReleaseOutcome, EngineError> {
+        Ok(match self.book(sale) {
+            Some(book) => book.release(order),
+            None => ReleaseOutcome::UnknownSale,
+        })
+    }
+
+    async fn snapshot(&self, sale: &SaleId) -> Result<Option<SaleSnapshot>, EngineError> {
+        Ok(self
+            .book(sale)
+            .map(|book| book.snapshot(self.clock.now())))
+    }
+
+    async fn purchased_by(&self, sale: &SaleId, user: &UserId) -> Result<u32, EngineError> {
+        Ok(self.book(sale).map_or(0, |book| book.held_by(user)))
+    }
+
+    async fn rebuild(
+        &self,
+        spec: &SaleSpec,
+        orders: &[Order],
+    ) -> Result<SaleSnapshot, EngineError> {
+        let plan = RebuildPlan::new(spec, orders)?;
+        let book = Arc::clone(
+            self.sales
+                .entry(spec.id().clone())
+                .or_insert_with(|| Arc::new(SaleBook::new(spec.clone())))
+                .value(),
+        );
+        book.replace(spec.clone(), plan);
+        Ok(book.snapshot(self.clock.now()))
+    }
+}

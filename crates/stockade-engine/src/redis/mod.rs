@@ -1,0 +1,329 @@
+//! The Redis engine: every operation is one server-side Lua script (kept in
+//! `lua/*.lua`), invoked with EVALSHA and reloaded transparently after
+//! `SCRIPT FLUSH` or a restart.
+//!
+//! All requests share one multiplexed connection. Time comes from the
+//! engine's clock and is passed to the scripts, so every instance of the
+//! service judges windows by its own clock (keep clocks in sync with NTP).
+
+mod codec;
+mod connection;
+pub mod keys;
+mod scripts;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::AsyncCommands;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use stockade_core::{
+    Clock, CreateOutcome, Engine, EngineError, Order, OrderId, Purchase, PurchaseOutcome,
+    RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
+};
+
+use connection::SharedConnection;
+pub use keys::SaleKeys;
+use scripts::{CREATE_SALE, PURCHASE, REBUILD, RELEASE, redis_error};
+
+/// How to reach Redis.
+#[derive(Debug, Clone)]
+pub struct RedisEngineConfig {
+    /// `redis://` or `rediss://` URLs: one for a standalone server, the seed
+    /// nodes for a Cluster.
+    pub urls: Vec<String>,
+    /// Whether `urls` name a Redis Cluster.
+    pub cluster: bool,
+    /// Prefix of every key (default `stockade:`), to share a server safely.
+    pub key_prefix: String,
+    /// How long to wait for a reply before reporting a timeout.
+    pub response_timeout: Duration,
+    /// How long to wait for a connection to be established.
+    pub connection_timeout: Duration,
+}
+
+impl RedisEngineConfig {
+    /// A standalone server at `url`, with default prefix and timeouts.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            urls: vec![url.into()],
+            cluster: false,
+            key_prefix: "stockade:".to_owned(),
+            response_timeout: Duration::from_secs(2),
+            connection_timeout: Duration::from_secs(2),
+        }
+    }
+
+    /// A Redis Cluster reachable through any of `urls`.
+    pub fn cluster(urls: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Self {
+            urls: urls.into_iter().map(Into::into).collect(),
+            cluster: true,
+            ..Self::new("")
+        }
+    }
+
+    /// Sets the key prefix.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+}
+
+/// Sales held in Redis.
+pub struct RedisEngine {
+    connection: SharedConnection,
+    key_prefix: String,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for RedisEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisEngine")
+            .field("key_prefix", &self.key_prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisEngine {
+    /// Connects to Redis. Fails with [`EngineError::Unavailable`] if it
+    /// cannot be reached.
+    pub async fn connect(
+        config: &RedisEngineConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, EngineError> {
+        let invalid = |e: redis::RedisError| {
+            EngineError::backend(format!("invalid Redis URL in {:?}: {e}", config.urls))
+        };
+        let connection = if config.cluster {
+            let client = redis::cluster::ClusterClientBuilder::new(config.urls.clone())
+                .response_timeout(config.response_timeout)
+                .connection_timeout(config.connection_timeout)
+                .build()
+                .map_err(invalid)?;
+            SharedConnection::Cluster(
+                client
+                    .get_async_connection()
+                    .await
+                    .map_err(redis_error)?,
+            )
+        } else {
+            let [url] = config.urls.as_slice() else {
+                return Err(EngineError::backend(
+                    "a standalone Redis engine needs exactly one URL",
+                ));
+            };
+            let client = redis::Client::open(url.as_str()).map_err(invalid)?;
+            let manager_config = ConnectionManagerConfig::new()
+                .set_response_timeout(Some(config.response_timeout))
+                .set_connection_timeout(Some(config.connection_timeout))
+                .set_number_of_retries(2);
+            SharedConnection::Standalone(
+                ConnectionManager::new_with_config(client, manager_config)
+                    .await
+                    .map_err(redis_error)?,
+            )
+        };
+        Ok(Self {
+            connection,
+            key_prefix: config.key_prefix.clone(),
+            clock,
+        })
+    }
+
+    /// The keys of a sale, for tools that inspect or consume them (the
+    /// outbox reader, fault-injection tests).
+    pub fn keys(&self, sale: &SaleId) -> SaleKeys {
+        SaleKeys::new(&self.key_prefix, sale)
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock.now().timestamp_millis()
+    }
+}
+
+fn to_u32(value: i64, what: &str) -> Result<u32, EngineError> {
+    u32::try_from(value)
+        .map_err(|_| EngineError::backend(format!("Redis returned {value} for {what}")))
+}
+
+#[async_trait]
+impl Engine for RedisEngine {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    async fn create_sale(&self, spec: &SaleSpec) -> Result<CreateOutcome, EngineError> {
+        let keys = self.keys(spec.id());
+        let mut invocation = CREATE_SALE.prepare_invoke();
+        invocation.key(&keys.sale);
+        for field in codec::spec_fields(spec) {
+            invocation.arg(field);
+        }
+        let reply: Vec<String> = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)?;
+        match reply.first().map(String::as_str) {
+            Some("created") => Ok(CreateOutcome::Created),
+            Some("exists") => Ok(CreateOutcome::AlreadyExists),
+            Some("conflict") => Err(EngineError::SaleConflict {
+                sale_id: spec.id().clone(),
+                existing: Box::new(codec::spec_from_fields(spec.id(), &reply[1..])?),
+            }),
+            _ => Err(EngineError::backend(format!(
+                "unexpected reply from create_sale.lua: {reply:?}"
+            ))),
+        }
+    }
+
+    async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError> {
+        let keys = self.keys(purchase.sale_id());
+        let order_id = OrderId::generate();
+        let mut invocation = PURCHASE.prepare_invoke();
+        invocation
+            .key(&keys.sale)
+            .key(&keys.holdings)
+            .key(&keys.keys)
+            .key(&keys.orders)
+            .key(&keys.outbox)
+            .arg(purchase.user_id().as_str())
+            .arg(purchase.quantity())
+            .arg(purchase.idempotency_key().map_or("", |k| k.as_str()))
+            .arg(order_id.to_string())
+            .arg(self.now_ms());
+        let (code, number, text): (i64, i64, String) = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)?;
+        Ok(match code {
+            1 => PurchaseOutcome::Purchased {
+                order_id,
+                remaining: to_u32(number, "remaining")?,
+            },
+            2 => PurchaseOutcome::SoldOut,
+            3 => PurchaseOutcome::InsufficientStock {
+                remaining: to_u32(number, "remaining")?,
+            },
+            4 => PurchaseOutcome::LimitExceeded {
+                already: to_u32(number, "already held")?,
+            },
+            5 => PurchaseOutcome::Duplicate {
+                order_id: text.parse().map_err(EngineError::backend)?,
+            },
+            6 => PurchaseOutcome::NotStarted,
+            7 => PurchaseOutcome::Ended,
+            8 => PurchaseOutcome::UnknownSale,
+            other => {
+                return Err(EngineError::backend(format!(
+                    "unexpected code {other} from purchase.lua"
+                )));
+            }
+        })
+    }
+
+    async fn release(
+        &self,
+        sale: &SaleId,
+        order: OrderId,
+    ) -> Result<ReleaseOutcome, EngineError> {
+        let keys = self.keys(sale);
+        let mut invocation = RELEASE.prepare_invoke();
+        invocation
+            .key(&keys.sale)
+            .key(&keys.holdings)
+            .key(&keys.orders)
+            .arg(order.to_string());
+        let (code, quantity, remaining): (i64, i64, i64) = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)?;
+        Ok(match code {
+            1 => ReleaseOutcome::Released {
+                quantity: to_u32(quantity, "quantity")?,
+                remaining: to_u32(remaining, "remaining")?,
+            },
+            2 => ReleaseOutcome::AlreadyReleased,
+            3 => ReleaseOutcome::UnknownOrder,
+            4 => ReleaseOutcome::UnknownSale,
+            other => {
+                return Err(EngineError::backend(format!(
+                    "unexpected code {other} from release.lua"
+                )));
+            }
+        })
+    }
+
+    async fn snapshot(&self, sale: &SaleId) -> Result<Option<SaleSnapshot>, EngineError> {
+        let keys = self.keys(sale);
+        // One HMGET is atomic: the spec and the stock are read together.
+        let fields: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(&keys.sale)
+            .arg(&["total", "limit", "starts", "ends", "hold", "remaining"])
+            .query_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)?;
+        let Some(fields) = fields.into_iter().collect::<Option<Vec<String>>>() else {
+            return Ok(None);
+        };
+        let spec = codec::spec_from_fields(sale, &fields[..5])?;
+        let remaining = fields[5].parse::<u32>().map_err(|_| {
+            EngineError::backend(format!("sale {sale} has a malformed remaining field"))
+        })?;
+        Ok(Some(SaleSnapshot::at(spec, remaining, self.clock.now())))
+    }
+
+    async fn purchased_by(&self, sale: &SaleId, user: &UserId) -> Result<u32, EngineError> {
+        let held: Option<u32> = self
+            .connection
+            .clone()
+            .hget(self.keys(sale).holdings, user.as_str())
+            .await
+            .map_err(redis_error)?;
+        Ok(held.unwrap_or(0))
+    }
+
+    async fn rebuild(
+        &self,
+        spec: &SaleSpec,
+        orders: &[Order],
+    ) -> Result<SaleSnapshot, EngineError> {
+        let plan = RebuildPlan::new(spec, orders)?;
+        let keys = self.keys(spec.id());
+        let mut invocation = REBUILD.prepare_invoke();
+        invocation
+            .key(&keys.sale)
+            .key(&keys.holdings)
+            .key(&keys.keys)
+            .key(&keys.orders)
+            .key(&keys.outbox);
+        for field in codec::spec_fields(spec) {
+            invocation.arg(field);
+        }
+        invocation
+            .arg(plan.remaining)
+            .arg(plan.holdings.len())
+            .arg(plan.keys.len());
+        for (user, held) in &plan.holdings {
+            invocation.arg(user.as_str()).arg(*held);
+        }
+        for (key, order_id) in &plan.keys {
+            invocation.arg(key.as_str()).arg(order_id.to_string());
+        }
+        for order in &plan.orders {
+            let state = if order.live { 'l' } else { 'r' };
+            invocation
+                .arg(order.id.to_string())
+                .arg(format!("{}:{state}:{}", order.quantity, order.user_id));
+        }
+        let remaining: i64 = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)?;
+        Ok(SaleSnapshot::at(
+            spec.clone(),
+            to_u32(remaining, "remaining")?,
+            self.clock.now(),
+        ))
+    }
+}

@@ -1,0 +1,45 @@
+//! The Lua scripts, one per operation, and how Redis errors map to engine
+//! errors.
+//!
+//! [`redis::Script`] sends EVALSHA and, on NOSCRIPT (after `SCRIPT FLUSH` or
+//! a restart), loads the script and retries, so callers never see the cache.
+
+use std::sync::LazyLock;
+
+use redis::{ErrorKind, RedisError, Script, ServerErrorKind};
+use stockade_core::EngineError;
+
+pub(super) static CREATE_SALE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/create_sale.lua")));
+pub(super) static PURCHASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/purchase.lua")));
+pub(super) static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/release.lua")));
+pub(super) static REBUILD: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rebuild.lua")));
+
+/// Sorts a Redis error into "retry later" (unavailable, timeout) and
+/// "will not get better" (backend).
+pub(super) fn redis_error(error: RedisError) -> EngineError {
+    if error.is_timeout() {
+        return EngineError::Timeout(error.to_string());
+    }
+    let transient = error.is_io_error()
+        || error.is_connection_refusal()
+        || error.is_connection_dropped()
+        || matches!(
+            error.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::ReadOnly
+            )
+        );
+    if transient {
+        EngineError::Unavailable(Box::new(error))
+    } else {
+        EngineError::Backend(Box::new(error))
+    }
+}
