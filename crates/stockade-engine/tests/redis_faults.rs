@@ -1,0 +1,198 @@
+//! The Redis engine under the faults of DESIGN.md: script cache flushed,
+//! server restarted with its data lost, server unresponsive; and on Redis
+//! Cluster. Each test runs its own throwaway redis-server.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use redis::AsyncCommands;
+use stockade_core::{
+    Engine, EngineError, Order, OrderStatus, Purchase, PurchaseOutcome, SaleId, SaleSpec,
+    SystemClock,
+};
+use stockade_engine::{RedisEngine, RedisEngineConfig};
+use stockade_test_support::RedisServer;
+
+async fn engine(server: &RedisServer) -> RedisEngine {
+    let mut config = RedisEngineConfig::new(server.url());
+    config.response_timeout = Duration::from_millis(500);
+    RedisEngine::connect(&config, Arc::new(SystemClock)).await.unwrap()
+}
+
+fn spec(id: &str, stock: u32) -> SaleSpec {
+    SaleSpec::builder(id, stock).unwrap().build().unwrap()
+}
+
+async fn buy(engine: &RedisEngine, sale: &str, user: &str) -> Result<PurchaseOutcome, EngineError> {
+    engine.purchase(&Purchase::new(sale, user, 1).unwrap()).await
+}
+
+#[tokio::test]
+async fn script_flush_is_reloaded_transparently() {
+    let server = RedisServer::start().unwrap();
+    let engine = engine(&server).await;
+    engine.create_sale(&spec("flush", 10)).await.unwrap();
+    assert!(matches!(buy(&engine, "flush", "a").await.unwrap(), PurchaseOutcome::Purchased { .. }));
+    assert!(server.command(&["SCRIPT", "FLUSH"]).unwrap().contains("OK"));
+    assert!(matches!(
+        buy(&engine, "flush", "b").await.unwrap(),
+        PurchaseOutcome::Purchased { remaining: 8, .. }
+    ));
+    assert!(engine.release(&SaleId::new("flush").unwrap(), stockade_core::OrderId::generate()).await.is_ok());
+}
+
+#[tokio::test]
+async fn restart_loses_the_sale_and_rebuild_restores_it_from_the_store() {
+    let mut server = RedisServer::start().unwrap();
+    let engine = engine(&server).await;
+    let sale_spec = spec("restart", 10);
+    engine.create_sale(&sale_spec).await.unwrap();
+    let mut committed = Vec::new();
+    for user in ["a", "b", "c"] {
+        let PurchaseOutcome::Purchased { order_id, .. } = buy(&engine, "restart", user).await.unwrap()
+        else {
+            panic!("purchase must succeed");
+        };
+        committed.push(Order {
+            id: order_id,
+            sale_id: sale_spec.id().clone(),
+            user_id: stockade_core::UserId::new(user).unwrap(),
+            quantity: 1,
+            idempotency_key: None,
+            status: OrderStatus::Confirmed,
+            created_at: Utc::now(),
+        });
+    }
+    server.restart().unwrap();
+
+    // The engine reconnects by itself; until then calls fail as retryable.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let outcome = loop {
+        match buy(&engine, "restart", "d").await {
+            Ok(outcome) => break outcome,
+            Err(e) if e.is_retryable() && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("not recovered: {e}"),
+        }
+    };
+    // The data is gone: the engine must not invent a sale (it would sell
+    // the full stock again). The caller rebuilds from the store.
+    assert_eq!(outcome, PurchaseOutcome::UnknownSale);
+    assert!(engine.snapshot(sale_spec.id()).await.unwrap().is_none());
+
+    let snapshot = engine.rebuild(&sale_spec, &committed).await.unwrap();
+    assert_eq!(snapshot.remaining, 7);
+    assert_eq!(
+        buy(&engine, "restart", "a").await.unwrap(),
+        PurchaseOutcome::LimitExceeded { already: 1 }
+    );
+    assert!(matches!(
+        buy(&engine, "restart", "d").await.unwrap(),
+        PurchaseOutcome::Purchased { remaining: 6, .. }
+    ));
+}
+
+#[tokio::test]
+async fn an_unresponsive_server_gives_retryable_errors_and_nothing_is_sold_twice() {
+    let server = RedisServer::start().unwrap();
+    let engine = engine(&server).await;
+    engine.create_sale(&spec("paused", 5)).await.unwrap();
+    server.pause();
+    let started = Instant::now();
+    let err = buy(&engine, "paused", "a").await.unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5), "bounded by the response timeout");
+    server.resume();
+
+    // The call that timed out may or may not have run on the server; either
+    // way the buyer holds at most one item and the stock adds up.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match buy(&engine, "paused", "a").await {
+            Ok(PurchaseOutcome::Purchased { .. } | PurchaseOutcome::LimitExceeded { already: 1 }) => break,
+            Ok(other) => panic!("unexpected {other:?}"),
+            Err(e) if e.is_retryable() && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("not recovered: {e}"),
+        }
+    }
+    let snapshot = engine.snapshot(&SaleId::new("paused").unwrap()).await.unwrap().unwrap();
+    assert_eq!(snapshot.remaining, 4);
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_reported_as_unavailable() {
+    let mut server = RedisServer::start().unwrap();
+    let url = server.url();
+    server.kill();
+    let mut config = RedisEngineConfig::new(url);
+    config.connection_timeout = Duration::from_millis(300);
+    let err = RedisEngine::connect(&config, Arc::new(SystemClock)).await.unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+}
+
+#[tokio::test]
+async fn every_accepted_order_is_in_the_outbox_stream() {
+    let server = RedisServer::start().unwrap();
+    let engine = engine(&server).await;
+    engine.create_sale(&spec("outbox", 3)).await.unwrap();
+    let mut accepted = Vec::new();
+    for user in ["a", "b", "c", "d", "e"] {
+        if let PurchaseOutcome::Purchased { order_id, .. } = buy(&engine, "outbox", user).await.unwrap() {
+            accepted.push(order_id.to_string());
+        }
+    }
+    assert_eq!(accepted.len(), 3);
+    let mut conn = redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let outbox = engine.keys(&SaleId::new("outbox").unwrap()).outbox;
+    let entries: redis::streams::StreamRangeReply = conn.xrange_all(&outbox).await.unwrap();
+    let ids: Vec<String> = entries
+        .ids
+        .iter()
+        .map(|entry| entry.get::<String>("order_id").unwrap())
+        .collect();
+    assert_eq!(ids, accepted, "one entry per accepted order, in order, none for refusals");
+    let first = &entries.ids[0];
+    assert_eq!(first.get::<String>("user_id").unwrap(), "a");
+    assert_eq!(first.get::<u32>("quantity").unwrap(), 1);
+}
+
+#[tokio::test]
+async fn works_on_redis_cluster() {
+    let server = RedisServer::start_with(&["--cluster-enabled", "yes"]).unwrap();
+    // A one-node cluster that owns every slot.
+    assert!(server.command(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]).unwrap().contains("OK"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !server.command(&["CLUSTER", "INFO"]).unwrap().contains("cluster_state:ok") {
+        assert!(Instant::now() < deadline, "cluster did not become ok");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let engine = Arc::new(
+        RedisEngine::connect(&RedisEngineConfig::cluster([server.url()]), Arc::new(SystemClock))
+            .await
+            .unwrap(),
+    );
+    engine.create_sale(&spec("cluster", 100)).await.unwrap();
+    let tasks: Vec<_> = (0..150)
+        .map(|i| {
+            let engine = Arc::clone(&engine);
+            tokio::spawn(async move { buy(&engine, "cluster", &format!("u{i}")).await.unwrap() })
+        })
+        .collect();
+    let mut purchased = 0;
+    for task in tasks {
+        if matches!(task.await.unwrap(), PurchaseOutcome::Purchased { .. }) {
+            purchased += 1;
+        }
+    }
+    assert_eq!(purchased, 100);
+    let snapshot = engine.snapshot(&SaleId::new("cluster").unwrap()).await.unwrap().unwrap();
+    assert_eq!(snapshot.remaining, 0);
+}
