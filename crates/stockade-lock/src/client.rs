@@ -1,0 +1,345 @@
+//! [`Locks`]: the client. Acquiring (fail fast, bounded wait, unbounded
+//! wait), waiting on release notifications, and running critical sections.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::{join_all, select_all};
+use rand::Rng;
+use tokio::runtime::Handle;
+use tokio::sync::futures::OwnedNotified;
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::config::Config;
+use crate::guard::Held;
+use crate::keys::LockKeys;
+use crate::node::Node;
+use crate::quorum::{self, Acquisition};
+use crate::subscriptions::Interest;
+use crate::{Lease, LockError, LockGuard, LocksBuilder, LostReason, telemetry};
+
+/// What every guard and background task of a client share.
+pub(crate) struct LocksInner {
+    pub config: Config,
+    pub nodes: Vec<Node>,
+    /// Where background work (releases of dropped guards, watchdogs, acquire
+    /// attempts) runs, so that it can be started from `Drop`.
+    pub runtime: Handle,
+}
+
+/// A lock client over one Redis node, or several independent nodes
+/// (Redlock). Cheap to clone; clones share connections.
+///
+/// Each client keeps, per node, one multiplexed connection for the scripts
+/// and one pub/sub connection shared by all of its waiters.
+#[derive(Clone)]
+pub struct Locks {
+    inner: Arc<LocksInner>,
+}
+
+impl std::fmt::Debug for Locks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Locks")
+            .field("nodes", &self.inner.nodes)
+            .field("quorum", &self.inner.config.quorum())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The outcome of one attempt, as the waiting loop sees it.
+enum Attempt {
+    Acquired(LockGuard),
+    Busy { retry_after: Option<Duration> },
+}
+
+impl Locks {
+    /// Connects to a single Redis node with default settings.
+    pub async fn connect(url: &str) -> Result<Self, LockError> {
+        Self::builder().node(url).connect().await
+    }
+
+    /// Starts building a client (several nodes, leases, timeouts).
+    pub fn builder() -> LocksBuilder {
+        LocksBuilder::default()
+    }
+
+    pub(crate) async fn from_config(config: Config) -> Result<Self, LockError> {
+        let nodes = config
+            .nodes
+            .iter()
+            .map(|url| Node::new(url, &config))
+            .collect::<Result<Vec<_>, _>>()?;
+        let pings = join_all(nodes.iter().map(Node::ping)).await;
+        let reachable = pings.iter().filter(|ping| ping.is_ok()).count();
+        if reachable < config.quorum() {
+            let detail = nodes
+                .iter()
+                .zip(&pings)
+                .filter_map(|(node, ping)| {
+                    ping.as_ref()
+                        .err()
+                        .map(|error| format!("{}: {error}", node.address))
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(LockError::Connect {
+                detail: format!(
+                    "only {reachable} of {} nodes answered, {} needed: {detail}",
+                    nodes.len(),
+                    config.quorum()
+                ),
+            });
+        }
+        Ok(Self {
+            inner: Arc::new(LocksInner {
+                config,
+                nodes,
+                runtime: Handle::current(),
+            }),
+        })
+    }
+
+    /// The number of nodes, and the quorum needed out of them.
+    pub fn nodes(&self) -> (usize, usize) {
+        (self.inner.nodes.len(), self.inner.config.quorum())
+    }
+
+    /// Tries once. Returns `Ok(None)` at once if someone else holds the lock.
+    pub async fn try_lock(
+        &self,
+        name: &str,
+        lease: impl Into<Lease>,
+    ) -> Result<Option<LockGuard>, LockError> {
+        self.acquire(name, Some(Duration::ZERO), lease.into()).await
+    }
+
+    /// Waits until the lock is acquired, with a [`Lease::Watchdog`] lease.
+    /// To give up, drop the future (for instance with
+    /// [`tokio::time::timeout`]): that is safe, no lock is left behind.
+    pub async fn lock(&self, name: &str) -> Result<LockGuard, LockError> {
+        let guard = self.acquire(name, None, Lease::Watchdog).await?;
+        guard.ok_or_else(|| LockError::Internal {
+            lock: name.to_owned(),
+            detail: "an unbounded wait ended without the lock".to_owned(),
+        })
+    }
+
+    /// Waits up to `wait` for the lock. Fails with [`LockError::Timeout`]
+    /// if someone else held it the whole time.
+    pub async fn lock_with(
+        &self,
+        name: &str,
+        wait: Duration,
+        lease: impl Into<Lease>,
+    ) -> Result<LockGuard, LockError> {
+        match self.acquire(name, Some(wait), lease.into()).await? {
+            Some(guard) => Ok(guard),
+            None => Err(LockError::Timeout {
+                lock: name.to_owned(),
+                waited: wait,
+            }),
+        }
+    }
+
+    /// Acquires the lock (waiting as long as it takes, watchdog lease), runs
+    /// `section`, and releases the lock. If ownership is lost while the
+    /// section runs, the section is cancelled (its future dropped at its
+    /// next `.await`) and [`LockError::Lost`] is returned. It is also
+    /// returned if the section finished but the release found the lock no
+    /// longer ours, since part of the section may then have run unprotected.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: stockade_lock::Locks) -> Result<(), stockade_lock::LockError> {
+    /// let fence = locks
+    ///     .run("nightly-reconciliation", async |guard| {
+    ///         // ... work that must not run twice at once ...
+    ///         guard.fence()
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run<T>(
+        &self,
+        name: &str,
+        section: impl AsyncFnOnce(&LockGuard) -> T,
+    ) -> Result<T, LockError> {
+        let guard = self.lock(name).await?;
+        let outcome = {
+            let section = section(&guard);
+            tokio::select! {
+                biased;
+                reason = guard.lost() => Err(reason),
+                value = section => Ok(value),
+            }
+        };
+        let lost = |reason| LockError::Lost {
+            lock: name.to_owned(),
+            reason,
+        };
+        match outcome {
+            Err(reason) => Err(lost(reason)),
+            Ok(value) => {
+                let reason = guard.lost_reason();
+                match guard.release().await {
+                    Ok(()) => Ok(value),
+                    Err(LockError::NotHeld { .. }) => {
+                        Err(lost(reason.unwrap_or(LostReason::Taken)))
+                    }
+                    // The section finished while we held the lock; the
+                    // lease will clear it.
+                    Err(error) => {
+                        tracing::warn!(lock = name, %error, "release after the critical section failed");
+                        Ok(value)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The waiting loop. `wait`: `Some(ZERO)` tries once, `None` waits
+    /// forever. Returns `Ok(None)` when the wait ran out.
+    async fn acquire(
+        &self,
+        name: &str,
+        wait: Option<Duration>,
+        lease: Lease,
+    ) -> Result<Option<LockGuard>, LockError> {
+        let keys = LockKeys::new(&self.inner.config.key_prefix, name)?;
+        let config = &self.inner.config;
+        let lease_duration = match lease {
+            Lease::Watchdog => config.watchdog_lease,
+            Lease::Fixed(lease) => lease,
+        };
+        if lease_duration <= config.drift(lease_duration) {
+            return Err(LockError::InvalidConfig(format!(
+                "a lease of {lease_duration:?} is shorter than the clock-drift allowance"
+            )));
+        }
+        let started = Instant::now();
+        let deadline = wait.and_then(|wait| started.checked_add(wait));
+        let redlock = self.inner.nodes.len() > 1;
+        let mut interests: Vec<Interest> = Vec::new();
+        let mut waited = false;
+        loop {
+            // Listen before trying, so that a release that lands while the
+            // attempt is in flight still wakes us.
+            let mut wakeups: Vec<Pin<Box<OwnedNotified>>> = interests
+                .iter()
+                .map(|interest| Box::pin(interest.notified()))
+                .collect();
+            for wakeup in &mut wakeups {
+                wakeup.as_mut().enable();
+            }
+            let outcome = match self.attempt(&keys, lease, lease_duration).await {
+                Ok(outcome) => outcome,
+                Err(error) => {
+                    telemetry::acquire_finished("error", started.elapsed());
+                    return Err(error);
+                }
+            };
+            let retry_after = match outcome {
+                Attempt::Acquired(guard) => {
+                    telemetry::acquire_finished("acquired", started.elapsed());
+                    if waited {
+                        telemetry::waited(started.elapsed());
+                    }
+                    return Ok(Some(guard));
+                }
+                Attempt::Busy { retry_after } => retry_after,
+            };
+            telemetry::contended();
+            let now = Instant::now();
+            if deadline.is_some_and(|deadline| now >= deadline) {
+                let outcome = if wait == Some(Duration::ZERO) {
+                    "busy"
+                } else {
+                    "timeout"
+                };
+                telemetry::acquire_finished(outcome, started.elapsed());
+                return Ok(None);
+            }
+            waited = true;
+            if interests.is_empty() {
+                // First time we found it held: subscribe (shared per client),
+                // then try again at once, since the holder may have released
+                // it before the subscription was in place.
+                let channel = &keys.channel;
+                interests = join_all(
+                    self.inner
+                        .nodes
+                        .iter()
+                        .map(|node| node.subscriptions.interest(channel)),
+                )
+                .await;
+                continue;
+            }
+            // Sleep until a release message, or until the holder's lease runs
+            // out (the fallback if a message is lost), or the deadline.
+            let fallback = retry_after
+                .unwrap_or(config.max_fallback_retry)
+                .min(config.max_fallback_retry)
+                + Duration::from_millis(1);
+            let mut wake_at = now + fallback;
+            if let Some(deadline) = deadline {
+                wake_at = wake_at.min(deadline);
+            }
+            tokio::select! {
+                _ = select_all(wakeups) => {}
+                () = tokio::time::sleep_until(wake_at) => {}
+            }
+            if redlock {
+                // Spread the retries of clients that woke together, so they
+                // do not split the vote again.
+                let jitter = rand::rng().random_range(Duration::ZERO..=config.retry_jitter);
+                tokio::time::sleep(jitter).await;
+            }
+        }
+    }
+
+    /// One attempt, run in its own task so that its result is always
+    /// observed: if the caller has gone away by the time the lock is granted
+    /// (its future was dropped), the guard is dropped here, and dropping a
+    /// guard releases the lock.
+    async fn attempt(
+        &self,
+        keys: &LockKeys,
+        lease: Lease,
+        lease_duration: Duration,
+    ) -> Result<Attempt, LockError> {
+        let (sender, receiver) = oneshot::channel();
+        let (locks, keys_owned) = (Arc::clone(&self.inner), keys.clone());
+        self.inner.runtime.spawn(async move {
+            let token = format!("{:032x}", rand::random::<u128>());
+            let outcome = quorum::try_acquire(&locks, &keys_owned, &token, lease_duration).await;
+            let attempt = outcome.map(|acquisition| match acquisition {
+                Acquisition::Acquired {
+                    fence,
+                    valid_until,
+                    given_up,
+                } => Attempt::Acquired(LockGuard::new(
+                    Held::new(
+                        locks,
+                        keys_owned,
+                        token,
+                        fence,
+                        lease_duration,
+                        valid_until,
+                        given_up,
+                    ),
+                    lease == Lease::Watchdog,
+                )),
+                Acquisition::Busy { retry_after } => Attempt::Busy { retry_after },
+            });
+            // If the caller is gone, the guard comes back here and is dropped.
+            let _ = sender.send(attempt);
+        });
+        receiver.await.unwrap_or_else(|_| {
+            Err(LockError::Internal {
+                lock: keys.name.clone(),
+                detail: "the acquire task ended without an answer".to_owned(),
+            })
+        })
+    }
+}

@@ -1,0 +1,62 @@
+//! The Redis names a lock uses: its key, its fencing counter and its channel.
+
+use crate::LockError;
+
+/// The names one lock uses in Redis. The key and the counter share a hash tag
+/// (`{name}`), so the acquire script touches one Redis Cluster slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LockKeys {
+    /// The lock's name, as the caller gave it.
+    pub name: String,
+    /// `prefix:{name}`: holds the owner token, with the lease as its expiry.
+    pub lock: String,
+    /// `prefix:{name}:fence`: the fencing counter, never expires.
+    pub fence: String,
+    /// `prefix:{name}:released`: where releases are announced.
+    pub channel: String,
+}
+
+impl LockKeys {
+    /// Builds the names for `name`, which must be non-empty and free of `{`
+    /// and `}` (they would break the hash tag).
+    pub fn new(prefix: &str, name: &str) -> Result<Self, LockError> {
+        let invalid = |reason| LockError::InvalidName {
+            name: name.to_owned(),
+            reason,
+        };
+        if name.is_empty() {
+            return Err(invalid("it is empty"));
+        }
+        if name.contains(['{', '}']) {
+            return Err(invalid(
+                "it contains `{` or `}`, which would break the hash tag",
+            ));
+        }
+        Ok(Self {
+            name: name.to_owned(),
+            lock: format!("{prefix}:{{{name}}}"),
+            fence: format!("{prefix}:{{{name}}}:fence"),
+            channel: format!("{prefix}:{{{name}}}:released"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_and_counter_share_a_hash_tag() {
+        let keys = LockKeys::new("stockade-lock", "orders").unwrap();
+        assert_eq!(keys.lock, "stockade-lock:{orders}");
+        assert_eq!(keys.fence, "stockade-lock:{orders}:fence");
+        assert_eq!(keys.channel, "stockade-lock:{orders}:released");
+    }
+
+    #[test]
+    fn names_that_would_break_the_hash_tag_are_refused() {
+        assert!(LockKeys::new("p", "").is_err());
+        assert!(LockKeys::new("p", "a{b").is_err());
+        assert!(LockKeys::new("p", "a}b").is_err());
+    }
+}

@@ -1,0 +1,80 @@
+//! Faults: Redis unreachable, paused, its script cache flushed; bad input.
+
+use std::time::Duration;
+
+use stockade_lock::{ErrorKind, Lease, Locks};
+
+use crate::support::{client, redis};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connecting_to_nothing_is_unavailable() {
+    let port = stockade_test_support::free_port().unwrap();
+    let error = Locks::builder()
+        .node(format!("redis://127.0.0.1:{port}"))
+        .command_timeout(Duration::from_millis(300))
+        .connect()
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+    assert!(error.is_retryable());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_redis_is_unavailable_not_a_hang() {
+    let server = redis();
+    let locks = client(&server.url()).await;
+    server.pause();
+    let outcome = locks.try_lock("job", Lease::Watchdog).await;
+    server.resume();
+    let error = outcome.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+    assert!(error.is_retryable());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flushed_script_cache_is_reloaded_transparently() {
+    let server = redis();
+    let locks = client(&server.url()).await;
+    let guard = locks.lock("job").await.unwrap();
+    server.command(&["SCRIPT", "FLUSH"]).unwrap();
+    guard.release().await.unwrap();
+    server.command(&["SCRIPT", "FLUSH"]).unwrap();
+    let guard = locks.lock("job").await.unwrap();
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_restarting_between_acquisitions_is_survived() {
+    let mut server = redis();
+    let locks = client(&server.url()).await;
+    let first = locks.lock("job").await.unwrap();
+    first.release().await.unwrap();
+    server.restart().unwrap();
+    // The first call after the restart may fail (the old connection died);
+    // the error says to retry, and a retry reconnects.
+    let guard = loop {
+        match locks.try_lock("job", Lease::Watchdog).await {
+            Ok(guard) => break guard.unwrap(),
+            Err(error) => {
+                assert!(error.is_retryable(), "{error}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_names_and_leases_are_invalid() {
+    let server = redis();
+    let locks = client(&server.url()).await;
+    for name in ["", "a{b}"] {
+        let error = locks.try_lock(name, Lease::Watchdog).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Invalid, "{error}");
+    }
+    let error = locks
+        .try_lock("job", Duration::from_millis(1))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Invalid, "{error}");
+}
