@@ -57,7 +57,9 @@ impl FromStr for EngineKind {
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
     /// A throwaway server could not be started.
-    #[error("could not start a throwaway server (pass --redis-url / --database-url to use a running one): {0}")]
+    #[error(
+        "could not start a throwaway server (pass --redis-url / --database-url to use a running one): {0}"
+    )]
     Server(#[from] stockade_test_support::TestSupportError),
     /// The engine could not connect.
     #[error("could not connect the {engine} engine to {target}: {source}")]

@@ -205,7 +205,13 @@ pub async fn run(
         .snapshot(spec.id())
         .await?
         .ok_or_else(|| FlashSaleError::Invalid(format!("sale {sale_id} vanished")))?;
-    Ok(report(engine.name(), sale, total, snapshot.remaining, elapsed))
+    Ok(report(
+        engine.name(),
+        sale,
+        total,
+        snapshot.remaining,
+        elapsed,
+    ))
 }
 
 fn report(
@@ -223,8 +229,8 @@ fn report(
     let duplicate_buyers = per_buyer.values().filter(|n| **n > 1).count();
     let oversold = purchased.saturating_sub(sale.stock as usize);
     let expected = sale.buyers.min(sale.stock as usize);
-    let stock_adds_up = purchased <= sale.stock as usize
-        && remaining as usize == sale.stock as usize - purchased;
+    let stock_adds_up =
+        purchased <= sale.stock as usize && remaining as usize == sale.stock as usize - purchased;
     let ok = purchased == expected
         && oversold == 0
         && duplicate_buyers == 0
@@ -293,7 +299,13 @@ mod tests {
             orders: vec![0, 0],
             ..WorkerTally::default()
         };
-        let twice = report("fake", &FlashSale::new(3, 5).unwrap(), tally, 3, Duration::from_millis(1));
+        let twice = report(
+            "fake",
+            &FlashSale::new(3, 5).unwrap(),
+            tally,
+            3,
+            Duration::from_millis(1),
+        );
         assert_eq!(twice.duplicate_buyers, 1);
         assert!(!twice.ok);
     }

@@ -95,6 +95,10 @@ mod merge_tests {
         b.record(Duration::from_micros(2));
         total.merge(&b);
         assert_eq!(total.count(), 3);
-        assert!(total.quantile_us(0.5) > 1_000_000, "{}", total.quantile_us(0.5));
+        assert!(
+            total.quantile_us(0.5) > 1_000_000,
+            "{}",
+            total.quantile_us(0.5)
+        );
     }
 }

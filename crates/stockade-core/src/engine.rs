@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 
 use crate::{
-    CreateOutcome, Order, OrderId, Purchase, PurchaseOutcome, ReleaseOutcome, SaleId,
-    SaleSnapshot, SaleSpec, UserId,
+    CreateOutcome, Order, OrderId, Purchase, PurchaseOutcome, ReleaseOutcome, SaleId, SaleSnapshot,
+    SaleSpec, UserId,
 };
 
 /// An engine decides purchases for many sales at once.
@@ -33,8 +33,7 @@ pub trait Engine: Send + Sync + 'static {
 
     /// Returns an order's items to stock and to its buyer's allowance.
     /// Releasing the same order twice changes nothing the second time.
-    async fn release(&self, sale: &SaleId, order: OrderId)
-    -> Result<ReleaseOutcome, EngineError>;
+    async fn release(&self, sale: &SaleId, order: OrderId) -> Result<ReleaseOutcome, EngineError>;
 
     /// The sale's stock and status now, or None if it does not exist.
     async fn snapshot(&self, sale: &SaleId) -> Result<Option<SaleSnapshot>, EngineError>;

@@ -33,7 +33,10 @@ async fn purchases(engine: Arc<dyn Engine>, next_buyer: Arc<AtomicU64>, iters: u
                     let buyer = next_buyer.fetch_add(1, Ordering::Relaxed);
                     let purchase = Purchase::new(SALE, format!("b{buyer}"), 1).unwrap();
                     let outcome = engine.purchase(&purchase).await.unwrap();
-                    assert!(matches!(outcome, PurchaseOutcome::Purchased { .. }), "{outcome:?}");
+                    assert!(
+                        matches!(outcome, PurchaseOutcome::Purchased { .. }),
+                        "{outcome:?}"
+                    );
                 }
             })
         })
@@ -46,7 +49,10 @@ async fn purchases(engine: Arc<dyn Engine>, next_buyer: Arc<AtomicU64>, iters: u
 
 fn bench_engine(c: &mut Criterion, runtime: &tokio::runtime::Runtime, engine: Arc<dyn Engine>) {
     runtime.block_on(async {
-        let spec = SaleSpec::builder(SALE, 1_000_000_000).unwrap().build().unwrap();
+        let spec = SaleSpec::builder(SALE, 1_000_000_000)
+            .unwrap()
+            .build()
+            .unwrap();
         engine.create_sale(&spec).await.unwrap();
     });
     let next_buyer = Arc::new(AtomicU64::new(0));
@@ -73,7 +79,10 @@ fn engines(c: &mut Criterion) {
 
     let redis = RedisServer::start().expect("redis-server must be installed");
     let engine = runtime
-        .block_on(RedisEngine::connect(&RedisEngineConfig::new(redis.url()), clock.clone()))
+        .block_on(RedisEngine::connect(
+            &RedisEngineConfig::new(redis.url()),
+            clock.clone(),
+        ))
         .unwrap();
     bench_engine(c, &runtime, Arc::new(engine));
 

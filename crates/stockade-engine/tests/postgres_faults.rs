@@ -19,13 +19,18 @@ async fn a_stopped_server_gives_retryable_errors_and_recovery_keeps_the_count() 
         .connect(&url)
         .await
         .unwrap();
-    let engine = PostgresEngine::with_pool(pool, Arc::new(SystemClock)).await.unwrap();
+    let engine = PostgresEngine::with_pool(pool, Arc::new(SystemClock))
+        .await
+        .unwrap();
     engine
         .create_sale(&SaleSpec::builder("pg-down", 5).unwrap().build().unwrap())
         .await
         .unwrap();
     let buy = |user: &str| Purchase::new("pg-down", user, 1).unwrap();
-    assert!(matches!(engine.purchase(&buy("a")).await.unwrap(), PurchaseOutcome::Purchased { .. }));
+    assert!(matches!(
+        engine.purchase(&buy("a")).await.unwrap(),
+        PurchaseOutcome::Purchased { .. }
+    ));
 
     server.stop();
     let err = engine.purchase(&buy("b")).await.unwrap_err();
@@ -36,7 +41,10 @@ async fn a_stopped_server_gives_retryable_errors_and_recovery_keeps_the_count() 
     loop {
         match engine.purchase(&buy("b")).await {
             Ok(outcome) => {
-                assert!(matches!(outcome, PurchaseOutcome::Purchased { remaining: 3, .. }));
+                assert!(matches!(
+                    outcome,
+                    PurchaseOutcome::Purchased { remaining: 3, .. }
+                ));
                 break;
             }
             Err(e) if e.is_retryable() && Instant::now() < deadline => {
@@ -45,6 +53,10 @@ async fn a_stopped_server_gives_retryable_errors_and_recovery_keeps_the_count() 
             Err(e) => panic!("not recovered: {e}"),
         }
     }
-    let snapshot = engine.snapshot(&SaleId::new("pg-down").unwrap()).await.unwrap().unwrap();
+    let snapshot = engine
+        .snapshot(&SaleId::new("pg-down").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(snapshot.remaining, 3);
 }

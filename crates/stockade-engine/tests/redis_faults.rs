@@ -17,7 +17,9 @@ use stockade_test_support::RedisServer;
 async fn engine(server: &RedisServer) -> RedisEngine {
     let mut config = RedisEngineConfig::new(server.url());
     config.response_timeout = Duration::from_millis(500);
-    RedisEngine::connect(&config, Arc::new(SystemClock)).await.unwrap()
+    RedisEngine::connect(&config, Arc::new(SystemClock))
+        .await
+        .unwrap()
 }
 
 fn spec(id: &str, stock: u32) -> SaleSpec {
@@ -25,7 +27,9 @@ fn spec(id: &str, stock: u32) -> SaleSpec {
 }
 
 async fn buy(engine: &RedisEngine, sale: &str, user: &str) -> Result<PurchaseOutcome, EngineError> {
-    engine.purchase(&Purchase::new(sale, user, 1).unwrap()).await
+    engine
+        .purchase(&Purchase::new(sale, user, 1).unwrap())
+        .await
 }
 
 #[tokio::test]
@@ -33,13 +37,24 @@ async fn script_flush_is_reloaded_transparently() {
     let server = RedisServer::start().unwrap();
     let engine = engine(&server).await;
     engine.create_sale(&spec("flush", 10)).await.unwrap();
-    assert!(matches!(buy(&engine, "flush", "a").await.unwrap(), PurchaseOutcome::Purchased { .. }));
+    assert!(matches!(
+        buy(&engine, "flush", "a").await.unwrap(),
+        PurchaseOutcome::Purchased { .. }
+    ));
     assert!(server.command(&["SCRIPT", "FLUSH"]).unwrap().contains("OK"));
     assert!(matches!(
         buy(&engine, "flush", "b").await.unwrap(),
         PurchaseOutcome::Purchased { remaining: 8, .. }
     ));
-    assert!(engine.release(&SaleId::new("flush").unwrap(), stockade_core::OrderId::generate()).await.is_ok());
+    assert!(
+        engine
+            .release(
+                &SaleId::new("flush").unwrap(),
+                stockade_core::OrderId::generate()
+            )
+            .await
+            .is_ok()
+    );
 }
 
 #[tokio::test]
@@ -50,7 +65,8 @@ async fn restart_loses_the_sale_and_rebuild_restores_it_from_the_store() {
     engine.create_sale(&sale_spec).await.unwrap();
     let mut committed = Vec::new();
     for user in ["a", "b", "c"] {
-        let PurchaseOutcome::Purchased { order_id, .. } = buy(&engine, "restart", user).await.unwrap()
+        let PurchaseOutcome::Purchased { order_id, .. } =
+            buy(&engine, "restart", user).await.unwrap()
         else {
             panic!("purchase must succeed");
         };
@@ -103,7 +119,10 @@ async fn an_unresponsive_server_gives_retryable_errors_and_nothing_is_sold_twice
     let started = Instant::now();
     let err = buy(&engine, "paused", "a").await.unwrap_err();
     assert!(err.is_retryable(), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(5), "bounded by the response timeout");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "bounded by the response timeout"
+    );
     server.resume();
 
     // The call that timed out may or may not have run on the server; either
@@ -111,7 +130,9 @@ async fn an_unresponsive_server_gives_retryable_errors_and_nothing_is_sold_twice
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         match buy(&engine, "paused", "a").await {
-            Ok(PurchaseOutcome::Purchased { .. } | PurchaseOutcome::LimitExceeded { already: 1 }) => break,
+            Ok(
+                PurchaseOutcome::Purchased { .. } | PurchaseOutcome::LimitExceeded { already: 1 },
+            ) => break,
             Ok(other) => panic!("unexpected {other:?}"),
             Err(e) if e.is_retryable() && Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -119,7 +140,11 @@ async fn an_unresponsive_server_gives_retryable_errors_and_nothing_is_sold_twice
             Err(e) => panic!("not recovered: {e}"),
         }
     }
-    let snapshot = engine.snapshot(&SaleId::new("paused").unwrap()).await.unwrap().unwrap();
+    let snapshot = engine
+        .snapshot(&SaleId::new("paused").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(snapshot.remaining, 4);
 }
 
@@ -130,7 +155,9 @@ async fn an_unreachable_server_is_reported_as_unavailable() {
     server.kill();
     let mut config = RedisEngineConfig::new(url);
     config.connection_timeout = Duration::from_millis(300);
-    let err = RedisEngine::connect(&config, Arc::new(SystemClock)).await.unwrap_err();
+    let err = RedisEngine::connect(&config, Arc::new(SystemClock))
+        .await
+        .unwrap_err();
     assert!(err.is_retryable(), "{err}");
 }
 
@@ -141,7 +168,9 @@ async fn every_accepted_order_is_in_the_outbox_stream() {
     engine.create_sale(&spec("outbox", 3)).await.unwrap();
     let mut accepted = Vec::new();
     for user in ["a", "b", "c", "d", "e"] {
-        if let PurchaseOutcome::Purchased { order_id, .. } = buy(&engine, "outbox", user).await.unwrap() {
+        if let PurchaseOutcome::Purchased { order_id, .. } =
+            buy(&engine, "outbox", user).await.unwrap()
+        {
             accepted.push(order_id.to_string());
         }
     }
@@ -158,7 +187,10 @@ async fn every_accepted_order_is_in_the_outbox_stream() {
         .iter()
         .map(|entry| entry.get::<String>("order_id").unwrap())
         .collect();
-    assert_eq!(ids, accepted, "one entry per accepted order, in order, none for refusals");
+    assert_eq!(
+        ids, accepted,
+        "one entry per accepted order, in order, none for refusals"
+    );
     let first = &entries.ids[0];
     assert_eq!(first.get::<String>("user_id").unwrap(), "a");
     assert_eq!(first.get::<u32>("quantity").unwrap(), 1);
@@ -168,16 +200,28 @@ async fn every_accepted_order_is_in_the_outbox_stream() {
 async fn works_on_redis_cluster() {
     let server = RedisServer::start_with(&["--cluster-enabled", "yes"]).unwrap();
     // A one-node cluster that owns every slot.
-    assert!(server.command(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]).unwrap().contains("OK"));
+    assert!(
+        server
+            .command(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"])
+            .unwrap()
+            .contains("OK")
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !server.command(&["CLUSTER", "INFO"]).unwrap().contains("cluster_state:ok") {
+    while !server
+        .command(&["CLUSTER", "INFO"])
+        .unwrap()
+        .contains("cluster_state:ok")
+    {
         assert!(Instant::now() < deadline, "cluster did not become ok");
         std::thread::sleep(Duration::from_millis(50));
     }
     let engine = Arc::new(
-        RedisEngine::connect(&RedisEngineConfig::cluster([server.url()]), Arc::new(SystemClock))
-            .await
-            .unwrap(),
+        RedisEngine::connect(
+            &RedisEngineConfig::cluster([server.url()]),
+            Arc::new(SystemClock),
+        )
+        .await
+        .unwrap(),
     );
     engine.create_sale(&spec("cluster", 100)).await.unwrap();
     let tasks: Vec<_> = (0..150)
@@ -193,6 +237,10 @@ async fn works_on_redis_cluster() {
         }
     }
     assert_eq!(purchased, 100);
-    let snapshot = engine.snapshot(&SaleId::new("cluster").unwrap()).await.unwrap().unwrap();
+    let snapshot = engine
+        .snapshot(&SaleId::new("cluster").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(snapshot.remaining, 0);
 }

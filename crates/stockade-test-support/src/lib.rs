@@ -22,7 +22,7 @@
 //! # Layout
 //! - [`binaries`]: finding `redis-server`, `postgres`, `initdb` on the machine.
 //! - [`process`]: the child-process handle shared by both servers.
-//! - [`redis_server`]: [`RedisServer`].
+//! - [`redis_server`]: the throwaway [`RedisServer`].
 //! - [`postgres_server`]: [`PostgresServer`] (initdb + postgres, or a fresh
 //!   database on the server named by `DATABASE_URL`).
 

@@ -73,8 +73,9 @@ impl PostgresServer {
             .tempdir()
             .map_err(|e| TestSupportError::Io("creating a temp dir for postgres".into(), e))?;
         if let Some((uid, gid)) = run_as {
-            chown(dir.path(), Some(uid), Some(gid))
-                .map_err(|e| TestSupportError::Io("handing the temp dir to postgres".into(), e.into()))?;
+            chown(dir.path(), Some(uid), Some(gid)).map_err(|e| {
+                TestSupportError::Io("handing the temp dir to postgres".into(), e.into())
+            })?;
         }
         initdb(dir.path(), run_as)?;
         let mut server = OwnedServer {
@@ -287,10 +288,16 @@ fn run_as(command: &mut Command, run_as: Option<(Uid, Gid)>) {
 
 fn initdb(dir: &Path, run_as_user: Option<(Uid, Gid)>) -> Result<(), TestSupportError> {
     let mut command = Command::new(binaries::postgres_tool("initdb")?);
-    command
-        .arg("-D")
-        .arg(dir.join("data"))
-        .args(["-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C", "--no-sync"]);
+    command.arg("-D").arg(dir.join("data")).args([
+        "-A",
+        "trust",
+        "-U",
+        "postgres",
+        "-E",
+        "UTF8",
+        "--locale=C",
+        "--no-sync",
+    ]);
     run_as(&mut command, run_as_user);
     let output = command
         .output()

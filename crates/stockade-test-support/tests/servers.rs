@@ -31,8 +31,14 @@ async fn postgres_gives_fresh_databases_and_survives_stop_and_start() {
     let b = pg.fresh_database().await.unwrap();
     assert_ne!(a, b);
     let mut conn = sqlx::PgConnection::connect(&a).await.unwrap();
-    sqlx::query("CREATE TABLE t (x int)").execute(&mut conn).await.unwrap();
-    sqlx::query("INSERT INTO t VALUES (7)").execute(&mut conn).await.unwrap();
+    sqlx::query("CREATE TABLE t (x int)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    sqlx::query("INSERT INTO t VALUES (7)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
     conn.close().await.unwrap();
 
     pg.stop();
@@ -40,6 +46,9 @@ async fn postgres_gives_fresh_databases_and_survives_stop_and_start() {
     pg.start_again().unwrap();
 
     let mut conn = sqlx::PgConnection::connect(&a).await.unwrap();
-    let (x,): (i32,) = sqlx::query_as("SELECT x FROM t").fetch_one(&mut conn).await.unwrap();
+    let (x,): (i32,) = sqlx::query_as("SELECT x FROM t")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
     assert_eq!(x, 7);
 }

@@ -7,8 +7,8 @@ use dashmap::{DashMap, Entry};
 use parking_lot::RwLock;
 use stockade_core::sale::Window;
 use stockade_core::{
-    IdempotencyKey, OrderId, Purchase, PurchaseOutcome, RebuildPlan, ReleaseOutcome,
-    SaleSnapshot, SaleSpec, UserId,
+    IdempotencyKey, OrderId, Purchase, PurchaseOutcome, RebuildPlan, ReleaseOutcome, SaleSnapshot,
+    SaleSpec, UserId,
 };
 
 /// One sale: its spec, the stock counter and the maps of buyers, keys and
@@ -127,7 +127,8 @@ impl SaleBook {
         }
         // Forget buyers who hold nothing, so the map stays as small as the
         // set of current holders.
-        self.holdings.remove_if(&order.user_id, |_, held| *held == 0);
+        self.holdings
+            .remove_if(&order.user_id, |_, held| *held == 0);
         let remaining = self.remaining.fetch_add(quantity, Ordering::AcqRel) + quantity;
         ReleaseOutcome::Released {
             quantity,

@@ -76,11 +76,7 @@ impl Engine for MemoryEngine {
         })
     }
 
-    async fn release(
-        &self,
-        sale: &SaleId,
-        order: OrderId,
-    ) -> Result<ReleaseOutcome, EngineError> {
+    async fn release(&self, sale: &SaleId, order: OrderId) -> Result<ReleaseOutcome, EngineError> {
         Ok(match self.book(sale) {
             Some(book) => book.release(order),
             None => ReleaseOutcome::UnknownSale,
@@ -88,9 +84,7 @@ impl Engine for MemoryEngine {
     }
 
     async fn snapshot(&self, sale: &SaleId) -> Result<Option<SaleSnapshot>, EngineError> {
-        Ok(self
-            .book(sale)
-            .map(|book| book.snapshot(self.clock.now())))
+        Ok(self.book(sale).map(|book| book.snapshot(self.clock.now())))
     }
 
     async fn purchased_by(&self, sale: &SaleId, user: &UserId) -> Result<u32, EngineError> {

@@ -183,17 +183,18 @@ impl Engine for PostgresEngine {
 
     async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError> {
         let new_order = OrderId::generate();
-        let (code, value, order_id): (i32, i32, Option<Uuid>) =
-            sqlx::query_as("SELECT code, value, order_id FROM engine_purchase($1, $2, $3, $4, $5, $6)")
-                .bind(purchase.sale_id().as_str())
-                .bind(purchase.user_id().as_str())
-                .bind(purchase.quantity() as i32)
-                .bind(purchase.idempotency_key().map(|k| k.as_str()))
-                .bind(new_order.as_uuid())
-                .bind(self.clock.now())
-                .fetch_one(&self.pool)
-                .await
-                .map_err(sql_error)?;
+        let (code, value, order_id): (i32, i32, Option<Uuid>) = sqlx::query_as(
+            "SELECT code, value, order_id FROM engine_purchase($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(purchase.sale_id().as_str())
+        .bind(purchase.user_id().as_str())
+        .bind(purchase.quantity() as i32)
+        .bind(purchase.idempotency_key().map(|k| k.as_str()))
+        .bind(new_order.as_uuid())
+        .bind(self.clock.now())
+        .fetch_one(&self.pool)
+        .await
+        .map_err(sql_error)?;
         Ok(match code {
             1 => PurchaseOutcome::Purchased {
                 order_id: new_order,
@@ -222,11 +223,7 @@ impl Engine for PostgresEngine {
         })
     }
 
-    async fn release(
-        &self,
-        sale: &SaleId,
-        order: OrderId,
-    ) -> Result<ReleaseOutcome, EngineError> {
+    async fn release(&self, sale: &SaleId, order: OrderId) -> Result<ReleaseOutcome, EngineError> {
         let (code, quantity, remaining): (i32, i32, i32) =
             sqlx::query_as("SELECT code, quantity, remaining FROM engine_release($1, $2)")
                 .bind(sale.as_str())

@@ -101,12 +101,7 @@ impl RedisEngine {
                 .connection_timeout(config.connection_timeout)
                 .build()
                 .map_err(invalid)?;
-            SharedConnection::Cluster(
-                client
-                    .get_async_connection()
-                    .await
-                    .map_err(redis_error)?,
-            )
+            SharedConnection::Cluster(client.get_async_connection().await.map_err(redis_error)?)
         } else {
             let [url] = config.urls.as_slice() else {
                 return Err(EngineError::backend(
@@ -222,11 +217,7 @@ impl Engine for RedisEngine {
         })
     }
 
-    async fn release(
-        &self,
-        sale: &SaleId,
-        order: OrderId,
-    ) -> Result<ReleaseOutcome, EngineError> {
+    async fn release(&self, sale: &SaleId, order: OrderId) -> Result<ReleaseOutcome, EngineError> {
         let keys = self.keys(sale);
         let mut invocation = RELEASE.prepare_invoke();
         invocation

@@ -13,7 +13,9 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use stockade_core::{Engine, OrderId, Purchase, PurchaseOutcome, ReleaseOutcome, SaleId, SaleSpec, UserId};
+use stockade_core::{
+    Engine, OrderId, Purchase, PurchaseOutcome, ReleaseOutcome, SaleId, SaleSpec, UserId,
+};
 
 use crate::harness::Harness;
 
@@ -21,8 +23,14 @@ const BUYERS: u8 = 4;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Buy { user: u8, quantity: u32, key: Option<u8> },
-    Release { pick: usize },
+    Buy {
+        user: u8,
+        quantity: u32,
+        key: Option<u8>,
+    },
+    Release {
+        pick: usize,
+    },
     ReleaseUnknown,
 }
 
@@ -56,13 +64,26 @@ impl Model {
         self.orders.iter().filter(|o| o.3).map(|o| o.2).sum()
     }
     fn held_by(&self, user: u8) -> u32 {
-        self.orders.iter().filter(|o| o.3 && o.1 == user).map(|o| o.2).sum()
+        self.orders
+            .iter()
+            .filter(|o| o.3 && o.1 == user)
+            .map(|o| o.2)
+            .sum()
     }
 }
 
 enum Answer {
-    Bought { user: u8, quantity: u32, key: Option<u8>, outcome: PurchaseOutcome },
-    Released { order: OrderId, known: bool, outcome: ReleaseOutcome },
+    Bought {
+        user: u8,
+        quantity: u32,
+        key: Option<u8>,
+        outcome: PurchaseOutcome,
+    },
+    Released {
+        order: OrderId,
+        known: bool,
+        outcome: ReleaseOutcome,
+    },
 }
 
 /// Runs the property test with `cases` random cases on one engine; each case
@@ -131,18 +152,34 @@ async fn run_case(
                 };
                 tokio::spawn(async move {
                     match (op, target) {
-                        (Op::Buy { user, quantity, key }, _) => {
+                        (
+                            Op::Buy {
+                                user,
+                                quantity,
+                                key,
+                            },
+                            _,
+                        ) => {
                             let mut purchase =
                                 Purchase::new(sale.as_str(), format!("u{user}"), quantity).unwrap();
                             if let Some(k) = key {
                                 purchase = purchase.with_idempotency_key(format!("k{k}")).unwrap();
                             }
                             let outcome = engine.purchase(&purchase).await.unwrap();
-                            Answer::Bought { user, quantity, key, outcome }
+                            Answer::Bought {
+                                user,
+                                quantity,
+                                key,
+                                outcome,
+                            }
                         }
                         (_, Some((order, known))) => {
                             let outcome = engine.release(&sale, order).await.unwrap();
-                            Answer::Released { order, known, outcome }
+                            Answer::Released {
+                                order,
+                                known,
+                                outcome,
+                            }
                         }
                         (_, None) => unreachable!("releases always have a target"),
                     }
@@ -167,41 +204,64 @@ fn apply(model: &mut Model, answers: Vec<Answer>, limit: u32) -> Result<(), Stri
     let (firsts, rest): (Vec<_>, Vec<_>) = answers.into_iter().partition(|a| {
         matches!(
             a,
-            Answer::Bought { outcome: PurchaseOutcome::Purchased { .. }, .. }
-                | Answer::Released { outcome: ReleaseOutcome::Released { .. }, .. }
+            Answer::Bought {
+                outcome: PurchaseOutcome::Purchased { .. },
+                ..
+            } | Answer::Released {
+                outcome: ReleaseOutcome::Released { .. },
+                ..
+            }
         )
     });
     for answer in firsts.into_iter().chain(rest) {
         match answer {
-            Answer::Bought { user, quantity, key, outcome } => match outcome {
+            Answer::Bought {
+                user,
+                quantity,
+                key,
+                outcome,
+            } => match outcome {
                 PurchaseOutcome::Purchased { order_id, .. } => {
                     if let Some(k) = key
                         && let Some(previous) = model.keys.insert(k, order_id)
                     {
-                        return Err(format!("key k{k} produced two orders: {previous} and {order_id}"));
+                        return Err(format!(
+                            "key k{k} produced two orders: {previous} and {order_id}"
+                        ));
                     }
                     model.orders.push((order_id, user, quantity, true));
                 }
                 PurchaseOutcome::Duplicate { order_id } => {
                     let k = key.ok_or("a purchase without key was called a duplicate")?;
                     if model.keys.get(&k) != Some(&order_id) {
-                        return Err(format!("duplicate of k{k} named {order_id}, model has {:?}", model.keys.get(&k)));
+                        return Err(format!(
+                            "duplicate of k{k} named {order_id}, model has {:?}",
+                            model.keys.get(&k)
+                        ));
                     }
                 }
                 PurchaseOutcome::LimitExceeded { already } => {
                     if already + quantity <= limit {
-                        return Err(format!("limit exceeded with {already} held + {quantity} <= {limit}"));
+                        return Err(format!(
+                            "limit exceeded with {already} held + {quantity} <= {limit}"
+                        ));
                     }
                 }
                 PurchaseOutcome::InsufficientStock { remaining } => {
                     if remaining == 0 || remaining >= quantity {
-                        return Err(format!("insufficient stock with {remaining} for {quantity}"));
+                        return Err(format!(
+                            "insufficient stock with {remaining} for {quantity}"
+                        ));
                     }
                 }
                 PurchaseOutcome::SoldOut => {}
                 other => return Err(format!("unexpected purchase outcome {other:?}")),
             },
-            Answer::Released { order, known, outcome } => match outcome {
+            Answer::Released {
+                order,
+                known,
+                outcome,
+            } => match outcome {
                 ReleaseOutcome::Released { quantity, .. } => {
                     let entry = model
                         .orders
@@ -209,7 +269,9 @@ fn apply(model: &mut Model, answers: Vec<Answer>, limit: u32) -> Result<(), Stri
                         .find(|o| o.0 == order)
                         .ok_or_else(|| format!("released {order}, which was never sold"))?;
                     if !entry.3 || entry.2 != quantity {
-                        return Err(format!("released {order} ({quantity}) but model has {entry:?}"));
+                        return Err(format!(
+                            "released {order} ({quantity}) but model has {entry:?}"
+                        ));
                     }
                     entry.3 = false;
                 }
@@ -220,7 +282,11 @@ fn apply(model: &mut Model, answers: Vec<Answer>, limit: u32) -> Result<(), Stri
                     }
                 }
                 ReleaseOutcome::UnknownOrder if !known => {}
-                other => return Err(format!("unexpected release outcome {other:?} (known: {known})")),
+                other => {
+                    return Err(format!(
+                        "unexpected release outcome {other:?} (known: {known})"
+                    ));
+                }
             },
         }
     }

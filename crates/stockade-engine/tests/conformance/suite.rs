@@ -109,7 +109,12 @@ async fn crowd(h: &Harness, buyers: usize, stock: u32) {
 
 pub async fn seed_100_buyers_for_100_items(h: &Harness) {
     crowd(h, 100, 100).await;
-    let snapshot = h.engine.snapshot(&sale("crowd-100-100")).await.unwrap().unwrap();
+    let snapshot = h
+        .engine
+        .snapshot(&sale("crowd-100-100"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(snapshot.status, SaleStatus::SoldOut);
 }
 
@@ -137,7 +142,10 @@ pub async fn a_buyer_asking_many_times_gets_one(h: &Harness) {
     );
     assert_eq!(remaining(h.engine.as_ref(), "dup").await, 9);
     assert_eq!(
-        h.engine.purchased_by(&sale("dup"), &user("greedy")).await.unwrap(),
+        h.engine
+            .purchased_by(&sale("dup"), &user("greedy"))
+            .await
+            .unwrap(),
         1
     );
 }
@@ -145,12 +153,30 @@ pub async fn a_buyer_asking_many_times_gets_one(h: &Harness) {
 pub async fn per_user_limit_above_one(h: &Harness) {
     let e = h.engine.as_ref();
     e.create_sale(&spec("limit3", 100, 3)).await.unwrap();
-    assert!(matches!(buy(e, "limit3", "u", 2).await, PurchaseOutcome::Purchased { remaining: 98, .. }));
-    assert!(matches!(buy(e, "limit3", "u", 1).await, PurchaseOutcome::Purchased { remaining: 97, .. }));
-    assert_eq!(buy(e, "limit3", "u", 1).await, PurchaseOutcome::LimitExceeded { already: 3 });
-    assert_eq!(buy(e, "limit3", "v", 4).await, PurchaseOutcome::LimitExceeded { already: 0 });
-    assert_eq!(e.purchased_by(&sale("limit3"), &user("u")).await.unwrap(), 3);
-    assert_eq!(e.purchased_by(&sale("limit3"), &user("v")).await.unwrap(), 0);
+    assert!(matches!(
+        buy(e, "limit3", "u", 2).await,
+        PurchaseOutcome::Purchased { remaining: 98, .. }
+    ));
+    assert!(matches!(
+        buy(e, "limit3", "u", 1).await,
+        PurchaseOutcome::Purchased { remaining: 97, .. }
+    ));
+    assert_eq!(
+        buy(e, "limit3", "u", 1).await,
+        PurchaseOutcome::LimitExceeded { already: 3 }
+    );
+    assert_eq!(
+        buy(e, "limit3", "v", 4).await,
+        PurchaseOutcome::LimitExceeded { already: 0 }
+    );
+    assert_eq!(
+        e.purchased_by(&sale("limit3"), &user("u")).await.unwrap(),
+        3
+    );
+    assert_eq!(
+        e.purchased_by(&sale("limit3"), &user("v")).await.unwrap(),
+        0
+    );
     // Concurrent requests of one buyer cannot get past the limit together.
     let burst = (0..30)
         .map(|_| Purchase::new("limit3", "w", 1).unwrap())
@@ -163,15 +189,24 @@ pub async fn per_user_limit_above_one(h: &Harness) {
 pub async fn quantity_above_one_with_partial_availability(h: &Harness) {
     let e = h.engine.as_ref();
     e.create_sale(&spec("partial", 5, 10)).await.unwrap();
-    assert!(matches!(buy(e, "partial", "a", 3).await, PurchaseOutcome::Purchased { remaining: 2, .. }));
+    assert!(matches!(
+        buy(e, "partial", "a", 3).await,
+        PurchaseOutcome::Purchased { remaining: 2, .. }
+    ));
     assert_eq!(
         buy(e, "partial", "b", 3).await,
         PurchaseOutcome::InsufficientStock { remaining: 2 }
     );
     // The refused request changed nothing.
     assert_eq!(remaining(e, "partial").await, 2);
-    assert_eq!(e.purchased_by(&sale("partial"), &user("b")).await.unwrap(), 0);
-    assert!(matches!(buy(e, "partial", "b", 2).await, PurchaseOutcome::Purchased { remaining: 0, .. }));
+    assert_eq!(
+        e.purchased_by(&sale("partial"), &user("b")).await.unwrap(),
+        0
+    );
+    assert!(matches!(
+        buy(e, "partial", "b", 2).await,
+        PurchaseOutcome::Purchased { remaining: 0, .. }
+    ));
     assert_eq!(buy(e, "partial", "c", 1).await, PurchaseOutcome::SoldOut);
 }
 
@@ -185,13 +220,19 @@ pub async fn sale_window_opens_and_closes(h: &Harness) {
         .build()
         .unwrap();
     e.create_sale(&window).await.unwrap();
-    assert_eq!(buy(e, "window", "early", 1).await, PurchaseOutcome::NotStarted);
+    assert_eq!(
+        buy(e, "window", "early", 1).await,
+        PurchaseOutcome::NotStarted
+    );
     let snapshot = e.snapshot(&sale("window")).await.unwrap().unwrap();
     assert_eq!(snapshot.status, SaleStatus::Upcoming);
     assert_eq!(snapshot.remaining, 10);
 
     h.clock.advance(TimeDelta::minutes(5));
-    assert!(matches!(buy(e, "window", "on-time", 1).await, PurchaseOutcome::Purchased { .. }));
+    assert!(matches!(
+        buy(e, "window", "on-time", 1).await,
+        PurchaseOutcome::Purchased { .. }
+    ));
     assert_eq!(
         e.snapshot(&sale("window")).await.unwrap().unwrap().status,
         SaleStatus::Open
@@ -226,12 +267,21 @@ pub async fn idempotent_replay_yields_the_same_order(h: &Harness) {
     // A refused purchase does not consume its key.
     e.create_sale(&spec("idem-refused", 1, 1)).await.unwrap();
     buy(e, "idem-refused", "first", 1).await;
-    assert_eq!(buy_with_key(e, "idem-refused", "u", "k-2").await, PurchaseOutcome::SoldOut);
-    assert_eq!(buy_with_key(e, "idem-refused", "u", "k-2").await, PurchaseOutcome::SoldOut);
+    assert_eq!(
+        buy_with_key(e, "idem-refused", "u", "k-2").await,
+        PurchaseOutcome::SoldOut
+    );
+    assert_eq!(
+        buy_with_key(e, "idem-refused", "u", "k-2").await,
+        PurchaseOutcome::SoldOut
+    );
 }
 
 pub async fn concurrent_replays_yield_one_order(h: &Harness) {
-    h.engine.create_sale(&spec("idem-burst", 100, 100)).await.unwrap();
+    h.engine
+        .create_sale(&spec("idem-burst", 100, 100))
+        .await
+        .unwrap();
     let replays = (0..25)
         .map(|_| {
             Purchase::new("idem-burst", "u", 1)
@@ -259,21 +309,35 @@ pub async fn release_and_double_release(h: &Harness) {
     let PurchaseOutcome::Purchased { order_id, .. } = buy(e, "release", "u", 2).await else {
         panic!("purchase must succeed");
     };
-    assert_eq!(buy(e, "release", "u", 1).await, PurchaseOutcome::LimitExceeded { already: 2 });
+    assert_eq!(
+        buy(e, "release", "u", 1).await,
+        PurchaseOutcome::LimitExceeded { already: 2 }
+    );
     assert_eq!(
         e.release(&sale("release"), order_id).await.unwrap(),
-        ReleaseOutcome::Released { quantity: 2, remaining: 3 }
+        ReleaseOutcome::Released {
+            quantity: 2,
+            remaining: 3
+        }
     );
-    assert_eq!(e.purchased_by(&sale("release"), &user("u")).await.unwrap(), 0);
+    assert_eq!(
+        e.purchased_by(&sale("release"), &user("u")).await.unwrap(),
+        0
+    );
     assert_eq!(
         e.release(&sale("release"), order_id).await.unwrap(),
         ReleaseOutcome::AlreadyReleased
     );
     assert_eq!(remaining(e, "release").await, 3);
     // The allowance came back with the stock.
-    assert!(matches!(buy(e, "release", "u", 2).await, PurchaseOutcome::Purchased { remaining: 1, .. }));
+    assert!(matches!(
+        buy(e, "release", "u", 2).await,
+        PurchaseOutcome::Purchased { remaining: 1, .. }
+    ));
     assert_eq!(
-        e.release(&sale("release"), OrderId::generate()).await.unwrap(),
+        e.release(&sale("release"), OrderId::generate())
+            .await
+            .unwrap(),
         ReleaseOutcome::UnknownOrder
     );
     assert_eq!(
@@ -304,7 +368,13 @@ pub async fn release_and_double_release(h: &Harness) {
     assert_eq!(remaining(e, "release").await, 1);
 }
 
-fn order(sale_id: &str, user_id: &str, quantity: u32, status: OrderStatus, key: Option<&str>) -> Order {
+fn order(
+    sale_id: &str,
+    user_id: &str,
+    quantity: u32,
+    status: OrderStatus,
+    key: Option<&str>,
+) -> Order {
     Order {
         id: OrderId::generate(),
         sale_id: sale(sale_id),
@@ -324,18 +394,45 @@ pub async fn rebuild_from_committed_orders(h: &Harness) {
     for i in 0..5 {
         buy(e, "rebuilt", &format!("uncommitted-{i}"), 1).await;
     }
-    let live = order("rebuilt", "alice", 2, OrderStatus::Confirmed, Some("alice-key"));
+    let live = order(
+        "rebuilt",
+        "alice",
+        2,
+        OrderStatus::Confirmed,
+        Some("alice-key"),
+    );
     let held = order("rebuilt", "bob", 1, OrderStatus::Held, None);
-    let cancelled = order("rebuilt", "carol", 3, OrderStatus::Cancelled, Some("carol-key"));
+    let cancelled = order(
+        "rebuilt",
+        "carol",
+        3,
+        OrderStatus::Cancelled,
+        Some("carol-key"),
+    );
     let committed = vec![live.clone(), held.clone(), cancelled.clone()];
 
     let snapshot = e.rebuild(&sale_spec, &committed).await.unwrap();
     assert_eq!(snapshot.remaining, 7);
     assert_eq!(snapshot.sold, 3);
     assert_eq!(remaining(e, "rebuilt").await, 7);
-    assert_eq!(e.purchased_by(&sale("rebuilt"), &user("alice")).await.unwrap(), 2);
-    assert_eq!(e.purchased_by(&sale("rebuilt"), &user("carol")).await.unwrap(), 0);
-    assert_eq!(e.purchased_by(&sale("rebuilt"), &user("uncommitted-0")).await.unwrap(), 0);
+    assert_eq!(
+        e.purchased_by(&sale("rebuilt"), &user("alice"))
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        e.purchased_by(&sale("rebuilt"), &user("carol"))
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        e.purchased_by(&sale("rebuilt"), &user("uncommitted-0"))
+            .await
+            .unwrap(),
+        0
+    );
     // Keys survive, including those of cancelled orders.
     assert_eq!(
         buy_with_key(e, "rebuilt", "alice", "alice-key").await,
@@ -343,14 +440,22 @@ pub async fn rebuild_from_committed_orders(h: &Harness) {
     );
     assert_eq!(
         buy_with_key(e, "rebuilt", "carol", "carol-key").await,
-        PurchaseOutcome::Duplicate { order_id: cancelled.id }
+        PurchaseOutcome::Duplicate {
+            order_id: cancelled.id
+        }
     );
     // Limits come from the rebuilt holdings.
-    assert_eq!(buy(e, "rebuilt", "alice", 2).await, PurchaseOutcome::LimitExceeded { already: 2 });
+    assert_eq!(
+        buy(e, "rebuilt", "alice", 2).await,
+        PurchaseOutcome::LimitExceeded { already: 2 }
+    );
     // Live orders can be released once; cancelled ones not again.
     assert_eq!(
         e.release(&sale("rebuilt"), held.id).await.unwrap(),
-        ReleaseOutcome::Released { quantity: 1, remaining: 8 }
+        ReleaseOutcome::Released {
+            quantity: 1,
+            remaining: 8
+        }
     );
     assert_eq!(
         e.release(&sale("rebuilt"), cancelled.id).await.unwrap(),
@@ -362,8 +467,14 @@ pub async fn rebuild_from_committed_orders(h: &Harness) {
     let lost_order = order("lost", "dave", 1, OrderStatus::Confirmed, None);
     let snapshot = e.rebuild(&lost_spec, &[lost_order]).await.unwrap();
     assert_eq!(snapshot.remaining, 3);
-    assert_eq!(buy(e, "lost", "dave", 1).await, PurchaseOutcome::LimitExceeded { already: 1 });
-    assert!(matches!(buy(e, "lost", "erin", 1).await, PurchaseOutcome::Purchased { remaining: 2, .. }));
+    assert_eq!(
+        buy(e, "lost", "dave", 1).await,
+        PurchaseOutcome::LimitExceeded { already: 1 }
+    );
+    assert!(matches!(
+        buy(e, "lost", "erin", 1).await,
+        PurchaseOutcome::Purchased { remaining: 2, .. }
+    ));
 }
 
 pub async fn rebuild_refuses_inconsistent_orders(h: &Harness) {
@@ -377,13 +488,21 @@ pub async fn rebuild_refuses_inconsistent_orders(h: &Harness) {
         order("strict", "c", 1, OrderStatus::Confirmed, None),
     ];
     let err = e.rebuild(&sale_spec, &oversold).await.unwrap_err();
-    assert!(matches!(err, EngineError::InconsistentRebuild { .. }), "{err}");
+    assert!(
+        matches!(err, EngineError::InconsistentRebuild { .. }),
+        "{err}"
+    );
     assert!(!err.is_retryable());
     let foreign = vec![order("other", "a", 1, OrderStatus::Confirmed, None)];
     assert!(e.rebuild(&sale_spec, &foreign).await.is_err());
     // Nothing changed.
     assert_eq!(remaining(e, "strict").await, 1);
-    assert_eq!(e.purchased_by(&sale("strict"), &user("kept")).await.unwrap(), 1);
+    assert_eq!(
+        e.purchased_by(&sale("strict"), &user("kept"))
+            .await
+            .unwrap(),
+        1
+    );
 }
 
 pub async fn unknown_sale(h: &Harness) {
@@ -406,9 +525,18 @@ pub async fn create_sale_is_idempotent_and_detects_conflicts(h: &Harness) {
         .unwrap()
         .build()
         .unwrap();
-    assert_eq!(e.create_sale(&original).await.unwrap(), CreateOutcome::Created);
-    assert!(matches!(buy(e, "create", "u", 1).await, PurchaseOutcome::Purchased { .. }));
-    assert_eq!(e.create_sale(&original).await.unwrap(), CreateOutcome::AlreadyExists);
+    assert_eq!(
+        e.create_sale(&original).await.unwrap(),
+        CreateOutcome::Created
+    );
+    assert!(matches!(
+        buy(e, "create", "u", 1).await,
+        PurchaseOutcome::Purchased { .. }
+    ));
+    assert_eq!(
+        e.create_sale(&original).await.unwrap(),
+        CreateOutcome::AlreadyExists
+    );
     // Re-creating did not refill the stock.
     assert_eq!(remaining(e, "create").await, 49);
     let different = spec("create", 60, 2);
