@@ -31,8 +31,9 @@ pub trait Engine: Send + Sync + 'static {
     /// Decides one purchase.
     async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError>;
 
-    /// Returns an order's items to stock and to its buyer's allowance.
-    /// Releasing the same order twice changes nothing the second time.
+    /// Returns an order's items to stock and to its buyer's allowance, and
+    /// drops it from the outbox. Releasing the same order twice changes
+    /// nothing the second time.
     async fn release(&self, sale: &SaleId, order: OrderId) -> Result<ReleaseOutcome, EngineError>;
 
     /// The sale's stock and status now, or None if it does not exist.
@@ -41,10 +42,21 @@ pub trait Engine: Send + Sync + 'static {
     /// How many items `user` holds in `sale` (0 for unknown sales or users).
     async fn purchased_by(&self, sale: &SaleId, user: &UserId) -> Result<u32, EngineError>;
 
+    /// The sale's outbox: orders the engine accepted that have been neither
+    /// acknowledged as committed to the store nor released, oldest first.
+    /// After a crash, whoever recovers commits these and acknowledges them.
+    async fn outbox(&self, sale: &SaleId) -> Result<Vec<Order>, EngineError>;
+
+    /// Removes committed orders from the outbox. Unknown or already
+    /// acknowledged ids are ignored.
+    async fn acknowledge(&self, sale: &SaleId, orders: &[OrderId]) -> Result<(), EngineError>;
+
     /// Replaces the engine's state for a sale with what the store says: the
     /// spec, and every committed order (live ones count against stock and
     /// limits; cancelled and expired ones keep their idempotency keys and can
     /// no longer be released). Creates the sale if the engine has lost it.
+    /// The outbox is emptied: whatever it held and the store did not was
+    /// never acknowledged to a buyer.
     async fn rebuild(&self, spec: &SaleSpec, orders: &[Order])
     -> Result<SaleSnapshot, EngineError>;
 }

@@ -6,13 +6,14 @@
 -- KEYS[2]  holdings hash   (user id -> items held)
 -- KEYS[3]  keys hash       (idempotency key -> order id)
 -- KEYS[4]  orders hash     (order id -> "quantity:state:user id", state l=live r=released)
--- KEYS[5]  outbox stream   (one entry per accepted order)
+-- KEYS[5]  outbox stream   (one entry per accepted, unacknowledged order)
+-- KEYS[6]  pending hash    (order id -> its outbox entry id)
 -- ARGV     user id, quantity, idempotency key ('' for none), new order id, now (ms)
 -- Returns  {code, number, text}:
 --   1 purchased (remaining), 2 sold out, 3 insufficient stock (remaining),
 --   4 limit exceeded (already held), 5 duplicate (text = original order id),
 --   6 not started, 7 ended, 8 unknown sale
-local sale = redis.call('HMGET', KEYS[1], 'remaining', 'limit', 'starts', 'ends')
+local sale = redis.call('HMGET', KEYS[1], 'remaining', 'limit', 'starts', 'ends', 'hold')
 if not sale[1] then return {8, 0, ''} end
 
 local key = ARGV[3]
@@ -39,7 +40,8 @@ remaining = redis.call('HINCRBY', KEYS[1], 'remaining', -quantity)
 redis.call('HINCRBY', KEYS[2], user, quantity)
 if key ~= '' then redis.call('HSET', KEYS[3], key, order_id) end
 redis.call('HSET', KEYS[4], order_id, quantity .. ':l:' .. user)
-redis.call('XADD', KEYS[5], '*',
+local entry = redis.call('XADD', KEYS[5], '*',
   'order_id', order_id, 'user_id', user, 'quantity', quantity,
-  'idempotency_key', key, 'created_at_ms', ARGV[5])
+  'idempotency_key', key, 'created_at_ms', ARGV[5], 'held', sale[5])
+redis.call('HSET', KEYS[6], order_id, entry)
 return {1, remaining, order_id}

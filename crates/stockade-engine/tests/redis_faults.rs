@@ -80,6 +80,7 @@ async fn restart_loses_the_sale_and_rebuild_restores_it_from_the_store() {
             created_at: Utc::now(),
         });
     }
+    let run_id = engine.server_run_id().await.unwrap();
     server.restart().unwrap();
 
     // The engine reconnects by itself; until then calls fail as retryable.
@@ -96,6 +97,11 @@ async fn restart_loses_the_sale_and_rebuild_restores_it_from_the_store() {
     // The data is gone: the engine must not invent a sale (it would sell
     // the full stock again). The caller rebuilds from the store.
     assert_eq!(outcome, PurchaseOutcome::UnknownSale);
+    assert_ne!(
+        engine.server_run_id().await.unwrap(),
+        run_id,
+        "a restart changes the run id"
+    );
     assert!(engine.snapshot(sale_spec.id()).await.unwrap().is_none());
 
     let snapshot = engine.rebuild(&sale_spec, &committed).await.unwrap();

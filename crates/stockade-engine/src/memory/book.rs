@@ -7,8 +7,8 @@ use dashmap::{DashMap, Entry};
 use parking_lot::RwLock;
 use stockade_core::sale::Window;
 use stockade_core::{
-    IdempotencyKey, OrderId, Purchase, PurchaseOutcome, RebuildPlan, ReleaseOutcome, SaleSnapshot,
-    SaleSpec, UserId,
+    IdempotencyKey, Order, OrderId, OrderStatus, Purchase, PurchaseOutcome, RebuildPlan,
+    ReleaseOutcome, SaleSnapshot, SaleSpec, UserId,
 };
 
 /// One sale: its spec, the stock counter and the maps of buyers, keys and
@@ -23,6 +23,8 @@ pub(super) struct SaleBook {
     holdings: DashMap<UserId, u32>,
     keys: DashMap<IdempotencyKey, OrderId>,
     orders: DashMap<OrderId, OrderEntry>,
+    /// Accepted orders not yet acknowledged as committed nor released.
+    outbox: DashMap<OrderId, Order>,
 }
 
 #[derive(Debug)]
@@ -40,6 +42,7 @@ impl SaleBook {
             holdings: DashMap::new(),
             keys: DashMap::new(),
             orders: DashMap::new(),
+            outbox: DashMap::new(),
         }
     }
 
@@ -106,9 +109,39 @@ impl SaleBook {
                 live: true,
             },
         );
+        self.outbox.insert(
+            order_id,
+            Order {
+                id: order_id,
+                sale_id: spec.id().clone(),
+                user_id: purchase.user_id().clone(),
+                quantity,
+                idempotency_key: purchase.idempotency_key().cloned(),
+                status: if spec.hold().is_some() {
+                    OrderStatus::Held
+                } else {
+                    OrderStatus::Confirmed
+                },
+                created_at: now,
+            },
+        );
         PurchaseOutcome::Purchased {
             order_id,
             remaining,
+        }
+    }
+
+    pub(super) fn outbox(&self) -> Vec<Order> {
+        let _spec = self.spec.read();
+        let mut orders: Vec<Order> = self.outbox.iter().map(|e| e.value().clone()).collect();
+        orders.sort_by_key(|o| o.id);
+        orders
+    }
+
+    pub(super) fn acknowledge(&self, orders: &[OrderId]) {
+        let _spec = self.spec.read();
+        for id in orders {
+            self.outbox.remove(id);
         }
     }
 
@@ -121,6 +154,7 @@ impl SaleBook {
             return ReleaseOutcome::AlreadyReleased;
         }
         order.live = false;
+        self.outbox.remove(&order_id);
         let quantity = order.quantity;
         if let Some(mut held) = self.holdings.get_mut(&order.user_id) {
             *held = held.saturating_sub(quantity);
@@ -153,6 +187,7 @@ impl SaleBook {
         self.holdings.clear();
         self.keys.clear();
         self.orders.clear();
+        self.outbox.clear();
         for (user, held) in plan.holdings {
             self.holdings.insert(user, held);
         }

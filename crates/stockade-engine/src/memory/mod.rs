@@ -91,6 +91,20 @@ impl Engine for MemoryEngine {
         Ok(self.book(sale).map_or(0, |book| book.held_by(user)))
     }
 
+    async fn outbox(&self, sale: &SaleId) -> Result<Vec<Order>, EngineError> {
+        Ok(self
+            .book(sale)
+            .map(|book| book.outbox())
+            .unwrap_or_default())
+    }
+
+    async fn acknowledge(&self, sale: &SaleId, orders: &[OrderId]) -> Result<(), EngineError> {
+        if let Some(book) = self.book(sale) {
+            book.acknowledge(orders);
+        }
+        Ok(())
+    }
+
     async fn rebuild(
         &self,
         spec: &SaleSpec,

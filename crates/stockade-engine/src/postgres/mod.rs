@@ -277,6 +277,57 @@ impl Engine for PostgresEngine {
         u32::try_from(held).map_err(EngineError::backend)
     }
 
+    async fn outbox(&self, sale: &SaleId) -> Result<Vec<Order>, EngineError> {
+        let rows: Vec<(Uuid, String, i32, Option<String>, DateTime<Utc>, bool)> = sqlx::query_as(
+            "SELECT o.id, o.user_id, o.quantity, o.idempotency_key, o.created_at,
+                    s.hold_ms IS NOT NULL
+               FROM engine_orders o JOIN engine_sales s ON s.id = o.sale_id
+              WHERE o.sale_id = $1 AND o.live AND NOT o.acknowledged
+              ORDER BY o.id",
+        )
+        .bind(sale.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(sql_error)?;
+        rows.into_iter()
+            .map(|(id, user, quantity, key, created_at, held)| {
+                let corrupt = |e: stockade_core::ValidationError| {
+                    EngineError::backend(format!("order {id} in PostgreSQL is invalid: {e}"))
+                };
+                Ok(Order {
+                    id: OrderId::from_uuid(id),
+                    sale_id: sale.clone(),
+                    user_id: UserId::new(user).map_err(corrupt)?,
+                    quantity: to_u32(quantity, "quantity")?,
+                    idempotency_key: key
+                        .map(stockade_core::IdempotencyKey::new)
+                        .transpose()
+                        .map_err(corrupt)?,
+                    status: if held {
+                        stockade_core::OrderStatus::Held
+                    } else {
+                        stockade_core::OrderStatus::Confirmed
+                    },
+                    created_at,
+                })
+            })
+            .collect()
+    }
+
+    async fn acknowledge(&self, sale: &SaleId, orders: &[OrderId]) -> Result<(), EngineError> {
+        let ids: Vec<Uuid> = orders.iter().map(OrderId::as_uuid).collect();
+        sqlx::query(
+            "UPDATE engine_orders SET acknowledged = true
+              WHERE sale_id = $1 AND id = ANY($2) AND NOT acknowledged",
+        )
+        .bind(sale.as_str())
+        .bind(&ids)
+        .execute(&self.pool)
+        .await
+        .map_err(sql_error)?;
+        Ok(())
+    }
+
     async fn rebuild(
         &self,
         spec: &SaleSpec,
@@ -316,8 +367,9 @@ impl Engine for PostgresEngine {
         let live: Vec<bool> = orders.iter().map(|o| o.status.holds_stock()).collect();
         let created: Vec<DateTime<Utc>> = orders.iter().map(|o| o.created_at).collect();
         sqlx::query(
-            "INSERT INTO engine_orders (id, sale_id, user_id, quantity, idempotency_key, live, created_at)
-             SELECT id, $1, user_id, quantity, key, live, created_at
+            "INSERT INTO engine_orders
+                    (id, sale_id, user_id, quantity, idempotency_key, live, created_at, acknowledged)
+             SELECT id, $1, user_id, quantity, key, live, created_at, true
                FROM unnest($2::uuid[], $3::text[], $4::int[], $5::text[], $6::bool[], $7::timestamptz[])
                     AS t(id, user_id, quantity, key, live, created_at)",
         )

@@ -3,7 +3,10 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use stockade_core::{EngineError, SaleId, SaleSpec};
+use redis::streams::StreamId;
+use stockade_core::{
+    EngineError, IdempotencyKey, Order, OrderId, OrderStatus, SaleId, SaleSpec, UserId,
+};
 
 /// The spec as stored: total, limit, starts, ends, hold (ms; '' when unset).
 pub(super) fn spec_fields(spec: &SaleSpec) -> [String; 5] {
@@ -57,6 +60,47 @@ pub(super) fn spec_from_fields(id: &SaleId, fields: &[String]) -> Result<SaleSpe
             .map_err(|_| corrupt("hold"))?;
     }
     builder.build().map_err(|_| corrupt("window"))
+}
+
+/// Reads an order back from its outbox stream entry (see purchase.lua).
+pub(super) fn order_from_entry(sale: &SaleId, entry: &StreamId) -> Result<Order, EngineError> {
+    let corrupt = |what: &str| {
+        EngineError::backend(format!(
+            "outbox entry {} of sale {sale} has a malformed {what}",
+            entry.id
+        ))
+    };
+    let text = |field: &str| -> Result<String, EngineError> {
+        entry.get::<String>(field).ok_or_else(|| corrupt(field))
+    };
+    let id: OrderId = text("order_id")?.parse().map_err(|_| corrupt("order_id"))?;
+    let user_id = UserId::new(text("user_id")?).map_err(|_| corrupt("user_id"))?;
+    let quantity: u32 = text("quantity")?.parse().map_err(|_| corrupt("quantity"))?;
+    let key = text("idempotency_key")?;
+    let idempotency_key = if key.is_empty() {
+        None
+    } else {
+        Some(IdempotencyKey::new(key).map_err(|_| corrupt("idempotency_key"))?)
+    };
+    let created_ms: i64 = text("created_at_ms")?
+        .parse()
+        .map_err(|_| corrupt("created_at_ms"))?;
+    let created_at =
+        DateTime::from_timestamp_millis(created_ms).ok_or_else(|| corrupt("created_at_ms"))?;
+    let held = entry.get::<String>("held").is_some_and(|h| !h.is_empty());
+    Ok(Order {
+        id,
+        sale_id: sale.clone(),
+        user_id,
+        quantity,
+        idempotency_key,
+        status: if held {
+            OrderStatus::Held
+        } else {
+            OrderStatus::Confirmed
+        },
+        created_at,
+    })
 }
 
 #[cfg(test)]

@@ -18,8 +18,12 @@ pub struct SaleKeys {
     pub keys: String,
     /// Hash: order id → `quantity:state:user id` (state `l` live, `r` released).
     pub orders: String,
-    /// Stream: the outbox, one entry per accepted order.
+    /// Stream: the outbox, one entry per accepted order not yet
+    /// acknowledged as committed to the store.
     pub outbox: String,
+    /// Hash: order id → its outbox entry id, so entries can be removed by
+    /// order.
+    pub pending: String,
 }
 
 impl SaleKeys {
@@ -32,6 +36,7 @@ impl SaleKeys {
             keys: format!("{base}:keys"),
             orders: format!("{base}:orders"),
             outbox: format!("{base}:outbox"),
+            pending: format!("{base}:pending"),
         }
     }
 }
@@ -49,6 +54,7 @@ mod tests {
             &keys.keys,
             &keys.orders,
             &keys.outbox,
+            &keys.pending,
         ] {
             assert!(key.starts_with("stockade:{drop-1}:"), "{key}");
         }

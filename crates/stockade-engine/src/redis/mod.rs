@@ -24,7 +24,7 @@ use stockade_core::{
 
 use connection::SharedConnection;
 pub use keys::SaleKeys;
-use scripts::{CREATE_SALE, PURCHASE, REBUILD, RELEASE, redis_error};
+use scripts::{ACKNOWLEDGE, CREATE_SALE, PURCHASE, REBUILD, RELEASE, redis_error};
 
 /// How to reach Redis.
 #[derive(Debug, Clone)]
@@ -132,6 +132,20 @@ impl RedisEngine {
         SaleKeys::new(&self.key_prefix, sale)
     }
 
+    /// An identity of the Redis data set that changes whenever the server
+    /// restarts or another node takes over: the `run_id` of `INFO server`
+    /// (on a Cluster, that of the node that answers). The
+    /// service compares it over time to know when to rebuild from the store.
+    pub async fn server_run_id(&self) -> Result<String, EngineError> {
+        let info: redis::InfoDict = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)?;
+        info.get::<String>("run_id")
+            .ok_or_else(|| EngineError::backend("INFO server has no run_id"))
+    }
+
     fn now_ms(&self) -> i64 {
         self.clock.now().timestamp_millis()
     }
@@ -182,6 +196,7 @@ impl Engine for RedisEngine {
             .key(&keys.keys)
             .key(&keys.orders)
             .key(&keys.outbox)
+            .key(&keys.pending)
             .arg(purchase.user_id().as_str())
             .arg(purchase.quantity())
             .arg(purchase.idempotency_key().map_or("", |k| k.as_str()))
@@ -224,6 +239,8 @@ impl Engine for RedisEngine {
             .key(&keys.sale)
             .key(&keys.holdings)
             .key(&keys.orders)
+            .key(&keys.outbox)
+            .key(&keys.pending)
             .arg(order.to_string());
         let (code, quantity, remaining): (i64, i64, i64) = invocation
             .invoke_async(&mut self.connection.clone())
@@ -274,6 +291,37 @@ impl Engine for RedisEngine {
         Ok(held.unwrap_or(0))
     }
 
+    async fn outbox(&self, sale: &SaleId) -> Result<Vec<Order>, EngineError> {
+        let entries: redis::streams::StreamRangeReply = self
+            .connection
+            .clone()
+            .xrange_all(self.keys(sale).outbox)
+            .await
+            .map_err(redis_error)?;
+        entries
+            .ids
+            .iter()
+            .map(|entry| codec::order_from_entry(sale, entry))
+            .collect()
+    }
+
+    async fn acknowledge(&self, sale: &SaleId, orders: &[OrderId]) -> Result<(), EngineError> {
+        if orders.is_empty() {
+            return Ok(());
+        }
+        let keys = self.keys(sale);
+        let mut invocation = ACKNOWLEDGE.prepare_invoke();
+        invocation.key(&keys.outbox).key(&keys.pending);
+        for order in orders {
+            invocation.arg(order.to_string());
+        }
+        let _removed: i64 = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)?;
+        Ok(())
+    }
+
     async fn rebuild(
         &self,
         spec: &SaleSpec,
@@ -287,7 +335,8 @@ impl Engine for RedisEngine {
             .key(&keys.holdings)
             .key(&keys.keys)
             .key(&keys.orders)
-            .key(&keys.outbox);
+            .key(&keys.outbox)
+            .key(&keys.pending);
         for field in codec::spec_fields(spec) {
             invocation.arg(field);
         }

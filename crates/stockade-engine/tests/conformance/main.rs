@@ -47,4 +47,5 @@ all_engines!(
     rebuild_refuses_inconsistent_orders,
     unknown_sale,
     create_sale_is_idempotent_and_detects_conflicts,
+    outbox_holds_accepted_orders_until_acknowledged,
 );

@@ -557,3 +557,76 @@ impl Harness {
         self.clock.now()
     }
 }
+
+pub async fn outbox_holds_accepted_orders_until_acknowledged(h: &Harness) {
+    let e = h.engine.as_ref();
+    e.create_sale(&spec("outbox", 10, 5)).await.unwrap();
+    let purchase = Purchase::new("outbox", "alice", 2)
+        .unwrap()
+        .with_idempotency_key("alice-1")
+        .unwrap();
+    let PurchaseOutcome::Purchased {
+        order_id: first, ..
+    } = e.purchase(&purchase).await.unwrap()
+    else {
+        panic!("purchase must succeed");
+    };
+    let PurchaseOutcome::Purchased {
+        order_id: second, ..
+    } = buy(e, "outbox", "bob", 1).await
+    else {
+        panic!("purchase must succeed");
+    };
+    let PurchaseOutcome::Purchased {
+        order_id: third, ..
+    } = buy(e, "outbox", "carol", 1).await
+    else {
+        panic!("purchase must succeed");
+    };
+    // Refusals never reach the outbox.
+    buy(e, "outbox", "bob", 5).await;
+
+    let outbox = e.outbox(&sale("outbox")).await.unwrap();
+    let ids: Vec<OrderId> = outbox.iter().map(|o| o.id).collect();
+    assert_eq!(ids, vec![first, second, third]);
+    let alice = &outbox[0];
+    assert_eq!(alice.user_id, user("alice"));
+    assert_eq!(alice.quantity, 2);
+    assert_eq!(
+        alice.idempotency_key,
+        Some(IdempotencyKey::new("alice-1").unwrap())
+    );
+    assert_eq!(alice.status, OrderStatus::Confirmed);
+    assert!((alice.created_at - h.clock_now()).num_seconds().abs() < 5);
+
+    // Acknowledged orders leave; so do released ones (never to be committed).
+    e.acknowledge(&sale("outbox"), &[first, OrderId::generate()])
+        .await
+        .unwrap();
+    e.release(&sale("outbox"), second).await.unwrap();
+    let ids: Vec<OrderId> = e
+        .outbox(&sale("outbox"))
+        .await
+        .unwrap()
+        .iter()
+        .map(|o| o.id)
+        .collect();
+    assert_eq!(ids, vec![third]);
+    // Acknowledging twice is harmless.
+    e.acknowledge(&sale("outbox"), &[first, third])
+        .await
+        .unwrap();
+    assert!(e.outbox(&sale("outbox")).await.unwrap().is_empty());
+    // Acknowledged orders can still be released (cancelled) later.
+    assert!(matches!(
+        e.release(&sale("outbox"), first).await.unwrap(),
+        ReleaseOutcome::Released { quantity: 2, .. }
+    ));
+
+    // A rebuild empties the outbox.
+    buy(e, "outbox", "dave", 1).await;
+    assert_eq!(e.outbox(&sale("outbox")).await.unwrap().len(), 1);
+    e.rebuild(&spec("outbox", 10, 5), &[]).await.unwrap();
+    assert!(e.outbox(&sale("outbox")).await.unwrap().is_empty());
+    assert!(e.outbox(&sale("never-created")).await.unwrap().is_empty());
+}
