@@ -1,0 +1,124 @@
+//! The one error shape of the API: `{"error": {"code", "message"}}` with a
+//! stable code. Internal failures are logged and answered without details.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use stockade_core::{EngineError, ValidationError};
+
+use crate::store::StoreError;
+
+/// An API error: status, stable code, message for the client.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    retry_after: Option<u32>,
+    extra: Option<(&'static str, Value)>,
+}
+
+impl ApiError {
+    /// An error with `status`, `code` and `message`.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            retry_after: None,
+            extra: None,
+        }
+    }
+
+    /// 422 `invalid_request` naming the field.
+    pub fn invalid(field: &str, reason: impl std::fmt::Display) -> Self {
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+            format!("{field}: {reason}"),
+        )
+        .with("field", Value::String(field.to_owned()))
+    }
+
+    /// 503 with `Retry-After: seconds`.
+    pub fn unavailable(code: &'static str, message: impl Into<String>, seconds: u32) -> Self {
+        let mut error = Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message);
+        error.retry_after = Some(seconds);
+        error
+    }
+
+    /// Adds a field to the error object (e.g. the order id of a 409).
+    pub fn with(mut self, key: &'static str, value: Value) -> Self {
+        self.extra = Some((key, value));
+        self
+    }
+
+    /// The status code.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// An unexpected failure: logged in full, answered as a bare 500.
+    pub fn internal(error: impl std::fmt::Display) -> Self {
+        tracing::error!(%error, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error; the details are in the server log",
+        )
+    }
+}
+
+impl From<ValidationError> for ApiError {
+    fn from(error: ValidationError) -> Self {
+        Self::invalid(error.field, error.reason)
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(error: EngineError) -> Self {
+        if error.is_retryable() {
+            tracing::warn!(%error, "stock engine unavailable");
+            Self::unavailable(
+                "engine_unavailable",
+                "the stock engine is unavailable; retry shortly (with the same Idempotency-Key)",
+                1,
+            )
+        } else {
+            Self::internal(error)
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::Unavailable(_) => {
+                tracing::warn!(%error, "order store unavailable");
+                Self::unavailable(
+                    "store_unavailable",
+                    "the order store is unavailable; retry shortly",
+                    1,
+                )
+            }
+            StoreError::Failed(_) => Self::internal(error),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({ "code": self.code, "message": self.message });
+        if let Some((key, value)) = self.extra {
+            body[key] = value;
+        }
+        let mut response = (self.status, Json(json!({ "error": body }))).into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}

@@ -1,0 +1,53 @@
+//! Health, readiness, metrics and the OpenAPI document.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use serde_json::{Value, json};
+use stockade_core::SaleId;
+use utoipa::OpenApi;
+
+use crate::state::AppState;
+
+/// The process is alive.
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200)))]
+pub async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// The engine and the store answer, and the engine agrees with the store.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses((status = 200), (status = 503, description = "not ready: see the body")))]
+pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
+    let probe = SaleId::new("readyz-probe").expect("a valid id");
+    let engine = state.engine().snapshot(&probe).await.map(|_| ());
+    let store = state.store().ping().await;
+    let ready = state.is_ready();
+    let body = json!({
+        "engine": engine.as_ref().map_or_else(|e| e.to_string(), |()| "ok".into()),
+        "store": store.as_ref().map_or_else(|e| e.to_string(), |()| "ok".into()),
+        "selling": if ready { "open" } else { "rebuilding" },
+    });
+    let status = if engine.is_ok() && store.is_ok() && ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body))
+}
+
+/// Prometheus metrics (every series is named `stockade_*`).
+#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, content_type = "text/plain")))]
+pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics().render(),
+    )
+}
+
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200)))]
+pub async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(super::ApiDoc::openapi())
+}

@@ -1,0 +1,134 @@
+//! Creating and reading sales.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use stockade_core::{EngineError, SaleId, SaleSpec};
+
+use super::auth::require_admin;
+use super::dto::{CreateSale, ErrorBody, Sale};
+use super::error::ApiError;
+use super::json::ApiJson;
+use crate::state::AppState;
+use crate::store::SaveSale;
+
+/// Parses a sale id from the path.
+pub fn sale_id(raw: &str) -> Result<SaleId, ApiError> {
+    SaleId::new(raw).map_err(|e| ApiError::invalid("sale_id", e.reason))
+}
+
+fn spec(body: CreateSale) -> Result<SaleSpec, ApiError> {
+    let mut builder = SaleSpec::builder(body.id, body.stock)?;
+    if let Some(limit) = body.per_user_limit {
+        builder = builder.per_user_limit(limit)?;
+    }
+    if let Some(at) = body.starts_at {
+        builder = builder.starts_at(at);
+    }
+    if let Some(at) = body.ends_at {
+        builder = builder.ends_at(at);
+    }
+    if let Some(seconds) = body.hold_seconds {
+        if seconds > 365 * 24 * 3600 {
+            return Err(ApiError::invalid("hold_seconds", "must be at most one year"));
+        }
+        builder = builder.hold(Duration::from_secs(seconds))?;
+    }
+    Ok(builder.build()?)
+}
+
+/// Creates a sale (admin). The identical request again answers 200.
+#[utoipa::path(
+    post, path = "/v1/sales", tag = "sales",
+    request_body = CreateSale,
+    security(("admin_token" = [])),
+    responses(
+        (status = 201, description = "created", body = Sale),
+        (status = 200, description = "the identical sale already existed", body = Sale),
+        (status = 401, description = "missing or wrong admin token", body = ErrorBody),
+        (status = 409, description = "sale_conflict: the id exists with other parameters", body = ErrorBody),
+        (status = 422, description = "invalid_request", body = ErrorBody),
+    )
+)]
+pub async fn create_sale(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<CreateSale>,
+) -> Result<(StatusCode, Json<Sale>), ApiError> {
+    require_admin(&state, &headers)?;
+    let spec = spec(body)?;
+    // The store is the source of truth: record the sale there first.
+    let status = match state.store().save_sale(&spec, state.clock().now()).await? {
+        SaveSale::Created => StatusCode::CREATED,
+        SaveSale::Exists => StatusCode::OK,
+        SaveSale::Conflict(existing) => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "sale_conflict",
+                format!(
+                    "sale {} already exists with stock {} and per-user limit {}; use a new id",
+                    existing.id(),
+                    existing.total_stock(),
+                    existing.per_user_limit()
+                ),
+            ));
+        }
+    };
+    match state.engine().create_sale(&spec).await {
+        Ok(_) => {}
+        // The engine holds a stale sale the store does not know: the store
+        // wins.
+        Err(EngineError::SaleConflict { .. }) => {
+            let orders = state.store().all_orders(spec.id()).await?;
+            state.engine().rebuild(&spec, &orders).await?;
+        }
+        Err(error) => return Err(error.into()),
+    }
+    let snapshot = state
+        .engine()
+        .snapshot(spec.id())
+        .await?
+        .ok_or_else(|| ApiError::internal(format!("sale {} vanished after creation", spec.id())))?;
+    Ok((status, Json(snapshot.into())))
+}
+
+/// Reads a sale's stock and status.
+#[utoipa::path(
+    get, path = "/v1/sales/{id}", tag = "sales",
+    params(("id" = String, Path, description = "sale id")),
+    responses(
+        (status = 200, body = Sale),
+        (status = 404, description = "unknown_sale", body = ErrorBody),
+        (status = 503, description = "the engine is being rebuilt", body = ErrorBody),
+    )
+)]
+pub async fn get_sale(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Sale>, ApiError> {
+    let id = sale_id(&id)?;
+    if let Some(snapshot) = state.engine().snapshot(&id).await? {
+        metrics::gauge!("stockade_sale_remaining", "sale" => id.to_string())
+            .set(f64::from(snapshot.remaining));
+        return Ok(Json(snapshot.into()));
+    }
+    match state.store().sale(&id).await? {
+        Some(_) => Err(ApiError::unavailable(
+            "rebuilding",
+            "the stock engine is being rebuilt from the order store; retry shortly",
+            1,
+        )),
+        None => Err(unknown_sale(&id)),
+    }
+}
+
+/// 404 `unknown_sale`.
+pub fn unknown_sale(id: &SaleId) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "unknown_sale",
+        format!("there is no sale {id}"),
+    )
+}

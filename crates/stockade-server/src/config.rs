@@ -1,0 +1,313 @@
+//! Raw settings from flags, environment and an optional TOML file, resolved
+//! (in that order of precedence) into a validated [`ServerConfig`]. Invalid
+//! settings fail at start with a message naming the setting.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::writer::WriterConfig;
+
+/// Settings as given, every one optional. The same shape is read from
+/// flags, from `STOCKADE_*` variables and from the TOML file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// `--listen`, `STOCKADE_LISTEN`, `listen`.
+    pub listen: Option<String>,
+    /// `--data-dir`, `STOCKADE_DATA_DIR`, `data_dir`.
+    pub data_dir: Option<PathBuf>,
+    /// `--redis-url`, `STOCKADE_REDIS_URL`, `redis_url`.
+    pub redis_url: Option<String>,
+    /// `--database-url`, `STOCKADE_DATABASE_URL`, `database_url`.
+    pub database_url: Option<String>,
+    /// `STOCKADE_ADMIN_TOKEN` (never a flag: it would show in `ps`).
+    pub admin_token: Option<String>,
+    /// `--commit-deadline-ms`, `STOCKADE_COMMIT_DEADLINE_MS`, `commit_deadline_ms`.
+    pub commit_deadline_ms: Option<u64>,
+    /// `--batch-max`, `STOCKADE_BATCH_MAX`, `batch_max`.
+    pub batch_max: Option<usize>,
+    /// `--batch-delay-ms`, `STOCKADE_BATCH_DELAY_MS`, `batch_delay_ms`.
+    pub batch_delay_ms: Option<u64>,
+}
+
+/// A setting that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid setting {setting}: {reason}")]
+pub struct ConfigError {
+    /// The flag / variable / key.
+    pub setting: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+fn invalid(setting: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        setting: setting.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+impl RawConfig {
+    /// Reads the `STOCKADE_*` variables from `lookup` (the process
+    /// environment in production).
+    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let number = |name: &str| -> Result<Option<u64>, ConfigError> {
+            lookup(name)
+                .map(|v| {
+                    v.trim()
+                        .parse::<u64>()
+                        .map_err(|_| invalid(name, format!("{v:?} is not a whole number")))
+                })
+                .transpose()
+        };
+        Ok(Self {
+            listen: lookup("STOCKADE_LISTEN"),
+            data_dir: lookup("STOCKADE_DATA_DIR").map(PathBuf::from),
+            redis_url: lookup("STOCKADE_REDIS_URL"),
+            database_url: lookup("STOCKADE_DATABASE_URL"),
+            admin_token: lookup("STOCKADE_ADMIN_TOKEN"),
+            commit_deadline_ms: number("STOCKADE_COMMIT_DEADLINE_MS")?,
+            batch_max: number("STOCKADE_BATCH_MAX")?.map(|n| n as usize),
+            batch_delay_ms: number("STOCKADE_BATCH_DELAY_MS")?,
+        })
+    }
+
+    /// Reads a TOML file with the same keys (unknown keys are errors).
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let setting = format!("--config {}", path.display());
+        let text = std::fs::read_to_string(path).map_err(|e| invalid(&setting, e.to_string()))?;
+        toml::from_str(&text).map_err(|e| invalid(&setting, e.to_string()))
+    }
+
+    /// Fills every setting this one lacks from `lower`.
+    pub fn or(self, lower: RawConfig) -> RawConfig {
+        RawConfig {
+            listen: self.listen.or(lower.listen),
+            data_dir: self.data_dir.or(lower.data_dir),
+            redis_url: self.redis_url.or(lower.redis_url),
+            database_url: self.database_url.or(lower.database_url),
+            admin_token: self.admin_token.or(lower.admin_token),
+            commit_deadline_ms: self.commit_deadline_ms.or(lower.commit_deadline_ms),
+            batch_max: self.batch_max.or(lower.batch_max),
+            batch_delay_ms: self.batch_delay_ms.or(lower.batch_delay_ms),
+        }
+    }
+}
+
+/// Where the order store lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreLocation {
+    /// A PostgreSQL URL.
+    Postgres(String),
+    /// SQLite, the embedded default: a file in the data directory.
+    Sqlite(PathBuf),
+}
+
+impl StoreLocation {
+    /// The URL sqlx connects to.
+    pub fn url(&self) -> String {
+        match self {
+            Self::Postgres(url) => url.clone(),
+            Self::Sqlite(path) => format!("sqlite://{}?mode=rwc", path.display()),
+        }
+    }
+}
+
+/// The admin token and whether it was generated at start.
+#[derive(Debug, Clone)]
+pub struct AdminToken {
+    /// The bearer token admin requests must carry.
+    pub token: String,
+    /// True when no token was configured and this one was generated (and
+    /// must be printed so the operator can use it).
+    pub generated: bool,
+}
+
+/// Validated settings of `stockade serve`.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Directory of the embedded store.
+    pub data_dir: PathBuf,
+    /// Redis engine URL; None: the in-memory engine.
+    pub redis_url: Option<String>,
+    /// The order store.
+    pub store: StoreLocation,
+    /// The admin token.
+    pub admin: AdminToken,
+    /// How long a purchase waits for its commit before answering 202.
+    pub commit_deadline: Duration,
+    /// Group-commit batching.
+    pub writer: WriterConfig,
+}
+
+impl ServerConfig {
+    /// Resolves flags over environment over file over defaults.
+    pub fn resolve(
+        flags: RawConfig,
+        env: RawConfig,
+        file: Option<&Path>,
+    ) -> Result<Self, ConfigError> {
+        let file = file.map(RawConfig::from_file).transpose()?.unwrap_or_default();
+        let raw = flags.or(env).or(file);
+
+        let listen_text = raw.listen.unwrap_or_else(|| "127.0.0.1:8080".to_owned());
+        let listen = listen_text.parse::<SocketAddr>().map_err(|_| {
+            invalid(
+                "--listen / STOCKADE_LISTEN",
+                format!("{listen_text:?} is not an address like 127.0.0.1:8080"),
+            )
+        })?;
+        let data_dir = raw.data_dir.unwrap_or_else(|| PathBuf::from("./stockade-data"));
+        if data_dir.as_os_str().is_empty() {
+            return Err(invalid("--data-dir / STOCKADE_DATA_DIR", "must not be empty"));
+        }
+        let redis_url = raw.redis_url.filter(|u| !u.is_empty());
+        if let Some(url) = &redis_url
+            && !(url.starts_with("redis://") || url.starts_with("rediss://"))
+        {
+            return Err(invalid(
+                "--redis-url / STOCKADE_REDIS_URL",
+                format!("{url:?} must start with redis:// or rediss://"),
+            ));
+        }
+        let store = match raw.database_url.filter(|u| !u.is_empty()) {
+            None => StoreLocation::Sqlite(data_dir.join("orders.db")),
+            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                StoreLocation::Postgres(url)
+            }
+            Some(url) if url.starts_with("sqlite:") => {
+                StoreLocation::Sqlite(PathBuf::from(url.trim_start_matches("sqlite://").trim_start_matches("sqlite:")))
+            }
+            Some(url) => {
+                return Err(invalid(
+                    "--database-url / STOCKADE_DATABASE_URL",
+                    format!("{url:?} must start with postgres:// (or sqlite:)"),
+                ));
+            }
+        };
+        let admin = match raw.admin_token {
+            Some(token) if token.len() < 16 => {
+                return Err(invalid(
+                    "STOCKADE_ADMIN_TOKEN",
+                    "must be at least 16 characters long",
+                ));
+            }
+            Some(token) => AdminToken {
+                token,
+                generated: false,
+            },
+            None => AdminToken {
+                token: generate_token(),
+                generated: true,
+            },
+        };
+        let commit_deadline = Duration::from_millis(raw.commit_deadline_ms.unwrap_or(2_000));
+        if commit_deadline.is_zero() {
+            return Err(invalid("--commit-deadline-ms", "must be at least 1"));
+        }
+        let defaults = WriterConfig::default();
+        let max_batch = raw.batch_max.unwrap_or(defaults.max_batch);
+        if !(1..=10_000).contains(&max_batch) {
+            return Err(invalid("--batch-max", "must be between 1 and 10000"));
+        }
+        let max_delay = raw
+            .batch_delay_ms
+            .map_or(defaults.max_delay, Duration::from_millis);
+        if max_delay > Duration::from_secs(1) {
+            return Err(invalid("--batch-delay-ms", "must be at most 1000"));
+        }
+        Ok(Self {
+            listen,
+            data_dir,
+            redis_url,
+            store,
+            admin,
+            commit_deadline,
+            writer: WriterConfig {
+                max_batch,
+                max_delay,
+            },
+        })
+    }
+}
+
+fn generate_token() -> String {
+    use rand::Rng;
+    let bytes: [u8; 24] = rand::rng().random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> RawConfig {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        RawConfig::from_env(|name| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn defaults_are_the_embedded_setup_with_a_generated_token() {
+        let config = ServerConfig::resolve(RawConfig::default(), RawConfig::default(), None).unwrap();
+        assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(config.store, StoreLocation::Sqlite(PathBuf::from("./stockade-data/orders.db")));
+        assert!(config.redis_url.is_none());
+        assert!(config.admin.generated);
+        assert_eq!(config.admin.token.len(), 48);
+    }
+
+    #[test]
+    fn flags_beat_environment_which_beats_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("stockade.toml");
+        std::fs::write(&file, "listen = \"127.0.0.1:9003\"\nbatch_max = 7\ncommit_deadline_ms = 30\n").unwrap();
+        let flags = RawConfig {
+            listen: Some("127.0.0.1:9001".into()),
+            ..RawConfig::default()
+        };
+        let environment = env(&[
+            ("STOCKADE_LISTEN", "127.0.0.1:9002"),
+            ("STOCKADE_BATCH_MAX", "9"),
+            ("STOCKADE_ADMIN_TOKEN", "0123456789abcdef"),
+        ]);
+        let config = ServerConfig::resolve(flags, environment, Some(&file)).unwrap();
+        assert_eq!(config.listen.port(), 9001);
+        assert_eq!(config.writer.max_batch, 9);
+        assert_eq!(config.commit_deadline, Duration::from_millis(30));
+        assert!(!config.admin.generated);
+    }
+
+    #[test]
+    fn invalid_settings_name_the_setting() {
+        let bad = |raw: RawConfig| ServerConfig::resolve(raw, RawConfig::default(), None).unwrap_err();
+        let err = bad(RawConfig { listen: Some("nope".into()), ..RawConfig::default() });
+        assert!(err.to_string().contains("--listen"), "{err}");
+        let err = bad(RawConfig { redis_url: Some("http://x".into()), ..RawConfig::default() });
+        assert!(err.to_string().contains("--redis-url"), "{err}");
+        let err = bad(RawConfig { database_url: Some("mysql://x".into()), ..RawConfig::default() });
+        assert!(err.to_string().contains("--database-url"), "{err}");
+        let err = bad(RawConfig { admin_token: Some("short".into()), ..RawConfig::default() });
+        assert!(err.to_string().contains("STOCKADE_ADMIN_TOKEN"), "{err}");
+        let err = RawConfig::from_env(|n| (n == "STOCKADE_BATCH_MAX").then(|| "lots".into())).unwrap_err();
+        assert!(err.to_string().contains("STOCKADE_BATCH_MAX"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("bad.toml");
+        std::fs::write(&file, "lisen = \"typo\"").unwrap();
+        let err = ServerConfig::resolve(RawConfig::default(), RawConfig::default(), Some(&file)).unwrap_err();
+        assert!(err.to_string().contains("lisen"), "{err}");
+    }
+}

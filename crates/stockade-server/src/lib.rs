@@ -1,0 +1,202 @@
+//! `stockade serve`: the HTTP service.
+//!
+//! A purchase goes through the path of DESIGN.md: the engine decides it in
+//! one atomic step and records it in its outbox; the group-commit writer
+//! commits it to the order store with many others in one transaction; only
+//! then does the buyer hear 201. The store is the source of truth: at start,
+//! and whenever Redis restarts, the engine is rebuilt from it before it
+//! sells again.
+//!
+//! ```no_run
+//! use stockade_server::config::{RawConfig, ServerConfig};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = ServerConfig::resolve(RawConfig::default(), RawConfig::from_env(|k| std::env::var(k).ok())?, None)?;
+//! let listener = tokio::net::TcpListener::bind(config.listen).await?;
+//! stockade_server::run(listener, config, async { let _ = tokio::signal::ctrl_c().await; }).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//! - [`config`]: flags, environment and file resolved into [`config::ServerConfig`].
+//! - [`store`]: the order store (PostgreSQL or SQLite), the source of truth.
+//! - [`writer`]: the group-commit writer.
+//! - [`recovery`]: rebuilding the engine from the store; the reconciler.
+//! - [`state`]: what handlers share.
+//! - [`api`]: the router, handlers, JSON bodies, errors and OpenAPI document.
+//! - [`metrics`]: the Prometheus series.
+
+pub mod api;
+pub mod config;
+pub mod metrics;
+pub mod recovery;
+pub mod state;
+pub mod store;
+pub mod writer;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use stockade_core::{Clock, Engine, EngineError, SystemClock};
+use stockade_engine::{MemoryEngine, RedisEngine, RedisEngineConfig};
+use tokio::net::TcpListener;
+
+pub use api::app;
+use config::{ServerConfig, StoreLocation};
+use recovery::RecoveryError;
+use state::{AppState, StateParts};
+use store::{OrderStore, StoreError};
+use writer::CommitQueue;
+
+/// Why the service could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The data directory could not be created.
+    #[error("cannot create the data directory {path}: {source}")]
+    DataDir {
+        /// The directory.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The order store could not be opened.
+    #[error("cannot open the order store: {0}")]
+    Store(#[from] StoreError),
+    /// The engine could not connect.
+    #[error("cannot connect the stock engine: {0}")]
+    Engine(#[from] EngineError),
+    /// Recovery at start failed.
+    #[error("cannot recover the engine from the store: {0}")]
+    Recovery(#[from] RecoveryError),
+    /// Serving failed.
+    #[error("the HTTP server failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A started service: store open, engine connected and recovered, writer
+/// and reconciler running. Serve it with [`Service::serve`], or drive
+/// [`Service::router`] directly in tests.
+pub struct Service {
+    state: AppState,
+    writer_task: tokio::task::JoinHandle<()>,
+    reconciler: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service").field("state", &self.state).finish()
+    }
+}
+
+impl Service {
+    /// Opens the store and the engine and recovers the engine from the store.
+    pub async fn start(config: &ServerConfig) -> Result<Self, ServeError> {
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        if let StoreLocation::Sqlite(path) = &config.store
+            && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(dir).map_err(|source| ServeError::DataDir {
+                path: dir.display().to_string(),
+                source,
+            })?;
+        }
+        let store = OrderStore::open(&config.store.url()).await?;
+        let (engine, redis): (Arc<dyn Engine>, Option<Arc<RedisEngine>>) = match &config.redis_url
+        {
+            Some(url) => {
+                let redis = Arc::new(
+                    RedisEngine::connect(&RedisEngineConfig::new(url), Arc::clone(&clock)).await?,
+                );
+                (redis.clone(), Some(redis))
+            }
+            None => (Arc::new(MemoryEngine::new(Arc::clone(&clock))), None),
+        };
+        let (queue, writer_task) =
+            CommitQueue::start(store.clone(), Arc::clone(&engine), config.writer);
+        let state = AppState::new(StateParts {
+            engine,
+            store,
+            queue,
+            clock,
+            admin_token: config.admin.token.clone(),
+            commit_deadline: config.commit_deadline,
+        });
+        recover_at_start(&state).await?;
+        let reconciler = tokio::spawn(recovery::reconcile_forever(state.clone(), redis));
+        Ok(Self {
+            state,
+            writer_task,
+            reconciler,
+        })
+    }
+
+    /// The shared state.
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// The router over this service's state.
+    pub fn router(&self) -> axum::Router {
+        app(self.state.clone())
+    }
+
+    /// Serves on `listener` until `shutdown` completes, then finishes
+    /// in-flight requests and flushes the writer.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServeError> {
+        let served = axum::serve(listener, self.router())
+            .with_graceful_shutdown(shutdown)
+            .await;
+        self.stop().await;
+        Ok(served?)
+    }
+
+    /// Stops the reconciler and lets the writer commit what is queued.
+    pub async fn stop(self) {
+        let Self {
+            state,
+            writer_task,
+            reconciler,
+        } = self;
+        reconciler.abort();
+        // Wait until the aborted task has dropped its copy of the state.
+        let _ = reconciler.await;
+        // The last handle on the queue goes with the state: the writer then
+        // drains and ends.
+        drop(state);
+        let _ = writer_task.await;
+    }
+}
+
+/// Starts the service and serves on `listener` until `shutdown` completes.
+pub async fn run(
+    listener: TcpListener,
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    Service::start(&config).await?.serve(listener, shutdown).await
+}
+
+/// Recovery at start, retried for a while if the store or engine is still
+/// coming up.
+async fn recover_at_start(state: &AppState) -> Result<(), ServeError> {
+    let mut attempts = 0;
+    loop {
+        match recovery::recover_all(state, "startup").await {
+            Ok(rebuilt) => {
+                tracing::info!(rebuilt, "engine recovered from the store");
+                return Ok(());
+            }
+            Err(error) if attempts < 10 => {
+                attempts += 1;
+                tracing::warn!(%error, attempts, "recovery at start failed; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! Prometheus metrics. Every series is named `stockade_*`:
+//!
+//! | series | kind | what |
+//! | --- | --- | --- |
+//! | `stockade_purchases_total{outcome}` | counter | purchases by outcome |
+//! | `stockade_purchase_seconds` | histogram | purchase latency, request to answer |
+//! | `stockade_engine_seconds{op}` | histogram | engine call latency |
+//! | `stockade_store_commit_seconds` | histogram | one batch commit |
+//! | `stockade_writer_batch_size` | histogram | orders per commit |
+//! | `stockade_writer_queue_depth` | gauge | orders waiting for commit |
+//! | `stockade_sale_remaining{sale}` | gauge | stock left, as last seen |
+//! | `stockade_recoveries_total{reason}` | counter | engine rebuilds from the store |
+
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// The process-wide Prometheus recorder, installed on first use.
+pub fn prometheus() -> PrometheusHandle {
+    HANDLE
+        .get_or_init(|| {
+            let seconds = [
+                0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05,
+                0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+            ];
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &seconds)
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full("stockade_writer_batch_size".into()),
+                        &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0],
+                    )
+                })
+                .expect("bucket lists are not empty");
+            let recorder = builder.build_recorder();
+            let handle = recorder.handle();
+            // Another recorder may already be installed (tests embedding
+            // several servers): ours still renders what it records.
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone()
+}

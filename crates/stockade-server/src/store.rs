@@ -1,0 +1,368 @@
+//! The order store: the durable record of sales and orders, and the source
+//! of truth the engine is rebuilt from. PostgreSQL in production, SQLite in
+//! the data directory for the embedded default; one implementation over
+//! sqlx's `Any` driver and one schema (`migrations/store/`).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Row};
+use stockade_core::{
+    IdempotencyKey, Order, OrderId, OrderStatus, SaleId, SaleSpec, UserId, ValidationError,
+};
+
+/// Why the store could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database cannot be reached or timed out: retry later.
+    #[error("order store unavailable: {0}")]
+    Unavailable(#[source] sqlx::Error),
+    /// Anything else: a bug, a misconfiguration, or corrupt data.
+    #[error("order store failed: {0}")]
+    Failed(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        match error {
+            sqlx::Error::Io(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Tls(_) => Self::Unavailable(error),
+            sqlx::Error::Database(ref db)
+                if db.code().is_some_and(|c| {
+                    // PostgreSQL shutting down / not accepting; SQLite busy.
+                    ["57P01", "57P02", "57P03", "53300", "5", "517"].contains(&c.as_ref())
+                }) =>
+            {
+                Self::Unavailable(error)
+            }
+            other => Self::Failed(other.to_string()),
+        }
+    }
+}
+
+/// The answer to saving a sale.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SaveSale {
+    /// The sale is new.
+    Created,
+    /// The identical sale existed.
+    Exists,
+    /// A different sale exists under that id: this is it.
+    Conflict(Box<SaleSpec>),
+}
+
+/// The answer to cancelling an order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cancel {
+    /// Cancelled now: its items must go back to the engine.
+    Cancelled(Order),
+    /// It was cancelled (or expired) before: nothing changed.
+    AlreadyCancelled(Order),
+    /// No such order.
+    Unknown,
+}
+
+/// Which database the store runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// PostgreSQL.
+    Postgres,
+    /// SQLite.
+    Sqlite,
+}
+
+/// Sales and orders in a database.
+#[derive(Debug, Clone)]
+pub struct OrderStore {
+    pool: AnyPool,
+    kind: StoreKind,
+}
+
+const ORDER_COLUMNS: &str =
+    "id, sale_id, user_id, quantity, idempotency_key, status, created_at_ms";
+const SALE_COLUMNS: &str =
+    "id, total_stock, per_user_limit, starts_at_ms, ends_at_ms, hold_ms";
+
+impl OrderStore {
+    /// Opens the store at `url` (`postgres://…` or `sqlite://…`) and runs its
+    /// migrations.
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        let kind = if url.starts_with("sqlite:") {
+            StoreKind::Sqlite
+        } else {
+            StoreKind::Postgres
+        };
+        let mut options = AnyPoolOptions::new()
+            .max_connections(if kind == StoreKind::Sqlite { 4 } else { 16 })
+            .acquire_timeout(Duration::from_secs(3));
+        if kind == StoreKind::Sqlite {
+            options = options.after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    // WAL lets readers work beside the one writer; FULL makes
+                    // every commit durable before it is acknowledged.
+                    sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
+                    sqlx::query("PRAGMA synchronous = FULL").execute(&mut *conn).await?;
+                    sqlx::query("PRAGMA busy_timeout = 5000").execute(&mut *conn).await?;
+                    sqlx::query("PRAGMA foreign_keys = ON").execute(&mut *conn).await?;
+                    Ok(())
+                })
+            });
+        }
+        let pool = options.connect(url).await?;
+        let mut migrator = sqlx::migrate!("./migrations/store");
+        // The PostgreSQL engine keeps its own migrations in the same database.
+        migrator.set_ignore_missing(true);
+        migrator
+            .run(&pool)
+            .await
+            .map_err(|e| StoreError::Failed(format!("running store migrations: {e}")))?;
+        Ok(Self { pool, kind })
+    }
+
+    /// Which database this is.
+    pub fn kind(&self) -> StoreKind {
+        self.kind
+    }
+
+    /// Checks that the database answers.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Records a sale, unless one with that id exists.
+    pub async fn save_sale(
+        &self,
+        spec: &SaleSpec,
+        now: DateTime<Utc>,
+    ) -> Result<SaveSale, StoreError> {
+        let inserted = sqlx::query(
+            "INSERT INTO sales
+                 (id, total_stock, per_user_limit, starts_at_ms, ends_at_ms, hold_ms, created_at_ms)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(spec.id().as_str())
+        .bind(i64::from(spec.total_stock()))
+        .bind(i64::from(spec.per_user_limit()))
+        .bind(spec.starts_at().map(|t| t.timestamp_millis()))
+        .bind(spec.ends_at().map(|t| t.timestamp_millis()))
+        .bind(spec.hold().map(|d| d.as_millis() as i64))
+        .bind(now.timestamp_millis())
+        .execute(&self.pool)
+        .await?;
+        if inserted.rows_affected() == 1 {
+            return Ok(SaveSale::Created);
+        }
+        let existing = self
+            .sale(spec.id())
+            .await?
+            .ok_or_else(|| StoreError::Failed(format!("sale {} vanished", spec.id())))?;
+        Ok(if existing == *spec {
+            SaveSale::Exists
+        } else {
+            SaveSale::Conflict(Box::new(existing))
+        })
+    }
+
+    /// One sale.
+    pub async fn sale(&self, id: &SaleId) -> Result<Option<SaleSpec>, StoreError> {
+        sqlx::query(&format!("SELECT {SALE_COLUMNS} FROM sales WHERE id = $1"))
+            .bind(id.as_str())
+            .fetch_optional(&self.pool)
+            .await?
+            .map(|row| sale_from_row(&row))
+            .transpose()
+    }
+
+    /// Every sale.
+    pub async fn sales(&self) -> Result<Vec<SaleSpec>, StoreError> {
+        sqlx::query(&format!("SELECT {SALE_COLUMNS} FROM sales ORDER BY id"))
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(sale_from_row)
+            .collect()
+    }
+
+    /// Commits a batch of new orders in one transaction. Orders already
+    /// committed (same id) are left as they are, so a batch can be retried
+    /// and the outbox replayed safely.
+    pub async fn commit(&self, orders: &[Order]) -> Result<(), StoreError> {
+        if orders.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        // 8 values per order; 64 orders per statement stays far below any
+        // database's limit on bound parameters.
+        for chunk in orders.chunks(64) {
+            let mut sql = String::from(
+                "INSERT INTO orders (id, sale_id, user_id, quantity, idempotency_key, status,
+                                     created_at_ms, updated_at_ms) VALUES ",
+            );
+            for i in 0..chunk.len() {
+                let p = i * 8;
+                if i > 0 {
+                    sql.push(',');
+                }
+                sql.push_str(&format!(
+                    "(${}, ${}, ${}, ${}, ${}, ${}, ${}, ${})",
+                    p + 1,
+                    p + 2,
+                    p + 3,
+                    p + 4,
+                    p + 5,
+                    p + 6,
+                    p + 7,
+                    p + 8
+                ));
+            }
+            sql.push_str(" ON CONFLICT (id) DO NOTHING");
+            let mut query = sqlx::query(&sql);
+            for order in chunk {
+                let created = order.created_at.timestamp_millis();
+                query = query
+                    .bind(order.id.to_string())
+                    .bind(order.sale_id.as_str().to_owned())
+                    .bind(order.user_id.as_str().to_owned())
+                    .bind(i64::from(order.quantity))
+                    .bind(order.idempotency_key.as_ref().map(|k| k.as_str().to_owned()))
+                    .bind(order.status.as_str())
+                    .bind(created)
+                    .bind(created);
+            }
+            query.execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// One order.
+    pub async fn order(&self, id: OrderId) -> Result<Option<Order>, StoreError> {
+        sqlx::query(&format!("SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1"))
+            .bind(id.to_string())
+            .fetch_optional(&self.pool)
+            .await?
+            .map(|row| order_from_row(&row))
+            .transpose()
+    }
+
+    /// Marks a live order cancelled. Cancelling twice changes nothing.
+    pub async fn cancel(&self, id: OrderId, now: DateTime<Utc>) -> Result<Cancel, StoreError> {
+        let updated = sqlx::query(
+            "UPDATE orders SET status = 'cancelled', updated_at_ms = $1
+              WHERE id = $2 AND status IN ('confirmed', 'held')",
+        )
+        .bind(now.timestamp_millis())
+        .bind(id.to_string())
+        .execute(&self.pool)
+        .await?;
+        let Some(order) = self.order(id).await? else {
+            return Ok(Cancel::Unknown);
+        };
+        Ok(if updated.rows_affected() == 1 {
+            Cancel::Cancelled(order)
+        } else {
+            Cancel::AlreadyCancelled(order)
+        })
+    }
+
+    /// A page of a sale's orders in id (= creation) order, after `after`.
+    pub async fn orders_of_sale(
+        &self,
+        sale: &SaleId,
+        after: Option<OrderId>,
+        limit: u32,
+    ) -> Result<Vec<Order>, StoreError> {
+        // UUIDv7 text sorts like the UUIDs; "" sorts before every id.
+        let after = after.map(|id| id.to_string()).unwrap_or_default();
+        sqlx::query(&format!(
+            "SELECT {ORDER_COLUMNS} FROM orders WHERE sale_id = $1 AND id > $2
+              ORDER BY id LIMIT $3"
+        ))
+        .bind(sale.as_str())
+        .bind(after)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(order_from_row)
+        .collect()
+    }
+
+    /// Every order of a sale (for rebuilding the engine).
+    pub async fn all_orders(&self, sale: &SaleId) -> Result<Vec<Order>, StoreError> {
+        let mut all = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self.orders_of_sale(sale, after, 10_000).await?;
+            let Some(last) = page.last() else {
+                return Ok(all);
+            };
+            after = Some(last.id);
+            all.extend(page);
+        }
+    }
+}
+
+fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Failed(format!("the store holds an invalid {what}: {e}"))
+}
+
+fn millis(ms: i64) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::from_timestamp_millis(ms).ok_or_else(|| corrupt("instant", ms))
+}
+
+fn sale_from_row(row: &AnyRow) -> Result<SaleSpec, StoreError> {
+    let id: String = row.try_get("id")?;
+    let total: i64 = row.try_get("total_stock")?;
+    let limit: i64 = row.try_get("per_user_limit")?;
+    let starts: Option<i64> = row.try_get("starts_at_ms")?;
+    let ends: Option<i64> = row.try_get("ends_at_ms")?;
+    let hold: Option<i64> = row.try_get("hold_ms")?;
+    let invalid = |e: ValidationError| corrupt("sale", e);
+    let mut builder = SaleSpec::builder(
+        id,
+        u32::try_from(total).map_err(|e| corrupt("stock", e))?,
+    )
+    .map_err(invalid)?
+    .per_user_limit(u32::try_from(limit).map_err(|e| corrupt("limit", e))?)
+    .map_err(invalid)?;
+    if let Some(ms) = starts {
+        builder = builder.starts_at(millis(ms)?);
+    }
+    if let Some(ms) = ends {
+        builder = builder.ends_at(millis(ms)?);
+    }
+    if let Some(ms) = hold {
+        builder = builder
+            .hold(Duration::from_millis(u64::try_from(ms).map_err(|e| corrupt("hold", e))?))
+            .map_err(invalid)?;
+    }
+    builder.build().map_err(invalid)
+}
+
+fn order_from_row(row: &AnyRow) -> Result<Order, StoreError> {
+    let id: String = row.try_get("id")?;
+    let sale: String = row.try_get("sale_id")?;
+    let user: String = row.try_get("user_id")?;
+    let quantity: i64 = row.try_get("quantity")?;
+    let key: Option<String> = row.try_get("idempotency_key")?;
+    let status: String = row.try_get("status")?;
+    let created: i64 = row.try_get("created_at_ms")?;
+    let invalid = |e: ValidationError| corrupt("order", e);
+    Ok(Order {
+        id: OrderId::from_str(&id).map_err(invalid)?,
+        sale_id: SaleId::new(sale).map_err(invalid)?,
+        user_id: UserId::new(user).map_err(invalid)?,
+        quantity: u32::try_from(quantity).map_err(|e| corrupt("quantity", e))?,
+        idempotency_key: key.map(IdempotencyKey::new).transpose().map_err(invalid)?,
+        status: OrderStatus::from_str(&status).map_err(invalid)?,
+        created_at: millis(created)?,
+    })
+}

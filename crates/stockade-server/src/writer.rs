@@ -1,0 +1,167 @@
+//! The group-commit writer: handlers hand it accepted orders, it commits them
+//! to the store in batches (bounded by size and by time), one transaction
+//! per batch, then acknowledges them in the engine's outbox and tells each
+//! waiting handler.
+//!
+//! Under a stampede this turns thousands of commits into a few dozen, which
+//! is what lets a durable store keep up with an in-memory or Redis engine.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dashmap::DashMap;
+use stockade_core::{Engine, Order, OrderId, SaleId};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::store::{OrderStore, StoreError};
+
+/// How batches are formed.
+#[derive(Debug, Clone, Copy)]
+pub struct WriterConfig {
+    /// At most this many orders per transaction.
+    pub max_batch: usize,
+    /// After the first order of a batch arrives, wait at most this long for
+    /// more before committing.
+    pub max_delay: Duration,
+}
+
+impl Default for WriterConfig {
+    fn default() -> Self {
+        Self {
+            max_batch: 512,
+            max_delay: Duration::from_millis(2),
+        }
+    }
+}
+
+/// The result a handler waits for: the commit of its order's batch.
+pub type CommitResult = Result<(), Arc<StoreError>>;
+
+struct Job {
+    order: Order,
+    done: oneshot::Sender<CommitResult>,
+}
+
+/// The handle handlers use to submit orders. Cheap to clone.
+#[derive(Clone)]
+pub struct CommitQueue {
+    sender: mpsc::Sender<Job>,
+    in_flight: Arc<DashMap<OrderId, Order>>,
+}
+
+impl std::fmt::Debug for CommitQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommitQueue")
+            .field("in_flight", &self.in_flight.len())
+            .finish()
+    }
+}
+
+impl CommitQueue {
+    /// Starts the writer task. It stops, after committing everything queued,
+    /// once every `CommitQueue` clone is dropped.
+    pub fn start(
+        store: OrderStore,
+        engine: Arc<dyn Engine>,
+        config: WriterConfig,
+    ) -> (Self, JoinHandle<()>) {
+        let (sender, receiver) = mpsc::channel(config.max_batch.max(1) * 16);
+        let in_flight = Arc::new(DashMap::new());
+        let task = tokio::spawn(write_batches(
+            receiver,
+            store,
+            engine,
+            config,
+            Arc::clone(&in_flight),
+        ));
+        (Self { sender, in_flight }, task)
+    }
+
+    /// Queues an order for commit; the receiver completes when its batch is
+    /// committed (or failed).
+    pub async fn submit(&self, order: Order) -> oneshot::Receiver<CommitResult> {
+        let (done, result) = oneshot::channel();
+        self.in_flight.insert(order.id, order.clone());
+        metrics::gauge!("stockade_writer_queue_depth").increment(1.0);
+        if let Err(mpsc::error::SendError(job)) = self.sender.send(Job { order, done }).await {
+            // The writer has stopped (shutting down): say so to the waiter.
+            self.in_flight.remove(&job.order.id);
+            metrics::gauge!("stockade_writer_queue_depth").decrement(1.0);
+            let _ = job.done.send(Err(Arc::new(StoreError::Failed(
+                "the order writer has stopped".into(),
+            ))));
+        }
+        result
+    }
+
+    /// An order accepted by the engine whose commit is still under way.
+    pub fn in_flight(&self, id: OrderId) -> Option<Order> {
+        self.in_flight.get(&id).map(|o| o.clone())
+    }
+}
+
+async fn write_batches(
+    mut receiver: mpsc::Receiver<Job>,
+    store: OrderStore,
+    engine: Arc<dyn Engine>,
+    config: WriterConfig,
+    in_flight: Arc<DashMap<OrderId, Order>>,
+) {
+    while let Some(first) = receiver.recv().await {
+        let mut batch = vec![first];
+        let deadline = tokio::time::Instant::now() + config.max_delay;
+        while batch.len() < config.max_batch {
+            match receiver.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(mpsc::error::TryRecvError::Disconnected) => break,
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    match tokio::time::timeout_at(deadline, receiver.recv()).await {
+                        Ok(Some(job)) => batch.push(job),
+                        _ => break,
+                    }
+                }
+            }
+        }
+        commit_batch(batch, &store, engine.as_ref(), &in_flight).await;
+    }
+}
+
+async fn commit_batch(
+    batch: Vec<Job>,
+    store: &OrderStore,
+    engine: &dyn Engine,
+    in_flight: &DashMap<OrderId, Order>,
+) {
+    let orders: Vec<Order> = batch.iter().map(|job| job.order.clone()).collect();
+    metrics::histogram!("stockade_writer_batch_size").record(orders.len() as f64);
+    let started = Instant::now();
+    let result = store.commit(&orders).await.map_err(Arc::new);
+    metrics::histogram!("stockade_store_commit_seconds").record(started.elapsed().as_secs_f64());
+    if result.is_ok() {
+        acknowledge(engine, &orders).await;
+    } else if let Err(error) = &result {
+        tracing::warn!(orders = orders.len(), %error, "batch commit failed");
+    }
+    metrics::gauge!("stockade_writer_queue_depth").decrement(batch.len() as f64);
+    for job in batch {
+        in_flight.remove(&job.order.id);
+        // The handler may have given up waiting (deadline): that is fine.
+        let _ = job.done.send(result.clone());
+    }
+}
+
+/// Removes committed orders from the engine's outbox. A failure here only
+/// leaves entries the reconciler will find already committed.
+async fn acknowledge(engine: &dyn Engine, orders: &[Order]) {
+    let mut by_sale: HashMap<&SaleId, Vec<OrderId>> = HashMap::new();
+    for order in orders {
+        by_sale.entry(&order.sale_id).or_default().push(order.id);
+    }
+    for (sale, ids) in by_sale {
+        if let Err(error) = engine.acknowledge(sale, &ids).await {
+            tracing::warn!(%sale, %error, "could not acknowledge committed orders");
+        }
+    }
+}
