@@ -1,9 +1,14 @@
 //! Load generation and measurement for Stockade.
 //!
-//! [`flash_sale::run`] simulates a flash sale: a crowd of buyers with
-//! distinct ids hits one sale at the same instant, every answer is timed,
-//! and the result is checked against the invariants (no oversell, no buyer
-//! served twice, stock that adds up).
+//! - [`flash_sale::run`] simulates a flash sale on one engine (`stockade
+//!   demo`): a crowd of buyers with distinct ids hits one sale at the same
+//!   instant, every answer is timed, and the result is checked against the
+//!   invariants (no oversell, no buyer served twice, stock that adds up).
+//! - [`compare::run`] is `stockade bench`: every way of selling stock the
+//!   founding articles describe, and Stockade's own engines, side by side
+//!   on the same servers, each from a clean state, with latency
+//!   percentiles, the work each made Redis and PostgreSQL do, and the same
+//!   correctness check.
 //!
 //! ```no_run
 //! use stockade_bench::backend::{Backend, EngineKind};
@@ -17,12 +22,57 @@
 //! # Ok(()) }
 //! ```
 //!
+//! ```no_run
+//! use std::sync::Arc;
+//! use stockade_bench::compare::{self, BenchConfig, DEFAULT_POOL_SIZE, Quiet};
+//! use stockade_bench::scenario::{Overrides, Scenario, Workload};
+//! use stockade_bench::servers::Servers;
+//! use stockade_bench::strategy::StrategyKind;
+//!
+//! # async fn bench() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = BenchConfig {
+//!     workload: Workload::new(Some(Scenario::Seed100), &Overrides::default())?,
+//!     strategies: StrategyKind::ALL.to_vec(),
+//!     pool_size: DEFAULT_POOL_SIZE,
+//! };
+//! // Throwaway redis-server and PostgreSQL, since no URL is given.
+//! let servers = Servers::prepare(config.needs_redis(), config.needs_postgres(), None, None).await?;
+//! let report = compare::run(&config, &servers, Arc::new(Quiet)).await;
+//! println!("{}", report.to_markdown());
+//! # Ok(()) }
+//! ```
+//!
 //! # Layout
-//! - [`backend`]: choosing an engine, and starting throwaway Redis or
-//!   PostgreSQL servers when none is named.
-//! - [`flash_sale`]: the simulated sale and its [`flash_sale::FlashSaleReport`].
+//! - [`backend`]: choosing an engine for the demo, and starting throwaway
+//!   Redis or PostgreSQL servers when none is named.
+//! - [`flash_sale`]: the demo's simulated sale and its
+//!   [`flash_sale::FlashSaleReport`].
 //! - [`latency`]: the HDR histogram of answer times.
+//! - [`scenario`]: the named scenarios and the validated [`scenario::Workload`].
+//! - [`strategy`]: the [`strategy::Strategy`] interface and the eight
+//!   strategies (the articles' Lua script in `lua/`, the PostgreSQL
+//!   strategies' tables in `sql/`).
+//! - [`servers`]: the servers of a comparison, and a clean state for each
+//!   strategy.
+//! - [`driver`]: sends a workload at a strategy and tallies the answers.
+//! - [`timeline`]: second-by-second throughput and latency of timed runs.
+//! - [`counters`]: Redis commands and PostgreSQL transactions, from the
+//!   servers' own statistics.
+//! - [`check`]: the correctness check.
+//! - [`compare`]: `stockade bench`, the strategies one after another.
+//! - [`report`]: results as a Markdown table or JSON.
+//! - [`chart`]: results as an SVG chart.
 
 pub mod backend;
+pub mod chart;
+pub mod check;
+pub mod compare;
+pub mod counters;
+pub mod driver;
 pub mod flash_sale;
 pub mod latency;
+pub mod report;
+pub mod scenario;
+pub mod servers;
+pub mod strategy;
+pub mod timeline;

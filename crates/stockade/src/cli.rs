@@ -1,7 +1,12 @@
 //! The command-line grammar.
 
+use std::path::PathBuf;
+use std::time::Duration;
+
 use clap::{Args, Parser, Subcommand};
 use stockade_bench::backend::EngineKind;
+use stockade_bench::scenario::Scenario;
+use stockade_bench::strategy::StrategyKind;
 
 /// Stockade sells limited stock to a stampede: flash sales, coupon drops,
 /// sneaker and ticket releases. Correct under any concurrency.
@@ -19,6 +24,11 @@ pub enum Command {
     /// Simulate a flash sale: N buyers with distinct ids arrive at once for S
     /// items; print what happened and check that nothing was oversold.
     Demo(DemoArgs),
+    /// Compare every way of selling limited stock side by side in one run:
+    /// the founding articles' strategies (row lock, conditional update,
+    /// Redis lock, DECR, Lua script) and Stockade's engines, on the same
+    /// Redis and PostgreSQL, each checked for correctness.
+    Bench(BenchArgs),
 }
 
 /// `stockade demo`.
@@ -47,6 +57,73 @@ pub struct DemoArgs {
     /// Print the result as one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `stockade bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The scenario: seed-100 (100 buyers, 100 items), seed-150 (150 / 100),
+    /// crowd (10,000 / 1,000), sustained (stock that never runs out, for
+    /// --duration), double-tap (1,000 buyers tapping twice, 1,000 items).
+    /// Default: seed-100, unless --buyers or --duration describe a custom
+    /// run.
+    #[arg(long, value_parser = parse_scenario)]
+    pub scenario: Option<Scenario>,
+    /// Which strategies, comma-separated (default: all): pg-for-update,
+    /// pg-conditional, redis-lock, redis-decr, redis-lua, stockade-redis,
+    /// stockade-postgres, stockade-memory.
+    #[arg(long, value_delimiter = ',', value_parser = parse_strategy)]
+    pub strategies: Option<Vec<StrategyKind>>,
+    /// Buyers in the crowd (each with a distinct id).
+    #[arg(long)]
+    pub buyers: Option<usize>,
+    /// Items on sale.
+    #[arg(long)]
+    pub stock: Option<u32>,
+    /// Requests in flight at once (default: the whole crowd, up to 10,000;
+    /// 64 for a timed run).
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Send new buyers for this long instead of a fixed crowd (10s, 500ms,
+    /// 2m).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Requests each buyer sends at once (an impatient double tap is 2).
+    #[arg(long)]
+    pub taps: Option<usize>,
+    /// Connections per pool (the Redis pools of the hand-written strategies
+    /// and every PostgreSQL pool).
+    #[arg(long, default_value_t = 32)]
+    pub pool_size: u32,
+    /// Redis to use (default: start a throwaway redis-server). On a named
+    /// server the bench writes only keys under `stockade-bench:`.
+    #[arg(long, env = "STOCKADE_REDIS_URL")]
+    pub redis_url: Option<String>,
+    /// PostgreSQL database to use (default: start a throwaway server with
+    /// fsync on). On a named database the bench creates its own
+    /// `stockade_bench_*` tables and the engine's `engine_*` tables.
+    #[arg(long, env = "STOCKADE_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Print the results as one JSON object `{"results": [...]}` instead of
+    /// a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write an SVG chart of requests per second and p99 latency per
+    /// strategy to this file.
+    #[arg(long, value_name = "FILE")]
+    pub chart: Option<PathBuf>,
+}
+
+fn parse_scenario(value: &str) -> Result<Scenario, String> {
+    value.parse()
+}
+
+fn parse_strategy(value: &str) -> Result<StrategyKind, String> {
+    value.trim().parse()
+}
+
+fn parse_duration(value: &str) -> Result<Duration, String> {
+    stockade_bench::scenario::parse_duration(value)
 }
 
 fn parse_engine(value: &str) -> Result<EngineKind, String> {

@@ -4,7 +4,9 @@
 //! # Layout
 //! - `cli`: the command-line grammar (clap).
 //! - `demo`: `stockade demo`, a simulated flash sale.
+//! - `bench`: `stockade bench`, every strategy side by side.
 
+mod bench;
 mod cli;
 mod demo;
 
@@ -17,6 +19,7 @@ async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(args) => demo::run(args).await,
+        Command::Bench(args) => bench::run(args).await,
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,274 @@
+//! What the servers did during a run, from their own counters: Redis
+//! commands from `INFO commandstats`, PostgreSQL transactions from
+//! `pg_stat_database`, read before and after the measured run.
+//!
+//! `INFO commandstats` counts every command Redis executed, including those
+//! a Lua script runs with `redis.call`: it is the work Redis did, not the
+//! number of round trips. It counts every client's commands, so on a shared
+//! server the figure includes other traffic.
+//!
+//! PostgreSQL sessions report their transactions to the statistics system
+//! lazily (up to seconds later). The strategies therefore force a report
+//! before the first reading (`pg_stat_force_next_flush()`, PostgreSQL 15+),
+//! and close their sessions before the second one: an ending session
+//! reports everything. The monitor reads from another database when it can,
+//! so that its own queries are not counted; when it must share the bench's
+//! database it counts its own transactions and subtracts them.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{Connection, PgConnection};
+
+use crate::strategy::StrategyError;
+use crate::strategy::pg_schema::APPLICATION_NAME;
+
+/// How long to wait for the strategy's sessions to end after the run.
+const SESSIONS_END_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Reads Redis's command counters.
+pub struct RedisMonitor {
+    conn: MultiplexedConnection,
+}
+
+impl RedisMonitor {
+    /// Connects to the Redis at `url`.
+    pub async fn connect(url: &str) -> Result<Self, StrategyError> {
+        let conn = redis::Client::open(url)?
+            .get_multiplexed_async_connection()
+            .await?;
+        Ok(Self { conn })
+    }
+
+    /// Calls per command so far.
+    pub async fn read(&mut self) -> Result<CommandCounts, StrategyError> {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut self.conn)
+            .await?;
+        Ok(CommandCounts(parse_commandstats(&info)))
+    }
+}
+
+/// Calls per command (`get`, `evalsha`, `client|setinfo`, ...).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommandCounts(pub BTreeMap<String, u64>);
+
+impl CommandCounts {
+    /// The commands run between `before` and `self`, leaving out the
+    /// `INFO` that took the `before` reading.
+    pub fn since(&self, before: &CommandCounts) -> CommandCounts {
+        let mut delta = BTreeMap::new();
+        for (command, calls) in &self.0 {
+            let mut calls = calls.saturating_sub(before.0.get(command).copied().unwrap_or(0));
+            if command == "info" {
+                calls = calls.saturating_sub(1);
+            }
+            if calls > 0 {
+                delta.insert(command.clone(), calls);
+            }
+        }
+        CommandCounts(delta)
+    }
+
+    /// All calls together.
+    pub fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+}
+
+/// Parses the `cmdstat_NAME:calls=N,...` lines of `INFO commandstats`.
+pub fn parse_commandstats(info: &str) -> BTreeMap<String, u64> {
+    info.lines()
+        .filter_map(|line| {
+            let rest = line.trim().strip_prefix("cmdstat_")?;
+            let (name, fields) = rest.split_once(':')?;
+            let calls = fields
+                .split(',')
+                .find_map(|field| field.strip_prefix("calls="))?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// Where the bench's database is, and where to watch it from.
+#[derive(Debug, Clone)]
+pub struct DatabaseTarget {
+    /// The database the strategy uses.
+    pub url: String,
+    /// Another database on the same server to read counters from, if known.
+    pub monitor_url: Option<String>,
+}
+
+/// A reading of the bench database's transaction counter.
+#[derive(Debug, Clone, Copy)]
+pub struct TransactionReading {
+    transactions: u64,
+    /// The monitor's own statements before this reading.
+    own_before: u64,
+}
+
+/// Reads PostgreSQL's transaction counters for one database.
+pub struct PgMonitor {
+    conn: PgConnection,
+    database: String,
+    /// Whether the monitor sits in the bench's database (its own
+    /// transactions are then counted there, and subtracted).
+    same_database: bool,
+    /// Whether this session may force its statistics out at once.
+    can_flush: bool,
+    own_statements: u64,
+}
+
+impl PgMonitor {
+    /// Connects to `target.monitor_url` if it can, else to the bench's
+    /// database itself.
+    pub async fn connect(target: &DatabaseTarget) -> Result<Self, StrategyError> {
+        let options: PgConnectOptions = target.url.parse()?;
+        let database = options
+            .get_database()
+            .map(str::to_owned)
+            // PostgreSQL's default database is named after the user.
+            .unwrap_or_else(|| options.get_username().to_owned());
+        let elsewhere = match &target.monitor_url {
+            Some(url) => PgConnection::connect(url).await.ok(),
+            None => None,
+        };
+        let (conn, same_database) = match elsewhere {
+            Some(conn) => (conn, false),
+            None => (PgConnection::connect(&target.url).await?, true),
+        };
+        let mut monitor = Self {
+            conn,
+            database,
+            same_database,
+            can_flush: true,
+            own_statements: 0,
+        };
+        if same_database {
+            // Find out whether this role may force its statistics out; a
+            // refusal is remembered and the reading becomes approximate.
+            monitor.own_statements += 1;
+            monitor.can_flush = sqlx::query("SELECT pg_stat_force_next_flush()")
+                .execute(&mut monitor.conn)
+                .await
+                .is_ok();
+        }
+        Ok(monitor)
+    }
+
+    /// Whether readings are exact (false when the monitor shares the bench
+    /// database and cannot force its own statistics out).
+    pub fn exact(&self) -> bool {
+        !self.same_database || self.can_flush
+    }
+
+    /// Committed plus rolled-back transactions of the bench database so far.
+    pub async fn read(&mut self) -> Result<TransactionReading, StrategyError> {
+        let own_before = self.own_statements;
+        let sql = format!(
+            "SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database{} WHERE datname = $1",
+            self.flush_clause()
+        );
+        self.own_statements += 1;
+        let transactions: i64 = sqlx::query_scalar(&sql)
+            .bind(&self.database)
+            .fetch_one(&mut self.conn)
+            .await?;
+        Ok(TransactionReading {
+            transactions: transactions.max(0) as u64,
+            own_before,
+        })
+    }
+
+    /// Waits until every session the strategies opened on the bench
+    /// database has ended (they report their statistics as they end).
+    /// Returns false if some were still there after the timeout.
+    pub async fn wait_for_sessions_to_end(&mut self) -> Result<bool, StrategyError> {
+        let started = Instant::now();
+        loop {
+            let sql = format!(
+                "SELECT count(*) FROM pg_stat_activity{} \
+                 WHERE datname = $1 AND application_name = $2",
+                self.flush_clause()
+            );
+            self.own_statements += 1;
+            let sessions: i64 = sqlx::query_scalar(&sql)
+                .bind(&self.database)
+                .bind(APPLICATION_NAME.as_str())
+                .fetch_one(&mut self.conn)
+                .await?;
+            if sessions == 0 {
+                return Ok(true);
+            }
+            if started.elapsed() > SESSIONS_END_TIMEOUT {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// In the bench's own database, every monitor statement forces its own
+    /// statistics out at once, so that exactly the counted ones are in.
+    fn flush_clause(&self) -> &'static str {
+        if self.same_database && self.can_flush {
+            ", (SELECT pg_stat_force_next_flush()) AS flushed"
+        } else {
+            ""
+        }
+    }
+
+    /// The bench's transactions between two readings.
+    pub fn since(&self, before: TransactionReading, after: TransactionReading) -> u64 {
+        let own = if self.same_database {
+            after.own_before - before.own_before
+        } else {
+            0
+        };
+        after
+            .transactions
+            .saturating_sub(before.transactions)
+            .saturating_sub(own)
+    }
+
+    /// Closes the monitor's connection.
+    pub async fn close(self) {
+        let _ = self.conn.close().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INFO: &str = "# Commandstats\r\n\
+        cmdstat_evalsha:calls=100,usec=900,usec_per_call=9.00,rejected_calls=0,failed_calls=0\r\n\
+        cmdstat_get:calls=100,usec=50,usec_per_call=0.50,rejected_calls=0,failed_calls=0\r\n\
+        cmdstat_client|setinfo:calls=4,usec=2,usec_per_call=0.50,rejected_calls=0,failed_calls=0\r\n\
+        cmdstat_info:calls=3,usec=70,usec_per_call=23.33,rejected_calls=0,failed_calls=0\r\n";
+
+    #[test]
+    fn commandstats_are_parsed_per_command() {
+        let counts = parse_commandstats(INFO);
+        assert_eq!(counts["evalsha"], 100);
+        assert_eq!(counts["client|setinfo"], 4);
+        assert_eq!(counts.len(), 4);
+    }
+
+    #[test]
+    fn the_delta_leaves_out_the_reading_itself() {
+        let before = CommandCounts(parse_commandstats(INFO));
+        let mut after = before.clone();
+        *after.0.get_mut("evalsha").unwrap() += 150;
+        *after.0.get_mut("info").unwrap() += 1;
+        after.0.insert("sismember".into(), 150);
+        let delta = after.since(&before);
+        assert_eq!(delta.0.get("info"), None);
+        assert_eq!(delta.0["evalsha"], 150);
+        assert_eq!(delta.total(), 300);
+    }
+}

@@ -1,0 +1,166 @@
+//! `stockade-memory`, `stockade-redis`, `stockade-postgres`: Stockade's own
+//! engines, driven through the [`Engine`] contract exactly as the service
+//! drives them (one purchase call per request, per-user limit 1).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use sqlx::PgPool;
+use stockade_core::{Engine, Purchase, PurchaseOutcome, SaleId, SaleSpec, SystemClock};
+use stockade_engine::{MemoryEngine, PostgresEngine, RedisEngine, RedisEngineConfig};
+
+use super::redis_keys::PREFIX;
+use super::{Answer, SaleSetup, Strategy, StrategyError, StrategyKind, Verification, pg_schema};
+
+/// Purchases made on a separate sale before the run, so that scripts are
+/// loaded and statements prepared on the connections the run will use.
+const WARM_UP_PURCHASES: u32 = 64;
+/// The most orders read back from an engine's outbox to check them.
+const MAX_OUTBOX_READ: u32 = 1_000_000;
+
+/// One of Stockade's engines.
+pub struct EngineStrategy {
+    kind: StrategyKind,
+    engine: Arc<dyn Engine>,
+    /// The PostgreSQL engine's pool and database, closed after the run.
+    postgres: Option<(PgPool, String)>,
+    sale: Option<SaleId>,
+}
+
+impl EngineStrategy {
+    /// The in-memory engine.
+    pub fn memory() -> Self {
+        Self {
+            kind: StrategyKind::StockadeMemory,
+            engine: Arc::new(MemoryEngine::new(Arc::new(SystemClock))),
+            postgres: None,
+            sale: None,
+        }
+    }
+
+    /// The Redis engine on `url` (one shared multiplexed connection, as the
+    /// engine always runs), its keys under the bench's prefix.
+    pub async fn redis(url: &str) -> Result<Self, StrategyError> {
+        let config = RedisEngineConfig::new(url).key_prefix(format!("{PREFIX}engine:"));
+        let engine = RedisEngine::connect(&config, Arc::new(SystemClock)).await?;
+        Ok(Self {
+            kind: StrategyKind::StockadeRedis,
+            engine: Arc::new(engine),
+            postgres: None,
+            sale: None,
+        })
+    }
+
+    /// The PostgreSQL engine on the database at `url`, with a pool of
+    /// `pool_size` connections.
+    pub async fn postgres(url: &str, pool_size: u32) -> Result<Self, StrategyError> {
+        let pool = pg_schema::connect_pool(url, pool_size).await?;
+        let engine = PostgresEngine::with_pool(pool.clone(), Arc::new(SystemClock)).await?;
+        Ok(Self {
+            kind: StrategyKind::StockadePostgres,
+            engine: Arc::new(engine),
+            postgres: Some((pool, url.to_owned())),
+            sale: None,
+        })
+    }
+
+    async fn create(&self, id: &str, stock: u32) -> Result<SaleId, StrategyError> {
+        let spec = SaleSpec::builder(id, stock)
+            .and_then(|builder| builder.build())
+            .map_err(|e| StrategyError::Other(format!("sale {id}: {e}")))?;
+        self.engine.create_sale(&spec).await?;
+        Ok(spec.id().clone())
+    }
+}
+
+#[async_trait]
+impl Strategy for EngineStrategy {
+    fn kind(&self) -> StrategyKind {
+        self.kind
+    }
+
+    async fn setup(&mut self, sale: &SaleSetup) -> Result<(), StrategyError> {
+        let warm_up = self
+            .create(&format!("{}-warmup", sale.id), WARM_UP_PURCHASES)
+            .await?;
+        let purchases = (0..WARM_UP_PURCHASES).map(|n| {
+            let engine = Arc::clone(&self.engine);
+            let purchase = Purchase::new(warm_up.as_str(), format!("warm-up-{n}"), 1);
+            async move {
+                let purchase =
+                    purchase.map_err(|e| StrategyError::Other(format!("warm-up: {e}")))?;
+                engine.purchase(&purchase).await?;
+                Ok::<_, StrategyError>(())
+            }
+        });
+        let handles: Vec<_> = purchases.map(tokio::spawn).collect();
+        for handle in handles {
+            handle
+                .await
+                .map_err(|e| StrategyError::Other(format!("warm-up task: {e}")))??;
+        }
+        self.sale = Some(self.create(&sale.id, sale.stock).await?);
+        Ok(())
+    }
+
+    async fn settle(&self) -> Result<(), StrategyError> {
+        match &self.postgres {
+            Some((pool, _)) => pg_schema::flush_statistics(pool).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn purchase(&self, buyer: &str) -> Answer {
+        let sale = self.sale.as_ref().expect("setup runs before purchases");
+        let purchase = match Purchase::new(sale.as_str(), buyer, 1) {
+            Ok(purchase) => purchase,
+            Err(error) => return Answer::Failed(format!("invalid purchase: {error}")),
+        };
+        match self.engine.purchase(&purchase).await {
+            Ok(PurchaseOutcome::Purchased { .. }) => Answer::Purchased,
+            Ok(PurchaseOutcome::SoldOut | PurchaseOutcome::InsufficientStock { .. }) => {
+                Answer::SoldOut
+            }
+            Ok(PurchaseOutcome::LimitExceeded { .. }) => Answer::AlreadyPurchased,
+            Ok(other) => Answer::Failed(format!("unexpected answer {}", other.label())),
+            Err(error) => Answer::Failed(error.to_string()),
+        }
+    }
+
+    async fn finish(&self) {
+        if let Some((pool, _)) = &self.postgres {
+            pool.close().await;
+        }
+    }
+
+    async fn verify(&self) -> Result<Verification, StrategyError> {
+        let sale = self.sale.as_ref().expect("setup runs before verify");
+        // The run's pool is closed by now: read PostgreSQL through a new one.
+        let engine = match &self.postgres {
+            Some((_, url)) => {
+                let engine: Arc<dyn Engine> =
+                    Arc::new(PostgresEngine::connect(url, 1, Arc::new(SystemClock)).await?);
+                engine
+            }
+            None => Arc::clone(&self.engine),
+        };
+        let snapshot = engine
+            .snapshot(sale)
+            .await?
+            .ok_or_else(|| StrategyError::Other(format!("the sale {sale} vanished")))?;
+        // The outbox holds every accepted order (nothing acknowledges them
+        // during a bench): an account independent of the stock counter.
+        // Skipped when it would be too large to read back at once.
+        let recorded_orders = if snapshot.sold <= MAX_OUTBOX_READ {
+            let outbox = engine.outbox(sale).await?;
+            Some(outbox.iter().map(|order| u64::from(order.quantity)).sum())
+        } else {
+            None
+        };
+        Ok(Verification {
+            remaining: i64::from(snapshot.remaining),
+            recorded_orders,
+            lowest_stock_seen: None,
+        })
+    }
+}

@@ -1,0 +1,147 @@
+//! `stockade bench` end to end: every strategy against throwaway Redis and
+//! PostgreSQL servers, on the founding article's two scenarios, plus double
+//! taps to show what DECR does to a buyer who taps twice.
+
+use std::sync::Arc;
+
+use stockade_bench::compare::{self, BenchConfig, Quiet};
+use stockade_bench::report::BenchReport;
+use stockade_bench::scenario::{Overrides, Scenario, Workload};
+use stockade_bench::servers::Servers;
+use stockade_bench::strategy::StrategyKind;
+
+/// Small pools keep the suite light on a shared machine.
+const POOL_SIZE: u32 = 8;
+
+async fn bench(servers: &Servers, workload: Workload, strategies: &[StrategyKind]) -> BenchReport {
+    let config = BenchConfig {
+        workload,
+        strategies: strategies.to_vec(),
+        pool_size: POOL_SIZE,
+    };
+    compare::run(&config, servers, Arc::new(Quiet)).await
+}
+
+fn scenario(scenario: Scenario) -> Workload {
+    Workload::new(Some(scenario), &Overrides::default()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_strategy_on_the_articles_seeds_and_double_taps() {
+    let servers = Servers::prepare(true, true, None, None)
+        .await
+        .expect("redis-server and PostgreSQL must be installed (scripts/test installs them)");
+
+    // 100 buyers, 100 items: everyone gets one, nothing is left.
+    let seed = bench(&servers, scenario(Scenario::Seed100), &StrategyKind::ALL).await;
+    assert_eq!(seed.results.len(), StrategyKind::ALL.len());
+    for r in &seed.results {
+        assert!(r.ok, "{} broke on seed-100: {:?}", r.strategy, r.problems);
+        assert_eq!(
+            (r.purchased, r.sold_out, r.remaining),
+            (100, 0, Some(0)),
+            "{}",
+            r.strategy
+        );
+        assert_eq!(r.requests, 100);
+    }
+    let json: serde_json::Value = serde_json::from_str(&seed.to_json()).unwrap();
+    for result in json["results"].as_array().unwrap() {
+        for key in [
+            "strategy",
+            "scenario",
+            "purchased",
+            "sold_out",
+            "remaining",
+            "oversold",
+            "duplicate_buyers",
+            "elapsed_ms",
+            "per_second",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "redis_cmds_per_purchase",
+            "db_tx_per_purchase",
+            "ok",
+        ] {
+            assert!(result.get(key).is_some(), "{key} missing from {result}");
+        }
+    }
+    // The servers' own counters were read for the strategies that use them.
+    let by_name = |name: &str| seed.results.iter().find(|r| r.strategy == name).unwrap();
+    let lua = by_name("redis-lua");
+    assert_eq!(lua.redis_commands.as_ref().unwrap()["evalsha"], 100);
+    // EVALSHA, then SISMEMBER, GET, DECR and SADD inside the script.
+    assert_eq!(lua.redis_cmds_per_purchase, Some(5.0));
+    assert!(lua.db_tx_per_purchase.is_none());
+    let row_lock = by_name("pg-for-update");
+    assert_eq!(row_lock.db_tx_per_purchase, Some(1.0));
+    assert!(row_lock.redis_cmds_per_purchase.is_none());
+    assert_eq!(by_name("stockade-postgres").db_tx_per_purchase, Some(1.0));
+
+    // 150 buyers, 100 items: 100 sold, 50 turned away, nothing left.
+    let over = bench(&servers, scenario(Scenario::Seed150), &StrategyKind::ALL).await;
+    for r in &over.results {
+        assert_eq!(
+            (r.purchased, r.sold_out, r.remaining),
+            (100, 50, Some(0)),
+            "{}",
+            r.strategy
+        );
+        assert_eq!((r.oversold, r.duplicate_buyers), (0, 0), "{}", r.strategy);
+        if r.strategy == "redis-decr" {
+            // Fifty DECRs past zero: the stored stock went negative before
+            // each INCR put it back. Shown, not hidden.
+            assert!(!r.ok);
+            assert!(
+                r.problems.iter().any(|p| p.contains("went negative")),
+                "{:?}",
+                r.problems
+            );
+        } else {
+            assert!(r.ok, "{} broke on seed-150: {:?}", r.strategy, r.problems);
+        }
+    }
+    assert!(over.to_markdown().contains("| redis-decr | 100 | 50 |"));
+
+    // 50 buyers tapping twice for 100 items: each should get exactly one.
+    let taps = Workload::new(
+        None,
+        &Overrides {
+            buyers: Some(50),
+            stock: Some(100),
+            taps: Some(2),
+            ..Overrides::default()
+        },
+    )
+    .unwrap();
+    let strategies = [
+        StrategyKind::PgConditional,
+        StrategyKind::RedisDecr,
+        StrategyKind::RedisLua,
+        StrategyKind::StockadeRedis,
+        StrategyKind::StockadeMemory,
+    ];
+    let tapped = bench(&servers, taps, &strategies).await;
+    for r in &tapped.results {
+        if r.strategy == "redis-decr" {
+            // No duplicate check: every tap buys.
+            assert_eq!((r.purchased, r.duplicate_buyers), (100, 50));
+            assert!(!r.ok);
+            assert!(r.problems.iter().any(|p| p.contains("more than one item")));
+        } else {
+            assert!(
+                r.ok,
+                "{} broke on double taps: {:?}",
+                r.strategy, r.problems
+            );
+            assert_eq!(
+                (r.purchased, r.already_purchased),
+                (50, 50),
+                "{}",
+                r.strategy
+            );
+            assert_eq!(r.remaining, Some(50));
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! `stockade bench`: every strategy side by side, with a progress bar per
+//! strategy on stderr, and the result as a Markdown table (or JSON) on
+//! stdout, optionally an SVG chart.
+//!
+//! Exit status: 0 when Stockade's own engines kept every invariant, 1 when
+//! one of them broke, 2 for bad input or servers that cannot be used. The
+//! founding articles' strategies are shown as broken when they are, but
+//! that is a finding of the benchmark, not a failure of the run.
+
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::bail;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use stockade_bench::chart;
+use stockade_bench::compare::{self, BenchConfig, Progress};
+use stockade_bench::report::{BenchResult, format_rate, format_us};
+use stockade_bench::scenario::{Overrides, Scenario, Workload};
+use stockade_bench::servers::Servers;
+use stockade_bench::strategy::StrategyKind;
+
+use crate::cli::BenchArgs;
+
+/// The most connections per pool: PostgreSQL allows 100 by default.
+const MAX_POOL_SIZE: u32 = 90;
+
+/// Runs the comparison.
+pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let config = config(&args)?;
+    eprintln!("{}", config.workload.describe());
+    let servers = Servers::prepare(
+        config.needs_redis(),
+        config.needs_postgres(),
+        args.redis_url.as_deref(),
+        args.database_url.as_deref(),
+    )
+    .await?;
+    for line in servers.describe() {
+        eprintln!("{line}");
+    }
+
+    let progress = Arc::new(Bars::default());
+    let report = compare::run(&config, &servers, progress).await;
+    drop(servers);
+
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        println!(
+            "{}; pool of {} connections per strategy.\n",
+            config.workload.describe(),
+            config.pool_size
+        );
+        print!("{}", report.to_markdown());
+    }
+    if let Some(path) = &args.chart {
+        chart::write_svg(&report, &config.workload.describe(), path)?;
+        eprintln!("chart written to {}", path.display());
+    }
+    let engines_broken: Vec<_> = report
+        .results
+        .iter()
+        .filter(|r| r.strategy.starts_with("stockade-") && !r.ok)
+        .map(|r| r.strategy.as_str())
+        .collect();
+    if engines_broken.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "an invariant broke in {}: see the table",
+            engines_broken.join(", ")
+        );
+        Ok(ExitCode::from(1))
+    }
+}
+
+/// Checks the command line and turns it into a [`BenchConfig`].
+fn config(args: &BenchArgs) -> anyhow::Result<BenchConfig> {
+    // With nothing to describe a custom run, run the article's seed.
+    let scenario = args.scenario.or_else(|| {
+        (args.buyers.is_none() && args.duration.is_none()).then_some(Scenario::Seed100)
+    });
+    let overrides = Overrides {
+        buyers: args.buyers,
+        stock: args.stock,
+        concurrency: args.concurrency,
+        duration: args.duration,
+        taps: args.taps,
+    };
+    let workload = Workload::new(scenario, &overrides)?;
+    if args.pool_size == 0 || args.pool_size > MAX_POOL_SIZE {
+        bail!(
+            "--pool-size must be between 1 and {MAX_POOL_SIZE}, not {}",
+            args.pool_size
+        );
+    }
+    let mut strategies = args
+        .strategies
+        .clone()
+        .unwrap_or_else(|| StrategyKind::ALL.to_vec());
+    let mut seen = Vec::new();
+    strategies.retain(|s| {
+        let first = !seen.contains(s);
+        seen.push(*s);
+        first
+    });
+    if strategies.is_empty() {
+        bail!("--strategies names no strategy");
+    }
+    Ok(BenchConfig {
+        workload,
+        strategies,
+        pool_size: args.pool_size,
+    })
+}
+
+/// One progress bar per strategy, on stderr.
+#[derive(Default)]
+struct Bars {
+    bar: Mutex<Option<ProgressBar>>,
+}
+
+impl Progress for Bars {
+    fn started(&self, strategy: StrategyKind, answers: Option<u64>) {
+        let target = ProgressDrawTarget::stderr_with_hz(10);
+        let bar = match answers {
+            Some(answers) => {
+                let bar = ProgressBar::with_draw_target(Some(answers), target);
+                if let Ok(style) = ProgressStyle::with_template(
+                    "{prefix:>18} {bar:40} {pos}/{len} answers  {per_sec}  {elapsed}",
+                ) {
+                    bar.set_style(style);
+                }
+                bar
+            }
+            None => {
+                let bar = ProgressBar::with_draw_target(None, target);
+                if let Ok(style) = ProgressStyle::with_template(
+                    "{prefix:>18} {spinner} {pos} answers  {per_sec}  {elapsed}",
+                ) {
+                    bar.set_style(style);
+                }
+                bar.enable_steady_tick(Duration::from_millis(100));
+                bar
+            }
+        };
+        bar.set_prefix(strategy.as_str());
+        *self.bar.lock().unwrap_or_else(|e| e.into_inner()) = Some(bar);
+    }
+
+    fn answered(&self) {
+        if let Some(bar) = &*self.bar.lock().unwrap_or_else(|e| e.into_inner()) {
+            bar.inc(1);
+        }
+    }
+
+    fn finished(&self, result: &BenchResult) {
+        if let Some(bar) = self.bar.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            bar.finish_and_clear();
+        }
+        let verdict = if result.ok {
+            "invariants held".to_owned()
+        } else {
+            format!("BROKEN: {}", result.problems.join("; "))
+        };
+        eprintln!(
+            "{:>18}: {} purchased, {} requests/s, p99 {}, {verdict}",
+            result.strategy,
+            result.purchased,
+            format_rate(result.per_second),
+            format_us(result.p99_us),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(args: &[&str]) -> Result<BenchConfig, String> {
+        let cli = Cli::try_parse_from(["stockade", "bench"].iter().chain(args))
+            .map_err(|e| e.to_string())?;
+        let Command::Bench(args) = cli.command else {
+            panic!("not a bench command");
+        };
+        config(&args).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_default_is_the_articles_seed_with_every_strategy() {
+        let config = parse(&[]).unwrap();
+        assert_eq!(config.workload.scenario, "seed-100");
+        assert_eq!(config.strategies, StrategyKind::ALL.to_vec());
+        assert_eq!(config.pool_size, 32);
+    }
+
+    #[test]
+    fn strategies_and_scenarios_are_chosen_by_name() {
+        let config = parse(&[
+            "--scenario",
+            "crowd",
+            "--strategies",
+            "redis-lua,stockade-redis,redis-lua",
+        ])
+        .unwrap();
+        assert_eq!(config.workload.scenario, "crowd");
+        assert_eq!(
+            config.strategies,
+            vec![StrategyKind::RedisLua, StrategyKind::StockadeRedis]
+        );
+        let timed = parse(&["--scenario", "sustained", "--duration", "2s"]).unwrap();
+        assert_eq!(timed.workload.requests(), None);
+    }
+
+    #[test]
+    fn bad_input_is_refused() {
+        for (args, needle) in [
+            (&["--buyers", "0", "--stock", "10"][..], "--buyers"),
+            (&["--scenario", "flash"][..], "unknown scenario"),
+            (&["--strategies", "redis-magic"][..], "unknown strategy"),
+            (&["--pool-size", "0"][..], "--pool-size"),
+            (&["--duration", "soon"][..], "not a duration"),
+            (
+                &["--scenario", "crowd", "--concurrency", "0"][..],
+                "--concurrency",
+            ),
+            (&["--buyers", "10"][..], "--stock"),
+        ] {
+            let error = parse(args).unwrap_err();
+            assert!(error.contains(needle), "{args:?}: {error}");
+        }
+    }
+}
