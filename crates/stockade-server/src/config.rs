@@ -152,7 +152,10 @@ impl ServerConfig {
         env: RawConfig,
         file: Option<&Path>,
     ) -> Result<Self, ConfigError> {
-        let file = file.map(RawConfig::from_file).transpose()?.unwrap_or_default();
+        let file = file
+            .map(RawConfig::from_file)
+            .transpose()?
+            .unwrap_or_default();
         let raw = flags.or(env).or(file);
 
         let listen_text = raw.listen.unwrap_or_else(|| "127.0.0.1:8080".to_owned());
@@ -162,9 +165,14 @@ impl ServerConfig {
                 format!("{listen_text:?} is not an address like 127.0.0.1:8080"),
             )
         })?;
-        let data_dir = raw.data_dir.unwrap_or_else(|| PathBuf::from("./stockade-data"));
+        let data_dir = raw
+            .data_dir
+            .unwrap_or_else(|| PathBuf::from("./stockade-data"));
         if data_dir.as_os_str().is_empty() {
-            return Err(invalid("--data-dir / STOCKADE_DATA_DIR", "must not be empty"));
+            return Err(invalid(
+                "--data-dir / STOCKADE_DATA_DIR",
+                "must not be empty",
+            ));
         }
         let redis_url = raw.redis_url.filter(|u| !u.is_empty());
         if let Some(url) = &redis_url
@@ -180,9 +188,10 @@ impl ServerConfig {
             Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
                 StoreLocation::Postgres(url)
             }
-            Some(url) if url.starts_with("sqlite:") => {
-                StoreLocation::Sqlite(PathBuf::from(url.trim_start_matches("sqlite://").trim_start_matches("sqlite:")))
-            }
+            Some(url) if url.starts_with("sqlite:") => StoreLocation::Sqlite(PathBuf::from(
+                url.trim_start_matches("sqlite://")
+                    .trim_start_matches("sqlite:"),
+            )),
             Some(url) => {
                 return Err(invalid(
                     "--database-url / STOCKADE_DATABASE_URL",
@@ -262,9 +271,13 @@ mod tests {
 
     #[test]
     fn defaults_are_the_embedded_setup_with_a_generated_token() {
-        let config = ServerConfig::resolve(RawConfig::default(), RawConfig::default(), None).unwrap();
+        let config =
+            ServerConfig::resolve(RawConfig::default(), RawConfig::default(), None).unwrap();
         assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
-        assert_eq!(config.store, StoreLocation::Sqlite(PathBuf::from("./stockade-data/orders.db")));
+        assert_eq!(
+            config.store,
+            StoreLocation::Sqlite(PathBuf::from("./stockade-data/orders.db"))
+        );
         assert!(config.redis_url.is_none());
         assert!(config.admin.generated);
         assert_eq!(config.admin.token.len(), 48);
@@ -274,7 +287,11 @@ mod tests {
     fn flags_beat_environment_which_beats_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("stockade.toml");
-        std::fs::write(&file, "listen = \"127.0.0.1:9003\"\nbatch_max = 7\ncommit_deadline_ms = 30\n").unwrap();
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:9003\"\nbatch_max = 7\ncommit_deadline_ms = 30\n",
+        )
+        .unwrap();
         let flags = RawConfig {
             listen: Some("127.0.0.1:9001".into()),
             ..RawConfig::default()
@@ -293,21 +310,36 @@ mod tests {
 
     #[test]
     fn invalid_settings_name_the_setting() {
-        let bad = |raw: RawConfig| ServerConfig::resolve(raw, RawConfig::default(), None).unwrap_err();
-        let err = bad(RawConfig { listen: Some("nope".into()), ..RawConfig::default() });
+        let bad =
+            |raw: RawConfig| ServerConfig::resolve(raw, RawConfig::default(), None).unwrap_err();
+        let err = bad(RawConfig {
+            listen: Some("nope".into()),
+            ..RawConfig::default()
+        });
         assert!(err.to_string().contains("--listen"), "{err}");
-        let err = bad(RawConfig { redis_url: Some("http://x".into()), ..RawConfig::default() });
+        let err = bad(RawConfig {
+            redis_url: Some("http://x".into()),
+            ..RawConfig::default()
+        });
         assert!(err.to_string().contains("--redis-url"), "{err}");
-        let err = bad(RawConfig { database_url: Some("mysql://x".into()), ..RawConfig::default() });
+        let err = bad(RawConfig {
+            database_url: Some("mysql://x".into()),
+            ..RawConfig::default()
+        });
         assert!(err.to_string().contains("--database-url"), "{err}");
-        let err = bad(RawConfig { admin_token: Some("short".into()), ..RawConfig::default() });
+        let err = bad(RawConfig {
+            admin_token: Some("short".into()),
+            ..RawConfig::default()
+        });
         assert!(err.to_string().contains("STOCKADE_ADMIN_TOKEN"), "{err}");
-        let err = RawConfig::from_env(|n| (n == "STOCKADE_BATCH_MAX").then(|| "lots".into())).unwrap_err();
+        let err = RawConfig::from_env(|n| (n == "STOCKADE_BATCH_MAX").then(|| "lots".into()))
+            .unwrap_err();
         assert!(err.to_string().contains("STOCKADE_BATCH_MAX"), "{err}");
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("bad.toml");
         std::fs::write(&file, "lisen = \"typo\"").unwrap();
-        let err = ServerConfig::resolve(RawConfig::default(), RawConfig::default(), Some(&file)).unwrap_err();
+        let err = ServerConfig::resolve(RawConfig::default(), RawConfig::default(), Some(&file))
+            .unwrap_err();
         assert!(err.to_string().contains("lisen"), "{err}");
     }
 }

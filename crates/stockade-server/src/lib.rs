@@ -85,7 +85,9 @@ pub struct Service {
 
 impl std::fmt::Debug for Service {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Service").field("state", &self.state).finish()
+        f.debug_struct("Service")
+            .field("state", &self.state)
+            .finish()
     }
 }
 
@@ -102,8 +104,7 @@ impl Service {
             })?;
         }
         let store = OrderStore::open(&config.store.url()).await?;
-        let (engine, redis): (Arc<dyn Engine>, Option<Arc<RedisEngine>>) = match &config.redis_url
-        {
+        let (engine, redis): (Arc<dyn Engine>, Option<Arc<RedisEngine>>) = match &config.redis_url {
             Some(url) => {
                 let redis = Arc::new(
                     RedisEngine::connect(&RedisEngineConfig::new(url), Arc::clone(&clock)).await?,
@@ -178,7 +179,10 @@ pub async fn run(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    Service::start(&config).await?.serve(listener, shutdown).await
+    Service::start(&config)
+        .await?
+        .serve(listener, shutdown)
+        .await
 }
 
 /// Recovery at start, retried for a while if the store or engine is still

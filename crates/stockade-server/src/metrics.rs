@@ -30,7 +30,9 @@ pub fn prometheus() -> PrometheusHandle {
                 .and_then(|b| {
                     b.set_buckets_for_metric(
                         Matcher::Full("stockade_writer_batch_size".into()),
-                        &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0],
+                        &[
+                            1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+                        ],
                     )
                 })
                 .expect("bucket lists are not empty");

@@ -128,7 +128,8 @@ pub async fn reconcile_forever(state: AppState, redis: Option<Arc<RedisEngine>>)
 /// Commits outbox entries older than the grace period that this process is
 /// not committing: orders of a process that died, or whose commit failed.
 async fn commit_stale_outbox(state: &AppState) -> Result<(), RecoveryError> {
-    let cutoff = state.clock().now() - chrono::TimeDelta::from_std(OUTBOX_GRACE).unwrap_or_default();
+    let cutoff =
+        state.clock().now() - chrono::TimeDelta::from_std(OUTBOX_GRACE).unwrap_or_default();
     for spec in state.store().sales().await? {
         let stale: Vec<_> = state
             .engine()

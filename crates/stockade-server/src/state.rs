@@ -130,7 +130,10 @@ mod pending {
     impl PendingReleases {
         /// Remembers a release to retry.
         pub fn push(&self, sale: SaleId, order: OrderId) {
-            self.orders.lock().expect("not poisoned").push((sale, order));
+            self.orders
+                .lock()
+                .expect("not poisoned")
+                .push((sale, order));
         }
 
         /// Takes every release to retry.

@@ -84,8 +84,7 @@ pub struct OrderStore {
 
 const ORDER_COLUMNS: &str =
     "id, sale_id, user_id, quantity, idempotency_key, status, created_at_ms";
-const SALE_COLUMNS: &str =
-    "id, total_stock, per_user_limit, starts_at_ms, ends_at_ms, hold_ms";
+const SALE_COLUMNS: &str = "id, total_stock, per_user_limit, starts_at_ms, ends_at_ms, hold_ms";
 
 impl OrderStore {
     /// Opens the store at `url` (`postgres://…` or `sqlite://…`) and runs its
@@ -105,10 +104,18 @@ impl OrderStore {
                 Box::pin(async move {
                     // WAL lets readers work beside the one writer; FULL makes
                     // every commit durable before it is acknowledged.
-                    sqlx::query("PRAGMA journal_mode = WAL").execute(&mut *conn).await?;
-                    sqlx::query("PRAGMA synchronous = FULL").execute(&mut *conn).await?;
-                    sqlx::query("PRAGMA busy_timeout = 5000").execute(&mut *conn).await?;
-                    sqlx::query("PRAGMA foreign_keys = ON").execute(&mut *conn).await?;
+                    sqlx::query("PRAGMA journal_mode = WAL")
+                        .execute(&mut *conn)
+                        .await?;
+                    sqlx::query("PRAGMA synchronous = FULL")
+                        .execute(&mut *conn)
+                        .await?;
+                    sqlx::query("PRAGMA busy_timeout = 5000")
+                        .execute(&mut *conn)
+                        .await?;
+                    sqlx::query("PRAGMA foreign_keys = ON")
+                        .execute(&mut *conn)
+                        .await?;
                     Ok(())
                 })
             });
@@ -231,7 +238,12 @@ impl OrderStore {
                     .bind(order.sale_id.as_str().to_owned())
                     .bind(order.user_id.as_str().to_owned())
                     .bind(i64::from(order.quantity))
-                    .bind(order.idempotency_key.as_ref().map(|k| k.as_str().to_owned()))
+                    .bind(
+                        order
+                            .idempotency_key
+                            .as_ref()
+                            .map(|k| k.as_str().to_owned()),
+                    )
                     .bind(order.status.as_str())
                     .bind(created)
                     .bind(created);
@@ -326,13 +338,10 @@ fn sale_from_row(row: &AnyRow) -> Result<SaleSpec, StoreError> {
     let ends: Option<i64> = row.try_get("ends_at_ms")?;
     let hold: Option<i64> = row.try_get("hold_ms")?;
     let invalid = |e: ValidationError| corrupt("sale", e);
-    let mut builder = SaleSpec::builder(
-        id,
-        u32::try_from(total).map_err(|e| corrupt("stock", e))?,
-    )
-    .map_err(invalid)?
-    .per_user_limit(u32::try_from(limit).map_err(|e| corrupt("limit", e))?)
-    .map_err(invalid)?;
+    let mut builder = SaleSpec::builder(id, u32::try_from(total).map_err(|e| corrupt("stock", e))?)
+        .map_err(invalid)?
+        .per_user_limit(u32::try_from(limit).map_err(|e| corrupt("limit", e))?)
+        .map_err(invalid)?;
     if let Some(ms) = starts {
         builder = builder.starts_at(millis(ms)?);
     }
@@ -341,7 +350,9 @@ fn sale_from_row(row: &AnyRow) -> Result<SaleSpec, StoreError> {
     }
     if let Some(ms) = hold {
         builder = builder
-            .hold(Duration::from_millis(u64::try_from(ms).map_err(|e| corrupt("hold", e))?))
+            .hold(Duration::from_millis(
+                u64::try_from(ms).map_err(|e| corrupt("hold", e))?,
+            ))
             .map_err(invalid)?;
     }
     builder.build().map_err(invalid)

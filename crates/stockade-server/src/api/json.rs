@@ -27,7 +27,8 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
             .and_then(|v| v.split(';').next())
             .is_some_and(|mime| {
                 let mime = mime.trim().to_ascii_lowercase();
-                mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+                mime == "application/json"
+                    || (mime.starts_with("application/") && mime.ends_with("+json"))
             });
         if !is_json {
             return Err(ApiError::new(
@@ -36,17 +37,23 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
                 "send the body as JSON with Content-Type: application/json",
             ));
         }
-        let bytes = Bytes::from_request(request, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "payload_too_large",
-                    format!("the body must be at most {MAX_BODY_BYTES} bytes"),
-                )
-            } else {
-                ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", rejection.body_text())
-            }
-        })?;
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "payload_too_large",
+                        format!("the body must be at most {MAX_BODY_BYTES} bytes"),
+                    )
+                } else {
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_body",
+                        rejection.body_text(),
+                    )
+                }
+            })?;
         parse(&bytes).map(ApiJson)
     }
 }
@@ -54,11 +61,28 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
 /// Parses `bytes` as `T`, telling syntax errors (400) from invalid values
 /// (422 with the path of the offending field).
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // Every body of this API is an object; serde would otherwise read an
+    // array as a struct and report a confusing "[0]" path.
+    if !bytes.trim_ascii_start().starts_with(b"{") {
+        return Err(
+            match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+                Ok(_) => ApiError::invalid("body", "must be a JSON object"),
+                Err(e) => ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_json",
+                    format!("the body is not valid JSON: {e}"),
+                ),
+            },
+        );
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
         let path = error.path().to_string();
         let inner = error.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
+        // A value error in a body that is not valid JSON as a whole (e.g.
+        // trailing garbage) is still a syntax error.
+        let whole_is_json = serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok();
+        if inner.is_syntax() || inner.is_eof() || !whole_is_json {
             ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "invalid_json",
@@ -104,8 +128,14 @@ mod tests {
 
     #[test]
     fn syntax_errors_are_400_and_bad_values_422_with_the_field() {
-        assert_eq!(parse::<Body>(b"{").unwrap_err().status(), StatusCode::BAD_REQUEST);
-        assert_eq!(parse::<Body>(b"{} x").unwrap_err().status(), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            parse::<Body>(b"{").unwrap_err().status(),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            parse::<Body>(b"{} x").unwrap_err().status(),
+            StatusCode::BAD_REQUEST
+        );
         let err = parse::<Body>(br#"{"user_id": "u", "quantity": -1}"#).unwrap_err();
         assert_eq!(err.status(), StatusCode::UNPROCESSABLE_ENTITY);
         assert!(format!("{err:?}").contains("quantity"), "{err:?}");

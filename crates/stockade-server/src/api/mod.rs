@@ -71,7 +71,11 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(ops::metrics))
         .route("/openapi.json", get(ops::openapi))
         .fallback(|| async {
-            ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route; see /openapi.json")
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "no such route; see /openapi.json",
+            )
         })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

@@ -130,7 +130,12 @@ pub async fn list_orders(
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::invalid("limit", "must be between 1 and 1000"));
     }
-    let after = query.after.as_deref().map(OrderId::from_str).transpose().map_err(|e| ApiError::invalid("after", e.reason))?;
+    let after = query
+        .after
+        .as_deref()
+        .map(OrderId::from_str)
+        .transpose()
+        .map_err(|e| ApiError::invalid("after", e.reason))?;
     if state.store().sale(&sale).await?.is_none() {
         return Err(unknown_sale(&sale));
     }

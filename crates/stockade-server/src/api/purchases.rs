@@ -73,7 +73,10 @@ async fn decide(
             let text = value
                 .to_str()
                 .map_err(|_| ApiError::invalid("Idempotency-Key", "must be visible ASCII"))?;
-            Some(IdempotencyKey::new(text).map_err(|e| ApiError::invalid("Idempotency-Key", e.reason))?)
+            Some(
+                IdempotencyKey::new(text)
+                    .map_err(|e| ApiError::invalid("Idempotency-Key", e.reason))?,
+            )
         }
     };
     let user = UserId::new(body.user_id)?;
@@ -96,23 +99,34 @@ async fn decide(
         Err(ApiError::new(StatusCode::CONFLICT, code, message))
     };
     let response = match outcome {
-        PurchaseOutcome::Purchased { order_id, remaining } => {
+        PurchaseOutcome::Purchased {
+            order_id,
+            remaining,
+        } => {
             metrics::gauge!("stockade_sale_remaining", "sale" => sale.to_string())
                 .set(f64::from(remaining));
             commit(state, &purchase, order_id, remaining).await?
         }
         PurchaseOutcome::Duplicate { order_id } => replay(state, &purchase, order_id).await?,
-        PurchaseOutcome::SoldOut => return rejected("sold_out", format!("sale {sale} is sold out")),
+        PurchaseOutcome::SoldOut => {
+            return rejected("sold_out", format!("sale {sale} is sold out"));
+        }
         PurchaseOutcome::InsufficientStock { remaining } => {
             return rejected(
                 "insufficient_stock",
-                format!("only {remaining} left, fewer than the {} asked for", purchase.quantity()),
+                format!(
+                    "only {remaining} left, fewer than the {} asked for",
+                    purchase.quantity()
+                ),
             );
         }
         PurchaseOutcome::LimitExceeded { already } => {
             return rejected(
                 "limit_exceeded",
-                format!("buyer already holds {already} of this sale; the per-user limit does not allow {} more", purchase.quantity()),
+                format!(
+                    "buyer already holds {already} of this sale; the per-user limit does not allow {} more",
+                    purchase.quantity()
+                ),
             );
         }
         PurchaseOutcome::NotStarted => {
@@ -157,7 +171,11 @@ async fn commit(
 /// The batch failed. If the store says the order is not there, release the
 /// reservation: nothing was sold. If the store cannot say, the order stays
 /// in the outbox and the reconciler commits it once the store is back.
-async fn commit_failed(state: &AppState, order: &Order, body: OrderBody) -> Result<Response, ApiError> {
+async fn commit_failed(
+    state: &AppState,
+    order: &Order,
+    body: OrderBody,
+) -> Result<Response, ApiError> {
     match state.store().order(order.id).await {
         Ok(Some(_)) => Ok((StatusCode::CREATED, Json(body)).into_response()),
         Ok(None) => {
@@ -179,7 +197,11 @@ async fn commit_failed(state: &AppState, order: &Order, body: OrderBody) -> Resu
 
 /// A replayed idempotency key: answer with the original order if the
 /// request is the same, 422 if the key is reused for something else.
-async fn replay(state: &AppState, purchase: &Purchase, order_id: OrderId) -> Result<Response, ApiError> {
+async fn replay(
+    state: &AppState,
+    purchase: &Purchase,
+    order_id: OrderId,
+) -> Result<Response, ApiError> {
     let (order, status) = if let Some(order) = state.store().order(order_id).await? {
         (order, StatusCode::OK)
     } else if let Some(order) = state.queue().in_flight(order_id) {

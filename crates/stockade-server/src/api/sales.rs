@@ -32,7 +32,10 @@ fn spec(body: CreateSale) -> Result<SaleSpec, ApiError> {
     }
     if let Some(seconds) = body.hold_seconds {
         if seconds > 365 * 24 * 3600 {
-            return Err(ApiError::invalid("hold_seconds", "must be at most one year"));
+            return Err(ApiError::invalid(
+                "hold_seconds",
+                "must be at most one year",
+            ));
         }
         builder = builder.hold(Duration::from_secs(seconds))?;
     }
@@ -86,11 +89,10 @@ pub async fn create_sale(
         }
         Err(error) => return Err(error.into()),
     }
-    let snapshot = state
-        .engine()
-        .snapshot(spec.id())
-        .await?
-        .ok_or_else(|| ApiError::internal(format!("sale {} vanished after creation", spec.id())))?;
+    let snapshot =
+        state.engine().snapshot(spec.id()).await?.ok_or_else(|| {
+            ApiError::internal(format!("sale {} vanished after creation", spec.id()))
+        })?;
     Ok((status, Json(snapshot.into())))
 }
 

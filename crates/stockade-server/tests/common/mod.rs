@@ -1,0 +1,222 @@
+//! Starting a real `stockade serve` in-process for tests, on the embedded
+//! default or on throwaway Redis + PostgreSQL.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use stockade_server::Service;
+use stockade_server::config::{RawConfig, ServerConfig};
+use stockade_test_support::{PostgresServer, RedisServer};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub const TOKEN: &str = "test-admin-token-0123456789";
+
+/// A service listening on a free port.
+pub struct TestServer {
+    pub url: String,
+    pub client: reqwest::Client,
+    pub data_dir: PathBuf,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+    pub redis: Option<RedisServer>,
+    pub postgres: Option<PostgresServer>,
+    pub database_url: Option<String>,
+}
+
+/// Which backends to run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setup {
+    /// In-memory engine, SQLite store.
+    Embedded,
+    /// Redis engine, PostgreSQL store.
+    RedisPostgres,
+}
+
+pub fn config(
+    data_dir: &std::path::Path,
+    redis: Option<String>,
+    database: Option<String>,
+) -> ServerConfig {
+    ServerConfig::resolve(
+        RawConfig {
+            listen: Some("127.0.0.1:0".into()),
+            data_dir: Some(data_dir.to_path_buf()),
+            redis_url: redis,
+            database_url: database,
+            admin_token: Some(TOKEN.into()),
+            commit_deadline_ms: Some(3_000),
+            ..RawConfig::default()
+        },
+        RawConfig::default(),
+        None,
+    )
+    .unwrap()
+}
+
+impl TestServer {
+    pub async fn start(setup: Setup) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let (redis, postgres, database_url) = match setup {
+            Setup::Embedded => (None, None, None),
+            Setup::RedisPostgres => {
+                let redis = RedisServer::start().unwrap();
+                let pg = PostgresServer::start().unwrap();
+                let url = pg.fresh_database().await.unwrap();
+                (Some(redis), Some(pg), Some(url))
+            }
+        };
+        let config = config(
+            dir.path(),
+            redis.as_ref().map(RedisServer::url),
+            database_url.clone(),
+        );
+        let mut server = Self {
+            url: String::new(),
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .unwrap(),
+            data_dir: dir.path().to_path_buf(),
+            shutdown: None,
+            task: None,
+            _dir: dir,
+            redis,
+            postgres,
+            database_url,
+        };
+        server.launch(config).await;
+        server
+    }
+
+    async fn launch(&mut self, config: ServerConfig) {
+        let service = Service::start(&config).await.unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        self.url = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = oneshot::channel();
+        self.shutdown = Some(tx);
+        self.task = Some(tokio::spawn(async move {
+            service
+                .serve(listener, async {
+                    let _ = rx.await;
+                })
+                .await
+                .unwrap();
+        }));
+    }
+
+    /// Graceful stop (in-flight requests finish, the writer flushes).
+    pub async fn stop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.unwrap();
+        }
+    }
+
+    /// Stops and starts again on the same data (same store and Redis).
+    pub async fn restart(&mut self) {
+        self.stop().await;
+        let config = config(
+            &self.data_dir,
+            self.redis.as_ref().map(RedisServer::url),
+            self.database_url.clone(),
+        );
+        self.launch(config).await;
+    }
+
+    pub fn at(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+
+    pub async fn create_sale(&self, body: Value) -> (u16, Value) {
+        let response = self
+            .client
+            .post(self.at("/v1/sales"))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        split(response).await
+    }
+
+    pub async fn buy(
+        &self,
+        sale: &str,
+        user: &str,
+        quantity: u32,
+        key: Option<&str>,
+    ) -> (u16, Value) {
+        let mut request = self
+            .client
+            .post(self.at(&format!("/v1/sales/{sale}/purchases")))
+            .json(&json!({"user_id": user, "quantity": quantity}));
+        if let Some(key) = key {
+            request = request.header("Idempotency-Key", key);
+        }
+        split(request.send().await.unwrap()).await
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        split(self.client.get(self.at(path)).send().await.unwrap()).await
+    }
+
+    pub async fn admin_get(&self, path: &str) -> (u16, Value) {
+        split(
+            self.client
+                .get(self.at(path))
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    pub async fn post(&self, path: &str) -> (u16, Value) {
+        split(self.client.post(self.at(path)).send().await.unwrap()).await
+    }
+
+    /// Every committed order of a sale, through the admin API.
+    pub async fn all_orders(&self, sale: &str) -> Vec<Value> {
+        let mut orders = Vec::new();
+        let mut after = String::new();
+        loop {
+            let query = if after.is_empty() {
+                "?limit=1000".to_owned()
+            } else {
+                format!("?limit=1000&after={after}")
+            };
+            let (status, page) = self
+                .admin_get(&format!("/v1/sales/{sale}/orders{query}"))
+                .await;
+            assert_eq!(status, 200, "{page}");
+            orders.extend(page["orders"].as_array().unwrap().iter().cloned());
+            match page["next_after"].as_str() {
+                Some(next) => after = next.to_owned(),
+                None => return orders,
+            }
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+pub async fn split(response: reqwest::Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, value)
+}
