@@ -13,7 +13,7 @@
 --   1 purchased (remaining), 2 sold out, 3 insufficient stock (remaining),
 --   4 limit exceeded (already held), 5 duplicate (text = original order id),
 --   6 not started, 7 ended, 8 unknown sale
-local sale = redis.call('HMGET', KEYS[1], 'remaining', 'limit', 'starts', 'ends', 'hold')
+local sale = redis.call('HMGET', KEYS[1], 'remaining', 'limit', 'starts', 'ends')
 if not sale[1] then return {8, 0, ''} end
 
 local key = ARGV[3]
@@ -42,6 +42,6 @@ if key ~= '' then redis.call('HSET', KEYS[3], key, order_id) end
 redis.call('HSET', KEYS[4], order_id, quantity .. ':l:' .. user)
 local entry = redis.call('XADD', KEYS[5], '*',
   'order_id', order_id, 'user_id', user, 'quantity', quantity,
-  'idempotency_key', key, 'created_at_ms', ARGV[5], 'held', sale[5])
+  'idempotency_key', key, 'created_at_ms', ARGV[5])
 redis.call('HSET', KEYS[6], order_id, entry)
 return {1, remaining, order_id}

@@ -117,11 +117,8 @@ impl SaleBook {
                 user_id: purchase.user_id().clone(),
                 quantity,
                 idempotency_key: purchase.idempotency_key().cloned(),
-                status: if spec.hold().is_some() {
-                    OrderStatus::Held
-                } else {
-                    OrderStatus::Confirmed
-                },
+                // Payment holds are not implemented yet.
+                status: OrderStatus::Confirmed,
                 created_at: now,
             },
         );

@@ -278,19 +278,17 @@ impl Engine for PostgresEngine {
     }
 
     async fn outbox(&self, sale: &SaleId) -> Result<Vec<Order>, EngineError> {
-        let rows: Vec<(Uuid, String, i32, Option<String>, DateTime<Utc>, bool)> = sqlx::query_as(
-            "SELECT o.id, o.user_id, o.quantity, o.idempotency_key, o.created_at,
-                    s.hold_ms IS NOT NULL
-               FROM engine_orders o JOIN engine_sales s ON s.id = o.sale_id
-              WHERE o.sale_id = $1 AND o.live AND NOT o.acknowledged
-              ORDER BY o.id",
+        let rows: Vec<(Uuid, String, i32, Option<String>, DateTime<Utc>)> = sqlx::query_as(
+            "SELECT id, user_id, quantity, idempotency_key, created_at FROM engine_orders
+              WHERE sale_id = $1 AND live AND NOT acknowledged
+              ORDER BY id",
         )
         .bind(sale.as_str())
         .fetch_all(&self.pool)
         .await
         .map_err(sql_error)?;
         rows.into_iter()
-            .map(|(id, user, quantity, key, created_at, held)| {
+            .map(|(id, user, quantity, key, created_at)| {
                 let corrupt = |e: stockade_core::ValidationError| {
                     EngineError::backend(format!("order {id} in PostgreSQL is invalid: {e}"))
                 };
@@ -303,11 +301,8 @@ impl Engine for PostgresEngine {
                         .map(stockade_core::IdempotencyKey::new)
                         .transpose()
                         .map_err(corrupt)?,
-                    status: if held {
-                        stockade_core::OrderStatus::Held
-                    } else {
-                        stockade_core::OrderStatus::Confirmed
-                    },
+                    // Payment holds are not implemented yet.
+                    status: stockade_core::OrderStatus::Confirmed,
                     created_at,
                 })
             })

@@ -87,18 +87,14 @@ pub(super) fn order_from_entry(sale: &SaleId, entry: &StreamId) -> Result<Order,
         .map_err(|_| corrupt("created_at_ms"))?;
     let created_at =
         DateTime::from_timestamp_millis(created_ms).ok_or_else(|| corrupt("created_at_ms"))?;
-    let held = entry.get::<String>("held").is_some_and(|h| !h.is_empty());
     Ok(Order {
         id,
         sale_id: sale.clone(),
         user_id,
         quantity,
         idempotency_key,
-        status: if held {
-            OrderStatus::Held
-        } else {
-            OrderStatus::Confirmed
-        },
+        // Payment holds are not implemented yet.
+        status: OrderStatus::Confirmed,
         created_at,
     })
 }
