@@ -9,7 +9,6 @@ use futures::future::{join_all, select_all};
 use rand::Rng;
 use tokio::runtime::Handle;
 use tokio::sync::futures::OwnedNotified;
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::config::Config;
@@ -220,7 +219,20 @@ impl Locks {
         let started = Instant::now();
         let deadline = wait.and_then(|wait| started.checked_add(wait));
         let redlock = self.inner.nodes.len() > 1;
+        // If this client is already listening for this lock's releases
+        // (other local waiters), join in before the first attempt: then a
+        // release right after it is not missed, and no second attempt is
+        // needed after subscribing.
         let mut interests: Vec<Interest> = Vec::new();
+        if wait != Some(Duration::ZERO) {
+            let joined: Option<Vec<Interest>> = self
+                .inner
+                .nodes
+                .iter()
+                .map(|node| node.subscriptions.join_active(&keys.channel))
+                .collect();
+            interests = joined.unwrap_or_default();
+        }
         let mut waited = false;
         loop {
             // Listen before trying, so that a release that lands while the
@@ -298,48 +310,36 @@ impl Locks {
         }
     }
 
-    /// One attempt, run in its own task so that its result is always
-    /// observed: if the caller has gone away by the time the lock is granted
-    /// (its future was dropped), the guard is dropped here, and dropping a
-    /// guard releases the lock.
+    /// One attempt. Dropping it mid-flight is safe: the attempt gives back
+    /// whatever it may have been granted (see `quorum::try_acquire`), and
+    /// once it has the lock the guard is built without another await, so
+    /// the lock is either handed over or released.
     async fn attempt(
         &self,
         keys: &LockKeys,
         lease: Lease,
         lease_duration: Duration,
     ) -> Result<Attempt, LockError> {
-        let (sender, receiver) = oneshot::channel();
-        let (locks, keys_owned) = (Arc::clone(&self.inner), keys.clone());
-        self.inner.runtime.spawn(async move {
-            let token = format!("{:032x}", rand::random::<u128>());
-            let outcome = quorum::try_acquire(&locks, &keys_owned, &token, lease_duration).await;
-            let attempt = outcome.map(|acquisition| match acquisition {
-                Acquisition::Acquired {
+        let token = format!("{:032x}", rand::random::<u128>());
+        let outcome = quorum::try_acquire(&self.inner, keys, &token, lease_duration).await?;
+        Ok(match outcome {
+            Acquisition::Acquired {
+                fence,
+                valid_until,
+                given_up,
+            } => Attempt::Acquired(LockGuard::new(
+                Held::new(
+                    Arc::clone(&self.inner),
+                    keys.clone(),
+                    token,
                     fence,
+                    lease_duration,
                     valid_until,
                     given_up,
-                } => Attempt::Acquired(LockGuard::new(
-                    Held::new(
-                        locks,
-                        keys_owned,
-                        token,
-                        fence,
-                        lease_duration,
-                        valid_until,
-                        given_up,
-                    ),
-                    lease == Lease::Watchdog,
-                )),
-                Acquisition::Busy { retry_after } => Attempt::Busy { retry_after },
-            });
-            // If the caller is gone, the guard comes back here and is dropped.
-            let _ = sender.send(attempt);
-        });
-        receiver.await.unwrap_or_else(|_| {
-            Err(LockError::Internal {
-                lock: keys.name.clone(),
-                detail: "the acquire task ended without an answer".to_owned(),
-            })
+                ),
+                lease == Lease::Watchdog,
+            )),
+            Acquisition::Busy { retry_after } => Attempt::Busy { retry_after },
         })
     }
 }

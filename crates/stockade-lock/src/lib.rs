@@ -42,9 +42,10 @@
 //!   (one pub/sub connection per client and node, shared by all waiters) and
 //!   retries when a release is announced, or when the holder's lease runs out
 //!   (capped by [`LocksBuilder::max_fallback_retry`]), whichever is first.
-//!   Dropping a waiting or acquiring future never leaves a lock behind: each
-//!   attempt runs in its own task and releases what it got if nobody is
-//!   waiting for it any more.
+//!   Dropping a waiting or acquiring future never leaves a lock behind: an
+//!   attempt that is dropped after its request was sent gives back, from a
+//!   background task, whatever it may have been granted (a compare-and-delete
+//!   with its own token, which runs after the acquire on the same connection).
 //! - **Watchdog**: with [`Lease::Watchdog`] the lease is extended every
 //!   third of it, by a compare-and-extend script. [`LockGuard::lost`]
 //!   completes when the lock is found gone or cannot be extended in time, and

@@ -90,6 +90,16 @@ pub(crate) async fn try_acquire(
     let nodes = &locks.nodes;
     let (n, quorum) = (nodes.len(), locks.config.quorum());
     let given_up = Arc::new(AtomicBool::new(false));
+    // Until the lock is handed over, anything that ends this attempt (a
+    // failure, or the caller dropping the future mid-flight) gives back what
+    // it may have been granted.
+    let mut abandon = Abandon {
+        locks,
+        keys,
+        token,
+        given_up: Arc::clone(&given_up),
+        armed: true,
+    };
     let mut calls = fan_out(locks, |node| {
         let (keys, token, given_up) = (keys.clone(), token.to_owned(), Arc::clone(&given_up));
         async move {
@@ -128,6 +138,7 @@ pub(crate) async fn try_acquire(
         let raised = n == 1 || raise_fences(locks, keys, token, fence, &granted).await;
         let drift = locks.config.drift(lease);
         if raised && started.elapsed() + drift < lease {
+            abandon.armed = false;
             return Ok(Acquisition::Acquired {
                 fence,
                 valid_until: started + lease - drift,
@@ -135,18 +146,16 @@ pub(crate) async fn try_acquire(
             });
         }
         // Too slow (or the fence could not be raised on a quorum): give the
-        // votes back and try again after a jitter.
-        given_up.store(true, Ordering::SeqCst);
-        release_in_background(locks, keys, token);
+        // votes back (`abandon`) and try again after a jitter.
         return Ok(Acquisition::Busy {
             retry_after: Some(Duration::ZERO),
         });
     }
-    // Give back what we may have been granted: nodes that said yes, nodes that
-    // did not answer in time and nodes we stopped listening to.
-    given_up.store(true, Ordering::SeqCst);
-    if busy.len() < n {
-        release_in_background(locks, keys, token);
+    // Give back what we may have been granted (`abandon`): nodes that said
+    // yes, nodes that did not answer in time and nodes we stopped listening
+    // to. Nothing to give back if every node said it is held.
+    if busy.len() == n {
+        abandon.armed = false;
     }
     if failures.len() > n - quorum {
         return Err(failures.into_error(&keys.name, n, quorum));
@@ -156,11 +165,29 @@ pub(crate) async fn try_acquire(
     })
 }
 
+/// Releases an attempt's votes in the background when dropped armed.
+struct Abandon<'a> {
+    locks: &'a Arc<LocksInner>,
+    keys: &'a LockKeys,
+    token: &'a str,
+    given_up: Arc<AtomicBool>,
+    armed: bool,
+}
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.given_up.store(true, Ordering::SeqCst);
+            release_in_background(self.locks, self.keys, self.token);
+        }
+    }
+}
+
 /// Starts `call` on every node and yields `(node index, result)` as they
 /// come. With several nodes each call runs in its own task, so it completes
 /// (and its effect on that node is what we expect) even when the caller
 /// stops listening because the outcome is already decided. With one node
-/// the call runs inline: the caller is then always waiting for it.
+/// the call runs inline (the outcome is decided by its answer alone).
 fn fan_out<T, F, C>(
     locks: &Arc<LocksInner>,
     call: C,

@@ -110,6 +110,25 @@ impl Subscriptions {
         Self { channels, commands }
     }
 
+    /// Registers interest in `channel` only if it is subscribed already
+    /// (other waiters of this client): no Redis command, no waiting.
+    pub fn join_active(&self, channel: &str) -> Option<Interest> {
+        let notify = {
+            let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+            let entry = channels.get_mut(channel)?;
+            if !entry.subscribed || entry.waiters == 0 {
+                return None;
+            }
+            entry.waiters += 1;
+            Arc::clone(&entry.notify)
+        };
+        Some(Interest {
+            channel: channel.to_owned(),
+            notify,
+            owner: self.clone(),
+        })
+    }
+
     /// Registers interest in `channel`, subscribing if this is the first, and
     /// returns once the subscription is confirmed (or found impossible right
     /// now).

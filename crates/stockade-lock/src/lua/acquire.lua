@@ -15,10 +15,14 @@
 -- long as the server clock did not step back and the lock was taken fewer than
 -- a million times a second.
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if redis.call('EXISTS', KEYS[2]) == 0 then
+  local fence = redis.call('INCR', KEYS[2])
+  if fence == 1 then
+    -- The counter was missing: seed it from the clock instead.
     local now = redis.call('TIME')
-    redis.call('SET', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
+    local seed = now[1] .. string.format('%06d', tonumber(now[2]))
+    redis.call('SET', KEYS[2], seed)
+    fence = tonumber(seed)
   end
-  return {1, redis.call('INCR', KEYS[2])}
+  return {1, fence}
 end
 return {0, redis.call('PTTL', KEYS[1])}

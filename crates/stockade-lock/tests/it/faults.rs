@@ -78,3 +78,32 @@ async fn bad_names_and_leases_are_invalid() {
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Invalid, "{error}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_keep_growing_after_redis_loses_its_data() {
+    let mut server = redis();
+    let locks = client(&server.url()).await;
+    let mut last = None;
+    for _ in 0..3 {
+        let guard = locks.lock("job").await.unwrap();
+        assert!(last.is_none_or(|last| guard.fence() > last));
+        last = Some(guard.fence());
+        guard.release().await.unwrap();
+    }
+    // The counter is gone with the data; the next token must still be larger
+    // (it is reseeded from the server clock).
+    server.restart().unwrap();
+    let guard = loop {
+        match locks.lock("job").await {
+            Ok(guard) => break guard,
+            Err(error) => assert!(error.is_retryable(), "{error}"),
+        }
+    };
+    assert!(
+        guard.fence() > last.unwrap(),
+        "{} after {:?}",
+        guard.fence(),
+        last
+    );
+    guard.release().await.unwrap();
+}
