@@ -31,6 +31,9 @@ pub struct RawConfig {
     pub batch_max: Option<usize>,
     /// `--batch-delay-ms`, `STOCKADE_BATCH_DELAY_MS`, `batch_delay_ms`.
     pub batch_delay_ms: Option<u64>,
+    /// `STOCKADE_OUTBOX_GRACE_MS`, `outbox_grace_ms`: how old an uncommitted
+    /// outbox entry must be before the reconciler commits it itself.
+    pub outbox_grace_ms: Option<u64>,
 }
 
 /// A setting that cannot be used.
@@ -72,6 +75,7 @@ impl RawConfig {
             commit_deadline_ms: number("STOCKADE_COMMIT_DEADLINE_MS")?,
             batch_max: number("STOCKADE_BATCH_MAX")?.map(|n| n as usize),
             batch_delay_ms: number("STOCKADE_BATCH_DELAY_MS")?,
+            outbox_grace_ms: number("STOCKADE_OUTBOX_GRACE_MS")?,
         })
     }
 
@@ -93,6 +97,7 @@ impl RawConfig {
             commit_deadline_ms: self.commit_deadline_ms.or(lower.commit_deadline_ms),
             batch_max: self.batch_max.or(lower.batch_max),
             batch_delay_ms: self.batch_delay_ms.or(lower.batch_delay_ms),
+            outbox_grace_ms: self.outbox_grace_ms.or(lower.outbox_grace_ms),
         }
     }
 }
@@ -143,6 +148,8 @@ pub struct ServerConfig {
     pub commit_deadline: Duration,
     /// Group-commit batching.
     pub writer: WriterConfig,
+    /// How old an outbox entry must be before the reconciler commits it.
+    pub outbox_grace: Duration,
 }
 
 impl ServerConfig {
@@ -230,6 +237,13 @@ impl ServerConfig {
         if max_delay > Duration::from_secs(1) {
             return Err(invalid("--batch-delay-ms", "must be at most 1000"));
         }
+        let outbox_grace = Duration::from_millis(raw.outbox_grace_ms.unwrap_or(10_000));
+        if outbox_grace <= commit_deadline {
+            return Err(invalid(
+                "STOCKADE_OUTBOX_GRACE_MS",
+                "must be longer than the commit deadline, or the reconciler would race the writer",
+            ));
+        }
         Ok(Self {
             listen,
             data_dir,
@@ -241,6 +255,7 @@ impl ServerConfig {
                 max_batch,
                 max_delay,
             },
+            outbox_grace,
         })
     }
 }

@@ -124,7 +124,11 @@ impl Service {
             commit_deadline: config.commit_deadline,
         });
         recover_at_start(&state).await?;
-        let reconciler = tokio::spawn(recovery::reconcile_forever(state.clone(), redis));
+        let reconciler = tokio::spawn(recovery::reconcile_forever(
+            state.clone(),
+            redis,
+            config.outbox_grace,
+        ));
         Ok(Self {
             state,
             writer_task,

@@ -18,9 +18,6 @@ use stockade_engine::RedisEngine;
 use crate::state::AppState;
 use crate::store::StoreError;
 
-/// How old an outbox entry must be before the reconciler commits it itself.
-pub const OUTBOX_GRACE: Duration = Duration::from_secs(10);
-
 /// Why recovery failed (it is retried).
 #[derive(Debug, thiserror::Error)]
 pub enum RecoveryError {
@@ -30,6 +27,10 @@ pub enum RecoveryError {
     /// The engine failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// Orders were still waiting for their commit after 30 s (the store is
+    /// down?): rebuilding now could forget them.
+    #[error("orders are still waiting for their commit; recovery will be retried")]
+    QueueNotDrained,
 }
 
 /// What recovery did to one sale.
@@ -79,8 +80,22 @@ pub async fn recover_sale(
 }
 
 /// Recovers every sale with selling stopped, then opens selling.
+///
+/// Waits for purchases in progress to answer and for the commit queue to
+/// drain first: an order accepted before the fault but committed after the
+/// store was read would otherwise be missing from the rebuilt engine.
 pub async fn recover_all(state: &AppState, reason: &'static str) -> Result<usize, RecoveryError> {
-    state.set_ready(false);
+    state.request_recovery();
+    let _paused = state.pause_selling().await;
+    let drained = tokio::time::timeout(Duration::from_secs(30), async {
+        while state.queue().in_flight_count() > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    if drained.is_err() {
+        return Err(RecoveryError::QueueNotDrained);
+    }
     let mut rebuilt = 0;
     for spec in state.store().sales().await? {
         if recover_sale(state.engine().as_ref(), state, &spec).await? == SaleRecovery::Rebuilt {
@@ -88,12 +103,16 @@ pub async fn recover_all(state: &AppState, reason: &'static str) -> Result<usize
         }
     }
     metrics::counter!("stockade_recoveries_total", "reason" => reason).increment(1);
-    state.set_ready(true);
+    state.recovered();
     Ok(rebuilt)
 }
 
 /// The reconciler: runs until the process stops.
-pub async fn reconcile_forever(state: AppState, redis: Option<Arc<RedisEngine>>) {
+pub async fn reconcile_forever(
+    state: AppState,
+    redis: Option<Arc<RedisEngine>>,
+    outbox_grace: Duration,
+) {
     let mut run_id = match &redis {
         Some(redis) => redis.server_run_id().await.ok(),
         None => None,
@@ -102,23 +121,26 @@ pub async fn reconcile_forever(state: AppState, redis: Option<Arc<RedisEngine>>)
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        let mut reason = "engine_lost_sale";
         if let Some(redis) = &redis {
             match redis.server_run_id().await {
-                Ok(current) if run_id.as_ref() != Some(&current) || !state.is_ready() => {
+                Ok(current) if run_id.as_ref() != Some(&current) => {
                     tracing::warn!(?run_id, %current, "Redis restarted or failed over: rebuilding from the store");
-                    match recover_all(&state, "redis_restarted").await {
-                        Ok(rebuilt) => {
-                            tracing::info!(rebuilt, "recovery done, selling again");
-                            run_id = Some(current);
-                        }
-                        Err(error) => tracing::warn!(%error, "recovery failed; retrying"),
-                    }
+                    run_id = Some(current);
+                    reason = "redis_restarted";
+                    state.request_recovery();
                 }
                 Ok(_) => {}
                 Err(error) => tracing::debug!(%error, "Redis unreachable"),
             }
         }
-        if let Err(error) = commit_stale_outbox(&state).await {
+        if state.needs_recovery() {
+            match recover_all(&state, reason).await {
+                Ok(rebuilt) => tracing::info!(rebuilt, "recovery done, selling again"),
+                Err(error) => tracing::warn!(%error, "recovery failed; retrying"),
+            }
+        }
+        if let Err(error) = commit_stale_outbox(&state, outbox_grace).await {
             tracing::debug!(%error, "outbox sweep failed; retrying");
         }
         retry_releases(&state).await;
@@ -127,9 +149,8 @@ pub async fn reconcile_forever(state: AppState, redis: Option<Arc<RedisEngine>>)
 
 /// Commits outbox entries older than the grace period that this process is
 /// not committing: orders of a process that died, or whose commit failed.
-async fn commit_stale_outbox(state: &AppState) -> Result<(), RecoveryError> {
-    let cutoff =
-        state.clock().now() - chrono::TimeDelta::from_std(OUTBOX_GRACE).unwrap_or_default();
+async fn commit_stale_outbox(state: &AppState, grace: Duration) -> Result<(), RecoveryError> {
+    let cutoff = state.clock().now() - chrono::TimeDelta::from_std(grace).unwrap_or_default();
     for spec in state.store().sales().await? {
         let stale: Vec<_> = state
             .engine()

@@ -7,6 +7,7 @@ use std::time::Duration;
 use metrics_exporter_prometheus::PrometheusHandle;
 use pending::PendingReleases;
 use stockade_core::{Clock, Engine};
+use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::store::OrderStore;
 use crate::writer::CommitQueue;
@@ -24,7 +25,11 @@ struct Inner {
     clock: Arc<dyn Clock>,
     admin_token: String,
     commit_deadline: Duration,
-    ready: AtomicBool,
+    /// Purchases hold it shared from the engine call until their commit
+    /// answer; recovery holds it exclusively, so a rebuild never races a
+    /// purchase.
+    selling: RwLock<()>,
+    needs_recovery: AtomicBool,
     releases: PendingReleases,
     metrics: PrometheusHandle,
 }
@@ -55,7 +60,7 @@ pub struct StateParts {
 }
 
 impl AppState {
-    /// Assembles the state. It starts not ready: recovery must run first.
+    /// Assembles the state. It starts needing recovery.
     pub fn new(parts: StateParts) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -65,7 +70,8 @@ impl AppState {
                 clock: parts.clock,
                 admin_token: parts.admin_token,
                 commit_deadline: parts.commit_deadline,
-                ready: AtomicBool::new(false),
+                selling: RwLock::new(()),
+                needs_recovery: AtomicBool::new(true),
                 releases: PendingReleases::default(),
                 metrics: crate::metrics::prometheus(),
             }),
@@ -104,13 +110,35 @@ impl AppState {
     pub fn metrics(&self) -> &PrometheusHandle {
         &self.inner.metrics
     }
+    /// Permission to sell, held by a purchase until it has answered; None
+    /// while the engine is being (or must be) rebuilt.
+    pub fn selling(&self) -> Option<RwLockReadGuard<'_, ()>> {
+        if self.inner.needs_recovery.load(Ordering::Acquire) {
+            return None;
+        }
+        self.inner.selling.try_read().ok()
+    }
+    /// Stops selling and waits for purchases in progress to answer.
+    pub async fn pause_selling(&self) -> RwLockWriteGuard<'_, ()> {
+        self.inner.selling.write().await
+    }
     /// Whether the engine agrees with the store and may sell.
     pub fn is_ready(&self) -> bool {
-        self.inner.ready.load(Ordering::Acquire)
+        !self.needs_recovery() && self.inner.selling.try_read().is_ok()
     }
-    /// Opens or closes selling (closed while the engine is rebuilt).
-    pub fn set_ready(&self, ready: bool) {
-        self.inner.ready.store(ready, Ordering::Release);
+    /// Whether the engine must be rebuilt before it sells again.
+    pub fn needs_recovery(&self) -> bool {
+        self.inner.needs_recovery.load(Ordering::Acquire)
+    }
+    /// Marks the engine as possibly out of line with the store (Redis
+    /// restarted, or a sale the store knows is missing): selling stops until
+    /// the reconciler has recovered it.
+    pub fn request_recovery(&self) {
+        self.inner.needs_recovery.store(true, Ordering::Release);
+    }
+    /// Marks recovery as done.
+    pub fn recovered(&self) {
+        self.inner.needs_recovery.store(false, Ordering::Release);
     }
 }
 

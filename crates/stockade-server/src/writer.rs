@@ -96,6 +96,11 @@ impl CommitQueue {
         result
     }
 
+    /// How many orders are waiting for their commit.
+    pub fn in_flight_count(&self) -> usize {
+        self.in_flight.len()
+    }
+
     /// An order accepted by the engine whose commit is still under way.
     pub fn in_flight(&self, id: OrderId) -> Option<Order> {
         self.in_flight.get(&id).map(|o| o.clone())

@@ -84,13 +84,10 @@ async fn decide(
     if let Some(key) = &key {
         purchase = purchase.with_idempotency_key(key.as_str())?;
     }
-    if !state.is_ready() {
-        return Err(ApiError::unavailable(
-            "rebuilding",
-            "the stock engine is being rebuilt from the order store; retry shortly",
-            1,
-        ));
-    }
+    // Held until this purchase has answered, so a rebuild never races it.
+    let Some(_selling) = state.selling() else {
+        return Err(rebuilding());
+    };
     let engine_started = Instant::now();
     let outcome = state.engine().purchase(&purchase).await?;
     metrics::histogram!("stockade_engine_seconds", "op" => "purchase")
@@ -133,9 +130,26 @@ async fn decide(
             return rejected("not_started", format!("sale {sale} has not started"));
         }
         PurchaseOutcome::Ended => return rejected("ended", format!("sale {sale} has ended")),
-        PurchaseOutcome::UnknownSale => return Err(unknown_sale(&sale)),
+        PurchaseOutcome::UnknownSale => {
+            // The engine may have lost its data (Redis restarted): if the
+            // store knows the sale, rebuild before selling again.
+            if state.store().sale(&sale).await?.is_some() {
+                state.request_recovery();
+                return Err(rebuilding());
+            }
+            return Err(unknown_sale(&sale));
+        }
     };
     Ok((outcome, response))
+}
+
+/// 503 while the engine is being rebuilt from the store.
+pub fn rebuilding() -> ApiError {
+    ApiError::unavailable(
+        "rebuilding",
+        "the stock engine is being rebuilt from the order store; retry shortly",
+        1,
+    )
 }
 
 /// Hands the accepted order to the writer and answers once it committed.

@@ -117,11 +117,10 @@ pub async fn get_sale(
         return Ok(Json(snapshot.into()));
     }
     match state.store().sale(&id).await? {
-        Some(_) => Err(ApiError::unavailable(
-            "rebuilding",
-            "the stock engine is being rebuilt from the order store; retry shortly",
-            1,
-        )),
+        Some(_) => {
+            state.request_recovery();
+            Err(super::purchases::rebuilding())
+        }
         None => Err(unknown_sale(&id)),
     }
 }

@@ -20,6 +20,7 @@ pub struct TestServer {
     pub url: String,
     pub client: reqwest::Client,
     pub data_dir: PathBuf,
+    timing: Timing,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
     _dir: tempfile::TempDir,
@@ -37,10 +38,27 @@ pub enum Setup {
     RedisPostgres,
 }
 
+/// Timing settings a fault test may shorten.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    pub commit_deadline_ms: u64,
+    pub outbox_grace_ms: u64,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self {
+            commit_deadline_ms: 3_000,
+            outbox_grace_ms: 10_000,
+        }
+    }
+}
+
 pub fn config(
     data_dir: &std::path::Path,
     redis: Option<String>,
     database: Option<String>,
+    timing: Timing,
 ) -> ServerConfig {
     ServerConfig::resolve(
         RawConfig {
@@ -49,7 +67,8 @@ pub fn config(
             redis_url: redis,
             database_url: database,
             admin_token: Some(TOKEN.into()),
-            commit_deadline_ms: Some(3_000),
+            commit_deadline_ms: Some(timing.commit_deadline_ms),
+            outbox_grace_ms: Some(timing.outbox_grace_ms),
             ..RawConfig::default()
         },
         RawConfig::default(),
@@ -60,6 +79,10 @@ pub fn config(
 
 impl TestServer {
     pub async fn start(setup: Setup) -> Self {
+        Self::start_with(setup, Timing::default()).await
+    }
+
+    pub async fn start_with(setup: Setup, timing: Timing) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let (redis, postgres, database_url) = match setup {
             Setup::Embedded => (None, None, None),
@@ -74,8 +97,10 @@ impl TestServer {
             dir.path(),
             redis.as_ref().map(RedisServer::url),
             database_url.clone(),
+            timing,
         );
         let mut server = Self {
+            timing,
             url: String::new(),
             client: reqwest::Client::builder()
                 .timeout(Duration::from_secs(30))
@@ -126,6 +151,7 @@ impl TestServer {
             &self.data_dir,
             self.redis.as_ref().map(RedisServer::url),
             self.database_url.clone(),
+            self.timing,
         );
         self.launch(config).await;
     }

@@ -1,0 +1,206 @@
+//! The service under the faults of DESIGN.md: Redis restarted with its data
+//! lost mid-sale, PostgreSQL (the store) stopped mid-sale.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Setup, TestServer, Timing};
+use serde_json::{Value, json};
+
+/// Buyers `first..first+count` each try once (retrying 503s for a while),
+/// `concurrency` at a time. Returns every answer.
+async fn buyers(
+    server: &Arc<TestServer>,
+    sale: &str,
+    first: usize,
+    count: usize,
+    concurrency: usize,
+) -> Vec<(u16, Value)> {
+    let next = Arc::new(AtomicUsize::new(first));
+    let end = first + count;
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let server = Arc::clone(server);
+            let next = Arc::clone(&next);
+            let sale = sale.to_owned();
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= end {
+                        return answers;
+                    }
+                    let user = format!("buyer-{i}");
+                    let key = format!("key-{i}");
+                    let deadline = Instant::now() + Duration::from_secs(20);
+                    // A careful client: retry 503s with the same key.
+                    let answer = loop {
+                        let answer = server.buy(&sale, &user, 1, Some(&key)).await;
+                        if answer.0 != 503 || Instant::now() > deadline {
+                            break answer;
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    };
+                    answers.push(answer);
+                }
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for worker in workers {
+        answers.extend(worker.await.unwrap());
+    }
+    answers
+}
+
+fn acknowledged(answers: &[(u16, Value)]) -> HashSet<String> {
+    answers
+        .iter()
+        .filter(|(status, _)| *status == 201 || *status == 200)
+        .map(|(_, body)| body["order_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Waits until the sale's remaining stock equals stock − committed, and
+/// returns the committed order ids.
+async fn settled(server: &TestServer, sale: &str, stock: u64) -> HashSet<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let orders = server.all_orders(sale).await;
+        let live: u64 = orders
+            .iter()
+            .filter(|o| o["status"] == "confirmed")
+            .map(|o| o["quantity"].as_u64().unwrap())
+            .sum();
+        let (status, snapshot) = server.get(&format!("/v1/sales/{sale}")).await;
+        assert!(live <= stock, "oversold: {live} of {stock}");
+        if status == 200 && snapshot["remaining"].as_u64() == Some(stock - live) {
+            return orders
+                .iter()
+                .map(|o| o["order_id"].as_str().unwrap().to_owned())
+                .collect();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never settled: remaining {snapshot} vs stock {stock} - committed {live}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_restarted_mid_sale_is_rebuilt_from_the_store() {
+    let mut server = TestServer::start(Setup::RedisPostgres).await;
+    let mut redis = server.redis.take().unwrap();
+    let (status, _) = server
+        .create_sale(json!({"id": "restart", "stock": 500}))
+        .await;
+    assert_eq!(status, 201);
+    let server = Arc::new(server);
+    let before = buyers(&server, "restart", 0, 300, 32).await;
+    assert_eq!(acknowledged(&before).len(), 300);
+
+    let recoveries_before = metric(&server, "stockade_recoveries_total").await;
+    // Redis dies and comes back empty on the same port.
+    redis.restart().unwrap();
+    // Everyone after the restart: only 200 items are left, whatever Redis
+    // forgot.
+    let after = buyers(&server, "restart", 300, 400, 32).await;
+    let sold_after = acknowledged(&after).len();
+    assert_eq!(
+        sold_after, 200,
+        "exactly the rest is sold after the rebuild"
+    );
+    let sold_out = after
+        .iter()
+        .filter(|(s, b)| *s == 409 && b["error"]["code"] == "sold_out")
+        .count();
+    assert_eq!(sold_out, 200);
+
+    let committed = settled(&server, "restart", 500).await;
+    let all_acknowledged: HashSet<String> = acknowledged(&before)
+        .union(&acknowledged(&after))
+        .cloned()
+        .collect();
+    assert_eq!(
+        committed, all_acknowledged,
+        "no lost acknowledgement, no extra order"
+    );
+    assert!(metric(&server, "stockade_recoveries_total").await > recoveries_before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn store_down_mid_sale_acknowledges_nothing_uncommitted() {
+    let timing = Timing {
+        commit_deadline_ms: 1_000,
+        outbox_grace_ms: 2_000,
+    };
+    let mut server = TestServer::start_with(Setup::RedisPostgres, timing).await;
+    let mut postgres = server.postgres.take().unwrap();
+    let server = Arc::new(server);
+    server
+        .create_sale(json!({"id": "store-down", "stock": 300}))
+        .await;
+    let first = buyers(&server, "store-down", 0, 100, 16).await;
+    assert_eq!(acknowledged(&first).len(), 100);
+
+    // Stop PostgreSQL while a crowd is buying; bring it back 3 s later.
+    let crowd = {
+        let server = Arc::clone(&server);
+        tokio::spawn(async move { buyers(&server, "store-down", 100, 400, 16).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    postgres.stop();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    postgres.start_again().unwrap();
+    let during = crowd.await.unwrap();
+
+    for (status, body) in &during {
+        assert!(
+            [201, 200, 202, 409, 503].contains(status),
+            "unexpected {status}: {body}"
+        );
+    }
+    let mut by_status = std::collections::BTreeMap::new();
+    for (status, _) in &during {
+        *by_status.entry(*status).or_insert(0) += 1;
+    }
+    eprintln!("answers while the store was down and after: {by_status:?}");
+    let delayed = during
+        .iter()
+        .filter(|(s, b)| *s == 202 || (*s == 503 && b["error"]["code"] == "store_unavailable"))
+        .count();
+    assert!(delayed > 0, "the outage was never felt: {by_status:?}");
+    let committed = settled(&server, "store-down", 300).await;
+    // Every success the clients heard of is committed.
+    let heard: HashSet<String> = acknowledged(&first)
+        .union(&acknowledged(&during))
+        .cloned()
+        .collect();
+    assert!(
+        heard.is_subset(&committed),
+        "lost: {:?}",
+        heard.difference(&committed).collect::<Vec<_>>()
+    );
+    assert!(committed.len() <= 300);
+}
+
+async fn metric(server: &TestServer, name: &str) -> f64 {
+    let text = server
+        .client
+        .get(server.at("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
