@@ -186,14 +186,14 @@ async fn run_one(
         work.redis_commands = Some(after.since(before).0);
     }
     if let (Some(mut monitor), Some(before)) = (pg_monitor, pg_before) {
-        if !monitor.wait_for_sessions_to_end().await? {
+        let (after, ended) = monitor.read_when_sessions_end().await?;
+        if !ended {
             notes.push(
                 "some of the strategy's database sessions were still open after 10 s; \
                  their transactions may be missing from the count"
                     .into(),
             );
         }
-        let after = monitor.read().await?;
         work.db_transactions = Some(monitor.since(before, after));
         monitor.close().await;
     }
@@ -201,5 +201,11 @@ async fn run_one(
 
     let verification = strategy.verify().await.map_err(|e| e.to_string());
     let observed = Observed::new(workload.stock, &tally, verification);
-    Ok(BenchResult::new(kind, workload, &tally, &observed, work))
+    Ok(BenchResult::new(
+        kind.as_str(),
+        workload,
+        &tally,
+        &observed,
+        work,
+    ))
 }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{Connection, PgConnection};
+use sqlx::{Connection, PgConnection, Row};
 
 use crate::strategy::StrategyError;
 use crate::strategy::pg_schema::APPLICATION_NAME;
@@ -153,7 +153,7 @@ impl PgMonitor {
             // Find out whether this role may force its statistics out; a
             // refusal is remembered and the reading becomes approximate.
             monitor.own_statements += 1;
-            monitor.can_flush = sqlx::query("SELECT pg_stat_force_next_flush()")
+            monitor.can_flush = sqlx::raw_sql("SELECT pg_stat_force_next_flush()")
                 .execute(&mut monitor.conn)
                 .await
                 .is_ok();
@@ -169,57 +169,61 @@ impl PgMonitor {
 
     /// Committed plus rolled-back transactions of the bench database so far.
     pub async fn read(&mut self) -> Result<TransactionReading, StrategyError> {
-        let own_before = self.own_statements;
-        let sql = format!(
-            "SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database{} WHERE datname = $1",
-            self.flush_clause()
-        );
-        self.own_statements += 1;
-        let transactions: i64 = sqlx::query_scalar(&sql)
-            .bind(&self.database)
-            .fetch_one(&mut self.conn)
-            .await?;
-        Ok(TransactionReading {
-            transactions: transactions.max(0) as u64,
-            own_before,
-        })
+        Ok(self.sample().await?.0)
     }
 
     /// Waits until every session the strategies opened on the bench
-    /// database has ended (they report their statistics as they end).
-    /// Returns false if some were still there after the timeout.
-    pub async fn wait_for_sessions_to_end(&mut self) -> Result<bool, StrategyError> {
+    /// database has ended (an ending session reports its statistics), then
+    /// reads. The flag is false if some sessions were still open after the
+    /// timeout.
+    pub async fn read_when_sessions_end(
+        &mut self,
+    ) -> Result<(TransactionReading, bool), StrategyError> {
         let started = Instant::now();
         loop {
-            let sql = format!(
-                "SELECT count(*) FROM pg_stat_activity{} \
-                 WHERE datname = $1 AND application_name = $2",
-                self.flush_clause()
-            );
-            self.own_statements += 1;
-            let sessions: i64 = sqlx::query_scalar(&sql)
-                .bind(&self.database)
-                .bind(APPLICATION_NAME.as_str())
-                .fetch_one(&mut self.conn)
-                .await?;
+            let (reading, sessions) = self.sample().await?;
             if sessions == 0 {
-                return Ok(true);
+                return Ok((reading, true));
             }
             if started.elapsed() > SESSIONS_END_TIMEOUT {
-                return Ok(false);
+                return Ok((reading, false));
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
-    /// In the bench's own database, every monitor statement forces its own
-    /// statistics out at once, so that exactly the counted ones are in.
-    fn flush_clause(&self) -> &'static str {
-        if self.same_database && self.can_flush {
-            ", (SELECT pg_stat_force_next_flush()) AS flushed"
+    /// One statement, in the simple query protocol (exactly one
+    /// transaction, no prepare step that would count as another), that
+    /// reads the transaction counter and the strategy's open sessions. In
+    /// the bench's own database it also forces its statistics out, so it
+    /// is counted at once. (Separate statements for the two did not always
+    /// report at once: keep it one.)
+    async fn sample(&mut self) -> Result<(TransactionReading, i64), StrategyError> {
+        let database = quote_literal(&self.database);
+        let application = quote_literal(&APPLICATION_NAME);
+        let flush = if self.same_database && self.can_flush {
+            " FROM (SELECT pg_stat_force_next_flush()) AS flushed"
         } else {
             ""
-        }
+        };
+        let sql = format!(
+            "SELECT (SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database \
+                     WHERE datname = {database}), \
+                    (SELECT count(*) FROM pg_stat_activity \
+                     WHERE datname = {database} AND application_name = {application}){flush}"
+        );
+        let own_before = self.own_statements;
+        self.own_statements += 1;
+        let row = sqlx::raw_sql(&sql).fetch_one(&mut self.conn).await?;
+        let transactions: i64 = row.try_get(0)?;
+        let sessions: i64 = row.try_get(1)?;
+        Ok((
+            TransactionReading {
+                transactions: transactions.max(0) as u64,
+                own_before,
+            },
+            sessions,
+        ))
     }
 
     /// The bench's transactions between two readings.
@@ -241,6 +245,11 @@ impl PgMonitor {
     }
 }
 
+/// `text` as an SQL string literal.
+fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +259,11 @@ mod tests {
         cmdstat_get:calls=100,usec=50,usec_per_call=0.50,rejected_calls=0,failed_calls=0\r\n\
         cmdstat_client|setinfo:calls=4,usec=2,usec_per_call=0.50,rejected_calls=0,failed_calls=0\r\n\
         cmdstat_info:calls=3,usec=70,usec_per_call=23.33,rejected_calls=0,failed_calls=0\r\n";
+
+    #[test]
+    fn literals_are_quoted() {
+        assert_eq!(quote_literal("it's"), "'it''s'");
+    }
 
     #[test]
     fn commandstats_are_parsed_per_command() {

@@ -1,4 +1,5 @@
-//! Sends a [`Workload`] at a [`Strategy`] and tallies what every buyer was
+//! Sends a [`Workload`] at a [`Purchaser`] (a strategy, or a service over
+//! HTTP) and tallies what every buyer was
 //! told: `concurrency` tasks released together by a barrier, each taking
 //! the next request until the crowd is served or the time is up, timing
 //! every answer.
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::latency::Latencies;
 use crate::scenario::{Arrival, Workload};
-use crate::strategy::{Answer, Strategy};
+use crate::strategy::{Answer, Purchaser};
 use crate::timeline::{Timeline, WindowSummary};
 
 /// How many failure messages are kept as examples.
@@ -55,20 +56,23 @@ struct WorkerTally {
     latencies: Latencies,
 }
 
-/// Runs `workload` against `strategy` (already set up). `on_answer` is
-/// called once per answer, for a progress display.
-pub async fn drive(
-    strategy: Arc<dyn Strategy>,
+/// Runs `workload` against `purchaser` (a strategy already set up).
+/// `on_answer` is called once per answer, for a progress display.
+pub async fn drive<P>(
+    purchaser: Arc<P>,
     workload: &Workload,
     on_answer: Arc<dyn Fn() + Send + Sync>,
-) -> Tally {
+) -> Tally
+where
+    P: Purchaser + ?Sized + 'static,
+{
     let next_request = Arc::new(AtomicUsize::new(0));
     let start = Arc::new(tokio::sync::Barrier::new(workload.concurrency + 1));
     let timeline = Timeline::default();
     let timed = matches!(workload.arrival, Arrival::Timed { .. });
     let workers: Vec<_> = (0..workload.concurrency)
         .map(|_| {
-            let strategy = Arc::clone(&strategy);
+            let purchaser = Arc::clone(&purchaser);
             let next_request = Arc::clone(&next_request);
             let start = Arc::clone(&start);
             let on_answer = Arc::clone(&on_answer);
@@ -94,7 +98,7 @@ pub async fn drive(
                     let buyer = workload.buyer_of(request);
                     let name = format!("buyer-{buyer}");
                     let asked = Instant::now();
-                    let answer = strategy.purchase(&name).await;
+                    let answer = purchaser.purchase(&name).await;
                     let latency = asked.elapsed();
                     tally.latencies.record(latency);
                     if let Some(windows) = &mut windows {

@@ -62,6 +62,8 @@
 //! - [`compare`]: `stockade bench`, the strategies one after another.
 //! - [`report`]: results as a Markdown table or JSON.
 //! - [`chart`]: results as an SVG chart.
+//! - [`http_load`]: `stockade load`, the same crowd and checks over HTTP
+//!   against a running `stockade serve`.
 
 pub mod backend;
 pub mod chart;
@@ -70,6 +72,7 @@ pub mod compare;
 pub mod counters;
 pub mod driver;
 pub mod flash_sale;
+pub mod http_load;
 pub mod latency;
 pub mod report;
 pub mod scenario;

@@ -88,9 +88,9 @@ pub struct ServerWork {
 }
 
 impl BenchResult {
-    /// Builds the result of a finished run.
+    /// Builds the result of a finished run of the strategy named `strategy`.
     pub fn new(
-        kind: StrategyKind,
+        strategy: &str,
         workload: &Workload,
         tally: &Tally,
         observed: &Observed,
@@ -100,7 +100,7 @@ impl BenchResult {
         let requests = tally.requests.max(1) as f64;
         let seconds = tally.elapsed.as_secs_f64().max(1e-9);
         Self {
-            strategy: kind.as_str().to_owned(),
+            strategy: strategy.to_owned(),
             scenario: workload.scenario.clone(),
             buyers: tally.buyers,
             requests: tally.requests,
@@ -140,7 +140,7 @@ impl BenchResult {
             ..Observed::default()
         };
         let mut result = Self::new(
-            kind,
+            kind.as_str(),
             workload,
             &Tally::default(),
             &observed,
@@ -358,7 +358,7 @@ mod tests {
             db_transactions: kind.needs_postgres().then_some(300),
             notes: Vec::new(),
         };
-        BenchResult::new(kind, &workload, &tally, &observed, work)
+        BenchResult::new(kind.as_str(), &workload, &tally, &observed, work)
     }
 
     #[test]

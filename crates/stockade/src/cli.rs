@@ -21,6 +21,9 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the HTTP service. With no settings: the in-memory engine and a
+    /// SQLite order store in ./stockade-data.
+    Serve(ServeArgs),
     /// Simulate a flash sale: N buyers with distinct ids arrive at once for S
     /// items; print what happened and check that nothing was oversold.
     Demo(DemoArgs),
@@ -29,6 +32,10 @@ pub enum Command {
     /// Redis lock, DECR, Lua script) and Stockade's engines, on the same
     /// Redis and PostgreSQL, each checked for correctness.
     Bench(BenchArgs),
+    /// Drive a running `stockade serve` over HTTP: create a sale through the
+    /// admin API, send a crowd of buyers over keep-alive connections, and
+    /// report the same measures and checks as `bench`, plus status codes.
+    Load(LoadArgs),
 }
 
 /// `stockade demo`.
@@ -114,6 +121,40 @@ pub struct BenchArgs {
     pub chart: Option<PathBuf>,
 }
 
+/// `stockade load`.
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// The service, e.g. http://127.0.0.1:8080.
+    #[arg(long)]
+    pub url: String,
+    /// The service's admin token (to create the sale and list its orders).
+    #[arg(long, env = "STOCKADE_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: String,
+    /// The scenario, as for `bench` (default: seed-100 unless --buyers or
+    /// --duration describe a custom run).
+    #[arg(long, value_parser = parse_scenario)]
+    pub scenario: Option<Scenario>,
+    /// Buyers in the crowd (each with a distinct id).
+    #[arg(long)]
+    pub buyers: Option<usize>,
+    /// Items on sale.
+    #[arg(long)]
+    pub stock: Option<u32>,
+    /// Keep-alive connections, one request in flight on each (default: the
+    /// crowd, up to 256).
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Send new buyers for this long instead of a fixed crowd.
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Requests each buyer sends at once.
+    #[arg(long)]
+    pub taps: Option<usize>,
+    /// Print the result as one JSON object `{"results": [...]}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
 fn parse_scenario(value: &str) -> Result<Scenario, String> {
     value.parse()
 }
@@ -128,4 +169,38 @@ fn parse_duration(value: &str) -> Result<Duration, String> {
 
 fn parse_engine(value: &str) -> Result<EngineKind, String> {
     value.parse()
+}
+
+/// `stockade serve`. Every flag also reads from its `STOCKADE_*` variable
+/// and from the `--config` file; flags win, then variables, then the file.
+/// The admin token comes from `STOCKADE_ADMIN_TOKEN` only.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (STOCKADE_LISTEN; default 127.0.0.1:8080).
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Directory of the embedded SQLite store (STOCKADE_DATA_DIR; default
+    /// ./stockade-data).
+    #[arg(long)]
+    pub data_dir: Option<std::path::PathBuf>,
+    /// Use the Redis engine at this URL (STOCKADE_REDIS_URL).
+    #[arg(long)]
+    pub redis_url: Option<String>,
+    /// Keep orders in this PostgreSQL database (STOCKADE_DATABASE_URL).
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// A TOML file with the same settings (listen, data_dir, redis_url,
+    /// database_url, commit_deadline_ms, batch_max, batch_delay_ms).
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
+    /// How long a purchase waits for its commit before answering 202
+    /// pending (STOCKADE_COMMIT_DEADLINE_MS; default 2000).
+    #[arg(long)]
+    pub commit_deadline_ms: Option<u64>,
+    /// Most orders per store transaction (STOCKADE_BATCH_MAX; default 512).
+    #[arg(long)]
+    pub batch_max: Option<usize>,
+    /// Longest wait for a batch to fill (STOCKADE_BATCH_DELAY_MS; default 2).
+    #[arg(long)]
+    pub batch_delay_ms: Option<u64>,
 }

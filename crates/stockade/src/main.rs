@@ -3,12 +3,16 @@
 //!
 //! # Layout
 //! - `cli`: the command-line grammar (clap).
+//! - `serve`: `stockade serve`, the HTTP service.
 //! - `demo`: `stockade demo`, a simulated flash sale.
 //! - `bench`: `stockade bench`, every strategy side by side.
+//! - `load`: `stockade load`, the same measures over HTTP.
 
 mod bench;
 mod cli;
 mod demo;
+mod load;
+mod serve;
 
 use clap::Parser;
 
@@ -18,8 +22,10 @@ use cli::{Cli, Command};
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve(args) => serve::run(args).await,
         Command::Demo(args) => demo::run(args).await,
         Command::Bench(args) => bench::run(args).await,
+        Command::Load(args) => load::run(args).await,
     };
     match result {
         Ok(code) => code,

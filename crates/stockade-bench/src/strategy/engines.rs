@@ -10,7 +10,9 @@ use stockade_core::{Engine, Purchase, PurchaseOutcome, SaleId, SaleSpec, SystemC
 use stockade_engine::{MemoryEngine, PostgresEngine, RedisEngine, RedisEngineConfig};
 
 use super::redis_keys::PREFIX;
-use super::{Answer, SaleSetup, Strategy, StrategyError, StrategyKind, Verification, pg_schema};
+use super::{
+    Answer, Purchaser, SaleSetup, Strategy, StrategyError, StrategyKind, Verification, pg_schema,
+};
 
 /// Purchases made on a separate sale before the run, so that scripts are
 /// loaded and statements prepared on the connections the run will use.
@@ -74,6 +76,26 @@ impl EngineStrategy {
 }
 
 #[async_trait]
+impl Purchaser for EngineStrategy {
+    async fn purchase(&self, buyer: &str) -> Answer {
+        let sale = self.sale.as_ref().expect("setup runs before purchases");
+        let purchase = match Purchase::new(sale.as_str(), buyer, 1) {
+            Ok(purchase) => purchase,
+            Err(error) => return Answer::Failed(format!("invalid purchase: {error}")),
+        };
+        match self.engine.purchase(&purchase).await {
+            Ok(PurchaseOutcome::Purchased { .. }) => Answer::Purchased,
+            Ok(PurchaseOutcome::SoldOut | PurchaseOutcome::InsufficientStock { .. }) => {
+                Answer::SoldOut
+            }
+            Ok(PurchaseOutcome::LimitExceeded { .. }) => Answer::AlreadyPurchased,
+            Ok(other) => Answer::Failed(format!("unexpected answer {}", other.label())),
+            Err(error) => Answer::Failed(error.to_string()),
+        }
+    }
+}
+
+#[async_trait]
 impl Strategy for EngineStrategy {
     fn kind(&self) -> StrategyKind {
         self.kind
@@ -107,23 +129,6 @@ impl Strategy for EngineStrategy {
         match &self.postgres {
             Some((pool, _)) => pg_schema::flush_statistics(pool).await,
             None => Ok(()),
-        }
-    }
-
-    async fn purchase(&self, buyer: &str) -> Answer {
-        let sale = self.sale.as_ref().expect("setup runs before purchases");
-        let purchase = match Purchase::new(sale.as_str(), buyer, 1) {
-            Ok(purchase) => purchase,
-            Err(error) => return Answer::Failed(format!("invalid purchase: {error}")),
-        };
-        match self.engine.purchase(&purchase).await {
-            Ok(PurchaseOutcome::Purchased { .. }) => Answer::Purchased,
-            Ok(PurchaseOutcome::SoldOut | PurchaseOutcome::InsufficientStock { .. }) => {
-                Answer::SoldOut
-            }
-            Ok(PurchaseOutcome::LimitExceeded { .. }) => Answer::AlreadyPurchased,
-            Ok(other) => Answer::Failed(format!("unexpected answer {}", other.label())),
-            Err(error) => Answer::Failed(error.to_string()),
         }
     }
 

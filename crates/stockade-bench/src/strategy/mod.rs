@@ -193,14 +193,22 @@ pub enum StrategyError {
     Other(String),
 }
 
+/// Anything that answers a buyer's request for one item: a strategy, or a
+/// running service over HTTP.
+#[async_trait]
+pub trait Purchaser: Send + Sync {
+    /// Decides one buyer's request for one item.
+    async fn purchase(&self, buyer: &str) -> Answer;
+}
+
 /// One way of selling stock.
 ///
 /// A run calls [`setup`](Strategy::setup) once on a clean server, then
-/// [`settle`](Strategy::settle), then [`purchase`](Strategy::purchase) from
+/// [`settle`](Strategy::settle), then [`purchase`](Purchaser::purchase) from
 /// many tasks at once, then [`finish`](Strategy::finish) and
 /// [`verify`](Strategy::verify).
 #[async_trait]
-pub trait Strategy: Send + Sync {
+pub trait Strategy: Purchaser {
     /// Which strategy this is.
     fn kind(&self) -> StrategyKind;
 
@@ -213,9 +221,6 @@ pub trait Strategy: Send + Sync {
     async fn settle(&self) -> Result<(), StrategyError> {
         Ok(())
     }
-
-    /// Decides one buyer's request for one item.
-    async fn purchase(&self, buyer: &str) -> Answer;
 
     /// Closes what the run used, so the server's counters are final.
     async fn finish(&self) {}

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use sqlx::PgPool;
 
 use super::pg_schema;
-use super::{Answer, SaleSetup, Strategy, StrategyError, StrategyKind, Verification};
+use super::{Answer, Purchaser, SaleSetup, Strategy, StrategyError, StrategyKind, Verification};
 
 const PURCHASE: &str = "\
 WITH taken AS (
@@ -40,6 +40,23 @@ impl PgConditional {
 }
 
 #[async_trait]
+impl Purchaser for PgConditional {
+    async fn purchase(&self, buyer: &str) -> Answer {
+        let order: Result<Option<i64>, _> = sqlx::query_scalar(PURCHASE)
+            .bind(&self.sale)
+            .bind(buyer)
+            .fetch_optional(&self.pool)
+            .await;
+        match order {
+            Ok(Some(_)) => Answer::Purchased,
+            Ok(None) => Answer::SoldOut,
+            Err(error) if pg_schema::is_unique_violation(&error) => Answer::AlreadyPurchased,
+            Err(error) => Answer::Failed(error.to_string()),
+        }
+    }
+}
+
+#[async_trait]
 impl Strategy for PgConditional {
     fn kind(&self) -> StrategyKind {
         StrategyKind::PgConditional
@@ -55,20 +72,6 @@ impl Strategy for PgConditional {
 
     async fn settle(&self) -> Result<(), StrategyError> {
         pg_schema::flush_statistics(&self.pool).await
-    }
-
-    async fn purchase(&self, buyer: &str) -> Answer {
-        let order: Result<Option<i64>, _> = sqlx::query_scalar(PURCHASE)
-            .bind(&self.sale)
-            .bind(buyer)
-            .fetch_optional(&self.pool)
-            .await;
-        match order {
-            Ok(Some(_)) => Answer::Purchased,
-            Ok(None) => Answer::SoldOut,
-            Err(error) if pg_schema::is_unique_violation(&error) => Answer::AlreadyPurchased,
-            Err(error) => Answer::Failed(error.to_string()),
-        }
     }
 
     async fn finish(&self) {

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use sqlx::PgPool;
 
 use super::pg_schema;
-use super::{Answer, SaleSetup, Strategy, StrategyError, StrategyKind, Verification};
+use super::{Answer, Purchaser, SaleSetup, Strategy, StrategyError, StrategyKind, Verification};
 
 const LOCK: &str = "SELECT remaining FROM stockade_bench_sales WHERE id = $1 FOR UPDATE";
 const BOUGHT: &str =
@@ -69,6 +69,19 @@ impl PgForUpdate {
 }
 
 #[async_trait]
+impl Purchaser for PgForUpdate {
+    async fn purchase(&self, buyer: &str) -> Answer {
+        match self.decide(buyer).await {
+            Ok(answer) => answer,
+            // The row lock makes the duplicate check exact; the unique index
+            // is only a backstop, but if it fires, say what it was.
+            Err(error) if pg_schema::is_unique_violation(&error) => Answer::AlreadyPurchased,
+            Err(error) => Answer::Failed(error.to_string()),
+        }
+    }
+}
+
+#[async_trait]
 impl Strategy for PgForUpdate {
     fn kind(&self) -> StrategyKind {
         StrategyKind::PgForUpdate
@@ -84,16 +97,6 @@ impl Strategy for PgForUpdate {
 
     async fn settle(&self) -> Result<(), StrategyError> {
         pg_schema::flush_statistics(&self.pool).await
-    }
-
-    async fn purchase(&self, buyer: &str) -> Answer {
-        match self.decide(buyer).await {
-            Ok(answer) => answer,
-            // The row lock makes the duplicate check exact; the unique index
-            // is only a backstop, but if it fires, say what it was.
-            Err(error) if pg_schema::is_unique_violation(&error) => Answer::AlreadyPurchased,
-            Err(error) => Answer::Failed(error.to_string()),
-        }
     }
 
     async fn finish(&self) {

@@ -15,7 +15,7 @@ use redis::AsyncCommands;
 
 use super::redis_keys::FcfsKeys;
 use super::redis_pool::{self, RedisPool};
-use super::{Answer, SaleSetup, Strategy, StrategyError, StrategyKind, Verification};
+use super::{Answer, Purchaser, SaleSetup, Strategy, StrategyError, StrategyKind, Verification};
 
 /// DECR with INCR compensation.
 pub struct RedisDecr {
@@ -38,21 +38,7 @@ impl RedisDecr {
 }
 
 #[async_trait]
-impl Strategy for RedisDecr {
-    fn kind(&self) -> StrategyKind {
-        StrategyKind::RedisDecr
-    }
-
-    async fn setup(&mut self, sale: &SaleSetup) -> Result<(), StrategyError> {
-        let keys = FcfsKeys::new(&sale.id);
-        let mut conn = redis_pool::checkout(&self.pool).await?;
-        let () = conn.set(&keys.stock, sale.stock).await?;
-        drop(conn);
-        self.lowest.store(i64::from(sale.stock), Ordering::Relaxed);
-        self.keys = Some(keys);
-        Ok(())
-    }
-
+impl Purchaser for RedisDecr {
     async fn purchase(&self, _buyer: &str) -> Answer {
         let keys = self.keys.as_ref().expect("setup runs before purchases");
         let mut conn = match redis_pool::checkout(&self.pool).await {
@@ -71,6 +57,23 @@ impl Strategy for RedisDecr {
             Ok(_) => Answer::SoldOut,
             Err(error) => Answer::Failed(format!("the compensating INCR failed: {error}")),
         }
+    }
+}
+
+#[async_trait]
+impl Strategy for RedisDecr {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::RedisDecr
+    }
+
+    async fn setup(&mut self, sale: &SaleSetup) -> Result<(), StrategyError> {
+        let keys = FcfsKeys::new(&sale.id);
+        let mut conn = redis_pool::checkout(&self.pool).await?;
+        let () = conn.set(&keys.stock, sale.stock).await?;
+        drop(conn);
+        self.lowest.store(i64::from(sale.stock), Ordering::Relaxed);
+        self.keys = Some(keys);
+        Ok(())
     }
 
     async fn verify(&self) -> Result<Verification, StrategyError> {

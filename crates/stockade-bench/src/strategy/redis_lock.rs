@@ -17,7 +17,7 @@ use stockade_lock::{Lease, LockError, Locks};
 
 use super::redis_keys::{FcfsKeys, PREFIX};
 use super::redis_pool::{self, RedisPool};
-use super::{Answer, SaleSetup, Strategy, StrategyError, StrategyKind, Verification};
+use super::{Answer, Purchaser, SaleSetup, Strategy, StrategyError, StrategyKind, Verification};
 
 /// How long a purchase may wait for the lock. Long: in a burst every buyer
 /// queues for the one lock, and the queueing is what is measured.
@@ -75,26 +75,7 @@ impl RedisLock {
 }
 
 #[async_trait]
-impl Strategy for RedisLock {
-    fn kind(&self) -> StrategyKind {
-        StrategyKind::RedisLock
-    }
-
-    async fn setup(&mut self, sale: &SaleSetup) -> Result<(), StrategyError> {
-        let keys = FcfsKeys::new(&sale.id);
-        let mut conn = redis_pool::checkout(&self.pool).await?;
-        let () = conn.set(&keys.stock, sale.stock).await?;
-        drop(conn);
-        // Take and release the lock once, so the lock scripts are loaded.
-        self.locks
-            .lock_with(&keys.lock, LOCK_WAIT, Lease::Fixed(LEASE))
-            .await?
-            .release()
-            .await?;
-        self.keys = Some(keys);
-        Ok(())
-    }
-
+impl Purchaser for RedisLock {
     async fn purchase(&self, buyer: &str) -> Answer {
         let keys = self.keys.as_ref().expect("setup runs before purchases");
         let guard = match self
@@ -116,6 +97,28 @@ impl Strategy for RedisLock {
             (Ok(_), Err(error)) => Answer::Failed(format!("releasing the lock: {error}")),
             (Ok(answer), Ok(())) => answer,
         }
+    }
+}
+
+#[async_trait]
+impl Strategy for RedisLock {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::RedisLock
+    }
+
+    async fn setup(&mut self, sale: &SaleSetup) -> Result<(), StrategyError> {
+        let keys = FcfsKeys::new(&sale.id);
+        let mut conn = redis_pool::checkout(&self.pool).await?;
+        let () = conn.set(&keys.stock, sale.stock).await?;
+        drop(conn);
+        // Take and release the lock once, so the lock scripts are loaded.
+        self.locks
+            .lock_with(&keys.lock, LOCK_WAIT, Lease::Fixed(LEASE))
+            .await?
+            .release()
+            .await?;
+        self.keys = Some(keys);
+        Ok(())
     }
 
     async fn verify(&self) -> Result<Verification, StrategyError> {

@@ -7,7 +7,7 @@ use redis::AsyncCommands;
 
 use super::redis_keys::FcfsKeys;
 use super::redis_pool::{self, RedisPool};
-use super::{Answer, SaleSetup, Strategy, StrategyError, StrategyKind, Verification};
+use super::{Answer, Purchaser, SaleSetup, Strategy, StrategyError, StrategyKind, Verification};
 
 /// The article's script (`lua/fcfs_purchase.lua`).
 const SCRIPT: &str = include_str!("../../lua/fcfs_purchase.lua");
@@ -37,23 +37,7 @@ impl RedisLua {
 }
 
 #[async_trait]
-impl Strategy for RedisLua {
-    fn kind(&self) -> StrategyKind {
-        StrategyKind::RedisLua
-    }
-
-    async fn setup(&mut self, sale: &SaleSetup) -> Result<(), StrategyError> {
-        let keys = FcfsKeys::new(&sale.id);
-        let mut conn = redis_pool::checkout(&self.pool).await?;
-        let () = conn.set(&keys.stock, sale.stock).await?;
-        // Load the script now, as Spring does at start-up, so that the run's
-        // first EVALSHA does not miss.
-        let _sha: String = self.script.prepare_invoke().load_async(&mut *conn).await?;
-        drop(conn);
-        self.keys = Some(keys);
-        Ok(())
-    }
-
+impl Purchaser for RedisLua {
     async fn purchase(&self, buyer: &str) -> Answer {
         let keys = self.keys();
         let mut conn = match redis_pool::checkout(&self.pool).await {
@@ -74,6 +58,25 @@ impl Strategy for RedisLua {
             Ok(other) => Answer::Failed(format!("the script answered {other}")),
             Err(error) => Answer::Failed(error.to_string()),
         }
+    }
+}
+
+#[async_trait]
+impl Strategy for RedisLua {
+    fn kind(&self) -> StrategyKind {
+        StrategyKind::RedisLua
+    }
+
+    async fn setup(&mut self, sale: &SaleSetup) -> Result<(), StrategyError> {
+        let keys = FcfsKeys::new(&sale.id);
+        let mut conn = redis_pool::checkout(&self.pool).await?;
+        let () = conn.set(&keys.stock, sale.stock).await?;
+        // Load the script now, as Spring does at start-up, so that the run's
+        // first EVALSHA does not miss.
+        let _sha: String = self.script.prepare_invoke().load_async(&mut *conn).await?;
+        drop(conn);
+        self.keys = Some(keys);
+        Ok(())
     }
 
     async fn verify(&self) -> Result<Verification, StrategyError> {

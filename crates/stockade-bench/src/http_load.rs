@@ -1,0 +1,366 @@
+//! `stockade load --url`: the same crowd, measured the same way, sent over
+//! HTTP to a running `stockade serve`.
+//!
+//! It creates its own sale through the admin API (`POST /v1/sales`), sends
+//! the workload as `POST /v1/sales/{id}/purchases` over `concurrency`
+//! keep-alive connections with distinct user ids, counts status codes, and
+//! then checks the result against `GET /v1/sales/{id}` and the admin order
+//! list (`GET /v1/sales/{id}/orders`): stock that adds up, no buyer with two
+//! orders, and every acknowledged order id committed.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use reqwest::StatusCode;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::check::Observed;
+use crate::driver;
+use crate::report::{BenchResult, ServerWork};
+use crate::scenario::Workload;
+use crate::strategy::{Answer, Purchaser, StrategyError, Verification};
+
+/// Keep-alive connections when `--concurrency` is not given.
+pub const DEFAULT_CONNECTIONS: usize = 256;
+/// How long one request may take before it counts as failed.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long to wait for answered-but-pending (202) orders to be committed
+/// before checking the store.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Orders per page of the admin order list.
+const PAGE: u32 = 1_000;
+
+/// What to send where.
+#[derive(Debug, Clone)]
+pub struct LoadConfig {
+    /// The service, `http://host:port`.
+    pub url: String,
+    /// The admin bearer token (to create the sale and list its orders).
+    pub admin_token: String,
+    /// The crowd.
+    pub workload: Workload,
+}
+
+/// Why a load run could not take place.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The URL or client settings are unusable.
+    #[error("{0}")]
+    Setup(String),
+    /// The service refused or failed a setup call.
+    #[error("{0}")]
+    Service(String),
+}
+
+/// The result of a load run: the usual measures plus status codes.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LoadReport {
+    /// Measures and checks, as for `stockade bench` (`strategy` is `http`).
+    #[serde(flatten)]
+    pub result: BenchResult,
+    /// Answers by HTTP status (and error code for 4xx/5xx), e.g.
+    /// `201`, `409 sold_out`.
+    pub statuses: BTreeMap<String, u64>,
+}
+
+impl LoadReport {
+    /// `{"results": [...]}`, the shape `stockade bench --json` prints.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(&json!({ "results": [self] }))
+            .expect("a report always serializes")
+    }
+
+    /// The table, what broke, and the status codes.
+    pub fn to_markdown(&self) -> String {
+        let report = crate::report::BenchReport {
+            results: vec![self.result.clone()],
+        };
+        let mut out = report.to_markdown();
+        out.push_str("\n| status | answers |\n| --- | ---: |\n");
+        for (status, count) in &self.statuses {
+            out.push_str(&format!("| {status} | {count} |\n"));
+        }
+        out
+    }
+}
+
+/// The service's sale: one purchase is one HTTP request.
+struct HttpSale {
+    client: reqwest::Client,
+    base: String,
+    admin_token: String,
+    sale: String,
+    statuses: Mutex<BTreeMap<String, u64>>,
+    acknowledged: Mutex<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    error: ErrorDetail,
+}
+
+#[derive(Deserialize)]
+struct ErrorDetail {
+    code: String,
+}
+
+#[derive(Deserialize)]
+struct OrderAnswer {
+    order_id: String,
+}
+
+#[derive(Deserialize)]
+struct SaleBody {
+    remaining: i64,
+}
+
+#[derive(Deserialize)]
+struct OrderPage {
+    orders: Vec<ListedOrder>,
+    next_after: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ListedOrder {
+    order_id: String,
+    user_id: String,
+    quantity: u64,
+    status: String,
+}
+
+impl HttpSale {
+    fn count(&self, status: String) {
+        *self
+            .statuses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(status)
+            .or_default() += 1;
+    }
+
+    async fn decide(&self, buyer: &str) -> Result<Answer, reqwest::Error> {
+        let answer = self
+            .client
+            .post(format!("{}/v1/sales/{}/purchases", self.base, self.sale))
+            .json(&json!({ "user_id": buyer }))
+            .send()
+            .await?;
+        let status = answer.status();
+        if status == StatusCode::CREATED || status == StatusCode::ACCEPTED {
+            self.count(status.as_u16().to_string());
+            let order: OrderAnswer = answer.json().await?;
+            if status == StatusCode::CREATED {
+                self.acknowledged
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(order.order_id);
+            }
+            return Ok(Answer::Purchased);
+        }
+        let code = answer
+            .json::<ErrorBody>()
+            .await
+            .map(|body| body.error.code)
+            .unwrap_or_else(|_| "unreadable body".to_owned());
+        self.count(format!("{} {code}", status.as_u16()));
+        Ok(match (status, code.as_str()) {
+            (StatusCode::CONFLICT, "sold_out" | "insufficient_stock") => Answer::SoldOut,
+            (StatusCode::CONFLICT, "limit_exceeded") => Answer::AlreadyPurchased,
+            _ => Answer::Failed(format!("HTTP {status} {code}")),
+        })
+    }
+
+    async fn sale_remaining(&self) -> Result<i64, reqwest::Error> {
+        let sale: SaleBody = self
+            .client
+            .get(format!("{}/v1/sales/{}", self.base, self.sale))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        Ok(sale.remaining)
+    }
+
+    async fn orders(&self) -> Result<Vec<ListedOrder>, reqwest::Error> {
+        let mut orders = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let mut request = self
+                .client
+                .get(format!("{}/v1/sales/{}/orders", self.base, self.sale))
+                .bearer_auth(&self.admin_token)
+                .query(&[("limit", PAGE.to_string())]);
+            if let Some(after) = &after {
+                request = request.query(&[("after", after)]);
+            }
+            let page: OrderPage = request.send().await?.error_for_status()?.json().await?;
+            orders.extend(page.orders);
+            match page.next_after {
+                Some(next) => after = Some(next),
+                None => return Ok(orders),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Purchaser for HttpSale {
+    async fn purchase(&self, buyer: &str) -> Answer {
+        match self.decide(buyer).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                self.count("no answer".to_owned());
+                Answer::Failed(error.to_string())
+            }
+        }
+    }
+}
+
+impl HttpSale {
+    /// Stock left and live orders, from the service.
+    async fn verify(&self) -> Result<Verification, StrategyError> {
+        let http = |e: reqwest::Error| StrategyError::Other(format!("HTTP: {e}"));
+        let remaining = self.sale_remaining().await.map_err(http)?;
+        let orders = self.orders().await.map_err(http)?;
+        let live: u64 = orders
+            .iter()
+            .filter(|o| matches!(o.status.as_str(), "confirmed" | "held"))
+            .map(|o| o.quantity)
+            .sum();
+        Ok(Verification {
+            remaining,
+            recorded_orders: Some(live),
+            lowest_stock_seen: None,
+        })
+    }
+}
+
+/// Creates a sale on the service at `config.url`, sends the crowd, and
+/// checks the result. `on_answer` is called once per answer.
+pub async fn run(
+    config: &LoadConfig,
+    on_answer: Arc<dyn Fn() + Send + Sync>,
+) -> Result<LoadReport, LoadError> {
+    let base = config.url.trim_end_matches('/').to_owned();
+    if !(base.starts_with("http://") || base.starts_with("https://")) {
+        return Err(LoadError::Setup(format!(
+            "--url {base:?} must start with http:// (for example http://127.0.0.1:8080)"
+        )));
+    }
+    let workload = &config.workload;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(workload.concurrency)
+        .tcp_nodelay(true)
+        .timeout(REQUEST_TIMEOUT)
+        .build()
+        .map_err(|e| LoadError::Setup(format!("building the HTTP client: {e}")))?;
+    let sale = format!("load-{}", uuid::Uuid::now_v7().simple());
+    create_sale(&client, &base, &config.admin_token, &sale, workload.stock).await?;
+    let service = Arc::new(HttpSale {
+        client,
+        base,
+        admin_token: config.admin_token.clone(),
+        sale,
+        statuses: Mutex::new(BTreeMap::new()),
+        acknowledged: Mutex::new(Vec::new()),
+    });
+    let tally = driver::drive(Arc::clone(&service), workload, on_answer).await;
+
+    // Orders answered 202 may still be committing: give them a moment.
+    let started = Instant::now();
+    let verification = loop {
+        let verification = service.verify().await;
+        let settled = matches!(&verification, Ok(v) if v.recorded_orders >= Some(tally.purchased));
+        if settled || started.elapsed() > SETTLE_TIMEOUT {
+            break verification;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let observed = Observed::new(
+        workload.stock,
+        &tally,
+        verification.map_err(|e| e.to_string()),
+    );
+    let mut result = BenchResult::new("http", workload, &tally, &observed, ServerWork::default());
+    let extra = store_problems(&service).await;
+    if !extra.is_empty() {
+        result.problems.extend(extra);
+        result.ok = false;
+    }
+    let statuses = service
+        .statuses
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    Ok(LoadReport { result, statuses })
+}
+
+/// What the order list says beyond the counts: acknowledged orders that
+/// are not committed, buyers with two live orders.
+async fn store_problems(service: &HttpSale) -> Vec<String> {
+    let orders = match service.orders().await {
+        Ok(orders) => orders,
+        Err(error) => return vec![format!("could not list the sale's orders: {error}")],
+    };
+    let mut problems = Vec::new();
+    let committed: HashSet<&str> = orders.iter().map(|o| o.order_id.as_str()).collect();
+    let acknowledged = service
+        .acknowledged
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let lost = acknowledged
+        .iter()
+        .filter(|id| !committed.contains(id.as_str()))
+        .count();
+    if lost > 0 {
+        problems.push(format!(
+            "{lost} orders were acknowledged with 201 but are not in the store"
+        ));
+    }
+    let mut buyers = HashSet::new();
+    let twice = orders
+        .iter()
+        .filter(|o| matches!(o.status.as_str(), "confirmed" | "held"))
+        .filter(|o| !buyers.insert(o.user_id.as_str()))
+        .count();
+    if twice > 0 {
+        problems.push(format!(
+            "the store holds a second live order for {twice} buyers"
+        ));
+    }
+    problems
+}
+
+async fn create_sale(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+    sale: &str,
+    stock: u32,
+) -> Result<(), LoadError> {
+    let answer = client
+        .post(format!("{base}/v1/sales"))
+        .bearer_auth(token)
+        .json(&json!({ "id": sale, "stock": stock }))
+        .send()
+        .await
+        .map_err(|e| LoadError::Service(format!("cannot reach {base}: {e}")))?;
+    let status = answer.status();
+    if status.is_success() {
+        return Ok(());
+    }
+    let body = answer.text().await.unwrap_or_default();
+    let hint = if status == StatusCode::UNAUTHORIZED {
+        " (pass the service's admin token with --admin-token or STOCKADE_ADMIN_TOKEN)"
+    } else {
+        ""
+    };
+    Err(LoadError::Service(format!(
+        "creating the sale failed with HTTP {status}{hint}: {body}"
+    )))
+}
