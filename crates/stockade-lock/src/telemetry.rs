@@ -8,7 +8,7 @@
 //! | `stockade_lock_wait_seconds` | histogram | for acquisitions that had to wait: time spent waiting |
 //! | `stockade_lock_contended_total` | counter | acquire attempts that found the lock held by someone else |
 //! | `stockade_lock_acquired_total` | counter | locks acquired |
-//! | `stockade_lock_released_total` | counter, `outcome` = `released`/`not_held`/`error` | explicit and background releases |
+//! | `stockade_lock_released_total` | counter, `outcome` = `released`/`not_held`/`error`/`dropped` | explicit releases by outcome; `dropped`: guards dropped unreleased (released in the background) |
 //! | `stockade_lock_extensions_total` | counter, `outcome` = `extended`/`not_held`/`error` | watchdog and manual extensions |
 //! | `stockade_lock_lost_total` | counter, `reason` = `expired`/`taken` | guards that lost their lock while held |
 //!

@@ -102,25 +102,21 @@ async fn a_redis_restart_is_reported_lost_and_run_cancels_the_section() {
     let mut server = redis();
     let locks = client(&server.url()).await;
     let finished = Arc::new(AtomicBool::new(false));
+    let (started, running) = tokio::sync::oneshot::channel();
     let section = {
         let (locks, finished) = (locks.clone(), finished.clone());
         tokio::spawn(async move {
             locks
-                .run("job", async |_guard| {
+                .run("job", async move |_guard| {
+                    let _ = started.send(());
                     tokio::time::sleep(Duration::from_secs(60)).await;
                     finished.store(true, Ordering::SeqCst);
                 })
                 .await
         })
     };
-    // Wait until the section holds the lock, then lose all of Redis's data.
-    let url = server.url();
-    while cmd::<Option<String>>(&url, &["GET", &lock_key("job")])
-        .await
-        .is_none()
-    {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    // Once the section holds the lock, lose all of Redis's data.
+    running.await.unwrap();
     server.restart().unwrap();
     let outcome = tokio::time::timeout(Duration::from_secs(15), section)
         .await
@@ -143,4 +139,27 @@ async fn run_can_be_spawned_and_returns_the_sections_value() {
         async move { locks.run("job", async |guard| guard.name().len()).await }
     });
     assert_eq!(task.await.unwrap().unwrap(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_redis_makes_the_lease_run_out_and_the_guard_knows() {
+    let server = redis();
+    let locks = client(&server.url()).await;
+    let guard = locks.lock("job").await.unwrap();
+    // The watchdog cannot extend the lease while Redis answers nothing.
+    server.pause();
+    let reason = tokio::time::timeout(Duration::from_secs(10), guard.lost()).await;
+    // The guard gives up a little before the key expires (the clock-drift
+    // allowance); stay frozen until Redis's own lease is over too.
+    tokio::time::sleep(WATCHDOG_LEASE / 2).await;
+    server.resume();
+    assert_eq!(reason.expect("lost() completes"), LostReason::Expired);
+    // The extensions sent while frozen find the lock expired, and so does the
+    // release: reported as not held (or Redis as unavailable if it is still
+    // catching up), never as success.
+    let error = guard.release().await.unwrap_err();
+    assert!(
+        matches!(error.kind(), ErrorKind::NotHeld | ErrorKind::Unavailable),
+        "{error}"
+    );
 }
