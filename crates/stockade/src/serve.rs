@@ -1,0 +1,74 @@
+//! `stockade serve`: the HTTP service, configured by flags, `STOCKADE_*`
+//! variables and an optional TOML file (in that order of precedence).
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use stockade_server::config::{RawConfig, ServerConfig, StoreLocation};
+
+use crate::cli::ServeArgs;
+
+/// Runs the service until Ctrl-C or SIGTERM, then shuts down gracefully.
+pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,sqlx=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let flags = RawConfig {
+        listen: args.listen,
+        data_dir: args.data_dir,
+        redis_url: args.redis_url,
+        database_url: args.database_url,
+        admin_token: None,
+        commit_deadline_ms: args.commit_deadline_ms,
+        batch_max: args.batch_max,
+        batch_delay_ms: args.batch_delay_ms,
+        outbox_grace_ms: None,
+    };
+    let env = RawConfig::from_env(|name| std::env::var(name).ok())?;
+    let config = ServerConfig::resolve(flags, env, args.config.as_deref())?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {} (--listen)", config.listen))?;
+    let address = listener.local_addr()?;
+    let engine = match &config.redis_url {
+        Some(url) => format!("Redis engine at {url}"),
+        None => "in-memory engine".to_owned(),
+    };
+    let store = match &config.store {
+        StoreLocation::Postgres(url) => format!("PostgreSQL store at {url}"),
+        StoreLocation::Sqlite(path) => format!("SQLite store at {}", path.display()),
+    };
+    println!("stockade listening on http://{address} ({engine}, {store})");
+    if config.admin.generated {
+        println!(
+            "admin token: {} (generated; set STOCKADE_ADMIN_TOKEN to choose one)",
+            config.admin.token
+        );
+    }
+    stockade_server::run(listener, config, shutdown_signal()).await?;
+    eprintln!("stockade stopped: every accepted order was committed");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

@@ -1,0 +1,191 @@
+//! The crash test of the HTTP service: 2,000 concurrent buyers for 500
+//! items, the `stockade serve` process SIGKILLed mid-sale and restarted on
+//! the same data. Every 201 must be a committed, confirmed order; sold must
+//! equal the committed orders and never exceed 500; remaining must be
+//! 500 − sold. Run on the embedded default and on Redis + PostgreSQL.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use stockade_test_support::{PostgresServer, RedisServer};
+
+const TOKEN: &str = "crash-test-admin-token-0123";
+const STOCK: u64 = 500;
+const BUYERS: usize = 2_000;
+
+/// A `stockade serve` child process.
+struct Serve {
+    child: Child,
+    url: String,
+}
+
+impl Serve {
+    fn start(data_dir: &std::path::Path, redis: Option<&str>, database: Option<&str>) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_stockade"));
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .env("STOCKADE_ADMIN_TOKEN", TOKEN)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(url) = redis {
+            command.args(["--redis-url", url]);
+        }
+        if let Some(url) = database {
+            command.args(["--database-url", url]);
+        }
+        let mut child = command.spawn().expect("spawn stockade serve");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no URL in {line:?}"))
+            .to_owned();
+        Self { child, url }
+    }
+
+    fn kill(&mut self) {
+        self.child.kill().unwrap(); // SIGKILL
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn json_of(response: reqwest::Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Sends buyers until told to stop; returns the order ids answered 201.
+async fn crowd(client: reqwest::Client, url: String, next: Arc<AtomicUsize>, acknowledged: Arc<std::sync::Mutex<HashSet<String>>>) {
+    loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= BUYERS {
+            return;
+        }
+        let response = client
+            .post(format!("{url}/v1/sales/crash/purchases"))
+            .header("Idempotency-Key", format!("key-{i}"))
+            .json(&json!({"user_id": format!("buyer-{i}")}))
+            .send()
+            .await;
+        let Ok(response) = response else {
+            // The server died under us: this buyer got no answer.
+            return;
+        };
+        let (status, body) = json_of(response).await;
+        if status == 201 {
+            acknowledged
+                .lock()
+                .unwrap()
+                .insert(body["order_id"].as_str().unwrap().to_owned());
+        }
+    }
+}
+
+async fn crash_mid_sale(redis: Option<&str>, database: Option<&str>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Serve::start(dir.path(), redis, database);
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let (status, body) = json_of(
+        client
+            .post(format!("{}/v1/sales", server.url))
+            .bearer_auth(TOKEN)
+            .json(&json!({"id": "crash", "stock": STOCK}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+
+    let next = Arc::new(AtomicUsize::new(0));
+    let acknowledged = Arc::new(std::sync::Mutex::new(HashSet::new()));
+    let workers: Vec<_> = (0..64)
+        .map(|_| {
+            tokio::spawn(crowd(
+                client.clone(),
+                server.url.clone(),
+                Arc::clone(&next),
+                Arc::clone(&acknowledged),
+            ))
+        })
+        .collect();
+    // Kill the server once a third of the stock is acknowledged.
+    while acknowledged.lock().unwrap().len() < (STOCK / 3) as usize {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    server.kill();
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    assert!(!acknowledged.is_empty());
+
+    let server = Serve::start(dir.path(), redis, database);
+    for id in &acknowledged {
+        let (status, order) =
+            json_of(client.get(format!("{}/v1/orders/{id}", server.url)).send().await.unwrap()).await;
+        assert_eq!(status, 200, "acknowledged order {id} is lost: {order}");
+        assert_eq!(order["status"], "confirmed", "{order}");
+    }
+    let mut committed = Vec::new();
+    let mut after = String::new();
+    loop {
+        let (status, page) = json_of(
+            client
+                .get(format!("{}/v1/sales/crash/orders?limit=1000&after={after}", server.url))
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, 200, "{page}");
+        committed.extend(page["orders"].as_array().unwrap().iter().cloned());
+        match page["next_after"].as_str() {
+            Some(next) => after = next.to_owned(),
+            None => break,
+        }
+    }
+    let live = committed.iter().filter(|o| o["status"] == "confirmed").count() as u64;
+    let (status, sale) =
+        json_of(client.get(format!("{}/v1/sales/crash", server.url)).send().await.unwrap()).await;
+    assert_eq!(status, 200, "{sale}");
+    let sold = sale["sold"].as_u64().unwrap();
+    assert!(sold <= STOCK);
+    assert_eq!(sold, live, "sold equals the committed orders");
+    assert_eq!(sale["remaining"].as_u64().unwrap(), STOCK - sold);
+    let buyers: HashSet<&str> = committed.iter().map(|o| o["user_id"].as_str().unwrap()).collect();
+    assert_eq!(buyers.len(), committed.len(), "no buyer twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_mid_sale_on_the_embedded_default() {
+    crash_mid_sale(None, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_mid_sale_on_redis_and_postgres() {
+    let redis = RedisServer::start().unwrap();
+    let postgres = PostgresServer::start().unwrap();
+    let database = postgres.fresh_database().await.unwrap();
+    crash_mid_sale(Some(&redis.url()), Some(&database)).await;
+}
