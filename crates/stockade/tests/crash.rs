@@ -175,6 +175,31 @@ async fn crash_mid_sale(redis: Option<&str>, database: Option<&str>) {
     assert_eq!(sale["remaining"].as_u64().unwrap(), STOCK - sold);
     let buyers: HashSet<&str> = committed.iter().map(|o| o["user_id"].as_str().unwrap()).collect();
     assert_eq!(buyers.len(), committed.len(), "no buyer twice");
+    eprintln!(
+        "killed after {} acknowledged; after restart {sold} sold, {} committed orders",
+        acknowledged.len(),
+        committed.len()
+    );
+
+    // The restarted service sells exactly the rest, no more.
+    let mut sold_after = 0;
+    for i in BUYERS..BUYERS + STOCK as usize {
+        let (status, body) = json_of(
+            client
+                .post(format!("{}/v1/sales/crash/purchases", server.url))
+                .json(&json!({"user_id": format!("late-{i}")}))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        match status {
+            201 => sold_after += 1,
+            409 => assert_eq!(body["error"]["code"], "sold_out", "{body}"),
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    assert_eq!(sold + sold_after, STOCK, "the sale ends exactly sold out");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

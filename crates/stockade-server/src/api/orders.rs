@@ -130,9 +130,11 @@ pub async fn list_orders(
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::invalid("limit", "must be between 1 and 1000"));
     }
+    // An empty `after` means the first page.
     let after = query
         .after
         .as_deref()
+        .filter(|a| !a.is_empty())
         .map(OrderId::from_str)
         .transpose()
         .map_err(|e| ApiError::invalid("after", e.reason))?;
