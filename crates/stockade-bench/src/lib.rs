@@ -62,6 +62,7 @@
 //! - [`compare`]: `stockade bench`, the strategies one after another.
 //! - [`report`]: results as a Markdown table or JSON.
 //! - [`chart`]: results as an SVG chart.
+//! - [`lock`]: the lock benchmark (`stockade-lock` against `rslock`).
 //! - [`http_load`]: `stockade load`, the same crowd and checks over HTTP
 //!   against a running `stockade serve`.
 
@@ -79,3 +80,8 @@ pub mod scenario;
 pub mod servers;
 pub mod strategy;
 pub mod timeline;
+
+/// `stockade bench lock`: the lock library against `rslock` (hand-off
+/// latency, throughput, Redis commands per acquisition), re-exported so the
+/// binary reaches every benchmark through this crate.
+pub use stockade_lock_bench as lock;

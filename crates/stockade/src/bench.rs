@@ -13,20 +13,23 @@ use std::time::Duration;
 
 use anyhow::bail;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use stockade_bench::chart;
 use stockade_bench::compare::{self, BenchConfig, Progress};
 use stockade_bench::report::{BenchResult, format_rate, format_us};
 use stockade_bench::scenario::{Overrides, Scenario, Workload};
 use stockade_bench::servers::Servers;
 use stockade_bench::strategy::StrategyKind;
+use stockade_bench::{chart, lock};
 
-use crate::cli::BenchArgs;
+use crate::cli::{BenchArgs, BenchCommand, LockArgs};
 
 /// The most connections per pool: PostgreSQL allows 100 by default.
 const MAX_POOL_SIZE: u32 = 90;
 
-/// Runs the comparison.
+/// Runs the comparison (or `bench lock`).
 pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    if let Some(BenchCommand::Lock(lock)) = args.command {
+        return run_lock(lock).await;
+    }
     let config = config(&args)?;
     eprintln!("{}", config.workload.describe());
     let servers = Servers::prepare(
@@ -73,6 +76,35 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         );
         Ok(ExitCode::from(1))
     }
+}
+
+/// `stockade bench lock`: the lock library against `rslock`.
+async fn run_lock(args: LockArgs) -> anyhow::Result<ExitCode> {
+    if args.clients == 0 || args.waiters < 2 || args.duration.is_zero() {
+        bail!(
+            "stockade bench lock needs --clients of at least 1, --waiters of at least 2 \
+             and a --duration above zero"
+        );
+    }
+    let options = lock::LockBenchOptions {
+        clients: args.clients,
+        waiters: args.waiters,
+        duration: args.duration,
+        ..lock::LockBenchOptions::default()
+    };
+    let servers = Servers::prepare(true, false, args.redis_url.as_deref(), None).await?;
+    for line in servers.describe() {
+        eprintln!("{line}");
+    }
+    let url = servers.redis_url().expect("Redis was asked for").to_owned();
+    let report = lock::run(&url, &options, |progress| eprintln!("{progress}")).await?;
+    drop(servers);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.to_markdown());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Checks the command line and turns it into a [`BenchConfig`].
@@ -214,6 +246,22 @@ mod tests {
         );
         let timed = parse(&["--scenario", "sustained", "--duration", "2s"]).unwrap();
         assert_eq!(timed.workload.requests(), None);
+    }
+
+    #[test]
+    fn the_lock_benchmark_is_a_subcommand() {
+        let cli =
+            Cli::try_parse_from(["stockade", "bench", "lock", "--json", "--waiters", "8"]).unwrap();
+        let Command::Bench(args) = cli.command else {
+            panic!("not a bench command");
+        };
+        let Some(BenchCommand::Lock(lock)) = args.command else {
+            panic!("not bench lock");
+        };
+        assert!(lock.json);
+        assert_eq!(lock.waiters, 8);
+        // The comparison's flags do not mix with it.
+        assert!(Cli::try_parse_from(["stockade", "bench", "--scenario", "crowd", "lock"]).is_err());
     }
 
     #[test]

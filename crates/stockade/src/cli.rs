@@ -68,7 +68,11 @@ pub struct DemoArgs {
 
 /// `stockade bench`.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
+    /// Another benchmark instead of the strategy comparison.
+    #[command(subcommand)]
+    pub command: Option<BenchCommand>,
     /// The scenario: seed-100 (100 buyers, 100 items), seed-150 (150 / 100),
     /// crowd (10,000 / 1,000), sustained (stock that never runs out, for
     /// --duration), double-tap (1,000 buyers tapping twice, 1,000 items).
@@ -119,6 +123,36 @@ pub struct BenchArgs {
     /// strategy to this file.
     #[arg(long, value_name = "FILE")]
     pub chart: Option<PathBuf>,
+}
+
+/// The other benchmarks of `stockade bench`.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// The lock library against `rslock` on the same Redis: hand-off
+    /// latency while a crowd of waiters drains through one lock,
+    /// acquisitions per second, Redis commands per acquisition.
+    Lock(LockArgs),
+}
+
+/// `stockade bench lock`.
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    /// Redis to use (default: start a throwaway redis-server).
+    #[arg(long, env = "STOCKADE_REDIS_URL")]
+    pub redis_url: Option<String>,
+    /// Tasks contending for the lock.
+    #[arg(long, default_value_t = 64)]
+    pub waiters: usize,
+    /// Lock clients the waiters are spread over (each with its own
+    /// connections).
+    #[arg(long, default_value_t = 4)]
+    pub clients: usize,
+    /// Measurement window per library (after a warm-up).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Print the results as one JSON object `{"results": [...]}`.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `stockade load`.
