@@ -297,8 +297,14 @@ impl Locks {
             if let Some(deadline) = deadline {
                 wake_at = wake_at.min(deadline);
             }
+            let released = async {
+                if wakeups.is_empty() {
+                    std::future::pending::<()>().await;
+                }
+                select_all(wakeups).await;
+            };
             tokio::select! {
-                _ = select_all(wakeups) => {}
+                () = released => {}
                 () = tokio::time::sleep_until(wake_at) => {}
             }
             if redlock {

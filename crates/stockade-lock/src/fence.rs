@@ -9,7 +9,7 @@ use std::fmt;
 /// process, a long network stall) past its lease from acting on stale
 /// ownership. Passing the token along with every write, and having the
 /// storage refuse a write whose token is smaller than one it has already
-/// seen, can: see [`crate::postgres`] (feature `postgres`) for the
+/// seen, can: see the `postgres` module (feature `postgres`) for the
 /// PostgreSQL pattern.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FencingToken(u64);

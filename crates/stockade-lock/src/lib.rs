@@ -69,7 +69,7 @@
 //! resource that the lock protects refuses a write whose token is smaller
 //! than one it already accepted. This crate hands out the token and (feature
 //! `postgres`) the helpers to enforce it in PostgreSQL; see
-//! [`postgres`](crate::postgres) when enabled.
+//! the `postgres` module when it is enabled.
 //!
 //! Fencing tokens with Redlock: each node has its own counter. The token of
 //! an acquisition is the largest counter among the nodes that granted it,
