@@ -4,8 +4,8 @@
 //! the next request until the crowd is served or the time is up, timing
 //! every answer.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::latency::Latencies;
@@ -68,6 +68,9 @@ where
 {
     let next_request = Arc::new(AtomicUsize::new(0));
     let start = Arc::new(tokio::sync::Barrier::new(workload.concurrency + 1));
+    // One start instant for everyone, taken by whoever passes the barrier
+    // first: a task scheduled late must not get a later deadline.
+    let started_at = Arc::new(OnceLock::new());
     let timeline = Timeline::default();
     let timed = matches!(workload.arrival, Arrival::Timed { .. });
     let workers: Vec<_> = (0..workload.concurrency)
@@ -75,13 +78,14 @@ where
             let purchaser = Arc::clone(&purchaser);
             let next_request = Arc::clone(&next_request);
             let start = Arc::clone(&start);
+            let started_at = Arc::clone(&started_at);
             let on_answer = Arc::clone(&on_answer);
             let workload = workload.clone();
             let mut windows = timed.then(|| timeline.recorder());
             tokio::spawn(async move {
                 let mut tally = WorkerTally::default();
                 start.wait().await;
-                let started = Instant::now();
+                let started = *started_at.get_or_init(Instant::now);
                 let deadline = match workload.arrival {
                     Arrival::Timed { duration } => Some(started + duration),
                     Arrival::Burst { .. } => None,
@@ -101,8 +105,13 @@ where
                     let answer = purchaser.purchase(&name).await;
                     let latency = asked.elapsed();
                     tally.latencies.record(latency);
-                    if let Some(windows) = &mut windows {
-                        windows.record(started.elapsed(), latency);
+                    // Answers after the deadline (the in-flight tail) count
+                    // in the totals, not in the second-by-second windows.
+                    let since_start = started.elapsed();
+                    if let (Some(windows), Some(deadline)) = (&mut windows, deadline)
+                        && started + since_start < deadline
+                    {
+                        windows.record(since_start, latency);
                     }
                     tally.requests += 1;
                     match answer {
@@ -124,7 +133,7 @@ where
         })
         .collect();
     start.wait().await;
-    let started = Instant::now();
+    let started = *started_at.get_or_init(Instant::now);
     let mut total = WorkerTally::default();
     let mut panicked = 0;
     for worker in workers {
@@ -158,7 +167,11 @@ where
         Arrival::Burst { buyers } => buyers as u64,
         Arrival::Timed { .. } => total.requests.div_ceil(workload.taps as u64),
     };
-    tally_buyers(total, asked, elapsed, timeline.summarize(elapsed))
+    let window_span = match workload.arrival {
+        Arrival::Timed { duration } => duration.min(elapsed),
+        Arrival::Burst { .. } => elapsed,
+    };
+    tally_buyers(total, asked, elapsed, timeline.summarize(window_span))
 }
 
 fn tally_buyers(
