@@ -71,7 +71,12 @@ async fn json_of(response: reqwest::Response) -> (u16, Value) {
 }
 
 /// Sends buyers until told to stop; returns the order ids answered 201.
-async fn crowd(client: reqwest::Client, url: String, next: Arc<AtomicUsize>, acknowledged: Arc<std::sync::Mutex<HashSet<String>>>) {
+async fn crowd(
+    client: reqwest::Client,
+    url: String,
+    next: Arc<AtomicUsize>,
+    acknowledged: Arc<std::sync::Mutex<HashSet<String>>>,
+) {
     loop {
         let i = next.fetch_add(1, Ordering::Relaxed);
         if i >= BUYERS {
@@ -141,8 +146,14 @@ async fn crash_mid_sale(redis: Option<&str>, database: Option<&str>) {
 
     let server = Serve::start(dir.path(), redis, database);
     for id in &acknowledged {
-        let (status, order) =
-            json_of(client.get(format!("{}/v1/orders/{id}", server.url)).send().await.unwrap()).await;
+        let (status, order) = json_of(
+            client
+                .get(format!("{}/v1/orders/{id}", server.url))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
         assert_eq!(status, 200, "acknowledged order {id} is lost: {order}");
         assert_eq!(order["status"], "confirmed", "{order}");
     }
@@ -151,7 +162,10 @@ async fn crash_mid_sale(redis: Option<&str>, database: Option<&str>) {
     loop {
         let (status, page) = json_of(
             client
-                .get(format!("{}/v1/sales/crash/orders?limit=1000&after={after}", server.url))
+                .get(format!(
+                    "{}/v1/sales/crash/orders?limit=1000&after={after}",
+                    server.url
+                ))
                 .bearer_auth(TOKEN)
                 .send()
                 .await
@@ -165,15 +179,27 @@ async fn crash_mid_sale(redis: Option<&str>, database: Option<&str>) {
             None => break,
         }
     }
-    let live = committed.iter().filter(|o| o["status"] == "confirmed").count() as u64;
-    let (status, sale) =
-        json_of(client.get(format!("{}/v1/sales/crash", server.url)).send().await.unwrap()).await;
+    let live = committed
+        .iter()
+        .filter(|o| o["status"] == "confirmed")
+        .count() as u64;
+    let (status, sale) = json_of(
+        client
+            .get(format!("{}/v1/sales/crash", server.url))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(status, 200, "{sale}");
     let sold = sale["sold"].as_u64().unwrap();
     assert!(sold <= STOCK);
     assert_eq!(sold, live, "sold equals the committed orders");
     assert_eq!(sale["remaining"].as_u64().unwrap(), STOCK - sold);
-    let buyers: HashSet<&str> = committed.iter().map(|o| o["user_id"].as_str().unwrap()).collect();
+    let buyers: HashSet<&str> = committed
+        .iter()
+        .map(|o| o["user_id"].as_str().unwrap())
+        .collect();
     assert_eq!(buyers.len(), committed.len(), "no buyer twice");
     eprintln!(
         "killed after {} acknowledged; after restart {sold} sold, {} committed orders",
