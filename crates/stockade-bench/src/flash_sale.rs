@@ -99,6 +99,31 @@ pub struct FlashSaleReport {
 }
 
 impl FlashSaleReport {
+    /// The same report for a crowd sent through the HTTP service
+    /// (`stockade load`'s result), so both kinds of demo print alike.
+    pub fn from_http(engine: &str, result: &crate::report::BenchResult) -> Self {
+        Self {
+            engine: engine.to_owned(),
+            buyers: result.buyers as usize,
+            stock: result.stock,
+            purchased: result.purchased as usize,
+            sold_out: result.sold_out as usize,
+            remaining: result
+                .remaining
+                .map_or(0, |r| r.clamp(0, i64::from(u32::MAX)) as u32),
+            oversold: result.oversold as usize,
+            duplicate_buyers: result.duplicate_buyers as usize,
+            errors: result.failed as usize,
+            unexpected: result.already_purchased as usize,
+            elapsed_ms: result.elapsed_ms,
+            per_second: result.per_second,
+            p50_us: result.p50_us,
+            p99_us: result.p99_us,
+            max_us: result.max_us,
+            ok: result.ok,
+        }
+    }
+
     /// The result as a two-column Markdown table.
     pub fn to_table(&self) -> String {
         let rows: [(&str, String); 14] = [

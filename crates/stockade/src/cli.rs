@@ -24,8 +24,10 @@ pub enum Command {
     /// Run the HTTP service. With no settings: the in-memory engine and a
     /// SQLite order store in ./stockade-data.
     Serve(ServeArgs),
-    /// Simulate a flash sale: N buyers with distinct ids arrive at once for S
-    /// items; print what happened and check that nothing was oversold.
+    /// Simulate a flash sale: start the service in-process, then N buyers
+    /// with distinct ids arrive at once over HTTP for S items; print what
+    /// happened and check that nothing was oversold and every 201 was
+    /// committed.
     Demo(DemoArgs),
     /// Compare every way of selling limited stock side by side in one run:
     /// the founding articles' strategies (row lock, conditional update,
@@ -47,20 +49,26 @@ pub struct DemoArgs {
     /// How many items are on sale.
     #[arg(long, default_value_t = 1_000)]
     pub stock: u32,
-    /// How many buyers are in flight at once (default: all of them).
+    /// How many buyers are in flight at once (default: all of them with
+    /// --direct, 256 keep-alive connections over HTTP).
     #[arg(long)]
     pub concurrency: Option<usize>,
-    /// Which engine decides the purchases: memory, redis or postgres.
+    /// Which engine decides the purchases: memory or redis (and, with
+    /// --direct, postgres).
     #[arg(long, default_value = "memory", value_parser = parse_engine)]
     pub engine: EngineKind,
-    /// Redis to use with --engine redis (default: start a throwaway
-    /// redis-server).
+    /// Redis for --engine redis (default: start a throwaway redis-server).
     #[arg(long, env = "STOCKADE_REDIS_URL")]
     pub redis_url: Option<String>,
-    /// PostgreSQL to use with --engine postgres (default: start a throwaway
-    /// server).
+    /// PostgreSQL: the order store of the service (default: SQLite in a
+    /// temporary directory), or with --direct --engine postgres the engine's
+    /// database (default: a throwaway server).
     #[arg(long, env = "STOCKADE_DATABASE_URL")]
     pub database_url: Option<String>,
+    /// Call the engine in-process instead of going through the HTTP service:
+    /// the engine alone, without the order store.
+    #[arg(long)]
+    pub direct: bool,
     /// Print the result as one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,

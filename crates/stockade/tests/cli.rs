@@ -1,0 +1,91 @@
+//! The `stockade` binary as a user runs it.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn stockade(args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_stockade"))
+        .args(args)
+        .env_remove("STOCKADE_REDIS_URL")
+        .env_remove("STOCKADE_DATABASE_URL")
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+const DEMO_KEYS: [&str; 12] = [
+    "engine",
+    "buyers",
+    "stock",
+    "purchased",
+    "sold_out",
+    "remaining",
+    "oversold",
+    "duplicate_buyers",
+    "elapsed_ms",
+    "per_second",
+    "p50_us",
+    "p99_us",
+];
+
+#[test]
+fn demo_over_http_sells_exactly_the_stock() {
+    let (code, stdout, stderr) = stockade(&["demo", "--buyers", "400", "--stock", "150", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+    for key in DEMO_KEYS {
+        assert!(!report[key].is_null(), "{key} missing: {report}");
+    }
+    assert_eq!(report["transport"], "http");
+    assert_eq!(report["purchased"], 150);
+    assert_eq!(report["sold_out"], 250);
+    assert_eq!(report["remaining"], 0);
+    assert_eq!(report["oversold"], 0);
+    assert_eq!(report["duplicate_buyers"], 0);
+    assert_eq!(report["ok"], true);
+}
+
+#[test]
+fn demo_direct_on_every_engine() {
+    for engine in ["memory", "redis", "postgres"] {
+        let (code, stdout, stderr) = stockade(&[
+            "demo", "--direct", "--engine", engine, "--buyers", "300", "--stock", "100", "--json",
+        ]);
+        assert_eq!(code, 0, "{engine}: {stderr}");
+        let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+        assert_eq!(report["engine"], engine);
+        assert_eq!(report["purchased"], 100, "{report}");
+        assert_eq!(report["oversold"], 0);
+        assert_eq!(report["ok"], true);
+    }
+}
+
+#[test]
+fn demo_table_by_default() {
+    let (code, stdout, _) = stockade(&["demo", "--buyers", "50", "--stock", "10"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("| purchased | 10 |"), "{stdout}");
+    assert!(stdout.contains("| invariants | held |"), "{stdout}");
+}
+
+#[test]
+fn bad_input_exits_2_with_a_message() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["demo", "--buyers", "0"], "--buyers"),
+        (&["demo", "--stock", "0"], "--stock"),
+        (&["demo", "--engine", "mysql"], "mysql"),
+        (&["demo", "--engine", "postgres"], "--direct"),
+        (&["serve", "--listen", "nowhere"], "--listen"),
+        (&["serve", "--redis-url", "http://x"], "--redis-url"),
+    ];
+    for (args, expected) in cases {
+        let (code, stdout, stderr) = stockade(args);
+        assert_eq!(code, 2, "{args:?}: {stdout} {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
