@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::OrderId;
+use crate::{EngineError, OrderId, SaleSpec};
 
 /// The answer to a purchase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,4 +85,19 @@ pub enum CreateOutcome {
     Created,
     /// A sale with the identical spec already existed: nothing changed.
     AlreadyExists,
+}
+
+impl CreateOutcome {
+    /// The answer to creating `requested` when a sale with its id exists as
+    /// `existing`: `AlreadyExists` if they are identical, a conflict if not.
+    pub fn for_existing(requested: &SaleSpec, existing: SaleSpec) -> Result<Self, EngineError> {
+        if existing == *requested {
+            Ok(Self::AlreadyExists)
+        } else {
+            Err(EngineError::SaleConflict {
+                sale_id: requested.id().clone(),
+                existing: Box::new(existing),
+            })
+        }
+    }
 }

@@ -58,15 +58,7 @@ impl Engine for MemoryEngine {
             }
             dashmap::Entry::Occupied(occupied) => Arc::clone(occupied.get()),
         };
-        let existing = book.spec();
-        if existing == *spec {
-            Ok(CreateOutcome::AlreadyExists)
-        } else {
-            Err(EngineError::SaleConflict {
-                sale_id: spec.id().clone(),
-                existing: Box::new(existing),
-            })
-        }
+        CreateOutcome::for_existing(spec, book.spec())
     }
 
     async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError> {

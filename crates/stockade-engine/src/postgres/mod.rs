@@ -22,6 +22,8 @@ use stockade_core::{
 };
 use uuid::Uuid;
 
+use crate::codes;
+
 /// The engine's schema migrations (tables `engine_sales`, `engine_orders`
 /// and the functions `engine_purchase`, `engine_release`).
 pub fn migrator() -> sqlx::migrate::Migrator {
@@ -91,8 +93,7 @@ fn sql_error(error: sqlx::Error) -> EngineError {
 }
 
 fn to_u32(value: i32, what: &str) -> Result<u32, EngineError> {
-    u32::try_from(value)
-        .map_err(|_| EngineError::backend(format!("PostgreSQL returned {value} for {what}")))
+    codes::count(value.into(), what, "PostgreSQL")
 }
 
 fn spec_from_row(row: &sqlx::postgres::PgRow) -> Result<SaleSpec, EngineError> {
@@ -170,15 +171,7 @@ impl Engine for PostgresEngine {
         .await
         .map_err(sql_error)?;
         tx.commit().await.map_err(sql_error)?;
-        let existing = spec_from_row(&row)?;
-        if existing == *spec {
-            Ok(CreateOutcome::AlreadyExists)
-        } else {
-            Err(EngineError::SaleConflict {
-                sale_id: spec.id().clone(),
-                existing: Box::new(existing),
-            })
-        }
+        CreateOutcome::for_existing(spec, spec_from_row(&row)?)
     }
 
     async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError> {
@@ -195,32 +188,13 @@ impl Engine for PostgresEngine {
         .fetch_one(&self.pool)
         .await
         .map_err(sql_error)?;
-        Ok(match code {
-            1 => PurchaseOutcome::Purchased {
-                order_id: new_order,
-                remaining: to_u32(value, "remaining")?,
-            },
-            2 => PurchaseOutcome::SoldOut,
-            3 => PurchaseOutcome::InsufficientStock {
-                remaining: to_u32(value, "remaining")?,
-            },
-            4 => PurchaseOutcome::LimitExceeded {
-                already: to_u32(value, "already held")?,
-            },
-            5 => PurchaseOutcome::Duplicate {
-                order_id: OrderId::from_uuid(order_id.ok_or_else(|| {
-                    EngineError::backend("engine_purchase reported a duplicate without its order")
-                })?),
-            },
-            6 => PurchaseOutcome::NotStarted,
-            7 => PurchaseOutcome::Ended,
-            8 => PurchaseOutcome::UnknownSale,
-            other => {
-                return Err(EngineError::backend(format!(
-                    "unexpected code {other} from engine_purchase"
-                )));
-            }
-        })
+        codes::purchase(
+            code.into(),
+            value.into(),
+            order_id.map(OrderId::from_uuid),
+            new_order,
+            "engine_purchase",
+        )
     }
 
     async fn release(&self, sale: &SaleId, order: OrderId) -> Result<ReleaseOutcome, EngineError> {
@@ -231,20 +205,12 @@ impl Engine for PostgresEngine {
                 .fetch_one(&self.pool)
                 .await
                 .map_err(sql_error)?;
-        Ok(match code {
-            1 => ReleaseOutcome::Released {
-                quantity: to_u32(quantity, "quantity")?,
-                remaining: to_u32(remaining, "remaining")?,
-            },
-            2 => ReleaseOutcome::AlreadyReleased,
-            3 => ReleaseOutcome::UnknownOrder,
-            4 => ReleaseOutcome::UnknownSale,
-            other => {
-                return Err(EngineError::backend(format!(
-                    "unexpected code {other} from engine_release"
-                )));
-            }
-        })
+        codes::release(
+            code.into(),
+            quantity.into(),
+            remaining.into(),
+            "engine_release",
+        )
     }
 
     async fn snapshot(&self, sale: &SaleId) -> Result<Option<SaleSnapshot>, EngineError> {

@@ -22,6 +22,7 @@ use stockade_core::{
     RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
 };
 
+use crate::codes;
 use connection::SharedConnection;
 pub use keys::SaleKeys;
 use scripts::{ACKNOWLEDGE, CREATE_SALE, PURCHASE, REBUILD, RELEASE, redis_error};
@@ -151,11 +152,6 @@ impl RedisEngine {
     }
 }
 
-fn to_u32(value: i64, what: &str) -> Result<u32, EngineError> {
-    u32::try_from(value)
-        .map_err(|_| EngineError::backend(format!("Redis returned {value} for {what}")))
-}
-
 #[async_trait]
 impl Engine for RedisEngine {
     fn name(&self) -> &'static str {
@@ -176,10 +172,9 @@ impl Engine for RedisEngine {
         match reply.first().map(String::as_str) {
             Some("created") => Ok(CreateOutcome::Created),
             Some("exists") => Ok(CreateOutcome::AlreadyExists),
-            Some("conflict") => Err(EngineError::SaleConflict {
-                sale_id: spec.id().clone(),
-                existing: Box::new(codec::spec_from_fields(spec.id(), &reply[1..])?),
-            }),
+            Some("conflict") => {
+                CreateOutcome::for_existing(spec, codec::spec_from_fields(spec.id(), &reply[1..])?)
+            }
             _ => Err(EngineError::backend(format!(
                 "unexpected reply from create_sale.lua: {reply:?}"
             ))),
@@ -206,30 +201,12 @@ impl Engine for RedisEngine {
             .invoke_async(&mut self.connection.clone())
             .await
             .map_err(redis_error)?;
-        Ok(match code {
-            1 => PurchaseOutcome::Purchased {
-                order_id,
-                remaining: to_u32(number, "remaining")?,
-            },
-            2 => PurchaseOutcome::SoldOut,
-            3 => PurchaseOutcome::InsufficientStock {
-                remaining: to_u32(number, "remaining")?,
-            },
-            4 => PurchaseOutcome::LimitExceeded {
-                already: to_u32(number, "already held")?,
-            },
-            5 => PurchaseOutcome::Duplicate {
-                order_id: text.parse().map_err(EngineError::backend)?,
-            },
-            6 => PurchaseOutcome::NotStarted,
-            7 => PurchaseOutcome::Ended,
-            8 => PurchaseOutcome::UnknownSale,
-            other => {
-                return Err(EngineError::backend(format!(
-                    "unexpected code {other} from purchase.lua"
-                )));
-            }
-        })
+        let original = if code == 5 {
+            Some(text.parse().map_err(EngineError::backend)?)
+        } else {
+            None
+        };
+        codes::purchase(code, number, original, order_id, "purchase.lua")
     }
 
     async fn release(&self, sale: &SaleId, order: OrderId) -> Result<ReleaseOutcome, EngineError> {
@@ -246,20 +223,7 @@ impl Engine for RedisEngine {
             .invoke_async(&mut self.connection.clone())
             .await
             .map_err(redis_error)?;
-        Ok(match code {
-            1 => ReleaseOutcome::Released {
-                quantity: to_u32(quantity, "quantity")?,
-                remaining: to_u32(remaining, "remaining")?,
-            },
-            2 => ReleaseOutcome::AlreadyReleased,
-            3 => ReleaseOutcome::UnknownOrder,
-            4 => ReleaseOutcome::UnknownSale,
-            other => {
-                return Err(EngineError::backend(format!(
-                    "unexpected code {other} from release.lua"
-                )));
-            }
-        })
+        codes::release(code, quantity, remaining, "release.lua")
     }
 
     async fn snapshot(&self, sale: &SaleId) -> Result<Option<SaleSnapshot>, EngineError> {
@@ -362,7 +326,7 @@ impl Engine for RedisEngine {
             .map_err(redis_error)?;
         Ok(SaleSnapshot::at(
             spec.clone(),
-            to_u32(remaining, "remaining")?,
+            codes::count(remaining, "remaining", "rebuild.lua")?,
             self.clock.now(),
         ))
     }
