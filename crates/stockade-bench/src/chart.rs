@@ -7,8 +7,9 @@ use std::path::Path;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::report::{BenchReport, BenchResult, format_rate, format_us};
+use crate::report::{BenchReport, BenchResult, format_rate};
 
 const WIDTH: u32 = 1_200;
 const ROW: u32 = 44;
@@ -58,7 +59,7 @@ pub fn render_svg(report: &BenchReport, title: &str) -> Result<String, ChartErro
             "p99 answer time (less is better)",
             &report.results,
             |r| r.p99_us as f64,
-            |v| format_us(v.round() as u64),
+            |v| compact_us(v.round() as u64),
         )?;
         root.present().map_err(draw_error)?;
     }
@@ -78,7 +79,21 @@ fn draw_error(error: impl std::fmt::Display) -> ChartError {
     ChartError::Draw(error.to_string())
 }
 
-/// The axis range: whole powers of ten around the values.
+/// Microseconds, short: `850 µs`, `1.2 ms`, `10 ms`, `2.61 s`.
+fn compact_us(us: u64) -> String {
+    let trim = |value: f64| {
+        let text = format!("{value:.2}");
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
+    };
+    match us {
+        0..1_000 => format!("{us} µs"),
+        1_000..1_000_000 => format!("{} ms", trim(us as f64 / 1e3)),
+        _ => format!("{} s", trim(us as f64 / 1e6)),
+    }
+}
+
+/// The axis range: whole powers of ten around the values, and one more
+/// decade on the right for the labels written after the bars.
 fn log_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     let positive: Vec<f64> = values.filter(|v| *v > 0.0).collect();
     let low = positive.iter().copied().fold(f64::INFINITY, f64::min);
@@ -87,8 +102,8 @@ fn log_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
         return (1.0, 10.0);
     }
     let low = 10f64.powf(low.log10().floor());
-    let high = 10f64.powf((high * 1.5).log10().ceil());
-    (low, high.max(low * 10.0))
+    let high = 10f64.powf((high * 1.5).log10().ceil() + 1.0);
+    (low, high.max(low * 100.0))
 }
 
 fn panel(
@@ -108,11 +123,13 @@ fn panel(
         .margin(12)
         .x_label_area_size(30)
         .y_label_area_size(140)
-        .build_cartesian_2d((low..high).log_scale(), (0..n).into_segmented())
+        // Integer ranges are inclusive here: 0..n-1 makes n rows.
+        .build_cartesian_2d((low..high).log_scale(), (0..n - 1).into_segmented())
         .map_err(draw_error)?;
     chart
         .configure_mesh()
         .disable_y_mesh()
+        .label_style(("sans-serif", 13))
         .y_labels(n)
         .y_label_formatter(&|v| match v {
             SegmentValue::CenterOf(row) if *row < n => names[n - 1 - row].to_owned(),
@@ -153,7 +170,10 @@ fn panel(
             Text::new(
                 label,
                 (v.max(low), SegmentValue::CenterOf(row_of(i))),
-                ("sans-serif", 13).into_font().color(&BLACK),
+                ("sans-serif", 13)
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Left, VPos::Center)),
             )
         }))
         .map_err(draw_error)?;
@@ -221,8 +241,10 @@ mod tests {
     fn log_ranges_are_whole_powers_of_ten() {
         assert_eq!(
             log_range([850.0, 400_000.0].into_iter()),
-            (100.0, 1_000_000.0)
+            (100.0, 10_000_000.0)
         );
         assert_eq!(log_range(std::iter::empty()), (1.0, 10.0));
+        assert_eq!(compact_us(10_000), "10 ms");
+        assert_eq!(compact_us(2_610_000), "2.61 s");
     }
 }

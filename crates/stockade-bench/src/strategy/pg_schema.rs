@@ -27,9 +27,11 @@ pub static APPLICATION_NAME: LazyLock<String> =
 /// Opens a pool of `size` connections to `url`, all connected on return.
 pub async fn connect_pool(url: &str, size: u32) -> Result<PgPool, StrategyError> {
     let options: PgConnectOptions = url.parse()?;
+    // No `min_connections`: its background top-up could open connections
+    // while the pool is being closed, and their transactions would then
+    // escape the count. The pool is filled by hand below instead.
     let pool = PgPoolOptions::new()
         .max_connections(size)
-        .min_connections(size)
         .acquire_timeout(ACQUIRE_TIMEOUT)
         // A warm service does not ping before every query.
         .test_before_acquire(false)
