@@ -25,7 +25,11 @@ use sqlx::{Connection, PgConnection, Row};
 use crate::strategy::StrategyError;
 use crate::strategy::pg_schema::APPLICATION_NAME;
 
-/// How long to wait for the strategy's sessions to end after the run.
+/// How long to wait for the strategy's sessions to end after the run
+/// before ending them (an sqlx pool that is closed can, rarely, leave a
+/// session or two open).
+const SESSIONS_GRACE: Duration = Duration::from_secs(2);
+/// How long to wait for them in all.
 const SESSIONS_END_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Reads Redis's command counters.
@@ -169,7 +173,7 @@ impl PgMonitor {
 
     /// Committed plus rolled-back transactions of the bench database so far.
     pub async fn read(&mut self) -> Result<TransactionReading, StrategyError> {
-        Ok(self.sample().await?.0)
+        Ok(self.sample(false).await?.0)
     }
 
     /// Waits until every session the strategies opened on the bench
@@ -180,8 +184,13 @@ impl PgMonitor {
         &mut self,
     ) -> Result<(TransactionReading, bool), StrategyError> {
         let started = Instant::now();
+        let mut terminated = false;
         loop {
-            let (reading, sessions) = self.sample().await?;
+            // Past the grace period, end the sessions left over: a session
+            // ended by pg_terminate_backend still reports its statistics.
+            let terminate = !terminated && started.elapsed() > SESSIONS_GRACE;
+            terminated |= terminate;
+            let (reading, sessions) = self.sample(terminate).await?;
             if sessions == 0 {
                 return Ok((reading, true));
             }
@@ -198,7 +207,10 @@ impl PgMonitor {
     /// the bench's own database it also forces its statistics out, so it
     /// is counted at once. (Separate statements for the two did not always
     /// report at once: keep it one.)
-    async fn sample(&mut self) -> Result<(TransactionReading, i64), StrategyError> {
+    async fn sample(
+        &mut self,
+        terminate: bool,
+    ) -> Result<(TransactionReading, i64), StrategyError> {
         let database = quote_literal(&self.database);
         let application = quote_literal(&APPLICATION_NAME);
         let flush = if self.same_database && self.can_flush {
@@ -206,11 +218,18 @@ impl PgMonitor {
         } else {
             ""
         };
+        let sessions = format!(
+            "FROM pg_stat_activity WHERE datname = {database} AND application_name = {application}"
+        );
+        let end_sessions = if terminate {
+            format!(", (SELECT count(pg_terminate_backend(pid)) {sessions})")
+        } else {
+            String::new()
+        };
         let sql = format!(
             "SELECT (SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database \
                      WHERE datname = {database}), \
-                    (SELECT count(*) FROM pg_stat_activity \
-                     WHERE datname = {database} AND application_name = {application}){flush}"
+                    (SELECT count(*) {sessions}){end_sessions}{flush}"
         );
         let own_before = self.own_statements;
         self.own_statements += 1;

@@ -244,11 +244,15 @@ impl BenchReport {
             }
         }
         if let Some(ratio) = self.ratio(StrategyKind::StockadeRedis, StrategyKind::PgForUpdate) {
+            let articles_pair = self
+                .ratio(StrategyKind::RedisLua, StrategyKind::PgForUpdate)
+                .map(|r| format!("; redis-lua, the article's own pair, {r:.1}×"))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "\nstockade-redis answered {ratio:.1}× as many requests per second as pg-for-update \
-                 (the founding article measured {ARTICLE_RATIO}× for its Redis Lua script against \
-                 its database lock, 100 buyers for 100 items)."
+                "\nstockade-redis answered {ratio:.1}× as many requests per second as pg-for-update\
+                 {articles_pair} (the founding article measured {ARTICLE_RATIO}× for its Redis Lua \
+                 script against its database lock, 100 buyers for 100 items)."
             );
         }
         out.push_str(&self.timeline_markdown());
