@@ -126,6 +126,11 @@ where
                         }
                     }
                     on_answer();
+                    // A strategy that never waits (the in-memory engine)
+                    // would otherwise keep its worker thread to itself: with
+                    // the cooperative budget the in-flight buyers interleave
+                    // (every 128 requests or so), as concurrent clients do.
+                    tokio::task::coop::consume_budget().await;
                 }
                 drop(windows);
                 tally

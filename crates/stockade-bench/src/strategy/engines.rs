@@ -7,9 +7,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use sqlx::PgPool;
 use stockade_core::{Engine, Purchase, PurchaseOutcome, SaleId, SaleSpec, SystemClock};
+use stockade_engine::redis::SaleKeys;
 use stockade_engine::{MemoryEngine, PostgresEngine, RedisEngine, RedisEngineConfig};
 
-use super::redis_keys::PREFIX;
 use super::{
     Answer, Purchaser, SaleSetup, Strategy, StrategyError, StrategyKind, Verification, pg_schema,
 };
@@ -17,8 +17,11 @@ use super::{
 /// Purchases made on a separate sale before the run, so that scripts are
 /// loaded and statements prepared on the connections the run will use.
 const WARM_UP_PURCHASES: u32 = 64;
-/// The most orders read back from an engine's outbox to check them.
-const MAX_OUTBOX_READ: u32 = 1_000_000;
+/// The most orders read back from an engine's outbox to check them (the
+/// Redis engine's outbox is counted on the server instead, at any size).
+const MAX_OUTBOX_READ: u32 = 200_000;
+/// The Redis engine's key prefix in the bench.
+const ENGINE_PREFIX: &str = "stockade-bench:engine:";
 
 /// One of Stockade's engines.
 pub struct EngineStrategy {
@@ -26,6 +29,8 @@ pub struct EngineStrategy {
     engine: Arc<dyn Engine>,
     /// The PostgreSQL engine's pool and database, closed after the run.
     postgres: Option<(PgPool, String)>,
+    /// The Redis engine's server, to count its outbox stream.
+    redis_url: Option<String>,
     sale: Option<SaleId>,
 }
 
@@ -36,6 +41,7 @@ impl EngineStrategy {
             kind: StrategyKind::StockadeMemory,
             engine: Arc::new(MemoryEngine::new(Arc::new(SystemClock))),
             postgres: None,
+            redis_url: None,
             sale: None,
         }
     }
@@ -43,12 +49,13 @@ impl EngineStrategy {
     /// The Redis engine on `url` (one shared multiplexed connection, as the
     /// engine always runs), its keys under the bench's prefix.
     pub async fn redis(url: &str) -> Result<Self, StrategyError> {
-        let config = RedisEngineConfig::new(url).key_prefix(format!("{PREFIX}engine:"));
+        let config = RedisEngineConfig::new(url).key_prefix(ENGINE_PREFIX);
         let engine = RedisEngine::connect(&config, Arc::new(SystemClock)).await?;
         Ok(Self {
             kind: StrategyKind::StockadeRedis,
             engine: Arc::new(engine),
             postgres: None,
+            redis_url: Some(url.to_owned()),
             sale: None,
         })
     }
@@ -62,6 +69,7 @@ impl EngineStrategy {
             kind: StrategyKind::StockadePostgres,
             engine: Arc::new(engine),
             postgres: Some((pool, url.to_owned())),
+            redis_url: None,
             sale: None,
         })
     }
@@ -155,11 +163,22 @@ impl Strategy for EngineStrategy {
             .ok_or_else(|| StrategyError::Other(format!("the sale {sale} vanished")))?;
         // The outbox holds every accepted order (nothing acknowledges them
         // during a bench): an account independent of the stock counter.
-        // Skipped when it would be too large to read back at once.
-        let recorded_orders = if snapshot.sold <= MAX_OUTBOX_READ {
+        let recorded_orders = if let Some(url) = &self.redis_url {
+            let keys = SaleKeys::new(ENGINE_PREFIX, sale);
+            let mut conn = redis::Client::open(url.as_str())?
+                .get_multiplexed_async_connection()
+                .await?;
+            let entries: u64 = redis::cmd("XLEN")
+                .arg(&keys.outbox)
+                .query_async(&mut conn)
+                .await?;
+            Some(entries)
+        } else if snapshot.sold <= MAX_OUTBOX_READ {
             let outbox = engine.outbox(sale).await?;
             Some(outbox.iter().map(|order| u64::from(order.quantity)).sum())
         } else {
+            // Too many to read back at once: the stock counter is checked,
+            // the order record is not.
             None
         };
         Ok(Verification {
@@ -167,5 +186,17 @@ impl Strategy for EngineStrategy {
             recorded_orders,
             lowest_stock_seen: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategy::redis_keys::PREFIX;
+
+    #[test]
+    fn the_engines_keys_are_under_the_bench_prefix() {
+        // A run on a named Redis removes exactly the keys under PREFIX.
+        assert!(ENGINE_PREFIX.starts_with(PREFIX));
     }
 }
