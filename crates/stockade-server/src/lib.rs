@@ -161,6 +161,8 @@ impl Service {
     }
 
     /// Stops the reconciler and lets the writer commit what is queued.
+    /// Returns once every order is committed, so drop every router from
+    /// [`Service::router`] first: each keeps the commit queue open.
     pub async fn stop(self) {
         let Self {
             state,
