@@ -6,6 +6,11 @@
 //! the row lock is held for microseconds of server time rather than for
 //! several client round trips.
 //!
+//! A buyer who will be turned away (sold out, over the limit, outside the
+//! window, a replayed key) is answered from an unlocked snapshot first: no
+//! row lock, no transaction id, no WAL flush. Only a purchase that looks
+//! possible takes the lock, and every check is repeated under it.
+//!
 //! It is the fallback engine while Redis is unavailable, and the baseline
 //! of the benchmarks.
 
