@@ -1,26 +1,10 @@
 //! Load generation and measurement for Stockade.
 //!
-//! - [`flash_sale::run`] simulates a flash sale on one engine (`stockade
-//!   demo`): a crowd of buyers with distinct ids hits one sale at the same
-//!   instant, every answer is timed, and the result is checked against the
-//!   invariants (no oversell, no buyer served twice, stock that adds up).
 //! - [`compare::run`] is `stockade bench`: every way of selling stock the
 //!   founding articles describe, and Stockade's own engines, side by side
 //!   on the same servers, each from a clean state, with latency
 //!   percentiles, the work each made Redis and PostgreSQL do, and the same
 //!   correctness check.
-//!
-//! ```no_run
-//! use stockade_bench::backend::{Backend, EngineKind};
-//! use stockade_bench::flash_sale::{self, FlashSale};
-//!
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let backend = Backend::connect(EngineKind::Memory, None, None).await?;
-//! let report = flash_sale::run(backend.engine(), &FlashSale::new(10_000, 1_000)?, || {}).await?;
-//! assert_eq!(report.purchased, 1_000);
-//! println!("{}", report.to_table());
-//! # Ok(()) }
-//! ```
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -43,10 +27,6 @@
 //! ```
 //!
 //! # Layout
-//! - [`backend`]: choosing an engine for the demo, and starting throwaway
-//!   Redis or PostgreSQL servers when none is named.
-//! - [`flash_sale`]: the demo's simulated sale and its
-//!   [`flash_sale::FlashSaleReport`].
 //! - [`latency`]: the HDR histogram of answer times.
 //! - [`scenario`]: the named scenarios and the validated [`scenario::Workload`].
 //! - [`strategy`]: the [`strategy::Strategy`] interface and the eight
@@ -66,13 +46,11 @@
 //! - [`http_load`]: `stockade load`, the same crowd and checks over HTTP
 //!   against a running `stockade serve`.
 
-pub mod backend;
 pub mod chart;
 pub mod check;
 pub mod compare;
 pub mod counters;
 pub mod driver;
-pub mod flash_sale;
 pub mod http_load;
 pub mod latency;
 pub mod report;

@@ -4,7 +4,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use stockade_bench::backend::EngineKind;
 use stockade_bench::scenario::Scenario;
 use stockade_bench::strategy::StrategyKind;
 
@@ -55,8 +54,8 @@ pub struct DemoArgs {
     pub concurrency: Option<usize>,
     /// Which engine decides the purchases: memory or redis (and, with
     /// --direct, postgres).
-    #[arg(long, default_value = "memory", value_parser = parse_engine)]
-    pub engine: EngineKind,
+    #[arg(long, value_enum, default_value_t = DemoEngine::Memory)]
+    pub engine: DemoEngine,
     /// Redis for --engine redis (default: start a throwaway redis-server).
     #[arg(long, env = "STOCKADE_REDIS_URL")]
     pub redis_url: Option<String>,
@@ -72,6 +71,28 @@ pub struct DemoArgs {
     /// Print the result as one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The engines `stockade demo` can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DemoEngine {
+    /// In this process.
+    Memory,
+    /// Redis, one Lua script per purchase.
+    Redis,
+    /// PostgreSQL, a row-locking transaction per purchase (--direct only).
+    Postgres,
+}
+
+impl DemoEngine {
+    /// The name used on the command line and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::Redis => "redis",
+            Self::Postgres => "postgres",
+        }
+    }
 }
 
 /// `stockade bench`.
@@ -207,10 +228,6 @@ fn parse_strategy(value: &str) -> Result<StrategyKind, String> {
 
 fn parse_duration(value: &str) -> Result<Duration, String> {
     stockade_bench::scenario::parse_duration(value)
-}
-
-fn parse_engine(value: &str) -> Result<EngineKind, String> {
-    value.parse()
 }
 
 /// `stockade serve`. Every flag also reads from its `STOCKADE_*` variable

@@ -5,97 +5,141 @@
 //! service in-process (in-memory or Redis engine, SQLite or PostgreSQL
 //! store), creates a sale through the admin API and sends the crowd over
 //! keep-alive HTTP connections, then checks the sale and the committed
-//! orders. `--direct` calls the engine in-process instead.
+//! orders. `--direct` sends the crowd straight at the engine instead, through
+//! the same runner as `stockade bench`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use serde_json::json;
-use stockade_bench::backend::{Backend, EngineKind};
-use stockade_bench::flash_sale::{self, FlashSale, FlashSaleReport};
+use serde::Serialize;
+use stockade_bench::compare::{self, BenchConfig, DEFAULT_POOL_SIZE, Progress};
 use stockade_bench::http_load::{self, DEFAULT_CONNECTIONS, LoadConfig};
+use stockade_bench::report::BenchResult;
 use stockade_bench::scenario::{Overrides, Workload};
+use stockade_bench::servers::Servers;
+use stockade_bench::strategy::StrategyKind;
 use stockade_server::Service;
 use stockade_server::config::{RawConfig, ServerConfig};
 use stockade_test_support::RedisServer;
 
-use crate::cli::DemoArgs;
+use crate::cli::{DemoArgs, DemoEngine};
 
 /// Runs the demo. Exits 1 if an invariant broke.
 pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
-    // Check the numbers before starting anything.
-    let mut sale = FlashSale::new(args.buyers, args.stock)?;
-    if let Some(concurrency) = args.concurrency {
-        sale = sale.with_concurrency(concurrency)?;
+    if args.buyers == 0 {
+        bail!("--buyers must be at least 1");
     }
-    let progress = progress_bar(args.buyers);
-    let ticks = progress.clone();
-    let report = if args.direct {
-        direct(&args, &sale, move || ticks.inc(1)).await?
-    } else {
-        over_http(&args, move || ticks.inc(1)).await?
-    };
-    progress.finish_and_clear();
-    print_report(&report, args.json, !args.direct);
-    if report.ok {
-        Ok(ExitCode::SUCCESS)
-    } else {
-        eprintln!("an invariant broke: see the table above");
-        Ok(ExitCode::from(1))
-    }
-}
-
-fn progress_bar(buyers: usize) -> ProgressBar {
-    let bar =
-        ProgressBar::with_draw_target(Some(buyers as u64), ProgressDrawTarget::stderr_with_hz(10));
+    let workload = Workload::new(
+        None,
+        &Overrides {
+            buyers: Some(args.buyers),
+            stock: Some(args.stock),
+            concurrency: Some(args.concurrency.unwrap_or(if args.direct {
+                args.buyers
+            } else {
+                args.buyers.min(DEFAULT_CONNECTIONS)
+            })),
+            ..Overrides::default()
+        },
+    )?;
+    let bar = ProgressBar::with_draw_target(
+        Some(args.buyers as u64),
+        ProgressDrawTarget::stderr_with_hz(10),
+    );
     if let Ok(style) =
         ProgressStyle::with_template("{bar:40} {pos}/{len} answers  {per_sec}  {elapsed}")
     {
         bar.set_style(style);
     }
-    bar
+    let result = if args.direct {
+        direct(&args, workload, bar.clone()).await?
+    } else {
+        over_http(&args, workload, bar.clone()).await?
+    };
+    bar.finish_and_clear();
+    let report = DemoReport::new(args.engine, !args.direct, &result);
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", report.to_table());
+    }
+    if report.ok {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("an invariant broke: {}", result.problems.join("; "));
+        Ok(ExitCode::from(1))
+    }
 }
 
-/// The engine alone, in this process.
+/// Ticks the progress bar for each answer.
+struct Bar(ProgressBar);
+
+impl Progress for Bar {
+    fn answered(&self) {
+        self.0.inc(1);
+    }
+}
+
+/// The engine alone, through the `stockade bench` runner.
 async fn direct(
     args: &DemoArgs,
-    sale: &FlashSale,
-    on_answer: impl Fn() + Send + Sync + 'static,
-) -> anyhow::Result<FlashSaleReport> {
-    let backend = Backend::connect(
-        args.engine,
+    workload: Workload,
+    bar: ProgressBar,
+) -> anyhow::Result<BenchResult> {
+    let strategy = match args.engine {
+        DemoEngine::Memory => StrategyKind::StockadeMemory,
+        DemoEngine::Redis => StrategyKind::StockadeRedis,
+        DemoEngine::Postgres => StrategyKind::StockadePostgres,
+    };
+    let config = BenchConfig {
+        workload,
+        strategies: vec![strategy],
+        pool_size: DEFAULT_POOL_SIZE,
+    };
+    let servers = Servers::prepare(
+        config.needs_redis(),
+        config.needs_postgres(),
         args.redis_url.as_deref(),
         args.database_url.as_deref(),
     )
     .await?;
     eprintln!(
-        "flash sale: {} buyers for {} items, straight to the {}",
+        "flash sale: {} buyers for {} items, straight to the {} engine",
         args.buyers,
         args.stock,
-        backend.description()
+        args.engine.as_str()
     );
-    Ok(flash_sale::run(backend.engine(), sale, on_answer).await?)
+    for line in servers.describe() {
+        eprintln!("{line}");
+    }
+    let report = compare::run(&config, &servers, Arc::new(Bar(bar))).await;
+    report
+        .results
+        .into_iter()
+        .next()
+        .context("the runner returned no result")
 }
 
 /// The HTTP service started in this process, driven over real HTTP.
 async fn over_http(
     args: &DemoArgs,
-    on_answer: impl Fn() + Send + Sync + 'static,
-) -> anyhow::Result<FlashSaleReport> {
+    workload: Workload,
+    bar: ProgressBar,
+) -> anyhow::Result<BenchResult> {
     let throwaway_redis;
     let redis_url = match (args.engine, &args.redis_url) {
-        (EngineKind::Memory, _) => None,
-        (EngineKind::Redis, Some(url)) => Some(url.clone()),
-        (EngineKind::Redis, None) => {
+        (DemoEngine::Memory, _) => None,
+        (DemoEngine::Redis, Some(url)) => Some(url.clone()),
+        (DemoEngine::Redis, None) => {
             throwaway_redis = RedisServer::start()
                 .context("starting a throwaway redis-server (or pass --redis-url)")?;
             Some(throwaway_redis.url())
         }
-        (EngineKind::Postgres, _) => bail!(
-            "the service's engines are memory and redis (PostgreSQL is its order store: pass --database-url); \
-             run the PostgreSQL engine alone with --direct --engine postgres"
+        (DemoEngine::Postgres, _) => bail!(
+            "the service's engines are memory and redis (PostgreSQL is its order store: pass \
+             --database-url); run the PostgreSQL engine alone with --direct --engine postgres"
         ),
     };
     let data_dir = tempfile::tempdir().context("creating a temporary data directory")?;
@@ -117,67 +161,100 @@ async fn over_http(
     let server = tokio::spawn(service.serve(listener, async {
         let _ = stopped.await;
     }));
-    let engine = if config.redis_url.is_some() {
-        "redis"
-    } else {
-        "memory"
-    };
     let store = if args.database_url.is_some() {
         "PostgreSQL"
     } else {
         "SQLite"
     };
     eprintln!(
-        "flash sale: {} buyers for {} items over HTTP to stockade serve at {url} ({engine} engine, {store} store)",
-        args.buyers, args.stock
+        "flash sale: {} buyers for {} items over HTTP to stockade serve at {url} ({} engine, {store} store)",
+        args.buyers,
+        args.stock,
+        args.engine.as_str()
     );
-    let concurrency = args
-        .concurrency
-        .unwrap_or(args.buyers.min(DEFAULT_CONNECTIONS));
-    let workload = Workload::new(
-        None,
-        &Overrides {
-            buyers: Some(args.buyers),
-            stock: Some(args.stock),
-            concurrency: Some(concurrency),
-            ..Overrides::default()
-        },
-    )?;
     let load = http_load::run(
         &LoadConfig {
             url,
             admin_token: config.admin.token.clone(),
             workload,
         },
-        Arc::new(on_answer),
+        Arc::new(move || bar.inc(1)),
     )
     .await;
     let _ = stop.send(());
     server.await.context("the in-process service panicked")??;
-    Ok(FlashSaleReport::from_http(engine, &load?.result))
+    Ok(load?.result)
 }
 
-fn print_report(report: &FlashSaleReport, as_json: bool, over_http: bool) {
-    if as_json {
-        let value = json!({
-            "engine": report.engine,
-            "transport": if over_http { "http" } else { "direct" },
-            "buyers": report.buyers,
-            "stock": report.stock,
-            "purchased": report.purchased,
-            "sold_out": report.sold_out,
-            "remaining": report.remaining,
-            "oversold": report.oversold,
-            "duplicate_buyers": report.duplicate_buyers,
-            "errors": report.errors,
-            "elapsed_ms": report.elapsed_ms,
-            "per_second": report.per_second,
-            "p50_us": report.p50_us,
-            "p99_us": report.p99_us,
-            "ok": report.ok,
-        });
-        println!("{value}");
-    } else {
-        print!("{}", report.to_table());
+/// What the demo prints: the same fields as a table or one JSON object.
+#[derive(Debug, Serialize)]
+struct DemoReport {
+    engine: &'static str,
+    transport: &'static str,
+    buyers: u64,
+    stock: u32,
+    purchased: u64,
+    sold_out: u64,
+    remaining: Option<i64>,
+    oversold: u64,
+    duplicate_buyers: u64,
+    errors: u64,
+    elapsed_ms: f64,
+    per_second: f64,
+    p50_us: u64,
+    p99_us: u64,
+    ok: bool,
+}
+
+impl DemoReport {
+    fn new(engine: DemoEngine, over_http: bool, result: &BenchResult) -> Self {
+        Self {
+            engine: engine.as_str(),
+            transport: if over_http { "http" } else { "direct" },
+            buyers: result.buyers,
+            stock: result.stock,
+            purchased: result.purchased,
+            sold_out: result.sold_out,
+            remaining: result.remaining,
+            oversold: result.oversold,
+            duplicate_buyers: result.duplicate_buyers,
+            errors: result.failed,
+            elapsed_ms: result.elapsed_ms,
+            per_second: result.per_second,
+            p50_us: result.p50_us,
+            p99_us: result.p99_us,
+            ok: result.ok,
+        }
+    }
+
+    /// A two-column Markdown table.
+    fn to_table(&self) -> String {
+        let remaining = self
+            .remaining
+            .map_or_else(|| "unknown".to_owned(), |r| r.to_string());
+        let rows = [
+            ("engine", format!("{} ({})", self.engine, self.transport)),
+            ("buyers", self.buyers.to_string()),
+            ("stock", self.stock.to_string()),
+            ("purchased", self.purchased.to_string()),
+            ("sold out", self.sold_out.to_string()),
+            ("remaining", remaining),
+            ("oversold", self.oversold.to_string()),
+            ("duplicate buyers", self.duplicate_buyers.to_string()),
+            ("errors", self.errors.to_string()),
+            ("elapsed", format!("{:.1} ms", self.elapsed_ms)),
+            ("requests per second", format!("{:.0}", self.per_second)),
+            ("latency p50", format!("{} µs", self.p50_us)),
+            ("latency p99", format!("{} µs", self.p99_us)),
+            (
+                "invariants",
+                if self.ok { "held" } else { "BROKEN" }.to_owned(),
+            ),
+        ];
+        let mut table = String::from("| measure | value |\n| --- | ---: |\n");
+        for (name, value) in rows {
+            table.push_str(&format!("| {name} | {value} |\n"));
+        }
+        table
     }
 }
