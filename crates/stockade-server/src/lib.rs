@@ -21,12 +21,14 @@
 //! - [`config`]: flags, environment and file resolved into [`config::ServerConfig`].
 //! - [`store`]: the order store (PostgreSQL or SQLite), the source of truth.
 //! - [`writer`]: the group-commit writer.
+//! - [`breaker`]: the circuit breaker in front of the engine.
 //! - [`recovery`]: rebuilding the engine from the store; the reconciler.
 //! - [`state`]: what handlers share.
 //! - [`api`]: the router, handlers, JSON bodies, errors and OpenAPI document.
 //! - [`metrics`]: the Prometheus series.
 
 pub mod api;
+pub mod breaker;
 pub mod config;
 pub mod metrics;
 pub mod recovery;

@@ -9,6 +9,7 @@ use pending::PendingReleases;
 use stockade_core::{Clock, Engine};
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use crate::breaker::CircuitBreaker;
 use crate::store::OrderStore;
 use crate::writer::CommitQueue;
 
@@ -31,6 +32,7 @@ struct Inner {
     selling: RwLock<()>,
     needs_recovery: AtomicBool,
     releases: PendingReleases,
+    breaker: CircuitBreaker,
     metrics: PrometheusHandle,
 }
 
@@ -73,6 +75,7 @@ impl AppState {
                 selling: RwLock::new(()),
                 needs_recovery: AtomicBool::new(true),
                 releases: PendingReleases::default(),
+                breaker: CircuitBreaker::default(),
                 metrics: crate::metrics::prometheus(),
             }),
         }
@@ -105,6 +108,10 @@ impl AppState {
     /// Cancelled orders whose items still have to go back to the engine.
     pub fn releases(&self) -> &PendingReleases {
         &self.inner.releases
+    }
+    /// The circuit breaker in front of the engine's purchases.
+    pub fn breaker(&self) -> &CircuitBreaker {
+        &self.inner.breaker
     }
     /// The metrics registry.
     pub fn metrics(&self) -> &PrometheusHandle {

@@ -225,6 +225,22 @@ async fn an_unresponsive_redis_gives_503_and_nothing_is_sold_twice() {
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"]["code"], "engine_unavailable");
     assert!(started.elapsed() < Duration::from_secs(10));
+    // Two more timeouts open the circuit: then buyers hear 503 at once
+    // instead of waiting for Redis's timeout each.
+    for i in 0..2 {
+        let (status, _) = server.buy("frozen", &format!("waiting-{i}"), 1, None).await;
+        assert_eq!(status, 503);
+    }
+    let started = Instant::now();
+    let (status, body) = server.buy("frozen", "fast", 1, None).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "an open circuit answers without waiting for Redis ({:?})",
+        started.elapsed()
+    );
+    let metrics = metric(&server, "stockade_circuit_opened_total").await;
+    assert!(metrics >= 1.0, "the opening is counted");
     redis.resume();
 
     // The same request again, once Redis answers: at most one order.
@@ -238,11 +254,24 @@ async fn an_unresponsive_redis_gives_503_and_nothing_is_sold_twice() {
     };
     assert!([200, 201, 202].contains(&status), "{status} {body}");
     let server = Arc::new(server);
-    let committed = settled(&server, "frozen", 50).await;
+    settled(&server, "frozen", 50).await;
+    // A request that timed out may still have run once Redis woke up (its
+    // 503 says so): each buyer has at most one order, and the buyer the
+    // open circuit turned away has none.
+    let orders = server.all_orders("frozen").await;
+    let buyers: HashSet<&str> = orders
+        .iter()
+        .map(|o| o["user_id"].as_str().unwrap())
+        .collect();
     assert_eq!(
-        committed.len(),
-        2,
-        "one order each, however often they asked"
+        buyers.len(),
+        orders.len(),
+        "one order per buyer, however often they asked"
+    );
+    assert!(buyers.contains("before") && buyers.contains("during"));
+    assert!(
+        !buyers.contains("fast"),
+        "refused by the open circuit, never sent to Redis"
     );
 }
 

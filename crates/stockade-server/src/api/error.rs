@@ -78,6 +78,15 @@ impl From<ValidationError> for ApiError {
 
 impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> Self {
+        if let EngineError::Timeout(_) = error {
+            tracing::warn!(%error, "stock engine timed out");
+            return Self::unavailable(
+                "engine_unavailable",
+                "the stock engine did not answer in time, so the purchase may or may not have \
+                 gone through: retry with the same Idempotency-Key to find out",
+                1,
+            );
+        }
         if error.is_retryable() {
             tracing::warn!(%error, "stock engine unavailable");
             Self::unavailable(

@@ -88,8 +88,27 @@ async fn decide(
     let Some(_selling) = state.selling() else {
         return Err(rebuilding());
     };
+    // Fail fast while the engine is known to be unreachable.
+    if !state.breaker().allow(Instant::now()) {
+        return Err(ApiError::unavailable(
+            "engine_unavailable",
+            "the stock engine is unavailable; retry shortly (with the same Idempotency-Key)",
+            1,
+        ));
+    }
     let engine_started = Instant::now();
-    let outcome = state.engine().purchase(&purchase).await?;
+    let outcome = match state.engine().purchase(&purchase).await {
+        Ok(outcome) => {
+            state.breaker().succeeded();
+            outcome
+        }
+        Err(error) => {
+            if error.is_retryable() {
+                state.breaker().failed(Instant::now());
+            }
+            return Err(error.into());
+        }
+    };
     metrics::histogram!("stockade_engine_seconds", "op" => "purchase")
         .record(engine_started.elapsed().as_secs_f64());
     let rejected = |code: &'static str, message: String| {

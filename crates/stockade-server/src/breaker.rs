@@ -1,0 +1,138 @@
+//! A circuit breaker in front of the engine. When Redis is unreachable or
+//! slow, every purchase would otherwise wait for the full response timeout
+//! before hearing 503; after a few consecutive failures the breaker opens
+//! and purchases are answered 503 at once, until a cool-down has passed and
+//! one trial request is let through (half-open). A success closes it.
+//!
+//! Time is passed in, so the breaker is tested without sleeping.
+
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+/// Consecutive failures that open the circuit.
+pub const DEFAULT_THRESHOLD: u32 = 3;
+/// How long the circuit stays open before a trial request.
+pub const DEFAULT_COOLDOWN: Duration = Duration::from_secs(1);
+
+/// The breaker's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Requests pass; `failures` in a row so far.
+    Closed { failures: u32 },
+    /// Requests are refused until `until`.
+    Open { until: Instant },
+    /// One trial request is under way; others are refused.
+    HalfOpen,
+}
+
+/// Opens after `threshold` consecutive failures, for `cooldown`.
+#[derive(Debug)]
+pub struct CircuitBreaker {
+    state: Mutex<State>,
+    threshold: u32,
+    cooldown: Duration,
+}
+
+impl Default for CircuitBreaker {
+    fn default() -> Self {
+        Self::new(DEFAULT_THRESHOLD, DEFAULT_COOLDOWN)
+    }
+}
+
+impl CircuitBreaker {
+    /// A closed breaker.
+    pub fn new(threshold: u32, cooldown: Duration) -> Self {
+        Self {
+            state: Mutex::new(State::Closed { failures: 0 }),
+            threshold: threshold.max(1),
+            cooldown,
+        }
+    }
+
+    /// Whether a request may go to the engine now. Past the cool-down the
+    /// first caller gets through as the trial; the rest wait for its result.
+    pub fn allow(&self, now: Instant) -> bool {
+        let mut state = self.state.lock();
+        match *state {
+            State::Closed { .. } => true,
+            State::Open { until } if now >= until => {
+                *state = State::HalfOpen;
+                true
+            }
+            State::Open { .. } | State::HalfOpen => false,
+        }
+    }
+
+    /// The engine answered.
+    pub fn succeeded(&self) {
+        *self.state.lock() = State::Closed { failures: 0 };
+    }
+
+    /// The engine was unreachable or too slow.
+    pub fn failed(&self, now: Instant) {
+        let mut state = self.state.lock();
+        *state = match *state {
+            State::Closed { failures } if failures + 1 < self.threshold => State::Closed {
+                failures: failures + 1,
+            },
+            _ => {
+                metrics::counter!("stockade_circuit_opened_total").increment(1);
+                State::Open {
+                    until: now + self.cooldown,
+                }
+            }
+        };
+    }
+
+    /// Whether the circuit is open (or trying to close).
+    pub fn is_open(&self) -> bool {
+        !matches!(*self.state.lock(), State::Closed { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opens_after_the_threshold_and_closes_after_a_good_trial() {
+        let breaker = CircuitBreaker::new(3, Duration::from_secs(1));
+        let t0 = Instant::now();
+        assert!(breaker.allow(t0));
+        breaker.failed(t0);
+        breaker.failed(t0);
+        assert!(breaker.allow(t0), "two failures are not enough");
+        breaker.failed(t0);
+        assert!(breaker.is_open());
+        assert!(!breaker.allow(t0 + Duration::from_millis(999)));
+        // After the cool-down one trial goes through, the others wait.
+        assert!(breaker.allow(t0 + Duration::from_secs(1)));
+        assert!(!breaker.allow(t0 + Duration::from_secs(1)));
+        breaker.succeeded();
+        assert!(!breaker.is_open());
+        assert!(breaker.allow(t0 + Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn a_failed_trial_opens_it_again() {
+        let breaker = CircuitBreaker::new(1, Duration::from_secs(2));
+        let t0 = Instant::now();
+        breaker.failed(t0);
+        let t1 = t0 + Duration::from_secs(2);
+        assert!(breaker.allow(t1));
+        breaker.failed(t1);
+        assert!(!breaker.allow(t1 + Duration::from_secs(1)));
+        assert!(breaker.allow(t1 + Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn a_success_resets_the_count() {
+        let breaker = CircuitBreaker::new(2, Duration::from_secs(1));
+        let t0 = Instant::now();
+        breaker.failed(t0);
+        breaker.succeeded();
+        breaker.failed(t0);
+        assert!(breaker.allow(t0), "failures must be consecutive");
+    }
+}
