@@ -10,6 +10,7 @@
 //! | `stockade_writer_queue_depth` | gauge | orders waiting for commit |
 //! | `stockade_sale_remaining{sale}` | gauge | stock left, as last seen |
 //! | `stockade_recoveries_total{reason}` | counter | engine rebuilds from the store |
+//! | `stockade_circuit_opened_total` | counter | times the engine circuit breaker opened |
 
 use std::sync::OnceLock;
 
