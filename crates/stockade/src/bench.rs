@@ -15,7 +15,7 @@ use anyhow::bail;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use stockade_bench::compare::{self, BenchConfig, Progress};
 use stockade_bench::report::{BenchResult, format_rate, format_us};
-use stockade_bench::scenario::{Overrides, Scenario, Workload};
+use stockade_bench::scenario::Workload;
 use stockade_bench::servers::Servers;
 use stockade_bench::strategy::StrategyKind;
 use stockade_bench::{chart, lock};
@@ -109,18 +109,7 @@ async fn run_lock(args: LockArgs) -> anyhow::Result<ExitCode> {
 
 /// Checks the command line and turns it into a [`BenchConfig`].
 fn config(args: &BenchArgs) -> anyhow::Result<BenchConfig> {
-    // With nothing to describe a custom run, run the article's seed.
-    let scenario = args.scenario.or_else(|| {
-        (args.buyers.is_none() && args.duration.is_none()).then_some(Scenario::Seed100)
-    });
-    let overrides = Overrides {
-        buyers: args.buyers,
-        stock: args.stock,
-        concurrency: args.concurrency,
-        duration: args.duration,
-        taps: args.taps,
-    };
-    let workload = Workload::new(scenario, &overrides)?;
+    let workload = Workload::new(args.workload.scenario(), &args.workload.overrides())?;
     if args.pool_size == 0 || args.pool_size > MAX_POOL_SIZE {
         bail!(
             "--pool-size must be between 1 and {MAX_POOL_SIZE}, not {}",

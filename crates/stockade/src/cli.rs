@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use stockade_bench::scenario::Scenario;
+use stockade_bench::scenario::{Overrides, Scenario};
 use stockade_bench::strategy::StrategyKind;
 
 /// Stockade sells limited stock to a stampede: flash sales, coupon drops,
@@ -102,35 +102,14 @@ pub struct BenchArgs {
     /// Another benchmark instead of the strategy comparison.
     #[command(subcommand)]
     pub command: Option<BenchCommand>,
-    /// The scenario: seed-100 (100 buyers, 100 items), seed-150 (150 / 100),
-    /// crowd (10,000 / 1,000), sustained (stock that never runs out, for
-    /// --duration), double-tap (1,000 buyers tapping twice, 1,000 items).
-    /// Default: seed-100, unless --buyers or --duration describe a custom
-    /// run.
-    #[arg(long, value_parser = parse_scenario)]
-    pub scenario: Option<Scenario>,
+    /// The crowd.
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
     /// Which strategies, comma-separated (default: all): pg-for-update,
     /// pg-conditional, redis-lock, redis-decr, redis-lua, stockade-redis,
     /// stockade-postgres, stockade-memory.
     #[arg(long, value_delimiter = ',', value_parser = parse_strategy)]
     pub strategies: Option<Vec<StrategyKind>>,
-    /// Buyers in the crowd (each with a distinct id).
-    #[arg(long)]
-    pub buyers: Option<usize>,
-    /// Items on sale.
-    #[arg(long)]
-    pub stock: Option<u32>,
-    /// Requests in flight at once (default: the whole crowd, up to 10,000;
-    /// 64 for a timed run).
-    #[arg(long)]
-    pub concurrency: Option<usize>,
-    /// Send new buyers for this long instead of a fixed crowd (10s, 500ms,
-    /// 2m).
-    #[arg(long, value_parser = parse_duration)]
-    pub duration: Option<Duration>,
-    /// Requests each buyer sends at once (an impatient double tap is 2).
-    #[arg(long)]
-    pub taps: Option<usize>,
     /// Connections per pool (the Redis pools of the hand-written strategies
     /// and every PostgreSQL pool).
     #[arg(long, default_value_t = 32)]
@@ -184,6 +163,56 @@ pub struct LockArgs {
     pub json: bool,
 }
 
+/// The crowd of `bench` and `load`.
+#[derive(Debug, Args)]
+pub struct WorkloadArgs {
+    /// The scenario: seed-100 (100 buyers, 100 items), seed-150 (150 / 100),
+    /// crowd (10,000 / 1,000), sustained (stock that never runs out, for
+    /// --duration), double-tap (1,000 buyers tapping twice, 1,000 items).
+    /// Default: seed-100, unless --buyers or --duration describe a custom
+    /// run.
+    #[arg(long, value_parser = parse_scenario)]
+    pub scenario: Option<Scenario>,
+    /// Buyers in the crowd (each with a distinct id).
+    #[arg(long)]
+    pub buyers: Option<usize>,
+    /// Items on sale.
+    #[arg(long)]
+    pub stock: Option<u32>,
+    /// Requests in flight at once (default for bench: the whole crowd, up to
+    /// 10,000, or 64 for a timed run).
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Send new buyers for this long instead of a fixed crowd (10s, 500ms,
+    /// 2m).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Requests each buyer sends at once (an impatient double tap is 2).
+    #[arg(long)]
+    pub taps: Option<usize>,
+}
+
+impl WorkloadArgs {
+    /// The named scenario, or the article's seed when nothing describes a
+    /// custom run.
+    pub fn scenario(&self) -> Option<Scenario> {
+        self.scenario.or_else(|| {
+            (self.buyers.is_none() && self.duration.is_none()).then_some(Scenario::Seed100)
+        })
+    }
+
+    /// The adjustments to the scenario.
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            buyers: self.buyers,
+            stock: self.stock,
+            concurrency: self.concurrency,
+            duration: self.duration,
+            taps: self.taps,
+        }
+    }
+}
+
 /// `stockade load`.
 #[derive(Debug, Args)]
 pub struct LoadArgs {
@@ -193,26 +222,10 @@ pub struct LoadArgs {
     /// The service's admin token (to create the sale and list its orders).
     #[arg(long, env = "STOCKADE_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: String,
-    /// The scenario, as for `bench` (default: seed-100 unless --buyers or
-    /// --duration describe a custom run).
-    #[arg(long, value_parser = parse_scenario)]
-    pub scenario: Option<Scenario>,
-    /// Buyers in the crowd (each with a distinct id).
-    #[arg(long)]
-    pub buyers: Option<usize>,
-    /// Items on sale.
-    #[arg(long)]
-    pub stock: Option<u32>,
-    /// Keep-alive connections, one request in flight on each (default: the
-    /// crowd, up to 256).
-    #[arg(long)]
-    pub concurrency: Option<usize>,
-    /// Send new buyers for this long instead of a fixed crowd.
-    #[arg(long, value_parser = parse_duration)]
-    pub duration: Option<Duration>,
-    /// Requests each buyer sends at once.
-    #[arg(long)]
-    pub taps: Option<usize>,
+    /// The crowd (over HTTP, one keep-alive connection per request in
+    /// flight; --concurrency defaults to the crowd, up to 256).
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
     /// Print the result as one JSON object `{"results": [...]}`.
     #[arg(long)]
     pub json: bool,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use stockade_bench::http_load::{self, DEFAULT_CONNECTIONS, LoadConfig};
-use stockade_bench::scenario::{Overrides, Scenario, Workload};
+use stockade_bench::scenario::Workload;
 
 use crate::cli::LoadArgs;
 
@@ -50,20 +50,12 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn config(args: &LoadArgs) -> anyhow::Result<LoadConfig> {
-    let scenario = args.scenario.or_else(|| {
-        (args.buyers.is_none() && args.duration.is_none()).then_some(Scenario::Seed100)
-    });
-    let mut overrides = Overrides {
-        buyers: args.buyers,
-        stock: args.stock,
-        concurrency: args.concurrency,
-        duration: args.duration,
-        taps: args.taps,
-    };
+    let scenario = args.workload.scenario();
+    let mut overrides = args.workload.overrides();
     // One connection per request in flight: keep the default within what a
     // machine's file descriptors allow.
     let workload = Workload::new(scenario, &overrides)?;
-    if args.concurrency.is_none() {
+    if overrides.concurrency.is_none() {
         overrides.concurrency = Some(workload.concurrency.min(DEFAULT_CONNECTIONS));
     }
     Ok(LoadConfig {
