@@ -6,6 +6,7 @@
 //!
 //! Time is passed in, so the breaker is tested without sleeping.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -29,6 +30,9 @@ enum State {
 /// Opens after `threshold` consecutive failures, for `cooldown`.
 #[derive(Debug)]
 pub struct CircuitBreaker {
+    /// True while closed with no failure counted: the purchase path then
+    /// reads one atomic and never takes the lock.
+    healthy: AtomicBool,
     state: Mutex<State>,
     threshold: u32,
     cooldown: Duration,
@@ -44,6 +48,7 @@ impl CircuitBreaker {
     /// A closed breaker.
     pub fn new(threshold: u32, cooldown: Duration) -> Self {
         Self {
+            healthy: AtomicBool::new(true),
             state: Mutex::new(State::Closed { failures: 0 }),
             threshold: threshold.max(1),
             cooldown,
@@ -53,6 +58,9 @@ impl CircuitBreaker {
     /// Whether a request may go to the engine now. Past the cool-down the
     /// first caller gets through as the trial; the rest wait for its result.
     pub fn allow(&self, now: Instant) -> bool {
+        if self.healthy.load(Ordering::Acquire) {
+            return true;
+        }
         let mut state = self.state.lock();
         match *state {
             State::Closed { .. } => true,
@@ -66,12 +74,17 @@ impl CircuitBreaker {
 
     /// The engine answered.
     pub fn succeeded(&self) {
+        if self.healthy.load(Ordering::Acquire) {
+            return;
+        }
         *self.state.lock() = State::Closed { failures: 0 };
+        self.healthy.store(true, Ordering::Release);
     }
 
     /// The engine was unreachable or too slow.
     pub fn failed(&self, now: Instant) {
         let mut state = self.state.lock();
+        self.healthy.store(false, Ordering::Release);
         *state = match *state {
             State::Closed { failures } if failures + 1 < self.threshold => State::Closed {
                 failures: failures + 1,
