@@ -129,10 +129,15 @@ impl Purchase {
         })
     }
 
-    /// Attaches an idempotency key.
-    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Result<Self, ValidationError> {
-        self.idempotency_key = Some(IdempotencyKey::new(key)?);
-        Ok(self)
+    /// Validates and attaches an idempotency key.
+    pub fn with_idempotency_key(self, key: impl Into<String>) -> Result<Self, ValidationError> {
+        Ok(self.with_key(IdempotencyKey::new(key)?))
+    }
+
+    /// Attaches an already validated idempotency key.
+    pub fn with_key(mut self, key: IdempotencyKey) -> Self {
+        self.idempotency_key = Some(key);
+        self
     }
 
     /// The sale bought from.

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use stockade_core::{Engine, EngineError, SaleSpec};
+use stockade_core::{EngineError, SaleSpec};
 use stockade_engine::RedisEngine;
 
 use crate::state::AppState;
@@ -44,10 +44,10 @@ pub enum SaleRecovery {
 
 /// Recovers one sale: commit the outbox, compare, rebuild if needed.
 pub async fn recover_sale(
-    engine: &dyn Engine,
     state: &AppState,
     spec: &SaleSpec,
 ) -> Result<SaleRecovery, RecoveryError> {
+    let engine = state.engine();
     let store = state.store();
     let leftovers = engine.outbox(spec.id()).await?;
     if !leftovers.is_empty() {
@@ -98,7 +98,7 @@ pub async fn recover_all(state: &AppState, reason: &'static str) -> Result<usize
     }
     let mut rebuilt = 0;
     for spec in state.store().sales().await? {
-        if recover_sale(state.engine().as_ref(), state, &spec).await? == SaleRecovery::Rebuilt {
+        if recover_sale(state, &spec).await? == SaleRecovery::Rebuilt {
             rebuilt += 1;
         }
     }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusHandle;
-use pending::PendingReleases;
+pub use pending::PendingReleases;
 use stockade_core::{Clock, Engine};
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -177,5 +177,3 @@ mod pending {
         }
     }
 }
-
-pub use pending::PendingReleases as Releases;

@@ -139,7 +139,8 @@ async fn commit_batch(
     engine: &dyn Engine,
     in_flight: &DashMap<OrderId, Order>,
 ) {
-    let orders: Vec<Order> = batch.iter().map(|job| job.order.clone()).collect();
+    let (orders, waiters): (Vec<Order>, Vec<_>) =
+        batch.into_iter().map(|job| (job.order, job.done)).unzip();
     metrics::histogram!("stockade_writer_batch_size").record(orders.len() as f64);
     let started = Instant::now();
     let result = store.commit(&orders).await.map_err(Arc::new);
@@ -149,11 +150,11 @@ async fn commit_batch(
     } else if let Err(error) = &result {
         tracing::warn!(orders = orders.len(), %error, "batch commit failed");
     }
-    metrics::gauge!("stockade_writer_queue_depth").decrement(batch.len() as f64);
-    for job in batch {
-        in_flight.remove(&job.order.id);
+    metrics::gauge!("stockade_writer_queue_depth").decrement(orders.len() as f64);
+    for (order, done) in orders.iter().zip(waiters) {
+        in_flight.remove(&order.id);
         // The handler may have given up waiting (deadline): that is fine.
-        let _ = job.done.send(result.clone());
+        let _ = done.send(result.clone());
     }
 }
 

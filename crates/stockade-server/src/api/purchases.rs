@@ -81,8 +81,8 @@ async fn decide(
     };
     let user = UserId::new(body.user_id)?;
     let mut purchase = Purchase::from_parts(sale.clone(), user, body.quantity)?;
-    if let Some(key) = &key {
-        purchase = purchase.with_idempotency_key(key.as_str())?;
+    if let Some(key) = key {
+        purchase = purchase.with_key(key);
     }
     // Held until this purchase has answered, so a rebuild never races it.
     let Some(_selling) = state.selling() else {
