@@ -3,6 +3,12 @@
 -- the idempotency key, the window, the buyer's limit and the stock, then
 -- decrements the stock and inserts the order. Purchases of one sale are
 -- serialised by the row lock; purchases of different sales do not contend.
+--
+-- Cheap rejection (DESIGN.md invariant 6): engine_purchase runs its checks
+-- on an unlocked snapshot first, so a buyer turned away (unknown sale,
+-- replayed key, window, limit, sold out) costs one read-only statement, no
+-- transaction id and no WAL flush. Only when a sale looks possible is the
+-- row locked and every check repeated under the lock.
 
 CREATE TABLE engine_sales (
     id             text        PRIMARY KEY,
@@ -39,28 +45,39 @@ CREATE FUNCTION engine_purchase(
 DECLARE
     sale engine_sales%ROWTYPE;
     already integer;
+    locked boolean := false;
 BEGIN
     value := 0;
-    SELECT * INTO sale FROM engine_sales WHERE id = p_sale FOR UPDATE;
-    IF NOT FOUND THEN code := 8; RETURN; END IF;
+    LOOP
+        IF locked THEN
+            SELECT * INTO sale FROM engine_sales WHERE id = p_sale FOR UPDATE;
+        ELSE
+            SELECT * INTO sale FROM engine_sales WHERE id = p_sale;
+        END IF;
+        IF NOT FOUND THEN code := 8; RETURN; END IF;
 
-    IF p_key IS NOT NULL THEN
-        SELECT o.id INTO order_id FROM engine_orders o
-         WHERE o.sale_id = p_sale AND o.idempotency_key = p_key;
-        IF FOUND THEN code := 5; RETURN; END IF;
-    END IF;
+        IF p_key IS NOT NULL THEN
+            SELECT o.id INTO order_id FROM engine_orders o
+             WHERE o.sale_id = p_sale AND o.idempotency_key = p_key;
+            IF FOUND THEN code := 5; RETURN; END IF;
+        END IF;
 
-    IF sale.starts_at IS NOT NULL AND p_now < sale.starts_at THEN code := 6; RETURN; END IF;
-    IF sale.ends_at IS NOT NULL AND p_now >= sale.ends_at THEN code := 7; RETURN; END IF;
+        IF sale.starts_at IS NOT NULL AND p_now < sale.starts_at THEN code := 6; RETURN; END IF;
+        IF sale.ends_at IS NOT NULL AND p_now >= sale.ends_at THEN code := 7; RETURN; END IF;
 
-    SELECT coalesce(sum(o.quantity), 0) INTO already FROM engine_orders o
-     WHERE o.sale_id = p_sale AND o.user_id = p_user AND o.live;
-    IF already::bigint + p_quantity > sale.per_user_limit THEN
-        code := 4; value := already; RETURN;
-    END IF;
+        SELECT coalesce(sum(o.quantity), 0) INTO already FROM engine_orders o
+         WHERE o.sale_id = p_sale AND o.user_id = p_user AND o.live;
+        IF already::bigint + p_quantity > sale.per_user_limit THEN
+            code := 4; value := already; RETURN;
+        END IF;
 
-    IF sale.remaining = 0 THEN code := 2; RETURN; END IF;
-    IF sale.remaining < p_quantity THEN code := 3; value := sale.remaining; RETURN; END IF;
+        IF sale.remaining = 0 THEN code := 2; RETURN; END IF;
+        IF sale.remaining < p_quantity THEN code := 3; value := sale.remaining; RETURN; END IF;
+
+        EXIT WHEN locked;
+        -- A sale looks possible: lock the row and check again.
+        locked := true;
+    END LOOP;
 
     UPDATE engine_sales SET remaining = remaining - p_quantity WHERE id = p_sale;
     INSERT INTO engine_orders (id, sale_id, user_id, quantity, idempotency_key, created_at)
