@@ -192,15 +192,7 @@ async fn store_down_mid_sale_acknowledges_nothing_uncommitted() {
 }
 
 async fn metric(server: &TestServer, name: &str) -> f64 {
-    let text = server
-        .client
-        .get(server.at("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = server.metrics_text().await;
     text.lines()
         .filter(|l| l.starts_with(name))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())

@@ -209,6 +209,18 @@ impl TestServer {
         split(self.client.post(self.at(path)).send().await.unwrap()).await
     }
 
+    /// The Prometheus text of `/metrics`.
+    pub async fn metrics_text(&self) -> String {
+        self.client
+            .get(self.at("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// Every committed order of a sale, through the admin API.
     pub async fn all_orders(&self, sale: &str) -> Vec<Value> {
         let mut orders = Vec::new();

@@ -317,15 +317,7 @@ pub async fn operations_endpoints(server: TestServer) {
     assert_eq!(server.get("/healthz").await.0, 200);
     let (status, ready) = server.get("/readyz").await;
     assert_eq!(status, 200, "{ready}");
-    let metrics = server
-        .client
-        .get(server.at("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.metrics_text().await;
     for series in [
         "stockade_purchases_total",
         "stockade_purchase_seconds",
