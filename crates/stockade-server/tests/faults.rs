@@ -317,3 +317,31 @@ async fn graceful_shutdown_answers_and_commits_every_purchase_in_flight() {
         committed.len()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancel_while_redis_is_frozen_returns_the_stock_once_it_is_back() {
+    let mut server = TestServer::start(Setup::RedisPostgres).await;
+    let redis = server.redis.take().unwrap();
+    server
+        .create_sale(json!({"id": "cancel-frozen", "stock": 5}))
+        .await;
+    let (status, order) = server.buy("cancel-frozen", "alice", 1, None).await;
+    assert_eq!(status, 201, "{order}");
+    let id = order["order_id"].as_str().unwrap().to_owned();
+
+    // The store (the truth) cancels at once; the engine cannot hear of it.
+    redis.pause();
+    let (status, cancelled) = server.post(&format!("/v1/orders/{id}/cancel")).await;
+    assert_eq!(status, 200, "{cancelled}");
+    assert_eq!(cancelled["status"], "cancelled");
+    redis.resume();
+
+    // The reconciler retries the release: the item comes back, once.
+    let server = Arc::new(server);
+    let committed = settled(&server, "cancel-frozen", 5).await;
+    assert_eq!(committed.len(), 1);
+    let (_, sale) = server.get("/v1/sales/cancel-frozen").await;
+    assert_eq!(sale["remaining"], 5, "{sale}");
+    let (status, _) = server.buy("cancel-frozen", "alice", 1, None).await;
+    assert_eq!(status, 201, "alice's allowance came back too");
+}
