@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 
 use crate::{
-    CreateOutcome, Order, OrderId, Purchase, PurchaseOutcome, ReleaseOutcome, SaleId, SaleSnapshot,
+    CreateOutcome, Epoch, Order, OrderId, Purchase, PurchaseOutcome, ReleaseOutcome, SaleId, SaleSnapshot,
     SaleSpec, UserId,
 };
 
@@ -28,13 +28,31 @@ pub trait Engine: Send + Sync + 'static {
     /// under an existing id is [`EngineError::SaleConflict`].
     async fn create_sale(&self, spec: &SaleSpec) -> Result<CreateOutcome, EngineError>;
 
-    /// Decides one purchase.
+    /// Decides one purchase, if the engine holds the sale under the
+    /// purchase's epoch ([`Purchase::at_epoch`]).
     async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError>;
 
     /// Returns an order's items to stock and to its buyer's allowance, and
-    /// drops it from the outbox. Releasing the same order twice changes
-    /// nothing the second time.
-    async fn release(&self, sale: &SaleId, order: OrderId) -> Result<ReleaseOutcome, EngineError>;
+    /// drops it from the outbox, if the engine holds the sale under `epoch`
+    /// (the store's epoch when the release was decided). Releasing the same
+    /// order twice changes nothing the second time.
+    async fn release(
+        &self,
+        sale: &SaleId,
+        order: OrderId,
+        epoch: Epoch,
+    ) -> Result<ReleaseOutcome, EngineError>;
+
+    /// The epoch the engine holds the sale under ([`Epoch::CLOSED`] while
+    /// it is being rebuilt), or None for an unknown sale.
+    async fn epoch(&self, sale: &SaleId) -> Result<Option<Epoch>, EngineError>;
+
+    /// Stops the sale from selling until the next [`Engine::rebuild`]: the
+    /// engine holds it under [`Epoch::CLOSED`], its outbox stays readable.
+    /// Returns the epoch it held (None for an unknown sale). The first step
+    /// of a fenced rebuild: after it, the outbox is final and can be
+    /// committed before the state is replaced.
+    async fn close(&self, sale: &SaleId) -> Result<Option<Epoch>, EngineError>;
 
     /// The sale's stock and status now, or None if it does not exist.
     async fn snapshot(&self, sale: &SaleId) -> Result<Option<SaleSnapshot>, EngineError>;
@@ -54,11 +72,20 @@ pub trait Engine: Send + Sync + 'static {
     /// Replaces the engine's state for a sale with what the store says: the
     /// spec, and every committed order (live ones count against stock and
     /// limits; cancelled and expired ones keep their idempotency keys and can
-    /// no longer be released). Creates the sale if the engine has lost it.
-    /// The outbox is emptied: whatever it held and the store did not was
-    /// never acknowledged to a buyer.
-    async fn rebuild(&self, spec: &SaleSpec, orders: &[Order])
-    -> Result<SaleSnapshot, EngineError>;
+    /// no longer be released), under `epoch`, the store's new epoch for the
+    /// sale. Creates the sale if the engine has lost it. The outbox is
+    /// emptied: whatever it still held was decided under an older epoch and
+    /// can no longer be committed.
+    ///
+    /// Fenced: a rebuild under an epoch older than one the engine already
+    /// holds or is building fails with [`EngineError::Superseded`] and
+    /// changes nothing.
+    async fn rebuild(
+        &self,
+        spec: &SaleSpec,
+        epoch: Epoch,
+        orders: &[Order],
+    ) -> Result<SaleSnapshot, EngineError>;
 }
 
 /// Why an engine call failed. Every variant says whether retrying may help.
@@ -82,6 +109,17 @@ pub enum EngineError {
         sale_id: SaleId,
         /// What does not fit.
         reason: String,
+    },
+    /// A rebuild under `epoch` lost to one under a newer epoch (another
+    /// instance rebuilt the sale meanwhile). Nothing changed.
+    #[error("the rebuild of sale {sale_id} under epoch {epoch} was superseded by epoch {newer}")]
+    Superseded {
+        /// The sale id.
+        sale_id: SaleId,
+        /// The epoch of the rebuild that lost.
+        epoch: Epoch,
+        /// The newer epoch the engine holds or is building.
+        newer: Epoch,
     },
     /// The backend (Redis, PostgreSQL) cannot be reached or refused the
     /// connection. Retry later, or fall back to another engine.

@@ -27,6 +27,7 @@
 
 pub mod clock;
 pub mod engine;
+pub mod epoch;
 pub mod order;
 pub mod outcome;
 pub mod purchase;
@@ -36,6 +37,7 @@ pub mod validation;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{Engine, EngineError};
+pub use epoch::Epoch;
 pub use order::{Order, OrderId, OrderStatus};
 pub use outcome::{CreateOutcome, PurchaseOutcome, ReleaseOutcome};
 pub use purchase::{IdempotencyKey, Purchase, UserId};

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::{IdempotencyKey, SaleId, UserId, ValidationError};
+use crate::{Epoch, IdempotencyKey, SaleId, UserId, ValidationError};
 
 /// A time-ordered unique order id (UUIDv7): sorting ids sorts orders by the
 /// instant they were accepted, which keeps store indexes append-only.
@@ -112,6 +112,9 @@ pub struct Order {
     pub status: OrderStatus,
     /// When the engine accepted it.
     pub created_at: DateTime<Utc>,
+    /// The sale's epoch the engine decided it under: the store commits it
+    /// only while that is still the sale's epoch.
+    pub epoch: Epoch,
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{EngineError, OrderId, SaleSpec};
+use crate::{EngineError, Epoch, OrderId, SaleSpec};
 
 /// The answer to a purchase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,6 +40,14 @@ pub enum PurchaseOutcome {
     Ended,
     /// No sale with that id.
     UnknownSale,
+    /// The engine holds the sale under another epoch than the purchase was
+    /// made under (or [`Epoch::CLOSED`] while it is being rebuilt): the
+    /// caller's view of who decides the sale is out of date. Nothing
+    /// changed.
+    WrongEpoch {
+        /// The epoch the engine holds.
+        engine: Epoch,
+    },
 }
 
 impl PurchaseOutcome {
@@ -54,6 +62,7 @@ impl PurchaseOutcome {
             Self::NotStarted => "not_started",
             Self::Ended => "ended",
             Self::UnknownSale => "unknown_sale",
+            Self::WrongEpoch { .. } => "wrong_epoch",
         }
     }
 }
@@ -75,6 +84,15 @@ pub enum ReleaseOutcome {
     UnknownOrder,
     /// No sale with that id: nothing changed.
     UnknownSale,
+    /// The engine holds the sale under another epoch than the release was
+    /// made under: nothing changed. If the engine's epoch is newer, it was
+    /// rebuilt from a store that already had the order cancelled: nothing
+    /// is left to do. If older (or closed), the engine has not been rebuilt
+    /// under the release's epoch yet: retry later.
+    WrongEpoch {
+        /// The epoch the engine holds.
+        engine: Epoch,
+    },
 }
 
 /// The answer to creating a sale.

@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::sale::MAX_TOTAL_STOCK;
-use crate::{SaleId, ValidationError};
+use crate::{Epoch, SaleId, ValidationError};
 
 /// The longest user id, in bytes.
 pub const MAX_USER_ID_BYTES: usize = 128;
@@ -83,8 +83,9 @@ text_id!(
 
 text_id!(
     /// A client-chosen key that makes a purchase safe to retry: 1 to 128
-    /// bytes. Scoped to one sale: the same key on the same sale always names
-    /// the same order.
+    /// bytes. Scoped to one buyer of one sale: the same key from the same
+    /// buyer on the same sale always names the same order, and one buyer's
+    /// key never refuses another buyer's purchase.
     IdempotencyKey,
     "idempotency_key",
     MAX_IDEMPOTENCY_KEY_BYTES
@@ -97,6 +98,7 @@ pub struct Purchase {
     user_id: UserId,
     quantity: u32,
     idempotency_key: Option<IdempotencyKey>,
+    epoch: Epoch,
 }
 
 impl Purchase {
@@ -126,6 +128,7 @@ impl Purchase {
             user_id,
             quantity,
             idempotency_key: None,
+            epoch: Epoch::FIRST,
         })
     }
 
@@ -138,6 +141,20 @@ impl Purchase {
     pub fn with_key(mut self, key: IdempotencyKey) -> Self {
         self.idempotency_key = Some(key);
         self
+    }
+
+    /// Decides the purchase under `epoch`, the sale's epoch the caller read
+    /// from the store (default [`Epoch::FIRST`]). An engine holding the
+    /// sale under another epoch refuses it with
+    /// [`crate::PurchaseOutcome::WrongEpoch`].
+    pub fn at_epoch(mut self, epoch: Epoch) -> Self {
+        self.epoch = epoch;
+        self
+    }
+
+    /// The epoch the purchase is decided under.
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
     }
 
     /// The sale bought from.

@@ -12,8 +12,9 @@ pub struct RebuildPlan {
     pub remaining: u32,
     /// Items each buyer holds through live orders (buyers with none omitted).
     pub holdings: HashMap<UserId, u32>,
-    /// Every idempotency key ever used, live order or not.
-    pub keys: Vec<(IdempotencyKey, OrderId)>,
+    /// Every idempotency key ever used, live order or not, with its buyer
+    /// (keys are scoped to a buyer).
+    pub keys: Vec<(UserId, IdempotencyKey, OrderId)>,
     /// Every order, with whether it still holds its items.
     pub orders: Vec<PlannedOrder>,
 }
@@ -56,12 +57,13 @@ impl RebuildPlan {
                 return Err(inconsistent(format!("order {} appears twice", order.id)));
             }
             if let Some(key) = &order.idempotency_key {
-                if !seen_keys.insert(key.clone()) {
+                if !seen_keys.insert((order.user_id.clone(), key.clone())) {
                     return Err(inconsistent(format!(
-                        "idempotency key {key:?} is used by two orders"
+                        "idempotency key {key:?} of buyer {} is used by two orders",
+                        order.user_id
                     )));
                 }
-                keys.push((key.clone(), order.id));
+                keys.push((order.user_id.clone(), key.clone(), order.id));
             }
             let live = order.status.holds_stock();
             if live {
@@ -115,6 +117,7 @@ mod tests {
             idempotency_key: key.map(|k| IdempotencyKey::new(k).unwrap()),
             status,
             created_at: Utc::now(),
+            epoch: crate::Epoch::FIRST,
         }
     }
 
@@ -158,8 +161,14 @@ mod tests {
         assert!(RebuildPlan::new(&spec, &oversold).is_err());
         let same_key = vec![
             order("a", 1, OrderStatus::Cancelled, Some("k")),
-            order("b", 1, OrderStatus::Confirmed, Some("k")),
+            order("a", 1, OrderStatus::Confirmed, Some("k")),
         ];
         assert!(RebuildPlan::new(&spec, &same_key).is_err());
+        // Keys are scoped to a buyer: two buyers may use the same one.
+        let two_buyers = vec![
+            order("a", 1, OrderStatus::Confirmed, Some("k")),
+            order("b", 1, OrderStatus::Confirmed, Some("k")),
+        ];
+        assert!(RebuildPlan::new(&spec, &two_buyers).is_ok());
     }
 }

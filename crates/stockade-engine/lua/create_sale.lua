@@ -1,4 +1,5 @@
--- Creates a sale, or reports that it exists (identical) or conflicts.
+-- Creates a sale under the first epoch (1), or reports that it exists
+-- (identical) or conflicts.
 -- KEYS[1]  the sale hash
 -- ARGV     total, per-user limit, starts (ms or ''), ends (ms or ''), hold (ms or '')
 -- Returns  {'created'} | {'exists'} | {'conflict', total, limit, starts, ends, hold}
@@ -14,5 +15,5 @@ if existing[1] then
 end
 redis.call('HSET', KEYS[1],
   'total', ARGV[1], 'limit', ARGV[2], 'starts', ARGV[3], 'ends', ARGV[4], 'hold', ARGV[5],
-  'remaining', ARGV[1])
+  'remaining', ARGV[1], 'epoch', '1', 'newest', '1')
 return {'created'}

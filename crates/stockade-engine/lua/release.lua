@@ -2,11 +2,13 @@
 -- drops it from the outbox (a released order is never to be committed).
 -- KEYS[1]  sale hash, KEYS[2] holdings hash, KEYS[3] orders hash,
 -- KEYS[4]  outbox stream, KEYS[5] pending hash
--- ARGV[1]  order id
+-- ARGV[1]  order id, ARGV[2] the epoch the release was decided under
 -- Returns  {code, quantity, remaining}:
---   1 released, 2 already released, 3 unknown order, 4 unknown sale
-local sale = redis.call('HMGET', KEYS[1], 'remaining', 'total')
+--   1 released, 2 already released, 3 unknown order, 4 unknown sale,
+--   5 wrong epoch (remaining = the epoch held, 0 while rebuilding)
+local sale = redis.call('HMGET', KEYS[1], 'remaining', 'total', 'epoch')
 if not sale[1] then return {4, 0, 0} end
+if sale[3] ~= ARGV[2] then return {5, 0, tonumber(sale[3] or '0')} end
 local record = redis.call('HGET', KEYS[3], ARGV[1])
 if not record then return {3, 0, 0} end
 local quantity, state, user = string.match(record, '^(%d+):(%a):(.*)$')

@@ -3,7 +3,7 @@
 //! (`engine_purchase`, `engine_release`) share one numbering, decoded here
 //! once.
 
-use stockade_core::{EngineError, OrderId, PurchaseOutcome, ReleaseOutcome};
+use stockade_core::{EngineError, Epoch, OrderId, PurchaseOutcome, ReleaseOutcome};
 
 /// A count the backend returned, which must fit a `u32`.
 pub(crate) fn count(value: i64, what: &str, source: &str) -> Result<u32, EngineError> {
@@ -11,10 +11,18 @@ pub(crate) fn count(value: i64, what: &str, source: &str) -> Result<u32, EngineE
         .map_err(|_| EngineError::backend(format!("{source} returned {value} for {what}")))
 }
 
+/// An epoch the backend returned (never negative).
+pub(crate) fn epoch(value: i64, source: &str) -> Result<Epoch, EngineError> {
+    u64::try_from(value)
+        .map(Epoch::new)
+        .map_err(|_| EngineError::backend(format!("{source} returned the epoch {value}")))
+}
+
 /// Purchase codes: 1 purchased (`value` = remaining), 2 sold out,
 /// 3 insufficient stock (`value` = remaining), 4 limit exceeded (`value` =
 /// already held), 5 duplicate (`original` = the first order), 6 not
-/// started, 7 ended, 8 unknown sale.
+/// started, 7 ended, 8 unknown sale, 9 wrong epoch (`value` = the epoch
+/// the engine holds).
 pub(crate) fn purchase(
     code: i64,
     value: i64,
@@ -42,6 +50,9 @@ pub(crate) fn purchase(
         6 => PurchaseOutcome::NotStarted,
         7 => PurchaseOutcome::Ended,
         8 => PurchaseOutcome::UnknownSale,
+        9 => PurchaseOutcome::WrongEpoch {
+            engine: epoch(value, source)?,
+        },
         other => {
             return Err(EngineError::backend(format!(
                 "unexpected code {other} from {source}"
@@ -51,7 +62,7 @@ pub(crate) fn purchase(
 }
 
 /// Release codes: 1 released, 2 already released, 3 unknown order,
-/// 4 unknown sale.
+/// 4 unknown sale, 5 wrong epoch (`remaining` = the epoch the engine holds).
 pub(crate) fn release(
     code: i64,
     quantity: i64,
@@ -66,6 +77,9 @@ pub(crate) fn release(
         2 => ReleaseOutcome::AlreadyReleased,
         3 => ReleaseOutcome::UnknownOrder,
         4 => ReleaseOutcome::UnknownSale,
+        5 => ReleaseOutcome::WrongEpoch {
+            engine: epoch(remaining, source)?,
+        },
         other => {
             return Err(EngineError::backend(format!(
                 "unexpected code {other} from {source}"

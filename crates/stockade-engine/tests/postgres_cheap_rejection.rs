@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use sqlx::Row;
-use stockade_core::{Engine, Purchase, PurchaseOutcome, SaleSpec, SystemClock};
+use stockade_core::{Engine, Epoch, Purchase, PurchaseOutcome, SaleSpec, SystemClock};
 use stockade_engine::PostgresEngine;
 use stockade_test_support::PostgresServer;
 
@@ -60,6 +60,7 @@ async fn sold_out_answers_write_nothing() {
                 PurchaseOutcome::Purchased { order_id, .. } => order_id,
                 _ => unreachable!(),
             },
+            Epoch::FIRST,
         )
         .await
         .unwrap();

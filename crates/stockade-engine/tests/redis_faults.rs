@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use redis::AsyncCommands;
 use stockade_core::{
+    Epoch,
     Engine, EngineError, Order, OrderStatus, Purchase, PurchaseOutcome, SaleId, SaleSpec,
     SystemClock,
 };
@@ -50,7 +51,8 @@ async fn script_flush_is_reloaded_transparently() {
         engine
             .release(
                 &SaleId::new("flush").unwrap(),
-                stockade_core::OrderId::generate()
+                stockade_core::OrderId::generate(),
+                Epoch::FIRST,
             )
             .await
             .is_ok()
@@ -78,6 +80,7 @@ async fn restart_loses_the_sale_and_rebuild_restores_it_from_the_store() {
             idempotency_key: None,
             status: OrderStatus::Confirmed,
             created_at: Utc::now(),
+            epoch: Epoch::FIRST,
         });
     }
     let run_id = engine.server_run_id().await.unwrap();
@@ -104,7 +107,7 @@ async fn restart_loses_the_sale_and_rebuild_restores_it_from_the_store() {
     );
     assert!(engine.snapshot(sale_spec.id()).await.unwrap().is_none());
 
-    let snapshot = engine.rebuild(&sale_spec, &committed).await.unwrap();
+    let snapshot = engine.rebuild(&sale_spec, Epoch::FIRST, &committed).await.unwrap();
     assert_eq!(snapshot.remaining, 7);
     assert_eq!(
         buy(&engine, "restart", "a").await.unwrap(),

@@ -2,7 +2,10 @@
 //! slow, every purchase would otherwise wait for the full response timeout
 //! before hearing 503; after a few consecutive failures the breaker opens
 //! and purchases are answered 503 at once, until a cool-down has passed and
-//! one trial request is let through (half-open). A success closes it.
+//! one trial request is let through (half-open). A success closes it. A
+//! trial that never reports (its client went away, or it ended in an error
+//! that says nothing about reachability) does not keep the breaker
+//! half-open: after another cool-down the next request is the trial.
 //!
 //! Time is passed in, so the breaker is tested without sleeping.
 
@@ -23,8 +26,9 @@ enum State {
     Closed { failures: u32 },
     /// Requests are refused until `until`.
     Open { until: Instant },
-    /// One trial request is under way; others are refused.
-    HalfOpen,
+    /// One trial request is under way since `since`; others are refused
+    /// until it reports or a cool-down passes.
+    HalfOpen { since: Instant },
 }
 
 /// Opens after `threshold` consecutive failures, for `cooldown`.
@@ -65,14 +69,19 @@ impl CircuitBreaker {
         match *state {
             State::Closed { .. } => true,
             State::Open { until } if now >= until => {
-                *state = State::HalfOpen;
+                *state = State::HalfOpen { since: now };
                 true
             }
-            State::Open { .. } | State::HalfOpen => false,
+            State::HalfOpen { since } if now >= since + self.cooldown => {
+                *state = State::HalfOpen { since: now };
+                true
+            }
+            State::Open { .. } | State::HalfOpen { .. } => false,
         }
     }
 
-    /// The engine answered.
+    /// The engine answered (any answer, even an error that is not about
+    /// reachability: it is there).
     pub fn succeeded(&self) {
         if self.healthy.load(Ordering::Acquire) {
             return;
@@ -100,7 +109,12 @@ impl CircuitBreaker {
 
     /// Whether the circuit is open (or trying to close).
     pub fn is_open(&self) -> bool {
-        !matches!(*self.state.lock(), State::Closed { .. })
+        !self.is_closed()
+    }
+
+    /// Whether requests pass freely.
+    pub fn is_closed(&self) -> bool {
+        matches!(*self.state.lock(), State::Closed { .. })
     }
 }
 
@@ -137,6 +151,23 @@ mod tests {
         breaker.failed(t1);
         assert!(!breaker.allow(t1 + Duration::from_secs(1)));
         assert!(breaker.allow(t1 + Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn a_trial_that_never_reports_does_not_keep_it_half_open() {
+        let breaker = CircuitBreaker::new(1, Duration::from_secs(1));
+        let t0 = Instant::now();
+        breaker.failed(t0);
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(breaker.allow(t1), "the trial");
+        // The trial's client went away: neither succeeded nor failed.
+        assert!(!breaker.allow(t1 + Duration::from_millis(500)));
+        assert!(
+            breaker.allow(t1 + Duration::from_secs(1)),
+            "a new trial after another cool-down"
+        );
+        breaker.succeeded();
+        assert!(breaker.is_closed());
     }
 
     #[test]

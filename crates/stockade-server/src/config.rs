@@ -19,6 +19,10 @@ pub struct RawConfig {
     pub listen: Option<String>,
     /// `--data-dir`, `STOCKADE_DATA_DIR`, `data_dir`.
     pub data_dir: Option<PathBuf>,
+    /// `--engine`, `STOCKADE_ENGINE`, `engine`: memory, redis or postgres.
+    pub engine: Option<String>,
+    /// `--fallback`, `STOCKADE_FALLBACK`, `fallback`: none or postgres.
+    pub fallback: Option<String>,
     /// `--redis-url`, `STOCKADE_REDIS_URL`, `redis_url`.
     pub redis_url: Option<String>,
     /// `--database-url`, `STOCKADE_DATABASE_URL`, `database_url`.
@@ -69,6 +73,8 @@ impl RawConfig {
         Ok(Self {
             listen: lookup("STOCKADE_LISTEN"),
             data_dir: lookup("STOCKADE_DATA_DIR").map(PathBuf::from),
+            engine: lookup("STOCKADE_ENGINE"),
+            fallback: lookup("STOCKADE_FALLBACK"),
             redis_url: lookup("STOCKADE_REDIS_URL"),
             database_url: lookup("STOCKADE_DATABASE_URL"),
             admin_token: lookup("STOCKADE_ADMIN_TOKEN"),
@@ -91,6 +97,8 @@ impl RawConfig {
         RawConfig {
             listen: self.listen.or(lower.listen),
             data_dir: self.data_dir.or(lower.data_dir),
+            engine: self.engine.or(lower.engine),
+            fallback: self.fallback.or(lower.fallback),
             redis_url: self.redis_url.or(lower.redis_url),
             database_url: self.database_url.or(lower.database_url),
             admin_token: self.admin_token.or(lower.admin_token),
@@ -112,11 +120,43 @@ pub enum StoreLocation {
 }
 
 impl StoreLocation {
+    /// `postgres` or `sqlite`, for messages.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Self::Postgres(_) => "postgres",
+            Self::Sqlite(_) => "sqlite",
+        }
+    }
+
     /// The URL sqlx connects to.
     pub fn url(&self) -> String {
         match self {
             Self::Postgres(url) => url.clone(),
             Self::Sqlite(path) => format!("sqlite://{}?mode=rwc", path.display()),
+        }
+    }
+}
+
+/// Which engine decides purchases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineChoice {
+    /// In this process: the embedded default, one instance only.
+    Memory,
+    /// Redis at this URL: any number of instances.
+    Redis(String),
+    /// The PostgreSQL order store decides each purchase itself, in one
+    /// transaction that also records the order: no Redis, nothing to
+    /// group-commit.
+    Postgres,
+}
+
+impl EngineChoice {
+    /// The name used by `--engine`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::Redis(_) => "redis",
+            Self::Postgres => "postgres",
         }
     }
 }
@@ -138,8 +178,11 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// Directory of the embedded store.
     pub data_dir: PathBuf,
-    /// Redis engine URL; None: the in-memory engine.
-    pub redis_url: Option<String>,
+    /// The engine that decides purchases.
+    pub engine: EngineChoice,
+    /// Whether sales move to the PostgreSQL store while Redis is
+    /// unavailable (`--fallback postgres`).
+    pub fallback: bool,
     /// The order store.
     pub store: StoreLocation,
     /// The admin token.
@@ -190,7 +233,7 @@ impl ServerConfig {
                 format!("{url:?} must start with redis:// or rediss://"),
             ));
         }
-        let store = match raw.database_url.filter(|u| !u.is_empty()) {
+        let store = match raw.database_url.clone().filter(|u| !u.is_empty()) {
             None => StoreLocation::Sqlite(data_dir.join("orders.db")),
             Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
                 StoreLocation::Postgres(url)
@@ -206,6 +249,30 @@ impl ServerConfig {
                 ));
             }
         };
+        let engine = resolve_engine(raw.engine.as_deref(), redis_url, &store)?;
+        let fallback = match raw.fallback.as_deref().map(str::trim) {
+            None | Some("" | "none") => false,
+            Some("postgres") => true,
+            Some(other) => {
+                return Err(invalid(
+                    "--fallback / STOCKADE_FALLBACK",
+                    format!("{other:?} is not one of: none, postgres"),
+                ));
+            }
+        };
+        if fallback
+            && !(matches!(engine, EngineChoice::Redis(_))
+                && matches!(store, StoreLocation::Postgres(_)))
+        {
+            return Err(invalid(
+                "--fallback / STOCKADE_FALLBACK",
+                format!(
+                    "postgres needs --engine redis and a postgres:// --database-url (the engine is {}, the store {})",
+                    engine.name(),
+                    store.kind_name()
+                ),
+            ));
+        }
         let admin = match raw.admin_token {
             Some(token) if token.len() < 16 => {
                 return Err(invalid(
@@ -247,7 +314,8 @@ impl ServerConfig {
         Ok(Self {
             listen,
             data_dir,
-            redis_url,
+            engine,
+            fallback,
             store,
             admin,
             commit_deadline,
@@ -258,6 +326,51 @@ impl ServerConfig {
             outbox_grace,
         })
     }
+}
+
+/// `--engine` with the URLs it needs; the engine is never implied by which
+/// URL is present.
+fn resolve_engine(
+    engine: Option<&str>,
+    redis_url: Option<String>,
+    store: &StoreLocation,
+) -> Result<EngineChoice, ConfigError> {
+    let setting = "--engine / STOCKADE_ENGINE";
+    let choice = match engine.map(str::trim).unwrap_or("memory") {
+        "memory" => EngineChoice::Memory,
+        "redis" => match redis_url.clone() {
+            Some(url) => EngineChoice::Redis(url),
+            None => {
+                return Err(invalid(
+                    setting,
+                    "redis needs --redis-url / STOCKADE_REDIS_URL",
+                ));
+            }
+        },
+        "postgres" => EngineChoice::Postgres,
+        other => {
+            return Err(invalid(
+                setting,
+                format!("{other:?} is not one of: memory, redis, postgres"),
+            ));
+        }
+    };
+    if redis_url.is_some() && !matches!(choice, EngineChoice::Redis(_)) {
+        return Err(invalid(
+            "--redis-url / STOCKADE_REDIS_URL",
+            format!(
+                "is set but the engine is {}; add --engine redis, or drop the Redis URL",
+                choice.name()
+            ),
+        ));
+    }
+    if choice == EngineChoice::Postgres && !matches!(store, StoreLocation::Postgres(_)) {
+        return Err(invalid(
+            setting,
+            "postgres needs a postgres:// --database-url / STOCKADE_DATABASE_URL (the store is SQLite)",
+        ));
+    }
+    Ok(choice)
 }
 
 fn generate_token() -> String {
@@ -293,7 +406,8 @@ mod tests {
             config.store,
             StoreLocation::Sqlite(PathBuf::from("./stockade-data/orders.db"))
         );
-        assert!(config.redis_url.is_none());
+        assert_eq!(config.engine, EngineChoice::Memory);
+        assert!(!config.fallback);
         assert!(config.admin.generated);
         assert_eq!(config.admin.token.len(), 48);
     }
@@ -333,10 +447,60 @@ mod tests {
         });
         assert!(err.to_string().contains("--listen"), "{err}");
         let err = bad(RawConfig {
+            engine: Some("redis".into()),
             redis_url: Some("http://x".into()),
             ..RawConfig::default()
         });
         assert!(err.to_string().contains("--redis-url"), "{err}");
+        let err = bad(RawConfig {
+            redis_url: Some("redis://x".into()),
+            ..RawConfig::default()
+        });
+        assert!(err.to_string().contains("add --engine redis"), "{err}");
+        let err = bad(RawConfig {
+            engine: Some("redis".into()),
+            ..RawConfig::default()
+        });
+        assert!(err.to_string().contains("--redis-url"), "{err}");
+        let err = bad(RawConfig {
+            engine: Some("postgres".into()),
+            ..RawConfig::default()
+        });
+        assert!(err.to_string().contains("--database-url"), "{err}");
+        let err = bad(RawConfig {
+            engine: Some("mongodb".into()),
+            ..RawConfig::default()
+        });
+        assert!(err.to_string().contains("--engine"), "{err}");
+        let err = bad(RawConfig {
+            engine: Some("redis".into()),
+            redis_url: Some("redis://x".into()),
+            fallback: Some("postgres".into()),
+            ..RawConfig::default()
+        });
+        assert!(err.to_string().contains("--fallback"), "{err}");
+        let err = bad(RawConfig {
+            fallback: Some("mysql".into()),
+            ..RawConfig::default()
+        });
+        assert!(err.to_string().contains("--fallback"), "{err}");
+        let ok = ServerConfig::resolve(
+            RawConfig {
+                engine: Some("redis".into()),
+                redis_url: Some("redis://127.0.0.1:6379".into()),
+                database_url: Some("postgres://localhost/x".into()),
+                fallback: Some("postgres".into()),
+                ..RawConfig::default()
+            },
+            RawConfig::default(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            ok.engine,
+            EngineChoice::Redis("redis://127.0.0.1:6379".into())
+        );
+        assert!(ok.fallback);
         let err = bad(RawConfig {
             database_url: Some("mysql://x".into()),
             ..RawConfig::default()

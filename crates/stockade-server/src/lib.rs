@@ -1,11 +1,14 @@
 //! `stockade serve`: the HTTP service.
 //!
 //! A purchase goes through the path of DESIGN.md: the engine decides it in
-//! one atomic step and records it in its outbox; the group-commit writer
-//! commits it to the order store with many others in one transaction; only
-//! then does the buyer hear 201. The store is the source of truth: at start,
-//! and whenever Redis restarts, the engine is rebuilt from it before it
-//! sells again.
+//! one atomic step under the sale's epoch and records it in its outbox; the
+//! group-commit writer commits it to the order store with many others in
+//! one transaction, where the store checks it again; only then does the
+//! buyer hear 201. The store is the source of truth and the arbiter: every
+//! change of who decides a sale (a rebuild after Redis lost data, a move to
+//! the PostgreSQL fallback and back) is a fenced step that advances the
+//! sale's epoch, so any number of instances can run on one Redis and one
+//! PostgreSQL. See `docs/consistency.md`.
 //!
 //! ```no_run
 //! use stockade_server::config::{RawConfig, ServerConfig};
@@ -19,10 +22,13 @@
 //!
 //! # Layout
 //! - [`config`]: flags, environment and file resolved into [`config::ServerConfig`].
-//! - [`store`]: the order store (PostgreSQL or SQLite), the source of truth.
+//! - [`store`]: the order store (PostgreSQL or SQLite), the source of truth
+//!   and the arbiter of every commit; epochs and releases.
+//! - [`routing`]: which authority decides each sale, as this instance knows.
 //! - [`writer`]: the group-commit writer.
 //! - [`breaker`]: the circuit breaker in front of the engine.
-//! - [`recovery`]: rebuilding the engine from the store; the reconciler.
+//! - [`recovery`]: fenced rebuilds, the move to the fallback and back, the
+//!   reconciler.
 //! - [`state`]: what handlers share.
 //! - [`api`]: the router, handlers, JSON bodies, errors and OpenAPI document.
 //! - [`metrics`]: the Prometheus series.
@@ -32,6 +38,7 @@ pub mod breaker;
 pub mod config;
 pub mod metrics;
 pub mod recovery;
+pub mod routing;
 pub mod state;
 pub mod store;
 pub mod writer;
@@ -42,10 +49,11 @@ use std::time::Duration;
 
 use stockade_core::{Clock, Engine, EngineError, SystemClock};
 use stockade_engine::{MemoryEngine, RedisEngine, RedisEngineConfig};
+use stockade_lock::{LockError, Locks};
 use tokio::net::TcpListener;
 
 pub use api::app;
-use config::{ServerConfig, StoreLocation};
+use config::{EngineChoice, ServerConfig, StoreLocation};
 use recovery::RecoveryError;
 use state::{AppState, StateParts};
 use store::{OrderStore, StoreError};
@@ -68,6 +76,9 @@ pub enum ServeError {
     /// The engine could not connect.
     #[error("cannot connect the stock engine: {0}")]
     Engine(#[from] EngineError),
+    /// The rebuild lock's Redis connection could not be made.
+    #[error("cannot connect the rebuild lock to Redis: {0}")]
+    Lock(#[from] LockError),
     /// Recovery at start failed.
     #[error("cannot recover the engine from the store: {0}")]
     Recovery(#[from] RecoveryError),
@@ -106,19 +117,31 @@ impl Service {
             })?;
         }
         let store = OrderStore::open(&config.store.url()).await?;
-        let (engine, redis): (Arc<dyn Engine>, Option<Arc<RedisEngine>>) = match &config.redis_url {
-            Some(url) => {
+        let (engine, redis, locks): (Option<Arc<dyn Engine>>, _, _) = match &config.engine {
+            EngineChoice::Redis(url) => {
                 let redis = Arc::new(
                     RedisEngine::connect(&RedisEngineConfig::new(url), Arc::clone(&clock)).await?,
                 );
-                (redis.clone(), Some(redis))
+                let locks = Locks::builder().node(url).connect().await?;
+                (Some(redis.clone()), Some(redis), Some(locks))
             }
-            None => (Arc::new(MemoryEngine::new(Arc::clone(&clock))), None),
+            EngineChoice::Memory => (
+                Some(Arc::new(MemoryEngine::new(Arc::clone(&clock)))),
+                None,
+                None,
+            ),
+            EngineChoice::Postgres => (None, None, None),
         };
-        let (queue, writer_task) =
-            CommitQueue::start(store.clone(), Arc::clone(&engine), config.writer);
+        // Read before recovery, so a restart during it is noticed.
+        let run_id = match &redis {
+            Some(redis) => redis.server_run_id().await.ok(),
+            None => None,
+        };
+        let (queue, writer_task) = CommitQueue::start(store.clone(), engine.clone(), config.writer);
         let state = AppState::new(StateParts {
             engine,
+            fallback: config.fallback,
+            locks,
             store,
             queue,
             clock,
@@ -126,9 +149,11 @@ impl Service {
             commit_deadline: config.commit_deadline,
         });
         recover_at_start(&state).await?;
+        state.mark_started();
         let reconciler = tokio::spawn(recovery::reconcile_forever(
             state.clone(),
             redis,
+            run_id,
             config.outbox_grace,
         ));
         Ok(Self {
@@ -198,7 +223,7 @@ pub async fn run(
 async fn recover_at_start(state: &AppState) -> Result<(), ServeError> {
     let mut attempts = 0;
     loop {
-        match recovery::recover_all(state, "startup").await {
+        match recovery::recover_at_start(state).await {
             Ok(rebuilt) => {
                 tracing::info!(rebuilt, "engine recovered from the store");
                 return Ok(());

@@ -1,24 +1,35 @@
-//! Keeping the engine in line with the store, the source of truth.
+//! Keeping the engine in line with the store, the source of truth, through
+//! fenced changes of authority (see `docs/consistency.md`).
 //!
-//! - At start, and whenever Redis reports a new run id (it restarted or
-//!   failed over, so its data may be gone or stale), selling stops and every
-//!   sale is recovered: orders left in the engine's outbox (accepted by a
-//!   process that died before committing them) are committed, then the
-//!   engine is compared with the store and rebuilt from it if they differ.
-//! - Every second, the reconciler commits outbox entries that nobody is
-//!   committing any more (older than the grace period and not in this
-//!   process's queue) and retries engine releases of cancelled orders.
+//! - [`rebuild_sale`]: the one way an engine's state for a sale is
+//!   replaced. Under the sale's rebuild lock (so one instance at a time
+//!   does it): close the sale in the engine, commit what its outbox holds
+//!   (other instances' in-flight orders are committed, not dropped),
+//!   advance the sale's epoch in the store, rebuild the engine from the
+//!   store under the new epoch in bounded chunks, apply the releases the
+//!   engine owes.
+//! - [`move_to_fallback`]: the sale moves to the store's own decisions
+//!   (`--fallback postgres`) by advancing its epoch; orders the engine
+//!   decided under the old epoch can no longer commit.
+//! - [`reconcile_forever`]: every second, on the sales that are open:
+//!   commit outbox entries nobody is committing any more, apply pending
+//!   releases, rebuild when Redis restarted or its stock drifted from the
+//!   store's, and move fallback sales back once Redis is healthy.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use stockade_core::{EngineError, SaleSpec};
+use stockade_core::{Engine, EngineError, Epoch, ReleaseOutcome, SaleId};
 use stockade_engine::RedisEngine;
+use stockade_lock::{Lease, LockError};
 
+use crate::routing::Route;
 use crate::state::AppState;
 use crate::store::StoreError;
+use crate::store::authority::{Advance, Authority};
 
-/// Why recovery failed (it is retried).
+/// Why a recovery step failed (it is retried).
 #[derive(Debug, thiserror::Error)]
 pub enum RecoveryError {
     /// The store failed.
@@ -27,154 +38,403 @@ pub enum RecoveryError {
     /// The engine failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
-    /// Orders were still waiting for their commit after 30 s (the store is
-    /// down?): rebuilding now could forget them.
-    #[error("orders are still waiting for their commit; recovery will be retried")]
-    QueueNotDrained,
+    /// The rebuild lock could not be taken (Redis unreachable, or another
+    /// instance held it the whole time).
+    #[error("the rebuild lock: {0}")]
+    Lock(#[from] LockError),
+    /// The sale's epoch moved while this instance was rebuilding it.
+    #[error("sale {0} moved to another epoch meanwhile; retrying")]
+    Raced(SaleId),
 }
 
-/// What recovery did to one sale.
+/// What [`rebuild_sale`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SaleRecovery {
-    /// The engine already agreed with the store.
-    InSync,
-    /// The engine was rebuilt from the store.
-    Rebuilt,
+pub enum Rebuild {
+    /// The engine was rebuilt under this epoch.
+    Rebuilt(Epoch),
+    /// Someone else had already brought the engine in line.
+    InLine,
+    /// A newer rebuild by another instance took over.
+    Superseded,
+    /// There is nothing to rebuild (no such sale, or no engine).
+    Nothing,
 }
 
-/// Recovers one sale: commit the outbox, compare, rebuild if needed.
-pub async fn recover_sale(
+/// How long an instance waits for another's rebuild of the same sale.
+const LOCK_WAIT: Duration = Duration::from_secs(15);
+
+fn lock_name(sale: &SaleId) -> String {
+    format!("rebuild:{sale}")
+}
+
+/// Rebuilds the engine's state for `sale` from the store, unless the store
+/// has moved past `seen` (the epoch under which the trouble was seen) and
+/// the engine already holds the new epoch.
+pub async fn rebuild_sale(
     state: &AppState,
-    spec: &SaleSpec,
-) -> Result<SaleRecovery, RecoveryError> {
-    let engine = state.engine();
-    let store = state.store();
-    let leftovers = engine.outbox(spec.id()).await?;
-    if !leftovers.is_empty() {
-        tracing::info!(sale = %spec.id(), orders = leftovers.len(), "committing orders left in the outbox");
-        store.commit(&leftovers).await?;
-        let ids: Vec<_> = leftovers.iter().map(|o| o.id).collect();
-        engine.acknowledge(spec.id(), &ids).await?;
-    }
-    let orders = store.all_orders(spec.id()).await?;
-    let sold: u64 = orders
-        .iter()
-        .filter(|o| o.status.holds_stock())
-        .map(|o| u64::from(o.quantity))
-        .sum();
-    let expected_remaining = u64::from(spec.total_stock()).saturating_sub(sold);
-    let in_sync = match engine.snapshot(spec.id()).await? {
-        Some(snapshot) => {
-            snapshot.spec == *spec && u64::from(snapshot.remaining) == expected_remaining
-        }
-        None => false,
+    sale: &SaleId,
+    seen: Epoch,
+    reason: &'static str,
+) -> Result<Rebuild, RecoveryError> {
+    let Some(engine) = state.engine() else {
+        return Ok(Rebuild::Nothing);
     };
-    if in_sync {
-        return Ok(SaleRecovery::InSync);
+    let guard = match state.locks() {
+        Some(locks) => Some(
+            locks
+                .lock_with(&lock_name(sale), LOCK_WAIT, Lease::Watchdog)
+                .await?,
+        ),
+        None => None,
+    };
+    let result = rebuild_locked(state, engine.as_ref(), sale, seen, reason).await;
+    if let Some(guard) = guard
+        && let Err(error) = guard.release().await
+    {
+        tracing::warn!(%sale, %error, "could not release the rebuild lock; its lease will run out");
     }
-    let snapshot = engine.rebuild(spec, &orders).await?;
-    metrics::gauge!("stockade_sale_remaining", "sale" => spec.id().to_string())
-        .set(f64::from(snapshot.remaining));
-    tracing::info!(sale = %spec.id(), remaining = snapshot.remaining, "engine rebuilt from the store");
-    Ok(SaleRecovery::Rebuilt)
+    result
 }
 
-/// Recovers every sale with selling stopped, then opens selling.
-///
-/// Waits for purchases in progress to answer and for the commit queue to
-/// drain first: an order accepted before the fault but committed after the
-/// store was read would otherwise be missing from the rebuilt engine.
-pub async fn recover_all(state: &AppState, reason: &'static str) -> Result<usize, RecoveryError> {
-    state.request_recovery();
-    let _paused = state.pause_selling().await;
-    let drained = tokio::time::timeout(Duration::from_secs(30), async {
-        while state.queue().in_flight_count() > 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-    if drained.is_err() {
-        return Err(RecoveryError::QueueNotDrained);
+async fn rebuild_locked(
+    state: &AppState,
+    engine: &dyn Engine,
+    sale: &SaleId,
+    seen: Epoch,
+    reason: &'static str,
+) -> Result<Rebuild, RecoveryError> {
+    let store = state.store();
+    let Some(current) = store.sale_state(sale).await? else {
+        return Ok(Rebuild::Nothing);
+    };
+    let held = engine.epoch(sale).await?;
+    if current.epoch > seen
+        && current.authority == Authority::Primary
+        && held == Some(current.epoch)
+    {
+        state.routing().learn(
+            sale,
+            Route {
+                epoch: current.epoch,
+                authority: current.authority,
+            },
+        );
+        return Ok(Rebuild::InLine);
     }
+    // Stop the engine selling, then commit what it accepted: after the
+    // close its outbox is final, and every entry decided under the current
+    // epoch commits (other instances' in-flight orders included).
+    engine.close(sale).await?;
+    drain_outbox(state, engine, sale).await?;
+    let epoch = match store
+        .advance_epoch(sale, current.epoch, Authority::Primary)
+        .await?
+    {
+        Advance::Advanced(epoch) => epoch,
+        Advance::Moved { .. } => return Err(RecoveryError::Raced(sale.clone())),
+        Advance::UnknownSale => return Ok(Rebuild::Nothing),
+    };
+    let orders = store.all_orders(sale).await?;
+    let snapshot = match engine.rebuild(&current.spec, epoch, &orders).await {
+        Ok(snapshot) => snapshot,
+        Err(EngineError::Superseded { newer, .. }) => {
+            tracing::info!(%sale, %epoch, %newer, "rebuild superseded by a newer one");
+            return Ok(Rebuild::Superseded);
+        }
+        Err(error) => return Err(error.into()),
+    };
+    state.routing().learn(
+        sale,
+        Route {
+            epoch,
+            authority: Authority::Primary,
+        },
+    );
+    apply_pending_releases(state, Some(sale)).await;
+    metrics::counter!("stockade_rebuilds_total", "reason" => reason).increment(1);
+    metrics::gauge!("stockade_sale_remaining", "sale" => sale.to_string())
+        .set(f64::from(snapshot.remaining));
+    tracing::info!(%sale, %epoch, reason, remaining = snapshot.remaining, orders = orders.len(),
+        "engine rebuilt from the store");
+    Ok(Rebuild::Rebuilt(epoch))
+}
+
+/// Commits every order in the sale's outbox (the store judges each one)
+/// and removes them from it.
+async fn drain_outbox(
+    state: &AppState,
+    engine: &dyn Engine,
+    sale: &SaleId,
+) -> Result<usize, RecoveryError> {
+    let leftovers = engine.outbox(sale).await?;
+    if leftovers.is_empty() {
+        return Ok(0);
+    }
+    let verdicts = state.store().commit(&leftovers).await?;
+    crate::writer::log_voids(&leftovers, &verdicts);
+    let ids: Vec<_> = leftovers.iter().map(|o| o.id).collect();
+    engine.acknowledge(sale, &ids).await?;
+    tracing::info!(%sale, orders = ids.len(), "committed the orders left in the outbox");
+    Ok(ids.len())
+}
+
+/// Rebuilds `sale` in the background (at most one rebuild per sale per
+/// instance at a time), retrying with a growing pause until it succeeds or
+/// the sale is in line; this instance answers its purchases 503
+/// `rebuilding` meanwhile.
+pub fn request_rebuild(state: &AppState, sale: &SaleId, seen: Epoch, reason: &'static str) {
+    if state.engine().is_none() || !state.routing().start_rebuild(sale) {
+        return;
+    }
+    let state = state.clone();
+    let sale = sale.clone();
+    tokio::spawn(async move {
+        let mut pause = Duration::from_millis(100);
+        loop {
+            match rebuild_sale(&state, &sale, seen, reason).await {
+                Ok(_) => break,
+                Err(error) => {
+                    tracing::warn!(%sale, reason, %error, "rebuilding the sale failed; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+        state.routing().end_rebuild(&sale);
+    });
+}
+
+/// Moves a sale to the store's own decisions while the engine is
+/// unavailable, unless it has moved past `from` already; returns where it
+/// is now.
+pub async fn move_to_fallback(
+    state: &AppState,
+    sale: &SaleId,
+    from: Epoch,
+) -> Result<Option<Route>, StoreError> {
+    let route = match state
+        .store()
+        .advance_epoch(sale, from, Authority::Fallback)
+        .await?
+    {
+        Advance::Advanced(epoch) => {
+            metrics::counter!("stockade_fallbacks_total").increment(1);
+            tracing::warn!(%sale, %epoch, "the engine is unavailable: the sale moves to the PostgreSQL fallback");
+            Route {
+                epoch,
+                authority: Authority::Fallback,
+            }
+        }
+        Advance::Moved { epoch, authority } => Route { epoch, authority },
+        Advance::UnknownSale => return Ok(None),
+    };
+    state.routing().learn(sale, route);
+    Ok(Some(route))
+}
+
+/// Applies the releases the engine owes (for one sale, or all), deleting
+/// each once the engine has it or it became moot.
+pub async fn apply_pending_releases(state: &AppState, only: Option<&SaleId>) {
+    let Some(engine) = state.engine() else {
+        return;
+    };
+    let pending = match state.store().pending_releases(1_000).await {
+        Ok(pending) => pending,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read the pending releases; retrying");
+            return;
+        }
+    };
+    for release in pending
+        .into_iter()
+        .filter(|r| only.is_none_or(|sale| *sale == r.sale_id))
+    {
+        let settled = match engine
+            .release(&release.sale_id, release.order_id, release.epoch)
+            .await
+        {
+            Ok(ReleaseOutcome::Released { remaining, .. }) => {
+                metrics::gauge!("stockade_sale_remaining", "sale" => release.sale_id.to_string())
+                    .set(f64::from(remaining));
+                true
+            }
+            Ok(ReleaseOutcome::AlreadyReleased | ReleaseOutcome::UnknownOrder) => true,
+            // Rebuilt under a newer epoch from a store that had the order
+            // cancelled already: nothing left to give back.
+            Ok(ReleaseOutcome::WrongEpoch { engine }) if engine > release.epoch => true,
+            Ok(ReleaseOutcome::WrongEpoch { .. } | ReleaseOutcome::UnknownSale) => false,
+            Err(error) => {
+                tracing::warn!(sale = %release.sale_id, order = %release.order_id, %error,
+                    "releasing a cancelled order's items failed; retrying");
+                false
+            }
+        };
+        if settled && let Err(error) = state.store().release_settled(release.order_id).await {
+            tracing::warn!(order = %release.order_id, %error, "cannot settle a release; retrying");
+        }
+    }
+}
+
+/// Start-up: learns every sale's route and rebuilds the engine's state of
+/// the sales it does not hold under the store's epoch (all of them for the
+/// in-memory engine). Sales that are in line on a shared Redis are left
+/// alone, so an instance joining a running deployment disturbs nobody.
+pub async fn recover_at_start(state: &AppState) -> Result<usize, RecoveryError> {
     let mut rebuilt = 0;
     for spec in state.store().sales().await? {
-        if recover_sale(state, &spec).await? == SaleRecovery::Rebuilt {
+        let sale = spec.id();
+        let Some(current) = state.store().sale_state(sale).await? else {
+            continue;
+        };
+        let route = Route {
+            epoch: current.epoch,
+            authority: current.authority,
+        };
+        state.routing().learn(sale, route);
+        let Some(engine) = state.engine() else {
+            continue;
+        };
+        if current.authority == Authority::Fallback
+            || engine.epoch(sale).await? == Some(current.epoch)
+        {
+            continue;
+        }
+        if let Rebuild::Rebuilt(_) = rebuild_sale(state, sale, current.epoch, "startup").await? {
             rebuilt += 1;
         }
     }
-    metrics::counter!("stockade_recoveries_total", "reason" => reason).increment(1);
-    state.recovered();
     Ok(rebuilt)
 }
 
-/// The reconciler: runs until the process stops.
+/// The reconciler: runs until the process stops. `run_id` is the Redis
+/// identity read before start-up recovery, so a restart in between is
+/// noticed.
 pub async fn reconcile_forever(
     state: AppState,
     redis: Option<Arc<RedisEngine>>,
+    mut run_id: Option<String>,
     outbox_grace: Duration,
 ) {
-    let mut run_id = match &redis {
-        Some(redis) => redis.server_run_id().await.ok(),
-        None => None,
-    };
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut drift: HashMap<SaleId, u32> = HashMap::new();
+    let mut healthy_ticks = 0u32;
     loop {
         tick.tick().await;
-        let mut reason = "engine_lost_sale";
+        let mut restarted = false;
         if let Some(redis) = &redis {
             match redis.server_run_id().await {
-                Ok(current) if run_id.as_ref() != Some(&current) => {
-                    tracing::warn!(?run_id, %current, "Redis restarted or failed over: rebuilding from the store");
-                    run_id = Some(current);
-                    reason = "redis_restarted";
-                    state.request_recovery();
+                Ok(current) => {
+                    healthy_ticks += 1;
+                    if run_id.as_ref() != Some(&current) {
+                        tracing::warn!(?run_id, %current,
+                            "Redis restarted or failed over: rebuilding the open sales from the store");
+                        restarted = run_id.is_some();
+                        run_id = Some(current);
+                    }
                 }
-                Ok(_) => {}
-                Err(error) => tracing::debug!(%error, "Redis unreachable"),
+                Err(error) => {
+                    healthy_ticks = 0;
+                    tracing::warn!(%error, "Redis unreachable");
+                }
             }
         }
-        if state.needs_recovery() {
-            match recover_all(&state, reason).await {
-                Ok(rebuilt) => tracing::info!(rebuilt, "recovery done, selling again"),
-                Err(error) => tracing::warn!(%error, "recovery failed; retrying"),
-            }
+        if let Err(error) = reconcile_once(
+            &state,
+            restarted,
+            healthy_ticks >= 2,
+            outbox_grace,
+            &mut drift,
+        )
+        .await
+        {
+            tracing::warn!(%error, "reconciliation failed; retrying");
         }
-        if let Err(error) = commit_stale_outbox(&state, outbox_grace).await {
-            tracing::debug!(%error, "outbox sweep failed; retrying");
-        }
-        retry_releases(&state).await;
+        apply_pending_releases(&state, None).await;
     }
 }
 
-/// Commits outbox entries older than the grace period that this process is
-/// not committing: orders of a process that died, or whose commit failed.
-async fn commit_stale_outbox(state: &AppState, grace: Duration) -> Result<(), RecoveryError> {
-    let cutoff = state.clock().now() - chrono::TimeDelta::from_std(grace).unwrap_or_default();
-    for spec in state.store().sales().await? {
-        let stale: Vec<_> = state
-            .engine()
-            .outbox(spec.id())
-            .await?
-            .into_iter()
-            .filter(|o| o.created_at < cutoff && state.queue().in_flight(o.id).is_none())
-            .collect();
-        if stale.is_empty() {
+/// One pass over the open sales.
+async fn reconcile_once(
+    state: &AppState,
+    redis_restarted: bool,
+    engine_healthy: bool,
+    grace: Duration,
+    drift: &mut HashMap<SaleId, u32>,
+) -> Result<(), RecoveryError> {
+    let Some(engine) = state.engine() else {
+        return Ok(());
+    };
+    let now = state.clock().now();
+    // Orders accepted just before a sale ended may still be in an outbox.
+    let margin = chrono::TimeDelta::from_std(grace * 10).unwrap_or_default();
+    for current in state.store().open_sales(now - margin).await? {
+        let sale = current.spec.id();
+        let seen = state
+            .routing()
+            .get(sale)
+            .map_or(current.epoch, |r| r.epoch.min(current.epoch));
+        if current.authority == Authority::Fallback {
+            if engine_healthy && state.breaker().is_closed() {
+                request_rebuild(state, sale, current.epoch, "fallback_over");
+            }
             continue;
         }
-        tracing::info!(sale = %spec.id(), orders = stale.len(), "committing stale outbox entries");
-        state.store().commit(&stale).await?;
-        let ids: Vec<_> = stale.iter().map(|o| o.id).collect();
-        state.engine().acknowledge(spec.id(), &ids).await?;
+        if redis_restarted {
+            request_rebuild(state, sale, seen, "redis_restarted");
+            continue;
+        }
+        if state.routing().is_rebuilding(sale) {
+            continue;
+        }
+        if let Err(error) = commit_stale_outbox(state, engine.as_ref(), sale, grace).await {
+            tracing::warn!(%sale, %error, "committing stale outbox entries failed; retrying");
+        }
+        // The engine must never offer more than the store has left. Seen
+        // twice in a row (a single reading can race a cancel), it is out of
+        // line: a Redis restored from an old snapshot, say.
+        if let Some(snapshot) = engine.snapshot(sale).await? {
+            let store_left = current.remaining();
+            if snapshot.remaining > store_left {
+                let count = drift.entry(sale.clone()).or_default();
+                *count += 1;
+                if *count >= 2 {
+                    tracing::warn!(%sale, engine = snapshot.remaining, store = store_left,
+                        "the engine offers more stock than the store has left: rebuilding");
+                    drift.remove(sale);
+                    request_rebuild(state, sale, seen, "drift");
+                }
+            } else {
+                drift.remove(sale);
+            }
+        } else {
+            request_rebuild(state, sale, seen, "engine_lost_sale");
+        }
     }
     Ok(())
 }
 
-async fn retry_releases(state: &AppState) {
-    for (sale, order) in state.releases().take() {
-        if let Err(error) = state.engine().release(&sale, order).await {
-            tracing::debug!(%sale, %order, %error, "release still failing; retrying");
-            state.releases().push(sale, order);
-        }
+/// Commits outbox entries older than the grace period that this process is
+/// not committing: orders of a process that died, or whose commit failed.
+async fn commit_stale_outbox(
+    state: &AppState,
+    engine: &dyn Engine,
+    sale: &SaleId,
+    grace: Duration,
+) -> Result<(), RecoveryError> {
+    let cutoff = state.clock().now() - chrono::TimeDelta::from_std(grace).unwrap_or_default();
+    let stale: Vec<_> = engine
+        .outbox(sale)
+        .await?
+        .into_iter()
+        .filter(|o| o.created_at < cutoff && state.queue().in_flight(o.id).is_none())
+        .collect();
+    if stale.is_empty() {
+        return Ok(());
     }
+    tracing::info!(%sale, orders = stale.len(), "committing stale outbox entries");
+    let verdicts = state.store().commit(&stale).await?;
+    crate::writer::log_voids(&stale, &verdicts);
+    crate::writer::acknowledge(engine, &stale).await;
+    Ok(())
 }

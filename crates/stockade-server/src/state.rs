@@ -5,11 +5,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusHandle;
-pub use pending::PendingReleases;
 use stockade_core::{Clock, Engine};
-use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use stockade_lock::Locks;
 
 use crate::breaker::CircuitBreaker;
+use crate::routing::Routing;
 use crate::store::OrderStore;
 use crate::writer::CommitQueue;
 
@@ -20,18 +20,16 @@ pub struct AppState {
 }
 
 struct Inner {
-    engine: Arc<dyn Engine>,
+    engine: Option<Arc<dyn Engine>>,
+    fallback: bool,
     store: OrderStore,
     queue: CommitQueue,
     clock: Arc<dyn Clock>,
     admin_token: String,
     commit_deadline: Duration,
-    /// Purchases hold it shared from the engine call until their commit
-    /// answer; recovery holds it exclusively, so a rebuild never races a
-    /// purchase.
-    selling: RwLock<()>,
-    needs_recovery: AtomicBool,
-    releases: PendingReleases,
+    locks: Option<Locks>,
+    routing: Routing,
+    started: AtomicBool,
     breaker: CircuitBreaker,
     metrics: PrometheusHandle,
 }
@@ -39,7 +37,7 @@ struct Inner {
 impl std::fmt::Debug for AppState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AppState")
-            .field("engine", &self.inner.engine.name())
+            .field("engine", &self.inner.engine.as_ref().map_or("postgres", |e| e.name()))
             .field("store", &self.inner.store.kind())
             .finish_non_exhaustive()
     }
@@ -47,8 +45,14 @@ impl std::fmt::Debug for AppState {
 
 /// The parts an [`AppState`] is made of.
 pub struct StateParts {
-    /// The stock engine.
-    pub engine: Arc<dyn Engine>,
+    /// The stock engine; None when the store decides every purchase
+    /// (`--engine postgres`).
+    pub engine: Option<Arc<dyn Engine>>,
+    /// Whether sales move to the store while the engine is unavailable.
+    pub fallback: bool,
+    /// The lock that lets one instance at a time rebuild a sale (None for
+    /// the in-memory engine: one process only).
+    pub locks: Option<Locks>,
     /// The order store.
     pub store: OrderStore,
     /// The group-commit queue in front of the store.
@@ -62,28 +66,41 @@ pub struct StateParts {
 }
 
 impl AppState {
-    /// Assembles the state. It starts needing recovery.
+    /// Assembles the state. It is not ready until start-up recovery is done.
     pub fn new(parts: StateParts) -> Self {
         Self {
             inner: Arc::new(Inner {
                 engine: parts.engine,
+                fallback: parts.fallback,
                 store: parts.store,
                 queue: parts.queue,
                 clock: parts.clock,
                 admin_token: parts.admin_token,
                 commit_deadline: parts.commit_deadline,
-                selling: RwLock::new(()),
-                needs_recovery: AtomicBool::new(true),
-                releases: PendingReleases::default(),
+                locks: parts.locks,
+                routing: Routing::default(),
+                started: AtomicBool::new(false),
                 breaker: CircuitBreaker::default(),
                 metrics: crate::metrics::prometheus(),
             }),
         }
     }
 
-    /// The stock engine.
-    pub fn engine(&self) -> &Arc<dyn Engine> {
-        &self.inner.engine
+    /// The stock engine; None when the store decides every purchase.
+    pub fn engine(&self) -> Option<&Arc<dyn Engine>> {
+        self.inner.engine.as_ref()
+    }
+    /// Whether sales move to the store while the engine is unavailable.
+    pub fn has_fallback(&self) -> bool {
+        self.inner.fallback
+    }
+    /// The rebuild lock client (Redis deployments).
+    pub fn locks(&self) -> Option<&Locks> {
+        self.inner.locks.as_ref()
+    }
+    /// Which authority decides each sale, as this instance knows it.
+    pub fn routing(&self) -> &Routing {
+        &self.inner.routing
     }
     /// The order store.
     pub fn store(&self) -> &OrderStore {
@@ -105,10 +122,6 @@ impl AppState {
     pub fn commit_deadline(&self) -> Duration {
         self.inner.commit_deadline
     }
-    /// Cancelled orders whose items still have to go back to the engine.
-    pub fn releases(&self) -> &PendingReleases {
-        &self.inner.releases
-    }
     /// The circuit breaker in front of the engine's purchases.
     pub fn breaker(&self) -> &CircuitBreaker {
         &self.inner.breaker
@@ -117,63 +130,12 @@ impl AppState {
     pub fn metrics(&self) -> &PrometheusHandle {
         &self.inner.metrics
     }
-    /// Permission to sell, held by a purchase until it has answered; None
-    /// while the engine is being (or must be) rebuilt.
-    pub fn selling(&self) -> Option<RwLockReadGuard<'_, ()>> {
-        if self.inner.needs_recovery.load(Ordering::Acquire) {
-            return None;
-        }
-        self.inner.selling.try_read().ok()
+    /// Start-up recovery is done: the service may answer ready.
+    pub fn mark_started(&self) {
+        self.inner.started.store(true, Ordering::Release);
     }
-    /// Stops selling and waits for purchases in progress to answer.
-    pub async fn pause_selling(&self) -> RwLockWriteGuard<'_, ()> {
-        self.inner.selling.write().await
-    }
-    /// Whether the engine agrees with the store and may sell.
-    pub fn is_ready(&self) -> bool {
-        !self.needs_recovery() && self.inner.selling.try_read().is_ok()
-    }
-    /// Whether the engine must be rebuilt before it sells again.
-    pub fn needs_recovery(&self) -> bool {
-        self.inner.needs_recovery.load(Ordering::Acquire)
-    }
-    /// Marks the engine as possibly out of line with the store (Redis
-    /// restarted, or a sale the store knows is missing): selling stops until
-    /// the reconciler has recovered it.
-    pub fn request_recovery(&self) {
-        self.inner.needs_recovery.store(true, Ordering::Release);
-    }
-    /// Marks recovery as done.
-    pub fn recovered(&self) {
-        self.inner.needs_recovery.store(false, Ordering::Release);
-    }
-}
-
-mod pending {
-    use std::sync::Mutex;
-
-    use stockade_core::{OrderId, SaleId};
-
-    /// Cancelled orders whose engine release failed (engine unreachable):
-    /// retried by the reconciler until they succeed, so no stock stays held
-    /// for an order the store has cancelled.
-    #[derive(Debug, Default)]
-    pub struct PendingReleases {
-        orders: Mutex<Vec<(SaleId, OrderId)>>,
-    }
-
-    impl PendingReleases {
-        /// Remembers a release to retry.
-        pub fn push(&self, sale: SaleId, order: OrderId) {
-            self.orders
-                .lock()
-                .expect("not poisoned")
-                .push((sale, order));
-        }
-
-        /// Takes every release to retry.
-        pub fn take(&self) -> Vec<(SaleId, OrderId)> {
-            std::mem::take(&mut *self.orders.lock().expect("not poisoned"))
-        }
+    /// Whether start-up recovery is done.
+    pub fn is_started(&self) -> bool {
+        self.inner.started.load(Ordering::Acquire)
     }
 }

@@ -1,7 +1,8 @@
 //! The group-commit writer: handlers hand it accepted orders, it commits them
 //! to the store in batches (bounded by size and by time), one transaction
 //! per batch, then acknowledges them in the engine's outbox and tells each
-//! waiting handler.
+//! waiting handler its order's own verdict: committed, or void (the store
+//! refused that one order; the rest of the batch commits).
 //!
 //! Under a stampede this turns thousands of commits into a few dozen, which
 //! is what lets a durable store keep up with an in-memory or Redis engine.
@@ -15,6 +16,7 @@ use stockade_core::{Engine, Order, OrderId, SaleId};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::store::arbiter::Verdict;
 use crate::store::{OrderStore, StoreError};
 
 /// How batches are formed.
@@ -36,8 +38,9 @@ impl Default for WriterConfig {
     }
 }
 
-/// The result a handler waits for: the commit of its order's batch.
-pub type CommitResult = Result<(), Arc<StoreError>>;
+/// The result a handler waits for: its order's verdict, or the error that
+/// failed its whole batch (the store unavailable: nothing committed).
+pub type CommitResult = Result<Verdict, Arc<StoreError>>;
 
 struct Job {
     order: Order,
@@ -64,7 +67,7 @@ impl CommitQueue {
     /// once every `CommitQueue` clone is dropped.
     pub fn start(
         store: OrderStore,
-        engine: Arc<dyn Engine>,
+        engine: Option<Arc<dyn Engine>>,
         config: WriterConfig,
     ) -> (Self, JoinHandle<()>) {
         let (sender, receiver) = mpsc::channel(config.max_batch.max(1) * 16);
@@ -110,7 +113,7 @@ impl CommitQueue {
 async fn write_batches(
     mut receiver: mpsc::Receiver<Job>,
     store: OrderStore,
-    engine: Arc<dyn Engine>,
+    engine: Option<Arc<dyn Engine>>,
     config: WriterConfig,
     in_flight: Arc<DashMap<OrderId, Order>>,
 ) {
@@ -129,14 +132,14 @@ async fn write_batches(
                 }
             }
         }
-        commit_batch(batch, &store, engine.as_ref(), &in_flight).await;
+        commit_batch(batch, &store, engine.as_deref(), &in_flight).await;
     }
 }
 
 async fn commit_batch(
     batch: Vec<Job>,
     store: &OrderStore,
-    engine: &dyn Engine,
+    engine: Option<&dyn Engine>,
     in_flight: &DashMap<OrderId, Order>,
 ) {
     let (orders, waiters): (Vec<Order>, Vec<_>) =
@@ -145,22 +148,52 @@ async fn commit_batch(
     let started = Instant::now();
     let result = store.commit(&orders).await.map_err(Arc::new);
     metrics::histogram!("stockade_store_commit_seconds").record(started.elapsed().as_secs_f64());
-    if result.is_ok() {
-        acknowledge(engine, &orders).await;
-    } else if let Err(error) = &result {
-        tracing::warn!(orders = orders.len(), %error, "batch commit failed");
+    match &result {
+        Ok(verdicts) => {
+            log_voids(&orders, verdicts);
+            if let Some(engine) = engine {
+                acknowledge(engine, &orders).await;
+            }
+        }
+        Err(error) => tracing::warn!(
+            orders = orders.len(),
+            %error,
+            "batch commit failed; the orders stay in the engine's outbox for the reconciler"
+        ),
     }
     metrics::gauge!("stockade_writer_queue_depth").decrement(orders.len() as f64);
-    for (order, done) in orders.iter().zip(waiters) {
+    for (index, (order, done)) in orders.iter().zip(waiters).enumerate() {
         in_flight.remove(&order.id);
+        let answer = match &result {
+            Ok(verdicts) => Ok(verdicts[index]),
+            Err(error) => Err(Arc::clone(error)),
+        };
         // The handler may have given up waiting (deadline): that is fine.
-        let _ = done.send(result.clone());
+        let _ = done.send(answer);
     }
 }
 
-/// Removes committed orders from the engine's outbox. A failure here only
-/// leaves entries the reconciler will find already committed.
-async fn acknowledge(engine: &dyn Engine, orders: &[Order]) {
+/// Counts and logs the orders the store refused: each is a sign that an
+/// engine was out of line (or superseded), so they are logged at warn.
+pub(crate) fn log_voids(orders: &[Order], verdicts: &[Verdict]) {
+    for (order, verdict) in orders.iter().zip(verdicts) {
+        if let Verdict::Void(reason) = verdict {
+            metrics::counter!("stockade_orders_voided_total", "reason" => reason.label())
+                .increment(1);
+            tracing::warn!(
+                sale = %order.sale_id,
+                order = %order.id,
+                epoch = %order.epoch,
+                reason = reason.label(),
+                "the store refused an order the engine had accepted; nothing was sold"
+            );
+        }
+    }
+}
+
+/// Removes decided orders (committed or void) from the engine's outbox. A
+/// failure here only leaves entries the reconciler will find decided.
+pub(crate) async fn acknowledge(engine: &dyn Engine, orders: &[Order]) {
     let mut by_sale: HashMap<&SaleId, Vec<OrderId>> = HashMap::new();
     for order in orders {
         by_sale.entry(&order.sale_id).or_default().push(order.id);

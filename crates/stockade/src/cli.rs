@@ -255,14 +255,27 @@ pub struct ServeArgs {
     /// ./stockade-data).
     #[arg(long)]
     pub data_dir: Option<std::path::PathBuf>,
-    /// Use the Redis engine at this URL (STOCKADE_REDIS_URL).
+    /// Which engine decides purchases (STOCKADE_ENGINE; default memory):
+    /// memory (one instance), redis (needs --redis-url; any number of
+    /// instances), postgres (the PostgreSQL store decides each purchase;
+    /// needs a postgres:// --database-url).
+    #[arg(long)]
+    pub engine: Option<String>,
+    /// What decides purchases while Redis is unavailable (STOCKADE_FALLBACK;
+    /// default none: 503): postgres moves the sales to the PostgreSQL store
+    /// and back once Redis is healthy (needs --engine redis and a
+    /// postgres:// --database-url).
+    #[arg(long)]
+    pub fallback: Option<String>,
+    /// The Redis of --engine redis (STOCKADE_REDIS_URL).
     #[arg(long)]
     pub redis_url: Option<String>,
     /// Keep orders in this PostgreSQL database (STOCKADE_DATABASE_URL).
     #[arg(long)]
     pub database_url: Option<String>,
-    /// A TOML file with the same settings (listen, data_dir, redis_url,
-    /// database_url, commit_deadline_ms, batch_max, batch_delay_ms).
+    /// A TOML file with the same settings (listen, data_dir, engine,
+    /// fallback, redis_url, database_url, commit_deadline_ms, batch_max,
+    /// batch_delay_ms).
     #[arg(long)]
     pub config: Option<std::path::PathBuf>,
     /// How long a purchase waits for its commit before answering 202

@@ -22,7 +22,7 @@ use stockade_bench::servers::Servers;
 use stockade_bench::strategy::StrategyKind;
 use stockade_server::Service;
 use stockade_server::config::{RawConfig, ServerConfig};
-use stockade_test_support::RedisServer;
+use stockade_test_support::{PostgresServer, RedisServer};
 
 use crate::cli::{DemoArgs, DemoEngine};
 
@@ -129,26 +129,33 @@ async fn over_http(
     bar: ProgressBar,
 ) -> anyhow::Result<BenchResult> {
     let throwaway_redis;
+    let throwaway_postgres;
     let redis_url = match (args.engine, &args.redis_url) {
-        (DemoEngine::Memory, _) => None,
         (DemoEngine::Redis, Some(url)) => Some(url.clone()),
         (DemoEngine::Redis, None) => {
             throwaway_redis = RedisServer::start()
                 .context("starting a throwaway redis-server (or pass --redis-url)")?;
             Some(throwaway_redis.url())
         }
-        (DemoEngine::Postgres, _) => bail!(
-            "the service's engines are memory and redis (PostgreSQL is its order store: pass \
-             --database-url); run the PostgreSQL engine alone with --direct --engine postgres"
-        ),
+        (DemoEngine::Memory | DemoEngine::Postgres, _) => None,
+    };
+    // The PostgreSQL engine is the PostgreSQL store deciding purchases.
+    let database_url = match (args.engine, &args.database_url) {
+        (DemoEngine::Postgres, None) => {
+            throwaway_postgres = PostgresServer::start()
+                .context("starting a throwaway PostgreSQL (or pass --database-url)")?;
+            Some(throwaway_postgres.fresh_database().await?)
+        }
+        (_, url) => url.clone(),
     };
     let data_dir = tempfile::tempdir().context("creating a temporary data directory")?;
     let config = ServerConfig::resolve(
         RawConfig {
             listen: Some("127.0.0.1:0".into()),
             data_dir: Some(data_dir.path().to_path_buf()),
+            engine: Some(args.engine.as_str().to_owned()),
             redis_url,
-            database_url: args.database_url.clone(),
+            database_url,
             ..RawConfig::default()
         },
         RawConfig::default(),

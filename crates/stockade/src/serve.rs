@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use stockade_server::config::{RawConfig, ServerConfig, StoreLocation};
+use stockade_server::config::{EngineChoice, RawConfig, ServerConfig, StoreLocation};
 
 use crate::cli::ServeArgs;
 
@@ -20,6 +20,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let flags = RawConfig {
         listen: args.listen,
         data_dir: args.data_dir,
+        engine: args.engine,
+        fallback: args.fallback,
         redis_url: args.redis_url,
         database_url: args.database_url,
         admin_token: None,
@@ -34,10 +36,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("cannot listen on {} (--listen)", config.listen))?;
     let address = listener.local_addr()?;
-    let engine = match &config.redis_url {
-        Some(url) => format!("Redis engine at {url}"),
-        None => "in-memory engine".to_owned(),
+    let mut engine = match &config.engine {
+        EngineChoice::Redis(url) => format!("Redis engine at {url}"),
+        EngineChoice::Memory => "in-memory engine".to_owned(),
+        EngineChoice::Postgres => "PostgreSQL engine".to_owned(),
     };
+    if config.fallback {
+        engine.push_str(", PostgreSQL fallback");
+    }
     let store = match &config.store {
         StoreLocation::Postgres(url) => format!("PostgreSQL store at {url}"),
         StoreLocation::Sqlite(path) => format!("SQLite store at {}", path.display()),

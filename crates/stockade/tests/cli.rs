@@ -51,6 +51,22 @@ fn demo_over_http_sells_exactly_the_stock() {
 }
 
 #[test]
+fn demo_over_http_on_every_engine() {
+    for engine in ["redis", "postgres"] {
+        let (code, stdout, stderr) = stockade(&[
+            "demo", "--engine", engine, "--buyers", "300", "--stock", "100", "--json",
+        ]);
+        assert_eq!(code, 0, "{engine}: {stderr}");
+        let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+        assert_eq!(report["transport"], "http", "{report}");
+        assert_eq!(report["purchased"], 100, "{engine}: {report}");
+        assert_eq!(report["remaining"], 0, "{engine}: {report}");
+        assert_eq!(report["oversold"], 0, "{engine}: {report}");
+        assert_eq!(report["ok"], true, "{engine}: {report}");
+    }
+}
+
+#[test]
 fn demo_direct_on_every_engine() {
     for engine in ["memory", "redis", "postgres"] {
         let (code, stdout, stderr) = stockade(&[
@@ -75,13 +91,16 @@ fn demo_table_by_default() {
 
 #[test]
 fn bad_input_exits_2_with_a_message() {
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["demo", "--buyers", "0"], "--buyers"),
         (&["demo", "--stock", "0"], "--stock"),
         (&["demo", "--engine", "mysql"], "mysql"),
-        (&["demo", "--engine", "postgres"], "--direct"),
         (&["serve", "--listen", "nowhere"], "--listen"),
-        (&["serve", "--redis-url", "http://x"], "--redis-url"),
+        (&["serve", "--engine", "redis", "--redis-url", "http://x"], "--redis-url"),
+        (&["serve", "--redis-url", "redis://x"], "add --engine redis"),
+        (&["serve", "--engine", "postgres"], "--engine"),
+        (&["serve", "--engine", "oracle"], "oracle"),
+        (&["serve", "--fallback", "postgres"], "--fallback"),
     ];
     for (args, expected) in cases {
         let (code, stdout, stderr) = stockade(args);

@@ -35,7 +35,7 @@ impl Serve {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         if let Some(url) = redis {
-            command.args(["--redis-url", url]);
+            command.args(["--engine", "redis", "--redis-url", url]);
         }
         if let Some(url) = database {
             command.args(["--database-url", url]);

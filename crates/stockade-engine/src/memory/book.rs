@@ -1,13 +1,13 @@
 //! One sale's state in memory.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use chrono::{DateTime, Utc};
 use dashmap::{DashMap, Entry};
 use parking_lot::RwLock;
 use stockade_core::sale::Window;
 use stockade_core::{
-    IdempotencyKey, Order, OrderId, OrderStatus, Purchase, PurchaseOutcome, RebuildPlan,
+    EngineError, Epoch, IdempotencyKey, Order, OrderId, OrderStatus, Purchase, PurchaseOutcome, RebuildPlan,
     ReleaseOutcome, SaleSnapshot, SaleSpec, UserId,
 };
 
@@ -19,9 +19,15 @@ pub(super) struct SaleBook {
     /// rebuild never interleaves with a purchase. Reads do not block each
     /// other.
     spec: RwLock<SaleSpec>,
+    /// The epoch the book holds ([`Epoch::CLOSED`] after `close`); changed
+    /// only under the spec's write lock.
+    epoch: AtomicU64,
+    /// The newest epoch ever rebuilt under: older rebuilds are refused.
+    newest: AtomicU64,
     remaining: AtomicU32,
     holdings: DashMap<UserId, u32>,
-    keys: DashMap<IdempotencyKey, OrderId>,
+    /// Idempotency keys, scoped to their buyer.
+    keys: DashMap<(UserId, IdempotencyKey), OrderId>,
     orders: DashMap<OrderId, OrderEntry>,
     /// Accepted orders not yet acknowledged as committed nor released.
     outbox: DashMap<OrderId, Order>,
@@ -39,6 +45,8 @@ impl SaleBook {
         Self {
             remaining: AtomicU32::new(spec.total_stock()),
             spec: RwLock::new(spec),
+            epoch: AtomicU64::new(Epoch::FIRST.get()),
+            newest: AtomicU64::new(Epoch::FIRST.get()),
             holdings: DashMap::new(),
             keys: DashMap::new(),
             orders: DashMap::new(),
@@ -50,14 +58,22 @@ impl SaleBook {
         self.spec.read().clone()
     }
 
+    pub(super) fn held_epoch(&self) -> Epoch {
+        Epoch::new(self.epoch.load(Ordering::Acquire))
+    }
+
     pub(super) fn purchase(&self, purchase: &Purchase, now: DateTime<Utc>) -> PurchaseOutcome {
         let spec = self.spec.read();
+        let epoch = self.held_epoch();
+        if epoch != purchase.epoch() {
+            return PurchaseOutcome::WrongEpoch { engine: epoch };
+        }
         let Some(key) = purchase.idempotency_key() else {
             return self.decide(&spec, purchase, now);
         };
         // Holding the key's entry makes a concurrent request with the same
         // key wait, then see this one's order.
-        match self.keys.entry(key.clone()) {
+        match self.keys.entry((purchase.user_id().clone(), key.clone())) {
             Entry::Occupied(existing) => PurchaseOutcome::Duplicate {
                 order_id: *existing.get(),
             },
@@ -120,6 +136,7 @@ impl SaleBook {
                 // Payment holds are not implemented yet.
                 status: OrderStatus::Confirmed,
                 created_at: now,
+                epoch: purchase.epoch(),
             },
         );
         PurchaseOutcome::Purchased {
@@ -142,8 +159,12 @@ impl SaleBook {
         }
     }
 
-    pub(super) fn release(&self, order_id: OrderId) -> ReleaseOutcome {
+    pub(super) fn release(&self, order_id: OrderId, epoch: Epoch) -> ReleaseOutcome {
         let _spec = self.spec.read();
+        let held = self.held_epoch();
+        if held != epoch {
+            return ReleaseOutcome::WrongEpoch { engine: held };
+        }
         let Some(mut order) = self.orders.get_mut(&order_id) else {
             return ReleaseOutcome::UnknownOrder;
         };
@@ -176,10 +197,32 @@ impl SaleBook {
         self.holdings.get(user).map_or(0, |held| *held)
     }
 
-    /// Replaces everything with the rebuilt state, excluding all other
-    /// operations on this sale meanwhile.
-    pub(super) fn replace(&self, spec: SaleSpec, plan: RebuildPlan) {
+    /// Stops selling until the next rebuild; returns the epoch held.
+    pub(super) fn close(&self) -> Epoch {
+        let _spec = self.spec.write();
+        Epoch::new(self.epoch.swap(Epoch::CLOSED.get(), Ordering::AcqRel))
+    }
+
+    /// Replaces everything with the rebuilt state under `epoch`, excluding
+    /// all other operations on this sale meanwhile. Refused if a newer
+    /// epoch was rebuilt already.
+    pub(super) fn replace(
+        &self,
+        spec: SaleSpec,
+        epoch: Epoch,
+        plan: RebuildPlan,
+    ) -> Result<(), EngineError> {
         let mut current = self.spec.write();
+        let newest = Epoch::new(self.newest.load(Ordering::Acquire));
+        if epoch < newest {
+            return Err(EngineError::Superseded {
+                sale_id: spec.id().clone(),
+                epoch,
+                newer: newest,
+            });
+        }
+        self.newest.store(epoch.get(), Ordering::Release);
+        self.epoch.store(epoch.get(), Ordering::Release);
         *current = spec;
         self.holdings.clear();
         self.keys.clear();
@@ -188,8 +231,8 @@ impl SaleBook {
         for (user, held) in plan.holdings {
             self.holdings.insert(user, held);
         }
-        for (key, order_id) in plan.keys {
-            self.keys.insert(key, order_id);
+        for (user, key, order_id) in plan.keys {
+            self.keys.insert((user, key), order_id);
         }
         for order in plan.orders {
             self.orders.insert(
@@ -202,6 +245,7 @@ impl SaleBook {
             );
         }
         self.remaining.store(plan.remaining, Ordering::Release);
+        Ok(())
     }
 }
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use dashmap::DashMap;
 use stockade_core::{
-    Clock, CreateOutcome, Engine, EngineError, Order, OrderId, Purchase, PurchaseOutcome,
+    Clock, CreateOutcome, Engine, EngineError, Epoch, Order, OrderId, Purchase, PurchaseOutcome,
     RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
 };
 
@@ -68,11 +68,24 @@ impl Engine for MemoryEngine {
         })
     }
 
-    async fn release(&self, sale: &SaleId, order: OrderId) -> Result<ReleaseOutcome, EngineError> {
+    async fn release(
+        &self,
+        sale: &SaleId,
+        order: OrderId,
+        epoch: Epoch,
+    ) -> Result<ReleaseOutcome, EngineError> {
         Ok(match self.book(sale) {
-            Some(book) => book.release(order),
+            Some(book) => book.release(order, epoch),
             None => ReleaseOutcome::UnknownSale,
         })
+    }
+
+    async fn epoch(&self, sale: &SaleId) -> Result<Option<Epoch>, EngineError> {
+        Ok(self.book(sale).map(|book| book.held_epoch()))
+    }
+
+    async fn close(&self, sale: &SaleId) -> Result<Option<Epoch>, EngineError> {
+        Ok(self.book(sale).map(|book| book.close()))
     }
 
     async fn snapshot(&self, sale: &SaleId) -> Result<Option<SaleSnapshot>, EngineError> {
@@ -100,6 +113,7 @@ impl Engine for MemoryEngine {
     async fn rebuild(
         &self,
         spec: &SaleSpec,
+        epoch: Epoch,
         orders: &[Order],
     ) -> Result<SaleSnapshot, EngineError> {
         let plan = RebuildPlan::new(spec, orders)?;
@@ -109,7 +123,7 @@ impl Engine for MemoryEngine {
                 .or_insert_with(|| Arc::new(SaleBook::new(spec.clone())))
                 .value(),
         );
-        book.replace(spec.clone(), plan);
+        book.replace(spec.clone(), epoch, plan)?;
         Ok(book.snapshot(self.clock.now()))
     }
 }

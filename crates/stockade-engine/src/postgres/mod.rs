@@ -22,7 +22,7 @@ use chrono::{DateTime, Utc};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{Postgres, Row, Transaction};
 use stockade_core::{
-    Clock, CreateOutcome, Engine, EngineError, Order, OrderId, Purchase, PurchaseOutcome,
+    Clock, CreateOutcome, Engine, EngineError, Epoch, Order, OrderId, Purchase, PurchaseOutcome,
     RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
 };
 use uuid::Uuid;
@@ -95,6 +95,11 @@ fn sql_error(error: sqlx::Error) -> EngineError {
         }
         other => EngineError::Backend(Box::new(other)),
     }
+}
+
+/// An epoch as a PostgreSQL bigint (epochs never come near 2^63).
+fn epoch_param(epoch: Epoch) -> i64 {
+    i64::try_from(epoch.get()).unwrap_or(i64::MAX)
 }
 
 fn to_u32(value: i32, what: &str) -> Result<u32, EngineError> {
@@ -181,8 +186,8 @@ impl Engine for PostgresEngine {
 
     async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError> {
         let new_order = OrderId::generate();
-        let (code, value, order_id): (i32, i32, Option<Uuid>) = sqlx::query_as(
-            "SELECT code, value, order_id FROM engine_purchase($1, $2, $3, $4, $5, $6)",
+        let (code, value, order_id): (i32, i64, Option<Uuid>) = sqlx::query_as(
+            "SELECT code, value, order_id FROM engine_purchase($1, $2, $3, $4, $5, $6, $7)",
         )
         .bind(purchase.sale_id().as_str())
         .bind(purchase.user_id().as_str())
@@ -190,32 +195,59 @@ impl Engine for PostgresEngine {
         .bind(purchase.idempotency_key().map(|k| k.as_str()))
         .bind(new_order.as_uuid())
         .bind(self.clock.now())
+        .bind(epoch_param(purchase.epoch()))
         .fetch_one(&self.pool)
         .await
         .map_err(sql_error)?;
         codes::purchase(
             code.into(),
-            value.into(),
+            value,
             order_id.map(OrderId::from_uuid),
             new_order,
             "engine_purchase",
         )
     }
 
-    async fn release(&self, sale: &SaleId, order: OrderId) -> Result<ReleaseOutcome, EngineError> {
-        let (code, quantity, remaining): (i32, i32, i32) =
-            sqlx::query_as("SELECT code, quantity, remaining FROM engine_release($1, $2)")
+    async fn release(
+        &self,
+        sale: &SaleId,
+        order: OrderId,
+        epoch: Epoch,
+    ) -> Result<ReleaseOutcome, EngineError> {
+        let (code, quantity, remaining): (i32, i32, i64) =
+            sqlx::query_as("SELECT code, quantity, remaining FROM engine_release($1, $2, $3)")
                 .bind(sale.as_str())
                 .bind(order.as_uuid())
+                .bind(epoch_param(epoch))
                 .fetch_one(&self.pool)
                 .await
                 .map_err(sql_error)?;
-        codes::release(
-            code.into(),
-            quantity.into(),
-            remaining.into(),
-            "engine_release",
+        codes::release(code.into(), quantity.into(), remaining, "engine_release")
+    }
+
+    async fn epoch(&self, sale: &SaleId) -> Result<Option<Epoch>, EngineError> {
+        let held: Option<(i64,)> = sqlx::query_as("SELECT epoch FROM engine_sales WHERE id = $1")
+            .bind(sale.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(sql_error)?;
+        held.map(|(epoch,)| codes::epoch(epoch, "engine_sales"))
+            .transpose()
+    }
+
+    async fn close(&self, sale: &SaleId) -> Result<Option<Epoch>, EngineError> {
+        let held: Option<(i64,)> = sqlx::query_as(
+            "UPDATE engine_sales s SET epoch = 0
+               FROM (SELECT id, epoch FROM engine_sales WHERE id = $1 FOR UPDATE) old
+              WHERE s.id = old.id
+          RETURNING old.epoch",
         )
+        .bind(sale.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(sql_error)?;
+        held.map(|(epoch,)| codes::epoch(epoch, "engine_sales"))
+            .transpose()
     }
 
     async fn snapshot(&self, sale: &SaleId) -> Result<Option<SaleSnapshot>, EngineError> {
@@ -249,8 +281,8 @@ impl Engine for PostgresEngine {
     }
 
     async fn outbox(&self, sale: &SaleId) -> Result<Vec<Order>, EngineError> {
-        let rows: Vec<(Uuid, String, i32, Option<String>, DateTime<Utc>)> = sqlx::query_as(
-            "SELECT id, user_id, quantity, idempotency_key, created_at FROM engine_orders
+        let rows: Vec<(Uuid, String, i32, Option<String>, DateTime<Utc>, i64)> = sqlx::query_as(
+            "SELECT id, user_id, quantity, idempotency_key, created_at, epoch FROM engine_orders
               WHERE sale_id = $1 AND live AND NOT acknowledged
               ORDER BY id",
         )
@@ -259,7 +291,7 @@ impl Engine for PostgresEngine {
         .await
         .map_err(sql_error)?;
         rows.into_iter()
-            .map(|(id, user, quantity, key, created_at)| {
+            .map(|(id, user, quantity, key, created_at, epoch)| {
                 let corrupt = |e: stockade_core::ValidationError| {
                     EngineError::backend(format!("order {id} in PostgreSQL is invalid: {e}"))
                 };
@@ -275,6 +307,7 @@ impl Engine for PostgresEngine {
                     // Payment holds are not implemented yet.
                     status: stockade_core::OrderStatus::Confirmed,
                     created_at,
+                    epoch: codes::epoch(epoch, "engine_orders")?,
                 })
             })
             .collect()
@@ -297,15 +330,31 @@ impl Engine for PostgresEngine {
     async fn rebuild(
         &self,
         spec: &SaleSpec,
+        epoch: Epoch,
         orders: &[Order],
     ) -> Result<SaleSnapshot, EngineError> {
         let plan = RebuildPlan::new(spec, orders)?;
         let mut tx = self.pool.begin().await.map_err(sql_error)?;
         insert_sale(&mut tx, spec, plan.remaining).await?;
-        // Lock the row, then replace spec, stock and orders together.
+        // Lock the row; refuse a rebuild older than one already run.
+        let (newest,): (i64,) =
+            sqlx::query_as("SELECT newest FROM engine_sales WHERE id = $1 FOR UPDATE")
+                .bind(spec.id().as_str())
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(sql_error)?;
+        let newest = codes::epoch(newest, "engine_sales")?;
+        if newest > epoch {
+            return Err(EngineError::Superseded {
+                sale_id: spec.id().clone(),
+                epoch,
+                newer: newest,
+            });
+        }
+        // Then replace spec, stock, epoch and orders together.
         sqlx::query(
             "UPDATE engine_sales SET total_stock = $2, remaining = $3, per_user_limit = $4,
-                    starts_at = $5, ends_at = $6, hold_ms = $7
+                    starts_at = $5, ends_at = $6, hold_ms = $7, epoch = $8, newest = $8
               WHERE id = $1",
         )
         .bind(spec.id().as_str())
@@ -315,6 +364,7 @@ impl Engine for PostgresEngine {
         .bind(spec.starts_at())
         .bind(spec.ends_at())
         .bind(spec.hold().map(|d| d.as_millis() as i64))
+        .bind(epoch_param(epoch))
         .execute(&mut *tx)
         .await
         .map_err(sql_error)?;

@@ -5,7 +5,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use redis::streams::StreamId;
 use stockade_core::{
-    EngineError, IdempotencyKey, Order, OrderId, OrderStatus, SaleId, SaleSpec, UserId,
+    EngineError, Epoch, IdempotencyKey, Order, OrderId, OrderStatus, SaleId, SaleSpec, UserId,
 };
 
 /// The spec as stored: total, limit, starts, ends, hold (ms; '' when unset).
@@ -62,6 +62,12 @@ pub(super) fn spec_from_fields(id: &SaleId, fields: &[String]) -> Result<SaleSpe
     builder.build().map_err(|_| corrupt("window"))
 }
 
+/// The field of the keys hash that holds a buyer's idempotency key (keys
+/// are scoped to their buyer; user ids contain no control characters).
+pub(super) fn key_field(user: &UserId, key: &IdempotencyKey) -> String {
+    format!("{user}\n{key}")
+}
+
 /// Reads an order back from its outbox stream entry (see purchase.lua).
 pub(super) fn order_from_entry(sale: &SaleId, entry: &StreamId) -> Result<Order, EngineError> {
     let corrupt = |what: &str| {
@@ -87,6 +93,7 @@ pub(super) fn order_from_entry(sale: &SaleId, entry: &StreamId) -> Result<Order,
         .map_err(|_| corrupt("created_at_ms"))?;
     let created_at =
         DateTime::from_timestamp_millis(created_ms).ok_or_else(|| corrupt("created_at_ms"))?;
+    let epoch: u64 = text("epoch")?.parse().map_err(|_| corrupt("epoch"))?;
     Ok(Order {
         id,
         sale_id: sale.clone(),
@@ -96,6 +103,7 @@ pub(super) fn order_from_entry(sale: &SaleId, entry: &StreamId) -> Result<Order,
         // Payment holds are not implemented yet.
         status: OrderStatus::Confirmed,
         created_at,
+        epoch: Epoch::new(epoch),
     })
 }
 

@@ -18,14 +18,22 @@ use async_trait::async_trait;
 use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use stockade_core::{
-    Clock, CreateOutcome, Engine, EngineError, Order, OrderId, Purchase, PurchaseOutcome,
+    Clock, CreateOutcome, Engine, EngineError, Epoch, Order, OrderId, Purchase, PurchaseOutcome,
     RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
 };
 
 use crate::codes;
 use connection::SharedConnection;
 pub use keys::SaleKeys;
-use scripts::{ACKNOWLEDGE, CREATE_SALE, PURCHASE, REBUILD, RELEASE, redis_error};
+use scripts::{
+    ACKNOWLEDGE, CLOSE, CREATE_SALE, PURCHASE, REBUILD_BEGIN, REBUILD_CHUNK, REBUILD_FINISH,
+    RELEASE, redis_error,
+};
+
+/// At most this many entries (holdings, keys, orders) per rebuild script
+/// call, so rebuilding a sale with millions of orders never blocks Redis
+/// for long.
+pub const REBUILD_CHUNK_ENTRIES: usize = 2_000;
 
 /// How to reach Redis.
 #[derive(Debug, Clone)]
@@ -196,7 +204,8 @@ impl Engine for RedisEngine {
             .arg(purchase.quantity())
             .arg(purchase.idempotency_key().map_or("", |k| k.as_str()))
             .arg(order_id.to_string())
-            .arg(self.now_ms());
+            .arg(self.now_ms())
+            .arg(purchase.epoch().get());
         let (code, number, text): (i64, i64, String) = invocation
             .invoke_async(&mut self.connection.clone())
             .await
@@ -209,7 +218,12 @@ impl Engine for RedisEngine {
         codes::purchase(code, number, original, order_id, "purchase.lua")
     }
 
-    async fn release(&self, sale: &SaleId, order: OrderId) -> Result<ReleaseOutcome, EngineError> {
+    async fn release(
+        &self,
+        sale: &SaleId,
+        order: OrderId,
+        epoch: Epoch,
+    ) -> Result<ReleaseOutcome, EngineError> {
         let keys = self.keys(sale);
         let mut invocation = RELEASE.prepare_invoke();
         invocation
@@ -218,12 +232,40 @@ impl Engine for RedisEngine {
             .key(&keys.orders)
             .key(&keys.outbox)
             .key(&keys.pending)
-            .arg(order.to_string());
+            .arg(order.to_string())
+            .arg(epoch.get());
         let (code, quantity, remaining): (i64, i64, i64) = invocation
             .invoke_async(&mut self.connection.clone())
             .await
             .map_err(redis_error)?;
         codes::release(code, quantity, remaining, "release.lua")
+    }
+
+    async fn epoch(&self, sale: &SaleId) -> Result<Option<Epoch>, EngineError> {
+        let keys = self.keys(sale);
+        let (total, epoch): (Option<String>, Option<i64>) = redis::cmd("HMGET")
+            .arg(&keys.sale)
+            .arg(&["total", "epoch"])
+            .query_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)?;
+        match total {
+            None => Ok(None),
+            Some(_) => codes::epoch(epoch.unwrap_or(0), "the sale hash").map(Some),
+        }
+    }
+
+    async fn close(&self, sale: &SaleId) -> Result<Option<Epoch>, EngineError> {
+        let mut invocation = CLOSE.prepare_invoke();
+        invocation.key(self.keys(sale).sale);
+        let held: i64 = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)?;
+        if held < 0 {
+            return Ok(None);
+        }
+        codes::epoch(held, "close.lua").map(Some)
     }
 
     async fn snapshot(&self, sale: &SaleId) -> Result<Option<SaleSnapshot>, EngineError> {
@@ -289,45 +331,121 @@ impl Engine for RedisEngine {
     async fn rebuild(
         &self,
         spec: &SaleSpec,
+        epoch: Epoch,
         orders: &[Order],
     ) -> Result<SaleSnapshot, EngineError> {
         let plan = RebuildPlan::new(spec, orders)?;
         let keys = self.keys(spec.id());
-        let mut invocation = REBUILD.prepare_invoke();
-        invocation
+        let mut begin = REBUILD_BEGIN.prepare_invoke();
+        begin
             .key(&keys.sale)
             .key(&keys.holdings)
             .key(&keys.keys)
             .key(&keys.orders)
             .key(&keys.outbox)
-            .key(&keys.pending);
+            .key(&keys.pending)
+            .arg(epoch.get());
         for field in codec::spec_fields(spec) {
-            invocation.arg(field);
+            begin.arg(field);
         }
-        invocation
-            .arg(plan.remaining)
-            .arg(plan.holdings.len())
-            .arg(plan.keys.len());
-        for (user, held) in &plan.holdings {
-            invocation.arg(user.as_str()).arg(*held);
+        self.rebuild_step(begin, spec, epoch, "rebuild_begin.lua")
+            .await?;
+        // The state goes in bounded chunks: holdings, then keys, then orders.
+        let holdings: Vec<_> = plan.holdings.iter().collect();
+        let order_records: Vec<(String, String)> = plan
+            .orders
+            .iter()
+            .map(|order| {
+                let state = if order.live { 'l' } else { 'r' };
+                (
+                    order.id.to_string(),
+                    format!("{}:{state}:{}", order.quantity, order.user_id),
+                )
+            })
+            .collect();
+        let mut next_holding = 0;
+        let mut next_key = 0;
+        let mut next_order = 0;
+        while next_holding < holdings.len()
+            || next_key < plan.keys.len()
+            || next_order < order_records.len()
+        {
+            let mut budget = REBUILD_CHUNK_ENTRIES;
+            let holding_end = (next_holding + budget).min(holdings.len());
+            budget -= holding_end - next_holding;
+            let key_end = (next_key + budget).min(plan.keys.len());
+            budget -= key_end - next_key;
+            let order_end = (next_order + budget).min(order_records.len());
+            let mut chunk = REBUILD_CHUNK.prepare_invoke();
+            chunk
+                .key(&keys.sale)
+                .key(&keys.holdings)
+                .key(&keys.keys)
+                .key(&keys.orders)
+                .arg(epoch.get())
+                .arg(holding_end - next_holding)
+                .arg(key_end - next_key);
+            for (user, held) in &holdings[next_holding..holding_end] {
+                chunk.arg(user.as_str()).arg(**held);
+            }
+            for (user, key, order_id) in &plan.keys[next_key..key_end] {
+                chunk
+                    .arg(codec::key_field(user, key))
+                    .arg(order_id.to_string());
+            }
+            for (id, record) in &order_records[next_order..order_end] {
+                chunk.arg(id).arg(record);
+            }
+            self.rebuild_step(chunk, spec, epoch, "rebuild_chunk.lua")
+                .await?;
+            (next_holding, next_key, next_order) = (holding_end, key_end, order_end);
         }
-        for (key, order_id) in &plan.keys {
-            invocation.arg(key.as_str()).arg(order_id.to_string());
-        }
-        for order in &plan.orders {
-            let state = if order.live { 'l' } else { 'r' };
-            invocation
-                .arg(order.id.to_string())
-                .arg(format!("{}:{state}:{}", order.quantity, order.user_id));
-        }
-        let remaining: i64 = invocation
-            .invoke_async(&mut self.connection.clone())
-            .await
-            .map_err(redis_error)?;
+        let mut finish = REBUILD_FINISH.prepare_invoke();
+        finish.key(&keys.sale).arg(epoch.get()).arg(plan.remaining);
+        let remaining = self
+            .rebuild_step(finish, spec, epoch, "rebuild_finish.lua")
+            .await?;
         Ok(SaleSnapshot::at(
             spec.clone(),
-            codes::count(remaining, "remaining", "rebuild.lua")?,
+            codes::count(remaining, "remaining", "rebuild_finish.lua")?,
             self.clock.now(),
         ))
     }
+}
+
+impl RedisEngine {
+    /// Runs one fenced rebuild script: `{1, value}` goes on, `{0, newer}`
+    /// means another rebuild under a newer epoch took over.
+    async fn rebuild_step(
+        &self,
+        invocation: redis::ScriptInvocation<'_>,
+        spec: &SaleSpec,
+        epoch: Epoch,
+        script: &str,
+    ) -> Result<i64, EngineError> {
+        let (applied, value): (i64, i64) = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)?;
+        if applied == 1 {
+            return Ok(value);
+        }
+        let newer = codes::epoch(value, script)?;
+        if newer <= epoch {
+            // Not a newer rebuild: the state being built is gone.
+            return Err(EngineError::Unavailable(
+                format!(
+                    "the state of sale {} vanished during its rebuild (Redis restarted?)",
+                    spec.id()
+                )
+                .into(),
+            ));
+        }
+        Err(EngineError::Superseded {
+            sale_id: spec.id().clone(),
+            epoch,
+            newer,
+        })
+    }
+
 }

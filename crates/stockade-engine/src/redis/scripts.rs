@@ -17,8 +17,14 @@ pub(super) static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/release.lua")));
 pub(super) static ACKNOWLEDGE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/acknowledge.lua")));
-pub(super) static REBUILD: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/rebuild.lua")));
+pub(super) static CLOSE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/close.lua")));
+pub(super) static REBUILD_BEGIN: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rebuild_begin.lua")));
+pub(super) static REBUILD_CHUNK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rebuild_chunk.lua")));
+pub(super) static REBUILD_FINISH: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/rebuild_finish.lua")));
 
 /// Sorts a Redis error into "retry later" (unavailable, timeout) and
 /// "will not get better" (backend).

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use stockade_core::{
+    Epoch,
     Engine, OrderId, Purchase, PurchaseOutcome, ReleaseOutcome, SaleId, SaleSpec, UserId,
 };
 
@@ -174,7 +175,7 @@ async fn run_case(
                             }
                         }
                         (_, Some((order, known))) => {
-                            let outcome = engine.release(&sale, order).await.unwrap();
+                            let outcome = engine.release(&sale, order, Epoch::FIRST).await.unwrap();
                             Answer::Released {
                                 order,
                                 known,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use chrono::{TimeDelta, Utc};
 use stockade_core::{
+    Epoch,
     CreateOutcome, Engine, EngineError, IdempotencyKey, Order, OrderId, OrderStatus, Purchase,
     PurchaseOutcome, ReleaseOutcome, SaleId, SaleSpec, SaleStatus, UserId,
 };
@@ -314,7 +315,7 @@ pub async fn release_and_double_release(h: &Harness) {
         PurchaseOutcome::LimitExceeded { already: 2 }
     );
     assert_eq!(
-        e.release(&sale("release"), order_id).await.unwrap(),
+        e.release(&sale("release"), order_id, Epoch::FIRST).await.unwrap(),
         ReleaseOutcome::Released {
             quantity: 2,
             remaining: 3
@@ -325,7 +326,7 @@ pub async fn release_and_double_release(h: &Harness) {
         0
     );
     assert_eq!(
-        e.release(&sale("release"), order_id).await.unwrap(),
+        e.release(&sale("release"), order_id, Epoch::FIRST).await.unwrap(),
         ReleaseOutcome::AlreadyReleased
     );
     assert_eq!(remaining(e, "release").await, 3);
@@ -335,13 +336,13 @@ pub async fn release_and_double_release(h: &Harness) {
         PurchaseOutcome::Purchased { remaining: 1, .. }
     ));
     assert_eq!(
-        e.release(&sale("release"), OrderId::generate())
+        e.release(&sale("release"), OrderId::generate(), Epoch::FIRST)
             .await
             .unwrap(),
         ReleaseOutcome::UnknownOrder
     );
     assert_eq!(
-        e.release(&sale("no-such-sale"), order_id).await.unwrap(),
+        e.release(&sale("no-such-sale"), order_id, Epoch::FIRST).await.unwrap(),
         ReleaseOutcome::UnknownSale
     );
 
@@ -353,7 +354,7 @@ pub async fn release_and_double_release(h: &Harness) {
     let releases: Vec<_> = (0..20)
         .map(|_| {
             let engine = Arc::clone(&h.engine);
-            tokio::spawn(async move { engine.release(&sale("release"), order_id).await.unwrap() })
+            tokio::spawn(async move { engine.release(&sale("release"), order_id, Epoch::FIRST).await.unwrap() })
         })
         .collect();
     let mut released = 0;
@@ -383,6 +384,7 @@ fn order(
         idempotency_key: key.map(|k| IdempotencyKey::new(k).unwrap()),
         status,
         created_at: Utc::now(),
+        epoch: Epoch::FIRST,
     }
 }
 
@@ -411,7 +413,7 @@ pub async fn rebuild_from_committed_orders(h: &Harness) {
     );
     let committed = vec![live.clone(), held.clone(), cancelled.clone()];
 
-    let snapshot = e.rebuild(&sale_spec, &committed).await.unwrap();
+    let snapshot = e.rebuild(&sale_spec, Epoch::FIRST, &committed).await.unwrap();
     assert_eq!(snapshot.remaining, 7);
     assert_eq!(snapshot.sold, 3);
     assert_eq!(remaining(e, "rebuilt").await, 7);
@@ -451,21 +453,21 @@ pub async fn rebuild_from_committed_orders(h: &Harness) {
     );
     // Live orders can be released once; cancelled ones not again.
     assert_eq!(
-        e.release(&sale("rebuilt"), held.id).await.unwrap(),
+        e.release(&sale("rebuilt"), held.id, Epoch::FIRST).await.unwrap(),
         ReleaseOutcome::Released {
             quantity: 1,
             remaining: 8
         }
     );
     assert_eq!(
-        e.release(&sale("rebuilt"), cancelled.id).await.unwrap(),
+        e.release(&sale("rebuilt"), cancelled.id, Epoch::FIRST).await.unwrap(),
         ReleaseOutcome::AlreadyReleased
     );
 
     // An engine that lost the sale entirely gets it back from the store.
     let lost_spec = spec("lost", 4, 1);
     let lost_order = order("lost", "dave", 1, OrderStatus::Confirmed, None);
-    let snapshot = e.rebuild(&lost_spec, &[lost_order]).await.unwrap();
+    let snapshot = e.rebuild(&lost_spec, Epoch::FIRST, &[lost_order]).await.unwrap();
     assert_eq!(snapshot.remaining, 3);
     assert_eq!(
         buy(e, "lost", "dave", 1).await,
@@ -487,14 +489,14 @@ pub async fn rebuild_refuses_inconsistent_orders(h: &Harness) {
         order("strict", "b", 1, OrderStatus::Confirmed, None),
         order("strict", "c", 1, OrderStatus::Confirmed, None),
     ];
-    let err = e.rebuild(&sale_spec, &oversold).await.unwrap_err();
+    let err = e.rebuild(&sale_spec, Epoch::FIRST, &oversold).await.unwrap_err();
     assert!(
         matches!(err, EngineError::InconsistentRebuild { .. }),
         "{err}"
     );
     assert!(!err.is_retryable());
     let foreign = vec![order("other", "a", 1, OrderStatus::Confirmed, None)];
-    assert!(e.rebuild(&sale_spec, &foreign).await.is_err());
+    assert!(e.rebuild(&sale_spec, Epoch::FIRST, &foreign).await.is_err());
     // Nothing changed.
     assert_eq!(remaining(e, "strict").await, 1);
     assert_eq!(
@@ -603,7 +605,7 @@ pub async fn outbox_holds_accepted_orders_until_acknowledged(h: &Harness) {
     e.acknowledge(&sale("outbox"), &[first, OrderId::generate()])
         .await
         .unwrap();
-    e.release(&sale("outbox"), second).await.unwrap();
+    e.release(&sale("outbox"), second, Epoch::FIRST).await.unwrap();
     let ids: Vec<OrderId> = e
         .outbox(&sale("outbox"))
         .await
@@ -619,14 +621,14 @@ pub async fn outbox_holds_accepted_orders_until_acknowledged(h: &Harness) {
     assert!(e.outbox(&sale("outbox")).await.unwrap().is_empty());
     // Acknowledged orders can still be released (cancelled) later.
     assert!(matches!(
-        e.release(&sale("outbox"), first).await.unwrap(),
+        e.release(&sale("outbox"), first, Epoch::FIRST).await.unwrap(),
         ReleaseOutcome::Released { quantity: 2, .. }
     ));
 
     // A rebuild empties the outbox.
     buy(e, "outbox", "dave", 1).await;
     assert_eq!(e.outbox(&sale("outbox")).await.unwrap().len(), 1);
-    e.rebuild(&spec("outbox", 10, 5), &[]).await.unwrap();
+    e.rebuild(&spec("outbox", 10, 5), Epoch::FIRST, &[]).await.unwrap();
     assert!(e.outbox(&sale("outbox")).await.unwrap().is_empty());
     assert!(e.outbox(&sale("never-created")).await.unwrap().is_empty());
 }

@@ -16,20 +16,28 @@ pub async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// The engine and the store answer, and the engine agrees with the store.
+/// The store answers, start-up recovery is done, and the engine answers
+/// (or, with `--fallback postgres`, the store can stand in for it).
+/// `rebuilding` counts the sales this instance is rebuilding (answered 503
+/// meanwhile, the others sell).
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses((status = 200), (status = 503, description = "not ready: see the body")))]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     let probe = SaleId::new("readyz-probe").expect("a valid id");
-    let engine = state.engine().snapshot(&probe).await.map(|_| ());
+    let engine = match state.engine() {
+        Some(engine) => engine.snapshot(&probe).await.map(|_| ()),
+        None => Ok(()),
+    };
     let store = state.store().ping().await;
-    let ready = state.is_ready();
+    let started = state.is_started();
     let body = json!({
         "engine": engine.as_ref().map_or_else(|e| e.to_string(), |()| "ok".into()),
         "store": store.as_ref().map_or_else(|e| e.to_string(), |()| "ok".into()),
-        "selling": if ready { "open" } else { "rebuilding" },
+        "selling": if started { "open" } else { "starting" },
+        "rebuilding": state.routing().rebuilding_count(),
     });
-    let status = if engine.is_ok() && store.is_ok() && ready {
+    let engine_ok = engine.is_ok() || state.has_fallback();
+    let status = if engine_ok && store.is_ok() && started {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE

@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
-use stockade_core::{OrderId, ReleaseOutcome};
+use stockade_core::OrderId;
 use utoipa::IntoParams;
 
 use super::auth::require_admin;
@@ -14,7 +14,7 @@ use super::dto::{ErrorBody, OrderBody, OrderPage};
 use super::error::ApiError;
 use super::sales::{sale_id, unknown_sale};
 use crate::state::AppState;
-use crate::store::Cancel;
+use crate::store::releases::Cancel;
 
 fn order_id(raw: &str) -> Result<OrderId, ApiError> {
     OrderId::from_str(raw).map_err(|e| ApiError::invalid("order_id", e.reason))
@@ -68,20 +68,17 @@ pub async fn cancel_order(
     Path(raw): Path<String>,
 ) -> Result<Json<OrderBody>, ApiError> {
     let id = order_id(&raw)?;
-    match state.store().cancel(id, state.clock().now()).await? {
-        Cancel::Cancelled(order) => {
-            // The store has cancelled it (the truth); now free the stock. If
-            // the engine is unreachable the reconciler retries.
-            match state.engine().release(&order.sale_id, order.id).await {
-                Ok(ReleaseOutcome::Released { remaining, .. }) => {
-                    metrics::gauge!("stockade_sale_remaining", "sale" => order.sale_id.to_string())
-                        .set(f64::from(remaining));
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::warn!(%error, order = %order.id, "release failed; will retry");
-                    state.releases().push(order.sale_id.clone(), order.id);
-                }
+    let cancel = state
+        .store()
+        .cancel(id, state.clock().now(), state.engine().is_some())
+        .await?;
+    match cancel {
+        Cancel::Cancelled { order, release } => {
+            // The store has cancelled it (the truth) and recorded the
+            // release the engine owes; apply it now. If the engine is
+            // unreachable, or this process dies, the reconciler applies it.
+            if release.is_some() {
+                crate::recovery::apply_pending_releases(&state, Some(&order.sale_id)).await;
             }
             Ok(Json(OrderBody::from_order(&order)))
         }

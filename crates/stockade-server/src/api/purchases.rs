@@ -1,12 +1,19 @@
 //! `POST /v1/sales/{id}/purchases`: the purchase path of DESIGN.md.
 //!
-//! engine gate (one atomic step, order in the outbox) → group-commit queue
-//! → 201 only after the batch committed. Past the commit deadline the answer
-//! is 202 `pending` with the order id; a failed commit releases the
-//! reservation and answers 503 (or, when the store cannot even say whether
-//! the order is there, keeps it in the outbox for the reconciler and says
-//! so).
+//! route (the sale's epoch and authority) → engine gate under that epoch
+//! (one atomic step, order in the outbox) → group-commit queue → the
+//! store's verdict on this order → 201 only once it is committed. Past the
+//! commit deadline the answer is 202 `pending` with the order id. When the
+//! store cannot be reached the order stays in the outbox and the reconciler
+//! commits it later (503 with the order id). When the store refuses the
+//! order (decided under an epoch that is no longer the sale's, or by an
+//! engine out of line), nothing was sold: 503, retry.
+//!
+//! Sales under the fallback authority, and every sale with
+//! `--engine postgres`, are decided by the store itself in one transaction
+//! that also commits the order.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Json;
@@ -15,14 +22,19 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use stockade_core::{
-    IdempotencyKey, Order, OrderId, OrderStatus, Purchase, PurchaseOutcome, UserId,
+    Engine, IdempotencyKey, Order, OrderId, OrderStatus, Purchase, PurchaseOutcome, SaleId,
+    UserId,
 };
 
 use super::dto::{ErrorBody, OrderBody, PurchaseRequest};
 use super::error::ApiError;
 use super::json::ApiJson;
 use super::sales::{sale_id, unknown_sale};
+use crate::recovery::{move_to_fallback, request_rebuild};
+use crate::routing::Route;
 use crate::state::AppState;
+use crate::store::arbiter::{Verdict, VoidReason};
+use crate::store::authority::Authority;
 
 /// Buys `quantity` items for `user_id`. Send an `Idempotency-Key` header to
 /// make retries safe.
@@ -40,7 +52,7 @@ use crate::state::AppState;
         (status = 404, description = "unknown_sale", body = ErrorBody),
         (status = 409, description = "sold_out, insufficient_stock, limit_exceeded, not_started, ended, order_failed", body = ErrorBody),
         (status = 422, description = "invalid_request or idempotency_key_reused", body = ErrorBody),
-        (status = 503, description = "engine_unavailable, store_unavailable or rebuilding; see Retry-After", body = ErrorBody),
+        (status = 503, description = "engine_unavailable, store_unavailable (with order_id: kept, committed later) or rebuilding (nothing sold); see Retry-After", body = ErrorBody),
     )
 )]
 pub async fn purchase(
@@ -84,144 +96,275 @@ async fn decide(
     if let Some(key) = key {
         purchase = purchase.with_key(key);
     }
-    // Held until this purchase has answered, so a rebuild never races it.
-    let Some(_selling) = state.selling() else {
+    if state.routing().is_rebuilding(&sale) {
         return Err(rebuilding());
-    };
+    }
+    let mut route = known_route(state, &sale).await?;
+    let mut refreshed = false;
+    // A route goes stale when another instance moves the sale; the answers
+    // say so, and the purchase is tried once more on the fresh route.
+    for _ in 0..3 {
+        let purchase = purchase.clone().at_epoch(route.epoch);
+        let (outcome, decider) = match decider(state, route) {
+            Some(engine) => {
+                let Some(outcome) = engine_gate(state, engine, &purchase).await? else {
+                    // The breaker is open and there is a fallback: move.
+                    route = move_to_fallback(state, &sale, route.epoch)
+                        .await?
+                        .ok_or_else(|| unknown_sale(&sale))?;
+                    continue;
+                };
+                (outcome, Decider::Engine)
+            }
+            None => {
+                let outcome = state
+                    .store()
+                    .purchase(&purchase, OrderId::generate(), state.clock().now())
+                    .await?;
+                (outcome, Decider::Store)
+            }
+        };
+        match outcome {
+            PurchaseOutcome::WrongEpoch { engine } => {
+                let current = fresh_route(state, &sale).await?;
+                if current != route && !refreshed {
+                    refreshed = true;
+                    route = current;
+                    continue;
+                }
+                // The store agrees with this instance: the engine is the
+                // one out of line (closed for a rebuild elsewhere, or an
+                // old copy). Rebuild it; the lock makes one instance do it.
+                tracing::info!(%sale, route = %route.epoch, %engine, "engine holds another epoch");
+                request_rebuild(state, &sale, route.epoch, "wrong_epoch");
+                return Err(rebuilding());
+            }
+            PurchaseOutcome::UnknownSale => {
+                state.routing().forget(&sale);
+                if decider == Decider::Engine && state.store().sale(&sale).await?.is_some() {
+                    // The engine lost its data (Redis restarted empty).
+                    request_rebuild(state, &sale, route.epoch, "engine_lost_sale");
+                    return Err(rebuilding());
+                }
+                return Err(unknown_sale(&sale));
+            }
+            outcome => {
+                let response = answer(state, &purchase, route, outcome, decider).await?;
+                return Ok((outcome, response));
+            }
+        }
+    }
+    Err(rebuilding())
+}
+
+/// Who decided a purchase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decider {
+    /// The engine: the order still has to be committed.
+    Engine,
+    /// The store: the order is committed already.
+    Store,
+}
+
+/// The engine that decides the sale's purchases, or None when the store
+/// does (fallback authority, or `--engine postgres`).
+fn decider(state: &AppState, route: Route) -> Option<&Arc<dyn Engine>> {
+    match route.authority {
+        Authority::Primary => state.engine(),
+        Authority::Fallback => None,
+    }
+}
+
+/// The engine's gate behind the circuit breaker. None: the breaker is open
+/// and the sale should move to the fallback.
+async fn engine_gate(
+    state: &AppState,
+    engine: &Arc<dyn Engine>,
+    purchase: &Purchase,
+) -> Result<Option<PurchaseOutcome>, ApiError> {
     // Fail fast while the engine is known to be unreachable.
     if !state.breaker().allow(Instant::now()) {
+        if state.has_fallback() {
+            return Ok(None);
+        }
         return Err(ApiError::unavailable(
             "engine_unavailable",
             "the stock engine is unavailable; retry shortly (with the same Idempotency-Key)",
             1,
         ));
     }
-    let engine_started = Instant::now();
-    let outcome = match state.engine().purchase(&purchase).await {
+    let started = Instant::now();
+    match engine.purchase(purchase).await {
         Ok(outcome) => {
             state.breaker().succeeded();
-            outcome
+            metrics::histogram!("stockade_engine_seconds", "op" => "purchase")
+                .record(started.elapsed().as_secs_f64());
+            Ok(Some(outcome))
         }
         Err(error) => {
             if error.is_retryable() {
                 state.breaker().failed(Instant::now());
+            } else {
+                // It answered: it is reachable.
+                state.breaker().succeeded();
             }
-            return Err(error.into());
+            Err(error.into())
         }
+    }
+}
+
+/// The sale's route as this instance knows it, read from the store the
+/// first time.
+async fn known_route(state: &AppState, sale: &SaleId) -> Result<Route, ApiError> {
+    match state.routing().get(sale) {
+        Some(route) => Ok(route),
+        None => fresh_route(state, sale).await,
+    }
+}
+
+/// The sale's route as the store has it now.
+async fn fresh_route(state: &AppState, sale: &SaleId) -> Result<Route, ApiError> {
+    let current = state
+        .store()
+        .sale_state(sale)
+        .await?
+        .ok_or_else(|| unknown_sale(sale))?;
+    let route = Route {
+        epoch: current.epoch,
+        authority: current.authority,
     };
-    metrics::histogram!("stockade_engine_seconds", "op" => "purchase")
-        .record(engine_started.elapsed().as_secs_f64());
+    state.routing().forget(sale);
+    state.routing().learn(sale, route);
+    Ok(route)
+}
+
+/// The HTTP answer to a decided purchase.
+async fn answer(
+    state: &AppState,
+    purchase: &Purchase,
+    route: Route,
+    outcome: PurchaseOutcome,
+    decider: Decider,
+) -> Result<Response, ApiError> {
+    let sale = purchase.sale_id();
     let rejected = |code: &'static str, message: String| {
         Err(ApiError::new(StatusCode::CONFLICT, code, message))
     };
-    let response = match outcome {
+    match outcome {
         PurchaseOutcome::Purchased {
             order_id,
             remaining,
         } => {
             metrics::gauge!("stockade_sale_remaining", "sale" => sale.to_string())
                 .set(f64::from(remaining));
-            commit(state, &purchase, order_id, remaining).await?
-        }
-        PurchaseOutcome::Duplicate { order_id } => replay(state, &purchase, order_id).await?,
-        PurchaseOutcome::SoldOut => {
-            return rejected("sold_out", format!("sale {sale} is sold out"));
-        }
-        PurchaseOutcome::InsufficientStock { remaining } => {
-            return rejected(
-                "insufficient_stock",
-                format!(
-                    "only {remaining} left, fewer than the {} asked for",
-                    purchase.quantity()
-                ),
-            );
-        }
-        PurchaseOutcome::LimitExceeded { already } => {
-            return rejected(
-                "limit_exceeded",
-                format!(
-                    "buyer already holds {already} of this sale; the per-user limit does not allow {} more",
-                    purchase.quantity()
-                ),
-            );
-        }
-        PurchaseOutcome::NotStarted => {
-            return rejected("not_started", format!("sale {sale} has not started"));
-        }
-        PurchaseOutcome::Ended => return rejected("ended", format!("sale {sale} has ended")),
-        PurchaseOutcome::UnknownSale => {
-            // The engine may have lost its data (Redis restarted): if the
-            // store knows the sale, rebuild before selling again.
-            if state.store().sale(&sale).await?.is_some() {
-                state.request_recovery();
-                return Err(rebuilding());
+            let order = Order {
+                id: order_id,
+                sale_id: sale.clone(),
+                user_id: purchase.user_id().clone(),
+                quantity: purchase.quantity(),
+                idempotency_key: purchase.idempotency_key().cloned(),
+                // Payment holds are not implemented yet: every order is
+                // confirmed.
+                status: OrderStatus::Confirmed,
+                created_at: state.clock().now(),
+                epoch: route.epoch,
+            };
+            let mut body = OrderBody::from_order(&order);
+            body.remaining = Some(remaining);
+            match decider {
+                Decider::Store => Ok((StatusCode::CREATED, Json(body)).into_response()),
+                Decider::Engine => commit(state, purchase, order, body, route).await,
             }
-            return Err(unknown_sale(&sale));
         }
-    };
-    Ok((outcome, response))
+        PurchaseOutcome::Duplicate { order_id } => replay(state, purchase, order_id).await,
+        PurchaseOutcome::SoldOut => rejected("sold_out", format!("sale {sale} is sold out")),
+        PurchaseOutcome::InsufficientStock { remaining } => rejected(
+            "insufficient_stock",
+            format!(
+                "only {remaining} left, fewer than the {} asked for",
+                purchase.quantity()
+            ),
+        ),
+        PurchaseOutcome::LimitExceeded { already } => rejected(
+            "limit_exceeded",
+            format!(
+                "buyer already holds {already} of this sale; the per-user limit does not allow {} more",
+                purchase.quantity()
+            ),
+        ),
+        PurchaseOutcome::NotStarted => {
+            rejected("not_started", format!("sale {sale} has not started"))
+        }
+        PurchaseOutcome::Ended => rejected("ended", format!("sale {sale} has ended")),
+        PurchaseOutcome::UnknownSale | PurchaseOutcome::WrongEpoch { .. } => Err(rebuilding()),
+    }
 }
 
 /// 503 while the engine is being rebuilt from the store.
 pub fn rebuilding() -> ApiError {
     ApiError::unavailable(
         "rebuilding",
-        "the stock engine is being rebuilt from the order store; retry shortly",
+        "the stock engine is being rebuilt from the order store; nothing was sold; retry shortly",
         1,
     )
 }
 
-/// Hands the accepted order to the writer and answers once it committed.
+/// Hands the accepted order to the writer and answers with the store's
+/// verdict. The deadline starts before the order is queued, so a full
+/// queue counts against it.
 async fn commit(
     state: &AppState,
     purchase: &Purchase,
-    order_id: OrderId,
-    remaining: u32,
+    order: Order,
+    body: OrderBody,
+    route: Route,
 ) -> Result<Response, ApiError> {
-    // Payment holds are not implemented yet: every order is confirmed.
-    let order = Order {
-        id: order_id,
-        sale_id: purchase.sale_id().clone(),
-        user_id: purchase.user_id().clone(),
-        quantity: purchase.quantity(),
-        idempotency_key: purchase.idempotency_key().cloned(),
-        status: OrderStatus::Confirmed,
-        created_at: state.clock().now(),
-    };
+    let deadline = tokio::time::Instant::now() + state.commit_deadline();
     let committed = state.queue().submit(order.clone()).await;
-    let mut body = OrderBody::from_order(&order);
-    body.remaining = Some(remaining);
-    match tokio::time::timeout(state.commit_deadline(), committed).await {
-        Ok(Ok(Ok(()))) => Ok((StatusCode::CREATED, Json(body)).into_response()),
-        Ok(Ok(Err(_))) | Ok(Err(_)) => commit_failed(state, &order, body).await,
+    match tokio::time::timeout_at(deadline, committed).await {
+        Ok(Ok(Ok(Verdict::Committed))) => Ok((StatusCode::CREATED, Json(body)).into_response()),
+        Ok(Ok(Ok(Verdict::Void(reason)))) => voided(state, purchase, &order, reason, route).await,
+        // The store could not be reached: the order stays in the engine's
+        // outbox, and the reconciler commits it (or voids it) later.
+        Ok(Ok(Err(_))) | Ok(Err(_)) => Err(ApiError::unavailable(
+            "store_unavailable",
+            "the order store is unavailable; the order is kept and will be committed when it returns: check it with GET /v1/orders/{order_id}",
+            1,
+        )
+        .with("order_id", Value::String(order.id.to_string()))),
         Err(_deadline) => {
+            let mut body = body;
             body.status = "pending".into();
             Ok((StatusCode::ACCEPTED, Json(body)).into_response())
         }
     }
 }
 
-/// The batch failed. If the store says the order is not there, release the
-/// reservation: nothing was sold. If the store cannot say, the order stays
-/// in the outbox and the reconciler commits it once the store is back.
-async fn commit_failed(
+/// The store refused the order: nothing was sold.
+async fn voided(
     state: &AppState,
+    purchase: &Purchase,
     order: &Order,
-    body: OrderBody,
+    reason: VoidReason,
+    route: Route,
 ) -> Result<Response, ApiError> {
-    match state.store().order(order.id).await {
-        Ok(Some(_)) => Ok((StatusCode::CREATED, Json(body)).into_response()),
-        Ok(None) => {
-            state.engine().release(&order.sale_id, order.id).await?;
-            Err(ApiError::unavailable(
-                "store_unavailable",
-                "the order could not be recorded, so nothing was sold; retry shortly",
-                1,
-            ))
+    let sale = purchase.sale_id();
+    match reason {
+        // The buyer's key names an order the engine had forgotten.
+        VoidReason::KeyTaken { original } => replay(state, purchase, original).await,
+        // Another authority decides the sale now.
+        VoidReason::StaleEpoch { .. } => {
+            state.routing().forget(sale);
+            Err(rebuilding())
         }
-        Err(_) => Err(ApiError::unavailable(
-            "store_unavailable",
-            "the order store is unavailable; the order is kept and will be committed when it returns: check it with GET /v1/orders/{order_id}",
+        // The engine sold what the store does not have: it is out of line.
+        VoidReason::Oversold | VoidReason::OverLimit => {
+            request_rebuild(state, sale, route.epoch, "store_refused");
+            Err(rebuilding())
+        }
+        VoidReason::UnknownSale | VoidReason::Earlier => Err(ApiError::unavailable(
+            "order_failed",
+            "the order was not recorded and nothing was sold; retry",
             1,
         )
         .with("order_id", Value::String(order.id.to_string()))),
@@ -235,23 +378,29 @@ async fn replay(
     purchase: &Purchase,
     order_id: OrderId,
 ) -> Result<Response, ApiError> {
+    let in_outbox = async {
+        match state.engine() {
+            Some(engine) => Ok::<_, ApiError>(
+                engine
+                    .outbox(purchase.sale_id())
+                    .await?
+                    .into_iter()
+                    .find(|o| o.id == order_id),
+            ),
+            None => Ok(None),
+        }
+    };
     let (order, status) = if let Some(order) = state.store().order(order_id).await? {
         (order, StatusCode::OK)
     } else if let Some(order) = state.queue().in_flight(order_id) {
         (order, StatusCode::ACCEPTED)
-    } else if let Some(order) = state
-        .engine()
-        .outbox(purchase.sale_id())
-        .await?
-        .into_iter()
-        .find(|o| o.id == order_id)
-    {
+    } else if let Some(order) = in_outbox.await? {
         (order, StatusCode::ACCEPTED)
     } else {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "order_failed",
-            "the order made with this Idempotency-Key was not recorded (the store was unavailable) and nothing was sold; retry with a new key",
+            "the order made with this Idempotency-Key was not recorded and nothing was sold; retry with a new key",
         )
         .with("order_id", Value::String(order_id.to_string())));
     };

@@ -5,13 +5,15 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use stockade_core::{EngineError, SaleId, SaleSpec};
+use stockade_core::{EngineError, Epoch, SaleId, SaleSnapshot, SaleSpec};
 
 use super::auth::require_admin;
 use super::dto::{CreateSale, ErrorBody, Sale};
 use super::error::ApiError;
 use super::json::ApiJson;
+use crate::recovery::request_rebuild;
 use crate::state::AppState;
+use crate::store::authority::Authority;
 use crate::store::SaveSale;
 
 /// Parses a sale id from the path.
@@ -79,20 +81,26 @@ pub async fn create_sale(
             ));
         }
     };
-    match state.engine().create_sale(&spec).await {
-        Ok(_) => {}
-        // The engine holds a stale sale the store does not know: the store
-        // wins.
-        Err(EngineError::SaleConflict { .. }) => {
-            let orders = state.store().all_orders(spec.id()).await?;
-            state.engine().rebuild(&spec, &orders).await?;
+    // A new sale starts in the engine under the first epoch. An existing
+    // one is left alone: if the engine lost it, the next purchase rebuilds
+    // it from the store under a new epoch.
+    if status == StatusCode::CREATED
+        && let Some(engine) = state.engine()
+    {
+        match engine.create_sale(&spec).await {
+            Ok(_) => {}
+            Err(EngineError::SaleConflict { .. }) => {
+                // Left over from an earlier store (a reused Redis): replace.
+                crate::recovery::rebuild_sale(&state, spec.id(), Epoch::FIRST, "create")
+                    .await
+                    .map_err(|e| ApiError::internal(e.to_string()))?;
+            }
+            Err(error) => return Err(error.into()),
         }
-        Err(error) => return Err(error.into()),
     }
-    let snapshot =
-        state.engine().snapshot(spec.id()).await?.ok_or_else(|| {
-            ApiError::internal(format!("sale {} vanished after creation", spec.id()))
-        })?;
+    let snapshot = snapshot(&state, spec.id())
+        .await?
+        .ok_or_else(|| ApiError::internal(format!("sale {} vanished after creation", spec.id())))?;
     Ok((status, Json(snapshot.into())))
 }
 
@@ -111,18 +119,33 @@ pub async fn get_sale(
     Path(id): Path<String>,
 ) -> Result<Json<Sale>, ApiError> {
     let id = sale_id(&id)?;
-    if let Some(snapshot) = state.engine().snapshot(&id).await? {
-        metrics::gauge!("stockade_sale_remaining", "sale" => id.to_string())
-            .set(f64::from(snapshot.remaining));
-        return Ok(Json(snapshot.into()));
-    }
-    match state.store().sale(&id).await? {
-        Some(_) => {
-            state.request_recovery();
-            Err(super::purchases::rebuilding())
+    let snapshot = snapshot(&state, &id)
+        .await?
+        .ok_or_else(|| unknown_sale(&id))?;
+    metrics::gauge!("stockade_sale_remaining", "sale" => id.to_string())
+        .set(f64::from(snapshot.remaining));
+    Ok(Json(snapshot.into()))
+}
+
+/// The sale as its current authority sees it: the engine's stock (which
+/// counts orders still being committed), or the store's when the store
+/// decides the sale or the engine has lost it (a rebuild is then started).
+async fn snapshot(state: &AppState, id: &SaleId) -> Result<Option<SaleSnapshot>, ApiError> {
+    let Some(current) = state.store().sale_state(id).await? else {
+        return Ok(None);
+    };
+    if current.authority == Authority::Primary
+        && let Some(engine) = state.engine()
+    {
+        match engine.snapshot(id).await {
+            Ok(Some(snapshot)) => return Ok(Some(snapshot)),
+            Ok(None) => request_rebuild(state, id, current.epoch, "engine_lost_sale"),
+            // Unreachable: the store's numbers are the truth anyway.
+            Err(error) => tracing::debug!(%error, "engine snapshot failed; answering from the store"),
         }
-        None => Err(unknown_sale(&id)),
     }
+    let remaining = current.remaining();
+    Ok(Some(SaleSnapshot::at(current.spec, remaining, state.clock().now())))
 }
 
 /// 404 `unknown_sale`.

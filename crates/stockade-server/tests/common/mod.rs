@@ -64,6 +64,7 @@ pub fn config(
         RawConfig {
             listen: Some("127.0.0.1:0".into()),
             data_dir: Some(data_dir.to_path_buf()),
+            engine: Some(if redis.is_some() { "redis" } else { "memory" }.into()),
             redis_url: redis,
             database_url: database,
             admin_token: Some(TOKEN.into()),

@@ -1,7 +1,25 @@
-//! The order store: the durable record of sales and orders, and the source
-//! of truth the engine is rebuilt from. PostgreSQL in production, SQLite in
-//! the data directory for the embedded default; one implementation over
-//! sqlx's `Any` driver and one schema (`migrations/store/`).
+//! The order store: the durable record of sales and orders, the source of
+//! truth the engine is rebuilt from, and the arbiter of every commit.
+//! PostgreSQL in production, SQLite in the data directory for the embedded
+//! default; one implementation over sqlx's `Any` driver and one schema
+//! (`migrations/store/`).
+//!
+//! The store checks the invariants itself: a commit locks the sale's row and
+//! accepts an order only if its epoch is the sale's and it fits the stock,
+//! the buyer's limit and the buyer's idempotency keys (see `arbiter`), so
+//! no engine fault, stale Redis or racing instance can make it hold an
+//! oversold sale.
+//!
+//! # Layout
+//! - `mod.rs`: opening, sales and reading orders.
+//! - [`arbiter`]: committing orders (one verdict per order) and deciding
+//!   purchases in the store itself (the PostgreSQL engine of the service).
+//! - [`authority`]: epochs and the fenced move of a sale's authority.
+//! - [`releases`]: cancelling, and the releases the engine still owes.
+
+pub mod arbiter;
+pub mod authority;
+pub mod releases;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -10,7 +28,7 @@ use chrono::{DateTime, Utc};
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 use stockade_core::{
-    IdempotencyKey, Order, OrderId, OrderStatus, SaleId, SaleSpec, UserId, ValidationError,
+    Epoch, IdempotencyKey, Order, OrderId, OrderStatus, SaleId, SaleSpec, UserId, ValidationError,
 };
 
 /// Why the store could not do what was asked.
@@ -55,17 +73,6 @@ pub enum SaveSale {
     Conflict(Box<SaleSpec>),
 }
 
-/// The answer to cancelling an order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cancel {
-    /// Cancelled now: its items must go back to the engine.
-    Cancelled(Order),
-    /// It was cancelled (or expired) before: nothing changed.
-    AlreadyCancelled(Order),
-    /// No such order.
-    Unknown,
-}
-
 /// Which database the store runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreKind {
@@ -83,7 +90,10 @@ pub struct OrderStore {
 }
 
 const ORDER_COLUMNS: &str =
-    "id, sale_id, user_id, quantity, idempotency_key, status, created_at_ms";
+    "id, sale_id, user_id, quantity, idempotency_key, status, created_at_ms, epoch";
+/// Orders the store refused: kept so an order id is decided once, never
+/// shown nor counted.
+const VOID: &str = "void";
 const SALE_COLUMNS: &str = "id, total_stock, per_user_limit, starts_at_ms, ends_at_ms, hold_ms";
 
 impl OrderStore {
@@ -197,91 +207,16 @@ impl OrderStore {
             .collect()
     }
 
-    /// Commits a batch of new orders in one transaction. Orders already
-    /// committed (same id) are left as they are, so a batch can be retried
-    /// and the outbox replayed safely.
-    pub async fn commit(&self, orders: &[Order]) -> Result<(), StoreError> {
-        if orders.is_empty() {
-            return Ok(());
-        }
-        let mut tx = self.pool.begin().await?;
-        // 8 values per order; 64 orders per statement stays far below any
-        // database's limit on bound parameters.
-        for chunk in orders.chunks(64) {
-            let mut sql = String::from(
-                "INSERT INTO orders (id, sale_id, user_id, quantity, idempotency_key, status,
-                                     created_at_ms, updated_at_ms) VALUES ",
-            );
-            for i in 0..chunk.len() {
-                let p = i * 8;
-                if i > 0 {
-                    sql.push(',');
-                }
-                sql.push_str(&format!(
-                    "(${}, ${}, ${}, ${}, ${}, ${}, ${}, ${})",
-                    p + 1,
-                    p + 2,
-                    p + 3,
-                    p + 4,
-                    p + 5,
-                    p + 6,
-                    p + 7,
-                    p + 8
-                ));
-            }
-            sql.push_str(" ON CONFLICT (id) DO NOTHING");
-            let mut query = sqlx::query(&sql);
-            for order in chunk {
-                let created = order.created_at.timestamp_millis();
-                query = query
-                    .bind(order.id.to_string())
-                    .bind(order.sale_id.as_str().to_owned())
-                    .bind(order.user_id.as_str().to_owned())
-                    .bind(i64::from(order.quantity))
-                    .bind(
-                        order
-                            .idempotency_key
-                            .as_ref()
-                            .map(|k| k.as_str().to_owned()),
-                    )
-                    .bind(order.status.as_str())
-                    .bind(created)
-                    .bind(created);
-            }
-            query.execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
-        Ok(())
-    }
-
     /// One order.
     pub async fn order(&self, id: OrderId) -> Result<Option<Order>, StoreError> {
-        sqlx::query(&format!("SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1"))
-            .bind(id.to_string())
+        sqlx::query(&format!(
+            "SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1 AND status <> '{VOID}'"
+        ))
+        .bind(id.to_string())
             .fetch_optional(&self.pool)
             .await?
             .map(|row| order_from_row(&row))
             .transpose()
-    }
-
-    /// Marks a live order cancelled. Cancelling twice changes nothing.
-    pub async fn cancel(&self, id: OrderId, now: DateTime<Utc>) -> Result<Cancel, StoreError> {
-        let updated = sqlx::query(
-            "UPDATE orders SET status = 'cancelled', updated_at_ms = $1
-              WHERE id = $2 AND status IN ('confirmed', 'held')",
-        )
-        .bind(now.timestamp_millis())
-        .bind(id.to_string())
-        .execute(&self.pool)
-        .await?;
-        let Some(order) = self.order(id).await? else {
-            return Ok(Cancel::Unknown);
-        };
-        Ok(if updated.rows_affected() == 1 {
-            Cancel::Cancelled(order)
-        } else {
-            Cancel::AlreadyCancelled(order)
-        })
     }
 
     /// A page of a sale's orders in id (= creation) order, after `after`.
@@ -294,7 +229,8 @@ impl OrderStore {
         // UUIDv7 text sorts like the UUIDs; "" sorts before every id.
         let after = after.map(|id| id.to_string()).unwrap_or_default();
         sqlx::query(&format!(
-            "SELECT {ORDER_COLUMNS} FROM orders WHERE sale_id = $1 AND id > $2
+            "SELECT {ORDER_COLUMNS} FROM orders
+              WHERE sale_id = $1 AND id > $2 AND status <> '{VOID}'
               ORDER BY id LIMIT $3"
         ))
         .bind(sale.as_str())
@@ -366,6 +302,7 @@ fn order_from_row(row: &AnyRow) -> Result<Order, StoreError> {
     let key: Option<String> = row.try_get("idempotency_key")?;
     let status: String = row.try_get("status")?;
     let created: i64 = row.try_get("created_at_ms")?;
+    let epoch: i64 = row.try_get("epoch")?;
     let invalid = |e: ValidationError| corrupt("order", e);
     Ok(Order {
         id: OrderId::from_str(&id).map_err(invalid)?,
@@ -375,5 +312,6 @@ fn order_from_row(row: &AnyRow) -> Result<Order, StoreError> {
         idempotency_key: key.map(IdempotencyKey::new).transpose().map_err(invalid)?,
         status: OrderStatus::from_str(&status).map_err(invalid)?,
         created_at: millis(created)?,
+        epoch: Epoch::new(u64::try_from(epoch).map_err(|e| corrupt("epoch", e))?),
     })
 }

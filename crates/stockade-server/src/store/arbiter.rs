@@ -1,0 +1,611 @@
+//! The store as the arbiter of every order.
+//!
+//! A commit locks the rows of the sales it touches (in id order, so two
+//! instances' batches never deadlock) and judges each order in arrival
+//! order against the sale's epoch, its sold count, the buyer's holding and
+//! the buyer's idempotency keys, as the store holds them. Each order gets
+//! its own [`Verdict`]: the good ones commit, a bad one is recorded as void
+//! and never blocks the others. Whatever an engine decided, the store never
+//! holds more than the stock, a buyer over the limit, or two orders for one
+//! key.
+//!
+//! The same checks decide purchases when the store is the engine
+//! ([`OrderStore::purchase`]: `--engine postgres`, or a sale moved to the
+//! fallback): one transaction that locks the sale row, checks and inserts
+//! the order, after an unlocked first look that turns refused buyers away
+//! without a lock or a write.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+use stockade_core::sale::Window;
+use stockade_core::{
+    Epoch, IdempotencyKey, Order, OrderId, OrderStatus, Purchase, PurchaseOutcome, SaleId,
+    SaleSpec, UserId,
+};
+
+use super::authority::Authority;
+use super::{OrderStore, SALE_COLUMNS, StoreError, StoreKind, VOID, corrupt, sale_from_row};
+
+/// The store's verdict on one order handed to [`OrderStore::commit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The order is committed (now, or by an earlier commit of the same id).
+    Committed,
+    /// The store refused the order and recorded it as void: it will never
+    /// be committed, and nothing was sold.
+    Void(VoidReason),
+}
+
+/// Why the store refused an order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VoidReason {
+    /// It was decided under an epoch that is no longer the sale's: another
+    /// authority decides the sale now.
+    StaleEpoch {
+        /// The sale's epoch.
+        current: Epoch,
+    },
+    /// The store's stock does not cover it: the engine was out of line.
+    Oversold,
+    /// The buyer would exceed the limit: the engine was out of line.
+    OverLimit,
+    /// The buyer's idempotency key already names another committed order.
+    KeyTaken {
+        /// The committed order.
+        original: OrderId,
+    },
+    /// The store has no such sale.
+    UnknownSale,
+    /// An earlier commit of the same id already recorded it as void.
+    Earlier,
+}
+
+impl VoidReason {
+    /// A short stable name for logs and metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::StaleEpoch { .. } => "stale_epoch",
+            Self::Oversold => "oversold",
+            Self::OverLimit => "over_limit",
+            Self::KeyTaken { .. } => "key_taken",
+            Self::UnknownSale => "unknown_sale",
+            Self::Earlier => "earlier",
+        }
+    }
+}
+
+/// A sale as the arbiter sees it.
+#[derive(Debug, Clone)]
+pub struct SaleState {
+    /// The spec.
+    pub spec: SaleSpec,
+    /// The current epoch.
+    pub epoch: Epoch,
+    /// Who decides its purchases.
+    pub authority: Authority,
+    /// Items held by live orders.
+    pub sold: u32,
+}
+
+impl SaleState {
+    /// Items left.
+    pub fn remaining(&self) -> u32 {
+        self.spec.total_stock().saturating_sub(self.sold)
+    }
+}
+
+/// Why an order does not fit the sale and the buyer's holding.
+fn refusal(state: &SaleState, held: u32, quantity: u32) -> Option<PurchaseOutcome> {
+    if u64::from(held) + u64::from(quantity) > u64::from(state.spec.per_user_limit()) {
+        return Some(PurchaseOutcome::LimitExceeded { already: held });
+    }
+    match state.remaining() {
+        0 => Some(PurchaseOutcome::SoldOut),
+        remaining if remaining < quantity => {
+            Some(PurchaseOutcome::InsufficientStock { remaining })
+        }
+        _ => None,
+    }
+}
+
+/// What a batch changes, per sale.
+#[derive(Default)]
+struct SaleChanges {
+    sold: Option<u32>,
+    holdings: HashMap<UserId, u32>,
+}
+
+impl OrderStore {
+    /// Commits a batch of orders accepted by an engine, in one transaction,
+    /// and returns one verdict per order (same order as `orders`). An
+    /// order already committed is `Committed` again, so a batch can be
+    /// retried and an outbox replayed safely. Fails only when the store
+    /// itself fails (nothing is then committed).
+    pub async fn commit(&self, orders: &[Order]) -> Result<Vec<Verdict>, StoreError> {
+        if orders.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut sale_ids: Vec<&SaleId> = orders.iter().map(|o| &o.sale_id).collect();
+        sale_ids.sort();
+        sale_ids.dedup();
+        let mut tx = self.pool.begin().await?;
+        self.lock_sales(&mut tx, &sale_ids).await?;
+        let mut sales = read_sales(&mut tx, &sale_ids).await?;
+        let existing = read_existing(&mut tx, orders).await?;
+        let mut holdings: HashMap<SaleId, HashMap<UserId, u32>> = HashMap::new();
+        let mut owners: HashMap<SaleId, HashMap<(UserId, IdempotencyKey), OrderId>> =
+            HashMap::new();
+        for sale in &sale_ids {
+            let of_sale = || orders.iter().filter(|o| o.sale_id == **sale);
+            let users: Vec<&UserId> = of_sale().map(|o| &o.user_id).collect();
+            holdings.insert((*sale).clone(), read_holdings(&mut tx, sale, &users).await?);
+            let keys: Vec<&IdempotencyKey> =
+                of_sale().filter_map(|o| o.idempotency_key.as_ref()).collect();
+            owners.insert((*sale).clone(), read_key_owners(&mut tx, sale, &keys).await?);
+        }
+
+        let mut verdicts = Vec::with_capacity(orders.len());
+        let mut rows: Vec<(&Order, &'static str)> = Vec::new();
+        let mut changes: HashMap<SaleId, SaleChanges> = HashMap::new();
+        let mut decided: HashSet<OrderId> = HashSet::new();
+        for order in orders {
+            if let Some(&void) = existing.get(&order.id) {
+                verdicts.push(if void {
+                    Verdict::Void(VoidReason::Earlier)
+                } else {
+                    Verdict::Committed
+                });
+                continue;
+            }
+            if !decided.insert(order.id) {
+                // The same id twice in one batch: the first one decided it.
+                let first = rows.iter().find(|(o, _)| o.id == order.id);
+                verdicts.push(match first {
+                    Some((_, status)) if *status != VOID => Verdict::Committed,
+                    _ => Verdict::Void(VoidReason::Earlier),
+                });
+                continue;
+            }
+            let Some(state) = sales.get_mut(&order.sale_id) else {
+                // No row to attach a void record to: the sale is unknown.
+                verdicts.push(Verdict::Void(VoidReason::UnknownSale));
+                continue;
+            };
+            let held = holdings.entry(order.sale_id.clone()).or_default();
+            let owned = owners.entry(order.sale_id.clone()).or_default();
+            let verdict = judge(state, held, owned, order);
+            if verdict == Verdict::Committed {
+                let change = changes.entry(order.sale_id.clone()).or_default();
+                change.sold = Some(state.sold);
+                change
+                    .holdings
+                    .insert(order.user_id.clone(), held[&order.user_id]);
+                rows.push((order, order.status.as_str()));
+            } else {
+                rows.push((order, VOID));
+            }
+            verdicts.push(verdict);
+        }
+        insert_orders(&mut tx, &rows).await?;
+        for (sale, change) in &changes {
+            write_holdings(&mut tx, sale, &change.holdings).await?;
+            if let Some(sold) = change.sold {
+                write_sold(&mut tx, sale, sold).await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(verdicts)
+    }
+
+    /// Decides a purchase in the store itself (the store is the engine for
+    /// sales whose authority is [`Authority::Fallback`], and for every sale
+    /// with `--engine postgres`): the purchase must carry the sale's epoch.
+    /// A purchase that will be refused is answered from an unlocked read
+    /// (no lock, no write); one that looks possible locks the sale row,
+    /// checks everything again and commits the order, confirmed, before
+    /// this returns.
+    pub async fn purchase(
+        &self,
+        purchase: &Purchase,
+        order_id: OrderId,
+        now: DateTime<Utc>,
+    ) -> Result<PurchaseOutcome, StoreError> {
+        let sale = purchase.sale_id();
+        // The first look, without a lock.
+        let mut conn = self.pool.acquire().await?;
+        if let Some(outcome) = look(&mut conn, purchase, now).await? {
+            return Ok(outcome);
+        }
+        drop(conn);
+        let mut tx = self.pool.begin().await?;
+        self.lock_sales(&mut tx, &[sale]).await?;
+        if let Some(outcome) = look(&mut tx, purchase, now).await? {
+            return Ok(outcome);
+        }
+        let state = read_sales(&mut tx, &[sale])
+            .await?
+            .remove(sale)
+            .ok_or_else(|| StoreError::Failed(format!("sale {sale} vanished under its lock")))?;
+        let held = read_holdings(&mut tx, sale, &[purchase.user_id()])
+            .await?
+            .get(purchase.user_id())
+            .copied()
+            .unwrap_or(0);
+        let order = Order {
+            id: order_id,
+            sale_id: sale.clone(),
+            user_id: purchase.user_id().clone(),
+            quantity: purchase.quantity(),
+            idempotency_key: purchase.idempotency_key().cloned(),
+            status: OrderStatus::Confirmed,
+            created_at: now,
+            epoch: purchase.epoch(),
+        };
+        let sold = state.sold + purchase.quantity();
+        insert_orders(&mut tx, &[(&order, order.status.as_str())]).await?;
+        let holding = HashMap::from([(order.user_id.clone(), held + purchase.quantity())]);
+        write_holdings(&mut tx, sale, &holding).await?;
+        write_sold(&mut tx, sale, sold).await?;
+        tx.commit().await?;
+        Ok(PurchaseOutcome::Purchased {
+            order_id,
+            remaining: state.spec.total_stock() - sold,
+        })
+    }
+
+    /// The committed order a buyer's idempotency key names, if any.
+    pub async fn order_by_key(
+        &self,
+        sale: &SaleId,
+        user: &UserId,
+        key: &IdempotencyKey,
+    ) -> Result<Option<OrderId>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        Ok(read_key_owners(&mut conn, sale, &[key])
+            .await?
+            .remove(&(user.clone(), key.clone())))
+    }
+
+    /// The sale with its epoch, authority and sold count.
+    pub async fn sale_state(&self, sale: &SaleId) -> Result<Option<SaleState>, StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        Ok(read_sales(&mut conn, &[sale]).await?.remove(sale))
+    }
+
+    /// The sales whose window has not ended before `ended_before` (sales
+    /// without an end are open), with their epochs: the ones the reconciler
+    /// looks after.
+    pub async fn open_sales(
+        &self,
+        ended_before: DateTime<Utc>,
+    ) -> Result<Vec<SaleState>, StoreError> {
+        sqlx::query(&format!(
+            "SELECT {SALE_COLUMNS}, epoch, authority, sold FROM sales
+              WHERE ends_at_ms IS NULL OR ends_at_ms > $1 ORDER BY id"
+        ))
+        .bind(ended_before.timestamp_millis())
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(sale_state_from_row)
+        .collect()
+    }
+
+    /// Takes the row locks of `sales` until the transaction ends, in id
+    /// order. The first statement of every writing transaction, so that on
+    /// SQLite the transaction holds the write lock from its start (a read
+    /// first would make the upgrade fail under concurrency).
+    pub(super) async fn lock_sales(
+        &self,
+        tx: &mut Transaction<'_, Any>,
+        sales: &[&SaleId],
+    ) -> Result<(), StoreError> {
+        let list = placeholders(1, sales.len());
+        let sql = match self.kind {
+            StoreKind::Postgres => {
+                format!("SELECT id FROM sales WHERE id IN ({list}) ORDER BY id FOR UPDATE")
+            }
+            StoreKind::Sqlite => format!("UPDATE sales SET epoch = epoch WHERE id IN ({list})"),
+        };
+        let mut query = sqlx::query(&sql);
+        for sale in sales {
+            query = query.bind(sale.as_str());
+        }
+        query.execute(&mut **tx).await?;
+        Ok(())
+    }
+}
+
+/// Judges one order of a commit against the sale and the buyer as the
+/// batch has left them, and applies it to both if it fits.
+fn judge(
+    state: &mut SaleState,
+    holdings: &mut HashMap<UserId, u32>,
+    owners: &mut HashMap<(UserId, IdempotencyKey), OrderId>,
+    order: &Order,
+) -> Verdict {
+    if order.epoch != state.epoch {
+        return Verdict::Void(VoidReason::StaleEpoch {
+            current: state.epoch,
+        });
+    }
+    if let Some(key) = &order.idempotency_key
+        && let Some(original) = owners.get(&(order.user_id.clone(), key.clone()))
+    {
+        return Verdict::Void(VoidReason::KeyTaken {
+            original: *original,
+        });
+    }
+    let held = holdings.get(&order.user_id).copied().unwrap_or(0);
+    match refusal(state, held, order.quantity) {
+        Some(PurchaseOutcome::LimitExceeded { .. }) => Verdict::Void(VoidReason::OverLimit),
+        Some(_) => Verdict::Void(VoidReason::Oversold),
+        None => {
+            state.sold += order.quantity;
+            holdings.insert(order.user_id.clone(), held + order.quantity);
+            if let Some(key) = &order.idempotency_key {
+                owners.insert((order.user_id.clone(), key.clone()), order.id);
+            }
+            Verdict::Committed
+        }
+    }
+}
+
+/// Every check of a store purchase, on whatever `conn` sees; None when the
+/// purchase fits.
+async fn look(
+    conn: &mut sqlx::AnyConnection,
+    purchase: &Purchase,
+    now: DateTime<Utc>,
+) -> Result<Option<PurchaseOutcome>, StoreError> {
+    let sale = purchase.sale_id();
+    let Some(state) = read_sales(conn, &[sale]).await?.remove(sale) else {
+        return Ok(Some(PurchaseOutcome::UnknownSale));
+    };
+    if state.epoch != purchase.epoch() {
+        return Ok(Some(PurchaseOutcome::WrongEpoch {
+            engine: state.epoch,
+        }));
+    }
+    if let Some(key) = purchase.idempotency_key()
+        && let Some(original) = read_key_owners(conn, sale, &[key])
+            .await?
+            .remove(&(purchase.user_id().clone(), key.clone()))
+    {
+        return Ok(Some(PurchaseOutcome::Duplicate { order_id: original }));
+    }
+    match state.spec.window_at(now) {
+        Window::NotStarted => return Ok(Some(PurchaseOutcome::NotStarted)),
+        Window::Ended => return Ok(Some(PurchaseOutcome::Ended)),
+        Window::Open => {}
+    }
+    let held = read_holdings(conn, sale, &[purchase.user_id()])
+        .await?
+        .get(purchase.user_id())
+        .copied()
+        .unwrap_or(0);
+    Ok(refusal(&state, held, purchase.quantity()))
+}
+
+/// `$start, $start+1, …` for `count` parameters.
+pub(super) fn placeholders(start: usize, count: usize) -> String {
+    (start..start + count)
+        .map(|n| format!("${n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// At most this many ids per `IN (…)` list.
+const IN_CHUNK: usize = 500;
+
+async fn read_sales(
+    conn: &mut sqlx::AnyConnection,
+    sales: &[&SaleId],
+) -> Result<HashMap<SaleId, SaleState>, StoreError> {
+    let mut found = HashMap::new();
+    for chunk in sales.chunks(IN_CHUNK) {
+        let sql = format!(
+            "SELECT {SALE_COLUMNS}, epoch, authority, sold FROM sales WHERE id IN ({})",
+            placeholders(1, chunk.len())
+        );
+        let mut query = sqlx::query(&sql);
+        for sale in chunk {
+            query = query.bind(sale.as_str());
+        }
+        for row in query.fetch_all(&mut *conn).await? {
+            let state = sale_state_from_row(&row)?;
+            found.insert(state.spec.id().clone(), state);
+        }
+    }
+    Ok(found)
+}
+
+pub(super) fn sale_state_from_row(row: &AnyRow) -> Result<SaleState, StoreError> {
+    let epoch: i64 = row.try_get("epoch")?;
+    let authority: String = row.try_get("authority")?;
+    let sold: i64 = row.try_get("sold")?;
+    Ok(SaleState {
+        spec: sale_from_row(row)?,
+        epoch: Epoch::new(u64::try_from(epoch).map_err(|e| corrupt("epoch", e))?),
+        authority: authority.parse()?,
+        sold: u32::try_from(sold).map_err(|e| corrupt("sold count", e))?,
+    })
+}
+
+/// Which of `orders` the store has decided already (true: void).
+async fn read_existing(
+    conn: &mut sqlx::AnyConnection,
+    orders: &[Order],
+) -> Result<HashMap<OrderId, bool>, StoreError> {
+    let mut found = HashMap::new();
+    for chunk in orders.chunks(IN_CHUNK) {
+        let sql = format!(
+            "SELECT id, status FROM orders WHERE id IN ({})",
+            placeholders(1, chunk.len())
+        );
+        let mut query = sqlx::query(&sql);
+        for order in chunk {
+            query = query.bind(order.id.to_string());
+        }
+        for row in query.fetch_all(&mut *conn).await? {
+            let id: String = row.try_get("id")?;
+            let status: String = row.try_get("status")?;
+            let id = id.parse().map_err(|e| corrupt("order id", e))?;
+            found.insert(id, status == VOID);
+        }
+    }
+    Ok(found)
+}
+
+async fn read_holdings(
+    conn: &mut sqlx::AnyConnection,
+    sale: &SaleId,
+    users: &[&UserId],
+) -> Result<HashMap<UserId, u32>, StoreError> {
+    let mut found = HashMap::new();
+    for chunk in users.chunks(IN_CHUNK) {
+        let sql = format!(
+            "SELECT user_id, quantity FROM holdings WHERE sale_id = $1 AND user_id IN ({})",
+            placeholders(2, chunk.len())
+        );
+        let mut query = sqlx::query(&sql).bind(sale.as_str());
+        for user in chunk {
+            query = query.bind(user.as_str());
+        }
+        for row in query.fetch_all(&mut *conn).await? {
+            let user: String = row.try_get("user_id")?;
+            let quantity: i64 = row.try_get("quantity")?;
+            found.insert(
+                UserId::new(user).map_err(|e| corrupt("holding", e))?,
+                u32::try_from(quantity).map_err(|e| corrupt("holding", e))?,
+            );
+        }
+    }
+    Ok(found)
+}
+
+/// The committed orders that `keys` name in `sale`, by (buyer, key).
+async fn read_key_owners(
+    conn: &mut sqlx::AnyConnection,
+    sale: &SaleId,
+    keys: &[&IdempotencyKey],
+) -> Result<HashMap<(UserId, IdempotencyKey), OrderId>, StoreError> {
+    let mut found = HashMap::new();
+    for chunk in keys.chunks(IN_CHUNK) {
+        let sql = format!(
+            "SELECT id, user_id, idempotency_key FROM orders
+              WHERE sale_id = $1 AND idempotency_key IN ({}) AND status <> '{VOID}'",
+            placeholders(2, chunk.len())
+        );
+        let mut query = sqlx::query(&sql).bind(sale.as_str());
+        for key in chunk {
+            query = query.bind(key.as_str());
+        }
+        for row in query.fetch_all(&mut *conn).await? {
+            let id: String = row.try_get("id")?;
+            let user: String = row.try_get("user_id")?;
+            let key: String = row.try_get("idempotency_key")?;
+            found.insert(
+                (
+                    UserId::new(user).map_err(|e| corrupt("order", e))?,
+                    IdempotencyKey::new(key).map_err(|e| corrupt("order", e))?,
+                ),
+                id.parse().map_err(|e| corrupt("order id", e))?,
+            );
+        }
+    }
+    Ok(found)
+}
+
+/// Inserts orders with the given status (void ones without their key).
+async fn insert_orders(
+    tx: &mut Transaction<'_, Any>,
+    rows: &[(&Order, &str)],
+) -> Result<(), StoreError> {
+    // 9 values per order; 64 orders per statement stays far below any
+    // database's limit on bound parameters.
+    for chunk in rows.chunks(64) {
+        let mut sql = String::from(
+            "INSERT INTO orders (id, sale_id, user_id, quantity, idempotency_key, status,
+                                 created_at_ms, updated_at_ms, epoch) VALUES ",
+        );
+        let tuples: Vec<String> = (0..chunk.len())
+            .map(|i| format!("({})", placeholders(i * 9 + 1, 9)))
+            .collect();
+        sql.push_str(&tuples.join(", "));
+        let mut query = sqlx::query(&sql);
+        for (order, status) in chunk {
+            let created = order.created_at.timestamp_millis();
+            let key = order
+                .idempotency_key
+                .as_ref()
+                .filter(|_| *status != VOID)
+                .map(|k| k.as_str().to_owned());
+            query = query
+                .bind(order.id.to_string())
+                .bind(order.sale_id.as_str().to_owned())
+                .bind(order.user_id.as_str().to_owned())
+                .bind(i64::from(order.quantity))
+                .bind(key)
+                .bind(*status)
+                .bind(created)
+                .bind(created)
+                .bind(epoch_value(order.epoch));
+        }
+        query.execute(&mut **tx).await?;
+    }
+    Ok(())
+}
+
+/// Sets buyers' holdings to the given totals (0 deletes the row).
+pub(super) async fn write_holdings(
+    tx: &mut Transaction<'_, Any>,
+    sale: &SaleId,
+    holdings: &HashMap<UserId, u32>,
+) -> Result<(), StoreError> {
+    let (empty, held): (Vec<_>, Vec<_>) = holdings.iter().partition(|(_, q)| **q == 0);
+    for chunk in held.chunks(100) {
+        let tuples: Vec<String> = (0..chunk.len())
+            .map(|i| format!("($1, {})", placeholders(i * 2 + 2, 2)))
+            .collect();
+        let sql = format!(
+            "INSERT INTO holdings (sale_id, user_id, quantity) VALUES {}
+             ON CONFLICT (sale_id, user_id) DO UPDATE SET quantity = excluded.quantity",
+            tuples.join(", ")
+        );
+        let mut query = sqlx::query(&sql).bind(sale.as_str());
+        for (user, quantity) in chunk {
+            query = query.bind(user.as_str()).bind(i64::from(**quantity));
+        }
+        query.execute(&mut **tx).await?;
+    }
+    for (user, _) in empty {
+        sqlx::query("DELETE FROM holdings WHERE sale_id = $1 AND user_id = $2")
+            .bind(sale.as_str())
+            .bind(user.as_str())
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+pub(super) async fn write_sold(
+    tx: &mut Transaction<'_, Any>,
+    sale: &SaleId,
+    sold: u32,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE sales SET sold = $1 WHERE id = $2")
+        .bind(i64::from(sold))
+        .bind(sale.as_str())
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+/// An epoch as a BIGINT (epochs never come near 2^63).
+pub(super) fn epoch_value(epoch: Epoch) -> i64 {
+    i64::try_from(epoch.get()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,151 @@
+//! Cancelling orders, and the releases the engine still owes.
+//!
+//! A cancel is decided in the store (the truth) in one transaction that
+//! marks the order cancelled, gives its items back to the sale's sold count
+//! and the buyer's holding, and records a pending release under the sale's
+//! epoch. The engine applies the release afterwards; until it has (engine
+//! unreachable, process killed), the record stays and the reconciler
+//! retries it, so no cancelled order keeps its stock in the engine.
+
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+use stockade_core::{Epoch, Order, OrderId, SaleId};
+
+use super::arbiter::{epoch_value, write_holdings, write_sold};
+use super::authority::Authority;
+use super::{OrderStore, StoreError, corrupt};
+
+/// The answer to cancelling an order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cancel {
+    /// Cancelled now.
+    Cancelled {
+        /// The order, now cancelled.
+        order: Order,
+        /// The engine must take the items back under this epoch (None when
+        /// the store itself decides the sale: nothing is owed).
+        release: Option<Epoch>,
+    },
+    /// It was cancelled (or expired) before: nothing changed.
+    AlreadyCancelled(Order),
+    /// No such order.
+    Unknown,
+}
+
+/// A release the engine still owes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingRelease {
+    /// The sale.
+    pub sale_id: SaleId,
+    /// The cancelled order.
+    pub order_id: OrderId,
+    /// The sale's epoch when it was cancelled.
+    pub epoch: Epoch,
+}
+
+impl OrderStore {
+    /// Cancels a live order. Cancelling twice changes nothing.
+    /// `engine_decides_primary` says whether the primary authority is an
+    /// engine apart from the store (memory, Redis), which then owes a
+    /// release; with `--engine postgres` it is not.
+    pub async fn cancel(
+        &self,
+        id: OrderId,
+        now: DateTime<Utc>,
+        engine_decides_primary: bool,
+    ) -> Result<Cancel, StoreError> {
+        let Some(order) = self.order(id).await? else {
+            return Ok(Cancel::Unknown);
+        };
+        let sale = &order.sale_id;
+        let mut tx = self.pool.begin().await?;
+        self.lock_sales(&mut tx, &[sale]).await?;
+        let updated = sqlx::query(
+            "UPDATE orders SET status = 'cancelled', updated_at_ms = $1
+              WHERE id = $2 AND status IN ('confirmed', 'held')",
+        )
+        .bind(now.timestamp_millis())
+        .bind(id.to_string())
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() == 0 {
+            tx.rollback().await?;
+            let order = self.order(id).await?.ok_or_else(|| {
+                StoreError::Failed(format!("order {id} vanished while being cancelled"))
+            })?;
+            return Ok(Cancel::AlreadyCancelled(order));
+        }
+        let row = sqlx::query(
+            "SELECT s.epoch, s.authority, s.sold, COALESCE(h.quantity, 0) AS held
+               FROM sales s LEFT JOIN holdings h ON h.sale_id = s.id AND h.user_id = $2
+              WHERE s.id = $1",
+        )
+        .bind(sale.as_str())
+        .bind(order.user_id.as_str())
+        .fetch_one(&mut *tx)
+        .await?;
+        let epoch: i64 = row.try_get("epoch")?;
+        let epoch = Epoch::new(u64::try_from(epoch).map_err(|e| corrupt("epoch", e))?);
+        let authority: Authority = row.try_get::<String, _>("authority")?.parse()?;
+        let sold: i64 = row.try_get("sold")?;
+        let held: i64 = row.try_get("held")?;
+        let give_back = |count: i64| {
+            u32::try_from(count - i64::from(order.quantity))
+                .map_err(|_| corrupt("count", format!("{count} < {}", order.quantity)))
+        };
+        write_sold(&mut tx, sale, give_back(sold)?).await?;
+        let holding = [(order.user_id.clone(), give_back(held)?)].into();
+        write_holdings(&mut tx, sale, &holding).await?;
+        let release = (authority == Authority::Primary && engine_decides_primary).then_some(epoch);
+        if let Some(epoch) = release {
+            sqlx::query(
+                "INSERT INTO pending_releases (order_id, sale_id, epoch, created_at_ms)
+                 VALUES ($1, $2, $3, $4)",
+            )
+            .bind(id.to_string())
+            .bind(sale.as_str())
+            .bind(epoch_value(epoch))
+            .bind(now.timestamp_millis())
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        let order = Order {
+            status: stockade_core::OrderStatus::Cancelled,
+            ..order
+        };
+        Ok(Cancel::Cancelled { order, release })
+    }
+
+    /// Up to `limit` releases the engine still owes, oldest first.
+    pub async fn pending_releases(&self, limit: u32) -> Result<Vec<PendingRelease>, StoreError> {
+        sqlx::query(
+            "SELECT order_id, sale_id, epoch FROM pending_releases
+              ORDER BY created_at_ms LIMIT $1",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(|row| {
+            let order: String = row.try_get("order_id")?;
+            let sale: String = row.try_get("sale_id")?;
+            let epoch: i64 = row.try_get("epoch")?;
+            Ok(PendingRelease {
+                sale_id: SaleId::new(sale).map_err(|e| corrupt("release", e))?,
+                order_id: order.parse().map_err(|e| corrupt("release", e))?,
+                epoch: Epoch::new(u64::try_from(epoch).map_err(|e| corrupt("epoch", e))?),
+            })
+        })
+        .collect()
+    }
+
+    /// The engine has applied the release (or it became moot).
+    pub async fn release_settled(&self, order: OrderId) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM pending_releases WHERE order_id = $1")
+            .bind(order.to_string())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
