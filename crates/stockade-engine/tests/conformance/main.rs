@@ -48,4 +48,6 @@ all_engines!(
     unknown_sale,
     create_sale_is_idempotent_and_detects_conflicts,
     outbox_holds_accepted_orders_until_acknowledged,
+    keys_are_scoped_to_their_buyer,
+    epochs_fence_purchases_releases_and_rebuilds,
 );

@@ -57,7 +57,8 @@ fn case() -> impl Strategy<Value = (u32, u32, Vec<Vec<Op>>)> {
 struct Model {
     /// order id -> (buyer, quantity, live)
     orders: Vec<(OrderId, u8, u32, bool)>,
-    keys: HashMap<u8, OrderId>,
+    /// (buyer, key) -> order: keys are scoped to their buyer.
+    keys: HashMap<(u8, u8), OrderId>,
 }
 
 impl Model {
@@ -224,20 +225,20 @@ fn apply(model: &mut Model, answers: Vec<Answer>, limit: u32) -> Result<(), Stri
             } => match outcome {
                 PurchaseOutcome::Purchased { order_id, .. } => {
                     if let Some(k) = key
-                        && let Some(previous) = model.keys.insert(k, order_id)
+                        && let Some(previous) = model.keys.insert((user, k), order_id)
                     {
                         return Err(format!(
-                            "key k{k} produced two orders: {previous} and {order_id}"
+                            "key k{k} of u{user} produced two orders: {previous} and {order_id}"
                         ));
                     }
                     model.orders.push((order_id, user, quantity, true));
                 }
                 PurchaseOutcome::Duplicate { order_id } => {
                     let k = key.ok_or("a purchase without key was called a duplicate")?;
-                    if model.keys.get(&k) != Some(&order_id) {
+                    if model.keys.get(&(user, k)) != Some(&order_id) {
                         return Err(format!(
-                            "duplicate of k{k} named {order_id}, model has {:?}",
-                            model.keys.get(&k)
+                            "duplicate of k{k} of u{user} named {order_id}, model has {:?}",
+                            model.keys.get(&(user, k))
                         ));
                     }
                 }
