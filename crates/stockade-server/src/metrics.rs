@@ -9,7 +9,9 @@
 //! | `stockade_writer_batch_size` | histogram | orders per commit |
 //! | `stockade_writer_queue_depth` | gauge | orders waiting for commit |
 //! | `stockade_sale_remaining{sale}` | gauge | stock left, as last seen |
-//! | `stockade_recoveries_total{reason}` | counter | engine rebuilds from the store |
+//! | `stockade_rebuilds_total{reason}` | counter | fenced rebuilds of a sale's engine state from the store |
+//! | `stockade_orders_voided_total{reason}` | counter | orders the store refused at commit (nothing sold) |
+//! | `stockade_fallbacks_total` | counter | sales moved to the PostgreSQL fallback |
 //! | `stockade_circuit_opened_total` | counter | times the engine circuit breaker opened |
 
 use std::sync::OnceLock;
@@ -42,6 +44,11 @@ pub fn prometheus() -> PrometheusHandle {
             // Another recorder may already be installed (tests embedding
             // several servers): ours still renders what it records.
             let _ = metrics::set_global_recorder(recorder);
+            // Series that must be visible before their first event.
+            metrics::counter!("stockade_rebuilds_total", "reason" => "startup").increment(0);
+            metrics::counter!("stockade_orders_voided_total", "reason" => "stale_epoch")
+                .increment(0);
+            metrics::counter!("stockade_fallbacks_total").increment(0);
             handle
         })
         .clone()

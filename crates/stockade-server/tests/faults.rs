@@ -104,7 +104,7 @@ async fn redis_restarted_mid_sale_is_rebuilt_from_the_store() {
     let before = buyers(&server, "restart", 0, 300, 32).await;
     assert_eq!(acknowledged(&before).len(), 300);
 
-    let recoveries_before = metric(&server, "stockade_recoveries_total").await;
+    let recoveries_before = metric(&server, "stockade_rebuilds_total").await;
     // Redis dies and comes back empty on the same port.
     redis.restart().unwrap();
     // Everyone after the restart: only 200 items are left, whatever Redis
@@ -130,7 +130,7 @@ async fn redis_restarted_mid_sale_is_rebuilt_from_the_store() {
         committed, all_acknowledged,
         "no lost acknowledgement, no extra order"
     );
-    assert!(metric(&server, "stockade_recoveries_total").await > recoveries_before);
+    assert!(metric(&server, "stockade_rebuilds_total").await > recoveries_before);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

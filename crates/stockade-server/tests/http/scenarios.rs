@@ -91,9 +91,13 @@ pub async fn idempotent_replays(server: TestServer) {
     let (status, reused) = server.buy("idem", "alice", 1, Some("tap-1")).await;
     assert_eq!(status, 422, "{reused}");
     assert_eq!(reused["error"]["code"], "idempotency_key_reused");
-    let (status, reused) = server.buy("idem", "bob", 2, Some("tap-1")).await;
-    assert_eq!(status, 422);
-    assert_eq!(reused["error"]["code"], "idempotency_key_reused");
+    // Keys are scoped to their buyer: Bob's "tap-1" is his own.
+    let (status, bobs) = server.buy("idem", "bob", 2, Some("tap-1")).await;
+    assert_eq!(status, 201, "{bobs}");
+    assert_ne!(bobs["order_id"], first["order_id"]);
+    let (status, replay) = server.buy("idem", "bob", 2, Some("tap-1")).await;
+    assert_eq!(status, 200, "{replay}");
+    assert_eq!(replay["order_id"], bobs["order_id"]);
 
     // Twenty concurrent replays of a new key make one order.
     let server = Arc::new(server);
@@ -114,8 +118,8 @@ pub async fn idempotent_replays(server: TestServer) {
     assert_eq!(created, 1);
     assert_eq!(ids.len(), 1);
     let (_, sale) = server.get("/v1/sales/idem").await;
-    assert_eq!(sale["remaining"], 7);
-    assert_eq!(server.all_orders("idem").await.len(), 2);
+    assert_eq!(sale["remaining"], 5);
+    assert_eq!(server.all_orders("idem").await.len(), 3);
 }
 
 pub async fn cancel_returns_stock_once(server: TestServer) {
@@ -325,7 +329,8 @@ pub async fn operations_endpoints(server: TestServer) {
         "stockade_writer_batch_size",
         "stockade_store_commit_seconds",
         "stockade_sale_remaining",
-        "stockade_recoveries_total",
+        "stockade_rebuilds_total",
+        "stockade_orders_voided_total",
     ] {
         assert!(
             metrics.contains(series),
