@@ -275,10 +275,13 @@ pub async fn apply_pending_releases(state: &AppState, only: Option<&SaleId>) {
     }
 }
 
-/// Start-up: learns every sale's route and rebuilds the engine's state of
-/// the sales it does not hold under the store's epoch (all of them for the
-/// in-memory engine). Sales that are in line on a shared Redis are left
-/// alone, so an instance joining a running deployment disturbs nobody.
+/// Start-up: learns every sale's route, commits what the engine's outboxes
+/// hold (orders this instance accepted before it died; committing another
+/// live instance's in-flight order early is harmless, a commit is
+/// idempotent), and rebuilds the engine's state of the sales it does not
+/// hold under the store's epoch (all of them for the in-memory engine).
+/// Sales that are in line on a shared Redis are not rebuilt, so an instance
+/// joining a running deployment disturbs nobody.
 pub async fn recover_at_start(state: &AppState) -> Result<usize, RecoveryError> {
     let mut rebuilt = 0;
     for spec in state.store().sales().await? {
@@ -294,9 +297,11 @@ pub async fn recover_at_start(state: &AppState) -> Result<usize, RecoveryError> 
         let Some(engine) = state.engine() else {
             continue;
         };
-        if current.authority == Authority::Fallback
-            || engine.epoch(sale).await? == Some(current.epoch)
-        {
+        if current.authority == Authority::Fallback {
+            continue;
+        }
+        if engine.epoch(sale).await? == Some(current.epoch) {
+            drain_outbox(state, engine.as_ref(), sale).await?;
             continue;
         }
         if let Rebuild::Rebuilt(_) = rebuild_sale(state, sale, current.epoch, "startup").await? {
