@@ -397,7 +397,8 @@ async fn reconcile_once(
         }
         // The engine must never offer more than the store has left. Seen
         // twice in a row (a single reading can race a cancel), it is out of
-        // line: a Redis restored from an old snapshot, say.
+        // line: a Redis restored from an old snapshot, say. (A sale the
+        // engine lost is found by the next purchase or read of it.)
         if let Some(snapshot) = engine.snapshot(sale).await? {
             let store_left = current.remaining();
             if snapshot.remaining > store_left {
@@ -412,8 +413,6 @@ async fn reconcile_once(
             } else {
                 drift.remove(sale);
             }
-        } else {
-            request_rebuild(state, sale, seen, "engine_lost_sale");
         }
     }
     Ok(())

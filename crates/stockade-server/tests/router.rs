@@ -13,7 +13,13 @@ use tower::ServiceExt;
 
 async fn service() -> (Service, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let config = common::config(dir.path(), None, None, common::Timing::default());
+    let config = common::config(
+        common::Setup::Embedded,
+        dir.path(),
+        None,
+        None,
+        common::Timing::default(),
+    );
     (Service::start(&config).await.unwrap(), dir)
 }
 

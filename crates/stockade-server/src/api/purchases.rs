@@ -117,10 +117,13 @@ async fn decide(
                 (outcome, Decider::Engine)
             }
             None => {
+                let started = Instant::now();
                 let outcome = state
                     .store()
                     .purchase(&purchase, OrderId::generate(), state.clock().now())
                     .await?;
+                metrics::histogram!("stockade_engine_seconds", "op" => "store_purchase")
+                    .record(started.elapsed().as_secs_f64());
                 (outcome, Decider::Store)
             }
         };

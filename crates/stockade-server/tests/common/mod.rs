@@ -20,6 +20,7 @@ pub struct TestServer {
     pub url: String,
     pub client: reqwest::Client,
     pub data_dir: PathBuf,
+    setup: Setup,
     timing: Timing,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
@@ -36,6 +37,20 @@ pub enum Setup {
     Embedded,
     /// Redis engine, PostgreSQL store.
     RedisPostgres,
+    /// Redis engine, PostgreSQL store, `--fallback postgres`.
+    RedisPostgresFallback,
+    /// `--engine postgres`: the PostgreSQL store decides every purchase.
+    Postgres,
+}
+
+impl Setup {
+    fn engine(self) -> &'static str {
+        match self {
+            Self::Embedded => "memory",
+            Self::RedisPostgres | Self::RedisPostgresFallback => "redis",
+            Self::Postgres => "postgres",
+        }
+    }
 }
 
 /// Timing settings a fault test may shorten.
@@ -55,6 +70,7 @@ impl Default for Timing {
 }
 
 pub fn config(
+    setup: Setup,
     data_dir: &std::path::Path,
     redis: Option<String>,
     database: Option<String>,
@@ -64,7 +80,8 @@ pub fn config(
         RawConfig {
             listen: Some("127.0.0.1:0".into()),
             data_dir: Some(data_dir.to_path_buf()),
-            engine: Some(if redis.is_some() { "redis" } else { "memory" }.into()),
+            engine: Some(setup.engine().into()),
+            fallback: (setup == Setup::RedisPostgresFallback).then(|| "postgres".into()),
             redis_url: redis,
             database_url: database,
             admin_token: Some(TOKEN.into()),
@@ -87,20 +104,27 @@ impl TestServer {
         let dir = tempfile::tempdir().unwrap();
         let (redis, postgres, database_url) = match setup {
             Setup::Embedded => (None, None, None),
-            Setup::RedisPostgres => {
+            Setup::RedisPostgres | Setup::RedisPostgresFallback => {
                 let redis = RedisServer::start().unwrap();
                 let pg = PostgresServer::start().unwrap();
                 let url = pg.fresh_database().await.unwrap();
                 (Some(redis), Some(pg), Some(url))
             }
+            Setup::Postgres => {
+                let pg = PostgresServer::start().unwrap();
+                let url = pg.fresh_database().await.unwrap();
+                (None, Some(pg), Some(url))
+            }
         };
         let config = config(
+            setup,
             dir.path(),
             redis.as_ref().map(RedisServer::url),
             database_url.clone(),
             timing,
         );
         let mut server = Self {
+            setup,
             timing,
             url: String::new(),
             client: reqwest::Client::builder()
@@ -149,12 +173,18 @@ impl TestServer {
     pub async fn restart(&mut self) {
         self.stop().await;
         let config = config(
+            self.setup,
             &self.data_dir,
             self.redis.as_ref().map(RedisServer::url),
             self.database_url.clone(),
             self.timing,
         );
         self.launch(config).await;
+    }
+
+    /// The backends this server runs on.
+    pub fn setup(&self) -> Setup {
+        self.setup
     }
 
     pub fn at(&self, path: &str) -> String {

@@ -1,6 +1,6 @@
 //! The HTTP API over a real listener with real concurrent clients, every
-//! scenario run on the embedded default (memory + SQLite) and on Redis +
-//! PostgreSQL.
+//! scenario run on the embedded default (memory + SQLite), on Redis +
+//! PostgreSQL, and on `--engine postgres`.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -22,6 +22,15 @@ macro_rules! on_every_setup {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $scenario() {
                     let server = crate::common::TestServer::start(crate::common::Setup::RedisPostgres).await;
+                    crate::scenarios::$scenario(server).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $scenario() {
+                    let server = crate::common::TestServer::start(crate::common::Setup::Postgres).await;
                     crate::scenarios::$scenario(server).await;
                 }
             )*
