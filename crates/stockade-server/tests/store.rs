@@ -1,0 +1,298 @@
+//! The order store as the arbiter, on SQLite and on PostgreSQL: every order
+//! of a batch gets its own verdict, a bad one never blocks the others, and
+//! whatever an engine decided the store never holds an oversold sale, a
+//! buyer over the limit, a key used twice, or an order of a stale epoch.
+
+use chrono::Utc;
+use stockade_core::{
+    Epoch, IdempotencyKey, Order, OrderId, OrderStatus, Purchase, PurchaseOutcome, SaleId,
+    SaleSpec, UserId,
+};
+use stockade_server::store::OrderStore;
+use stockade_server::store::arbiter::{Verdict, VoidReason};
+use stockade_server::store::authority::{Advance, Authority};
+use stockade_server::store::releases::Cancel;
+use stockade_test_support::PostgresServer;
+
+struct Stores {
+    sqlite: OrderStore,
+    postgres: OrderStore,
+    _dir: tempfile::TempDir,
+    _pg: PostgresServer,
+}
+
+async fn stores() -> Stores {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = OrderStore::open(&format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("orders.db").display()
+    ))
+    .await
+    .unwrap();
+    let pg = PostgresServer::start().unwrap();
+    let postgres = OrderStore::open(&pg.fresh_database().await.unwrap())
+        .await
+        .unwrap();
+    Stores {
+        sqlite,
+        postgres,
+        _dir: dir,
+        _pg: pg,
+    }
+}
+
+async fn sale(store: &OrderStore, id: &str, stock: u32, limit: u32) -> SaleId {
+    let spec = SaleSpec::builder(id, stock)
+        .unwrap()
+        .per_user_limit(limit)
+        .unwrap()
+        .build()
+        .unwrap();
+    store.save_sale(&spec, Utc::now()).await.unwrap();
+    spec.id().clone()
+}
+
+fn order(sale: &SaleId, user: &str, quantity: u32, key: Option<&str>, epoch: u64) -> Order {
+    Order {
+        id: OrderId::generate(),
+        sale_id: sale.clone(),
+        user_id: UserId::new(user).unwrap(),
+        quantity,
+        idempotency_key: key.map(|k| IdempotencyKey::new(k).unwrap()),
+        status: OrderStatus::Confirmed,
+        created_at: Utc::now(),
+        epoch: Epoch::new(epoch),
+    }
+}
+
+async fn each_store(test: impl AsyncFn(&OrderStore)) {
+    let stores = stores().await;
+    test(&stores.sqlite).await;
+    test(&stores.postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_order_gets_its_own_verdict_and_never_blocks_the_batch() {
+    each_store(async |store| {
+        let s = sale(store, "batch", 1_000, 2).await;
+        let first = order(&s, "alice", 1, Some("k"), 1);
+        assert_eq!(
+            store.commit(std::slice::from_ref(&first)).await.unwrap(),
+            [Verdict::Committed]
+        );
+        // 511 good orders around one whose key alice already used.
+        let mut batch: Vec<Order> = (0..511)
+            .map(|i| order(&s, &format!("u{i}"), 1, Some("k"), 1))
+            .collect();
+        batch.insert(25, order(&s, "alice", 1, Some("k"), 1));
+        let verdicts = store.commit(&batch).await.unwrap();
+        assert_eq!(
+            verdicts[25],
+            Verdict::Void(VoidReason::KeyTaken { original: first.id })
+        );
+        assert_eq!(
+            verdicts
+                .iter()
+                .filter(|v| **v == Verdict::Committed)
+                .count(),
+            511,
+            "every other order commits"
+        );
+        // The void order is decided for good: committing it again is void.
+        assert_eq!(
+            store.commit(&batch[25..26]).await.unwrap(),
+            [Verdict::Void(VoidReason::Earlier)]
+        );
+        // And a committed one again is committed (a replayed outbox).
+        assert_eq!(
+            store.commit(&batch[..1]).await.unwrap(),
+            [Verdict::Committed]
+        );
+        assert!(store.order(batch[25].id).await.unwrap().is_none());
+        assert_eq!(store.sale_state(&s).await.unwrap().unwrap().sold, 512);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_refuses_oversold_over_limit_and_stale_orders() {
+    each_store(async |store| {
+        let s = sale(store, "arbiter", 3, 2).await;
+        let verdicts = store
+            .commit(&[
+                order(&s, "a", 2, None, 1),
+                order(&s, "a", 1, None, 1),
+                order(&s, "b", 1, None, 1),
+                order(&s, "c", 1, None, 1),
+                order(&s, "d", 1, None, 7),
+            ])
+            .await
+            .unwrap();
+        assert_eq!(
+            verdicts,
+            [
+                Verdict::Committed,
+                Verdict::Void(VoidReason::OverLimit),
+                Verdict::Committed,
+                Verdict::Void(VoidReason::Oversold),
+                Verdict::Void(VoidReason::StaleEpoch {
+                    current: Epoch::FIRST
+                }),
+            ]
+        );
+        let state = store.sale_state(&s).await.unwrap().unwrap();
+        assert_eq!((state.sold, state.remaining()), (3, 0));
+        assert_eq!(store.all_orders(&s).await.unwrap().len(), 2);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn advancing_the_epoch_fences_off_orders_of_the_old_one() {
+    each_store(async |store| {
+        let s = sale(store, "fence", 10, 10).await;
+        assert_eq!(
+            store
+                .advance_epoch(&s, Epoch::FIRST, Authority::Fallback)
+                .await
+                .unwrap(),
+            Advance::Advanced(Epoch::new(2))
+        );
+        // Compare-and-set: a second instance expecting epoch 1 is told.
+        assert_eq!(
+            store
+                .advance_epoch(&s, Epoch::FIRST, Authority::Fallback)
+                .await
+                .unwrap(),
+            Advance::Moved {
+                epoch: Epoch::new(2),
+                authority: Authority::Fallback
+            }
+        );
+        assert_eq!(
+            store.commit(&[order(&s, "late", 1, None, 1)]).await.unwrap(),
+            [Verdict::Void(VoidReason::StaleEpoch {
+                current: Epoch::new(2)
+            })]
+        );
+        assert_eq!(store.sale_state(&s).await.unwrap().unwrap().sold, 0);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_decides_purchases_itself_under_its_epoch() {
+    each_store(async |store| {
+        let s = sale(store, "direct", 2, 1).await;
+        let buy = |user: &str, epoch: u64| {
+            Purchase::new("direct", user, 1)
+                .unwrap()
+                .with_idempotency_key("tap")
+                .unwrap()
+                .at_epoch(Epoch::new(epoch))
+        };
+        let now = Utc::now();
+        assert_eq!(
+            store.purchase(&buy("a", 2), OrderId::generate(), now).await.unwrap(),
+            PurchaseOutcome::WrongEpoch {
+                engine: Epoch::FIRST
+            }
+        );
+        let PurchaseOutcome::Purchased { order_id, remaining } = store
+            .purchase(&buy("a", 1), OrderId::generate(), now)
+            .await
+            .unwrap()
+        else {
+            panic!("the first purchase sells");
+        };
+        assert_eq!(remaining, 1);
+        assert_eq!(
+            store.purchase(&buy("a", 1), OrderId::generate(), now).await.unwrap(),
+            PurchaseOutcome::Duplicate { order_id }
+        );
+        let unkeyed = Purchase::new("direct", "a", 1).unwrap();
+        assert_eq!(
+            store.purchase(&unkeyed, OrderId::generate(), now).await.unwrap(),
+            PurchaseOutcome::LimitExceeded { already: 1 }
+        );
+        assert!(matches!(
+            store.purchase(&buy("b", 1), OrderId::generate(), now).await.unwrap(),
+            PurchaseOutcome::Purchased { remaining: 0, .. }
+        ));
+        assert_eq!(
+            store.purchase(&buy("c", 1), OrderId::generate(), now).await.unwrap(),
+            PurchaseOutcome::SoldOut
+        );
+        assert_eq!(store.order(order_id).await.unwrap().unwrap().epoch, Epoch::FIRST);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_returns_stock_in_the_store_and_records_the_release_owed() {
+    each_store(async |store| {
+        let s = sale(store, "cancel", 1, 1).await;
+        let sold = order(&s, "a", 1, None, 1);
+        store.commit(std::slice::from_ref(&sold)).await.unwrap();
+        let Cancel::Cancelled { order, release } =
+            store.cancel(sold.id, Utc::now(), true).await.unwrap()
+        else {
+            panic!("a live order is cancelled");
+        };
+        assert_eq!(order.status, OrderStatus::Cancelled);
+        assert_eq!(release, Some(Epoch::FIRST));
+        assert!(matches!(
+            store.cancel(sold.id, Utc::now(), true).await.unwrap(),
+            Cancel::AlreadyCancelled(_)
+        ));
+        assert_eq!(store.sale_state(&s).await.unwrap().unwrap().sold, 0);
+        let pending = store.pending_releases(10).await.unwrap();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].order_id, sold.id);
+        // The buyer's allowance came back too.
+        assert_eq!(
+            store.commit(&[order_again(&s)]).await.unwrap(),
+            [Verdict::Committed]
+        );
+        // A rebuild under a newer epoch makes the release moot.
+        store
+            .advance_epoch(&s, Epoch::FIRST, Authority::Primary)
+            .await
+            .unwrap();
+        assert!(store.pending_releases(10).await.unwrap().is_empty());
+    })
+    .await;
+}
+
+fn order_again(sale: &SaleId) -> Order {
+    order(sale, "a", 1, None, 1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reconciler_looks_only_at_open_sales() {
+    each_store(async |store| {
+        let now = Utc::now();
+        for (id, ends) in [
+            ("endless", None),
+            ("ends-later", Some(now + chrono::TimeDelta::hours(1))),
+            ("ended", Some(now - chrono::TimeDelta::hours(1))),
+        ] {
+            let mut builder = SaleSpec::builder(id, 5).unwrap();
+            if let Some(end) = ends {
+                builder = builder
+                    .starts_at(end - chrono::TimeDelta::hours(2))
+                    .ends_at(end);
+            }
+            store.save_sale(&builder.build().unwrap(), now).await.unwrap();
+        }
+        let open: Vec<String> = store
+            .open_sales(now - chrono::TimeDelta::minutes(1))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|s| s.spec.id().to_string())
+            .collect();
+        assert_eq!(open, ["endless", "ends-later"]);
+    })
+    .await;
+}
