@@ -151,6 +151,10 @@ async fn rebuild_locked(
         },
     );
     apply_pending_releases(state, Some(sale)).await;
+    // The engine just took a whole rebuild: it is reachable, whatever the
+    // breaker last saw (else the next purchase would move the sale straight
+    // back to the fallback).
+    state.breaker().succeeded();
     metrics::counter!("stockade_rebuilds_total", "reason" => reason).increment(1);
     metrics::gauge!("stockade_sale_remaining", "sale" => sale.to_string())
         .set(f64::from(snapshot.remaining));
@@ -380,7 +384,7 @@ async fn reconcile_once(
             .get(sale)
             .map_or(current.epoch, |r| r.epoch.min(current.epoch));
         if current.authority == Authority::Fallback {
-            if engine_healthy && state.breaker().is_closed() {
+            if engine_healthy {
                 request_rebuild(state, sale, current.epoch, "fallback_over");
             }
             continue;

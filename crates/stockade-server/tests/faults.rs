@@ -345,3 +345,136 @@ async fn a_cancel_while_redis_is_frozen_returns_the_stock_once_it_is_back() {
     let (status, _) = server.buy("cancel-frozen", "alice", 1, None).await;
     assert_eq!(status, 201, "alice's allowance came back too");
 }
+
+/// Buyers each try once, retrying 503s; returns the statuses seen while
+/// `during` runs, and all answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_unreachable_with_the_postgres_fallback_keeps_selling_and_moves_back() {
+    let mut server = TestServer::start(Setup::RedisPostgresFallback).await;
+    let redis = server.redis.take().unwrap();
+    server
+        .create_sale(json!({"id": "fallback", "stock": 200}))
+        .await;
+    let server = Arc::new(server);
+    let before = buyers(&server, "fallback", 0, 50, 16).await;
+    assert_eq!(acknowledged(&before).len(), 50);
+
+    redis.pause();
+    let paused = Instant::now();
+    // While Redis is frozen the sale moves to PostgreSQL and keeps selling.
+    let during = buyers(&server, "fallback", 50, 60, 16).await;
+    let sold_during = acknowledged(&during).len();
+    redis.resume();
+    eprintln!(
+        "Redis frozen {:?}: {sold_during} of 60 sold meanwhile",
+        paused.elapsed()
+    );
+    assert!(
+        sold_during >= 50,
+        "the fallback sells while Redis is frozen: {during:?}"
+    );
+    assert!(metric(&server, "stockade_fallbacks_total").await >= 1.0);
+
+    // Once Redis is healthy the sale moves back (rebuilt from the store).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metric(&server, "stockade_rebuilds_total{reason=\"fallback_over\"").await < 1.0 {
+        assert!(Instant::now() < deadline, "the sale never moved back to Redis");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = buyers(&server, "fallback", 110, 200, 16).await;
+    let committed = settled(&server, "fallback", 200).await;
+    let all: HashSet<String> = [before, during, after]
+        .iter()
+        .flat_map(|answers| acknowledged(answers))
+        .collect();
+    assert!(all.is_subset(&committed), "an acknowledged order is lost");
+    assert_eq!(committed.len(), 200, "the sale ends exactly sold out");
+    let orders = server.all_orders("fallback").await;
+    let buyers: HashSet<&str> = orders
+        .iter()
+        .map(|o| o["user_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(buyers.len(), orders.len(), "one order per buyer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_redis_holding_an_old_copy_of_the_stock_sells_nothing_twice_and_is_rebuilt() {
+    let mut server = TestServer::start(Setup::RedisPostgres).await;
+    let redis = server.redis.take().unwrap();
+    server.create_sale(json!({"id": "stale", "stock": 10})).await;
+    let server = Arc::new(server);
+    assert_eq!(acknowledged(&buyers(&server, "stale", 0, 10, 4).await).len(), 10);
+    // Redis now holds an old copy of the sale, from before anything sold,
+    // under the same epoch and run id (as a restored snapshot would, had
+    // the restart gone unnoticed).
+    let reply = redis
+        .command(&["HSET", "stockade:{stale}:sale", "remaining", "10"])
+        .unwrap();
+    assert!(reply.starts_with(':'), "{reply}");
+    let late = buyers(&server, "stale", 10, 30, 8).await;
+    assert!(
+        acknowledged(&late).is_empty(),
+        "the store had nothing left to sell: {late:?}"
+    );
+    // The reconciler sees the engine offer more than the store has left
+    // and rebuilds it: the sale reads sold out again.
+    let committed = settled(&server, "stale", 10).await;
+    assert_eq!(committed.len(), 10);
+    let (_, sale) = server.get("/v1/sales/stale").await;
+    assert_eq!(sale["remaining"], 0, "{sale}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cancels_racing_a_rebuild_are_never_undone() {
+    let mut server = TestServer::start(Setup::RedisPostgres).await;
+    let mut redis = server.redis.take().unwrap();
+    let server = Arc::new(server);
+    for round in 0..3 {
+        let sale = format!("race-{round}");
+        server.create_sale(json!({"id": sale, "stock": 60})).await;
+        let sold = acknowledged(&buyers(&server, &sale, 0, 60, 16).await);
+        assert_eq!(sold.len(), 60);
+        // Redis loses everything; the next touch rebuilds the sale from
+        // the store while half of the orders are being cancelled.
+        redis.restart().unwrap();
+        let cancels: Vec<_> = sold
+            .iter()
+            .take(30)
+            .map(|id| {
+                let server = Arc::clone(&server);
+                let id = id.clone();
+                tokio::spawn(async move {
+                    let deadline = Instant::now() + Duration::from_secs(20);
+                    loop {
+                        let (status, body) = server.post(&format!("/v1/orders/{id}/cancel")).await;
+                        if status == 200 || Instant::now() > deadline {
+                            return (status, body);
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                })
+            })
+            .collect();
+        let (status, _) = server.buy(&sale, "trigger", 1, None).await;
+        assert!([503, 201, 409].contains(&status));
+        for cancel in cancels {
+            let (status, body) = cancel.await.unwrap();
+            assert_eq!(status, 200, "{body}");
+        }
+        // Every cancelled item is back: the rest sells exactly.
+        let committed = settled(&server, &sale, 60).await;
+        let live = server
+            .all_orders(&sale)
+            .await
+            .iter()
+            .filter(|o| o["status"] == "confirmed")
+            .count();
+        assert_eq!(live + 30, 60 + usize::from(status == 201), "round {round}: {committed:?}");
+        let rest = acknowledged(&buyers(&server, &sale, 100, 60, 16).await);
+        assert_eq!(
+            live + rest.len(),
+            60,
+            "round {round}: the sale ends exactly sold out"
+        );
+    }
+}
