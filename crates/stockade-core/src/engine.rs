@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 
 use crate::{
-    CreateOutcome, Epoch, Order, OrderId, Purchase, PurchaseOutcome, ReleaseOutcome, SaleId, SaleSnapshot,
-    SaleSpec, UserId,
+    CreateOutcome, Epoch, Order, OrderId, Purchase, PurchaseOutcome, ReleaseOutcome, SaleId,
+    SaleSnapshot, SaleSpec, UserId,
 };
 
 /// An engine decides purchases for many sales at once.

@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use redis::AsyncCommands;
 use stockade_core::{
-    Epoch,
-    Engine, EngineError, Order, OrderStatus, Purchase, PurchaseOutcome, SaleId, SaleSpec,
+    Engine, EngineError, Epoch, Order, OrderStatus, Purchase, PurchaseOutcome, SaleId, SaleSpec,
     SystemClock,
 };
 use stockade_engine::{RedisEngine, RedisEngineConfig};
@@ -107,7 +106,10 @@ async fn restart_loses_the_sale_and_rebuild_restores_it_from_the_store() {
     );
     assert!(engine.snapshot(sale_spec.id()).await.unwrap().is_none());
 
-    let snapshot = engine.rebuild(&sale_spec, Epoch::FIRST, &committed).await.unwrap();
+    let snapshot = engine
+        .rebuild(&sale_spec, Epoch::FIRST, &committed)
+        .await
+        .unwrap();
     assert_eq!(snapshot.remaining, 7);
     assert_eq!(
         buy(&engine, "restart", "a").await.unwrap(),

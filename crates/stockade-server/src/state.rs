@@ -37,7 +37,10 @@ struct Inner {
 impl std::fmt::Debug for AppState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AppState")
-            .field("engine", &self.inner.engine.as_ref().map_or("postgres", |e| e.name()))
+            .field(
+                "engine",
+                &self.inner.engine.as_ref().map_or("postgres", |e| e.name()),
+            )
             .field("store", &self.inner.store.kind())
             .finish_non_exhaustive()
     }

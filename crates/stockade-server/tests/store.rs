@@ -170,7 +170,10 @@ async fn advancing_the_epoch_fences_off_orders_of_the_old_one() {
             }
         );
         assert_eq!(
-            store.commit(&[order(&s, "late", 1, None, 1)]).await.unwrap(),
+            store
+                .commit(&[order(&s, "late", 1, None, 1)])
+                .await
+                .unwrap(),
             [Verdict::Void(VoidReason::StaleEpoch {
                 current: Epoch::new(2)
             })]
@@ -193,12 +196,18 @@ async fn the_store_decides_purchases_itself_under_its_epoch() {
         };
         let now = Utc::now();
         assert_eq!(
-            store.purchase(&buy("a", 2), OrderId::generate(), now).await.unwrap(),
+            store
+                .purchase(&buy("a", 2), OrderId::generate(), now)
+                .await
+                .unwrap(),
             PurchaseOutcome::WrongEpoch {
                 engine: Epoch::FIRST
             }
         );
-        let PurchaseOutcome::Purchased { order_id, remaining } = store
+        let PurchaseOutcome::Purchased {
+            order_id,
+            remaining,
+        } = store
             .purchase(&buy("a", 1), OrderId::generate(), now)
             .await
             .unwrap()
@@ -207,23 +216,38 @@ async fn the_store_decides_purchases_itself_under_its_epoch() {
         };
         assert_eq!(remaining, 1);
         assert_eq!(
-            store.purchase(&buy("a", 1), OrderId::generate(), now).await.unwrap(),
+            store
+                .purchase(&buy("a", 1), OrderId::generate(), now)
+                .await
+                .unwrap(),
             PurchaseOutcome::Duplicate { order_id }
         );
         let unkeyed = Purchase::new("direct", "a", 1).unwrap();
         assert_eq!(
-            store.purchase(&unkeyed, OrderId::generate(), now).await.unwrap(),
+            store
+                .purchase(&unkeyed, OrderId::generate(), now)
+                .await
+                .unwrap(),
             PurchaseOutcome::LimitExceeded { already: 1 }
         );
         assert!(matches!(
-            store.purchase(&buy("b", 1), OrderId::generate(), now).await.unwrap(),
+            store
+                .purchase(&buy("b", 1), OrderId::generate(), now)
+                .await
+                .unwrap(),
             PurchaseOutcome::Purchased { remaining: 0, .. }
         ));
         assert_eq!(
-            store.purchase(&buy("c", 1), OrderId::generate(), now).await.unwrap(),
+            store
+                .purchase(&buy("c", 1), OrderId::generate(), now)
+                .await
+                .unwrap(),
             PurchaseOutcome::SoldOut
         );
-        assert_eq!(store.order(order_id).await.unwrap().unwrap().epoch, Epoch::FIRST);
+        assert_eq!(
+            store.order(order_id).await.unwrap().unwrap().epoch,
+            Epoch::FIRST
+        );
     })
     .await;
 }
@@ -283,7 +307,10 @@ async fn the_reconciler_looks_only_at_open_sales() {
                     .starts_at(end - chrono::TimeDelta::hours(2))
                     .ends_at(end);
             }
-            store.save_sale(&builder.build().unwrap(), now).await.unwrap();
+            store
+                .save_sale(&builder.build().unwrap(), now)
+                .await
+                .unwrap();
         }
         let open: Vec<String> = store
             .open_sales(now - chrono::TimeDelta::minutes(1))

@@ -96,7 +96,10 @@ fn bad_input_exits_2_with_a_message() {
         (&["demo", "--stock", "0"], "--stock"),
         (&["demo", "--engine", "mysql"], "mysql"),
         (&["serve", "--listen", "nowhere"], "--listen"),
-        (&["serve", "--engine", "redis", "--redis-url", "http://x"], "--redis-url"),
+        (
+            &["serve", "--engine", "redis", "--redis-url", "http://x"],
+            "--redis-url",
+        ),
         (&["serve", "--redis-url", "redis://x"], "add --engine redis"),
         (&["serve", "--engine", "postgres"], "--engine"),
         (&["serve", "--engine", "oracle"], "oracle"),

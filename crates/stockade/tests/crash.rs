@@ -3,6 +3,9 @@
 //! the same data. Every 201 must be a committed, confirmed order; sold must
 //! equal the committed orders and never exceed 500; remaining must be
 //! 500 − sold. Run on the embedded default and on Redis + PostgreSQL.
+//!
+//! And a cancel whose engine release failed (Redis frozen) survives the
+//! SIGKILL of the instance that took it: another instance applies it.
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
@@ -26,12 +29,22 @@ struct Serve {
 
 impl Serve {
     fn start(data_dir: &std::path::Path, redis: Option<&str>, database: Option<&str>) -> Self {
+        Self::start_with(data_dir, redis, database, &[])
+    }
+
+    fn start_with(
+        data_dir: &std::path::Path,
+        redis: Option<&str>,
+        database: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_stockade"));
         command
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
             .env("STOCKADE_ADMIN_TOKEN", TOKEN)
             .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         if let Some(url) = redis {
@@ -239,4 +252,90 @@ async fn sigkill_mid_sale_on_redis_and_postgres() {
     let postgres = PostgresServer::start().unwrap();
     let database = postgres.fresh_database().await.unwrap();
     crash_mid_sale(Some(&redis.url()), Some(&database)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancel_whose_release_failed_survives_the_instance_that_took_it() {
+    let redis = RedisServer::start().unwrap();
+    let pg = PostgresServer::start().unwrap();
+    let database = pg.fresh_database().await.unwrap();
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let start = |dir: &tempfile::TempDir| {
+        Serve::start_with(
+            dir.path(),
+            Some(&redis.url()),
+            Some(&database),
+            // Give up on Redis quickly, so the cancel answers while frozen.
+            &[("STOCKADE_COMMIT_DEADLINE_MS", "2000")],
+        )
+    };
+    let mut taker = start(&dirs[0]);
+    let other = start(&dirs[1]);
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let post = |url: String, body: Value| {
+        let client = client.clone();
+        async move {
+            json_of(
+                client
+                    .post(url)
+                    .bearer_auth(TOKEN)
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap(),
+            )
+            .await
+        }
+    };
+    let (status, body) = post(
+        format!("{}/v1/sales", taker.url),
+        json!({"id": "owed", "stock": 1}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, order) = post(
+        format!("{}/v1/sales/owed/purchases", taker.url),
+        json!({"user_id": "alice"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{order}");
+    let id = order["order_id"].as_str().unwrap().to_owned();
+
+    // The store cancels; the engine, frozen, cannot take the item back.
+    redis.pause();
+    let (status, cancelled) = post(format!("{}/v1/orders/{id}/cancel", taker.url), json!({})).await;
+    assert_eq!(status, 200, "{cancelled}");
+    // The instance that owes the release dies before Redis is back.
+    taker.kill();
+    redis.resume();
+
+    // The other instance finds the release in the store and applies it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, sale) = json_of(
+            client
+                .get(format!("{}/v1/sales/owed", other.url))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        if status == 200 && sale["remaining"] == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cancelled item never came back: {sale}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, body) = post(
+        format!("{}/v1/sales/owed/purchases", other.url),
+        json!({"user_id": "bob"}),
+    )
+    .await;
+    assert_eq!(status, 201, "the item sells again: {body}");
 }

@@ -7,8 +7,8 @@ use dashmap::{DashMap, Entry};
 use parking_lot::RwLock;
 use stockade_core::sale::Window;
 use stockade_core::{
-    EngineError, Epoch, IdempotencyKey, Order, OrderId, OrderStatus, Purchase, PurchaseOutcome, RebuildPlan,
-    ReleaseOutcome, SaleSnapshot, SaleSpec, UserId,
+    EngineError, Epoch, IdempotencyKey, Order, OrderId, OrderStatus, Purchase, PurchaseOutcome,
+    RebuildPlan, ReleaseOutcome, SaleSnapshot, SaleSpec, UserId,
 };
 
 /// One sale: its spec, the stock counter and the maps of buyers, keys and

@@ -447,5 +447,4 @@ impl RedisEngine {
             newer,
         })
     }
-
 }

@@ -14,8 +14,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use stockade_core::{
-    Epoch,
-    Engine, OrderId, Purchase, PurchaseOutcome, ReleaseOutcome, SaleId, SaleSpec, UserId,
+    Engine, Epoch, OrderId, Purchase, PurchaseOutcome, ReleaseOutcome, SaleId, SaleSpec, UserId,
 };
 
 use crate::harness::Harness;

@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use chrono::{TimeDelta, Utc};
 use stockade_core::{
-    Epoch,
-    CreateOutcome, Engine, EngineError, IdempotencyKey, Order, OrderId, OrderStatus, Purchase,
-    PurchaseOutcome, ReleaseOutcome, SaleId, SaleSpec, SaleStatus, UserId,
+    CreateOutcome, Engine, EngineError, Epoch, IdempotencyKey, Order, OrderId, OrderStatus,
+    Purchase, PurchaseOutcome, ReleaseOutcome, SaleId, SaleSpec, SaleStatus, UserId,
 };
 
 use crate::harness::Harness;
@@ -315,7 +314,9 @@ pub async fn release_and_double_release(h: &Harness) {
         PurchaseOutcome::LimitExceeded { already: 2 }
     );
     assert_eq!(
-        e.release(&sale("release"), order_id, Epoch::FIRST).await.unwrap(),
+        e.release(&sale("release"), order_id, Epoch::FIRST)
+            .await
+            .unwrap(),
         ReleaseOutcome::Released {
             quantity: 2,
             remaining: 3
@@ -326,7 +327,9 @@ pub async fn release_and_double_release(h: &Harness) {
         0
     );
     assert_eq!(
-        e.release(&sale("release"), order_id, Epoch::FIRST).await.unwrap(),
+        e.release(&sale("release"), order_id, Epoch::FIRST)
+            .await
+            .unwrap(),
         ReleaseOutcome::AlreadyReleased
     );
     assert_eq!(remaining(e, "release").await, 3);
@@ -342,7 +345,9 @@ pub async fn release_and_double_release(h: &Harness) {
         ReleaseOutcome::UnknownOrder
     );
     assert_eq!(
-        e.release(&sale("no-such-sale"), order_id, Epoch::FIRST).await.unwrap(),
+        e.release(&sale("no-such-sale"), order_id, Epoch::FIRST)
+            .await
+            .unwrap(),
         ReleaseOutcome::UnknownSale
     );
 
@@ -354,7 +359,12 @@ pub async fn release_and_double_release(h: &Harness) {
     let releases: Vec<_> = (0..20)
         .map(|_| {
             let engine = Arc::clone(&h.engine);
-            tokio::spawn(async move { engine.release(&sale("release"), order_id, Epoch::FIRST).await.unwrap() })
+            tokio::spawn(async move {
+                engine
+                    .release(&sale("release"), order_id, Epoch::FIRST)
+                    .await
+                    .unwrap()
+            })
         })
         .collect();
     let mut released = 0;
@@ -413,7 +423,10 @@ pub async fn rebuild_from_committed_orders(h: &Harness) {
     );
     let committed = vec![live.clone(), held.clone(), cancelled.clone()];
 
-    let snapshot = e.rebuild(&sale_spec, Epoch::FIRST, &committed).await.unwrap();
+    let snapshot = e
+        .rebuild(&sale_spec, Epoch::FIRST, &committed)
+        .await
+        .unwrap();
     assert_eq!(snapshot.remaining, 7);
     assert_eq!(snapshot.sold, 3);
     assert_eq!(remaining(e, "rebuilt").await, 7);
@@ -453,21 +466,28 @@ pub async fn rebuild_from_committed_orders(h: &Harness) {
     );
     // Live orders can be released once; cancelled ones not again.
     assert_eq!(
-        e.release(&sale("rebuilt"), held.id, Epoch::FIRST).await.unwrap(),
+        e.release(&sale("rebuilt"), held.id, Epoch::FIRST)
+            .await
+            .unwrap(),
         ReleaseOutcome::Released {
             quantity: 1,
             remaining: 8
         }
     );
     assert_eq!(
-        e.release(&sale("rebuilt"), cancelled.id, Epoch::FIRST).await.unwrap(),
+        e.release(&sale("rebuilt"), cancelled.id, Epoch::FIRST)
+            .await
+            .unwrap(),
         ReleaseOutcome::AlreadyReleased
     );
 
     // An engine that lost the sale entirely gets it back from the store.
     let lost_spec = spec("lost", 4, 1);
     let lost_order = order("lost", "dave", 1, OrderStatus::Confirmed, None);
-    let snapshot = e.rebuild(&lost_spec, Epoch::FIRST, &[lost_order]).await.unwrap();
+    let snapshot = e
+        .rebuild(&lost_spec, Epoch::FIRST, &[lost_order])
+        .await
+        .unwrap();
     assert_eq!(snapshot.remaining, 3);
     assert_eq!(
         buy(e, "lost", "dave", 1).await,
@@ -489,7 +509,10 @@ pub async fn rebuild_refuses_inconsistent_orders(h: &Harness) {
         order("strict", "b", 1, OrderStatus::Confirmed, None),
         order("strict", "c", 1, OrderStatus::Confirmed, None),
     ];
-    let err = e.rebuild(&sale_spec, Epoch::FIRST, &oversold).await.unwrap_err();
+    let err = e
+        .rebuild(&sale_spec, Epoch::FIRST, &oversold)
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, EngineError::InconsistentRebuild { .. }),
         "{err}"
@@ -605,7 +628,9 @@ pub async fn outbox_holds_accepted_orders_until_acknowledged(h: &Harness) {
     e.acknowledge(&sale("outbox"), &[first, OrderId::generate()])
         .await
         .unwrap();
-    e.release(&sale("outbox"), second, Epoch::FIRST).await.unwrap();
+    e.release(&sale("outbox"), second, Epoch::FIRST)
+        .await
+        .unwrap();
     let ids: Vec<OrderId> = e
         .outbox(&sale("outbox"))
         .await
@@ -621,14 +646,18 @@ pub async fn outbox_holds_accepted_orders_until_acknowledged(h: &Harness) {
     assert!(e.outbox(&sale("outbox")).await.unwrap().is_empty());
     // Acknowledged orders can still be released (cancelled) later.
     assert!(matches!(
-        e.release(&sale("outbox"), first, Epoch::FIRST).await.unwrap(),
+        e.release(&sale("outbox"), first, Epoch::FIRST)
+            .await
+            .unwrap(),
         ReleaseOutcome::Released { quantity: 2, .. }
     ));
 
     // A rebuild empties the outbox.
     buy(e, "outbox", "dave", 1).await;
     assert_eq!(e.outbox(&sale("outbox")).await.unwrap().len(), 1);
-    e.rebuild(&spec("outbox", 10, 5), Epoch::FIRST, &[]).await.unwrap();
+    e.rebuild(&spec("outbox", 10, 5), Epoch::FIRST, &[])
+        .await
+        .unwrap();
     assert!(e.outbox(&sale("outbox")).await.unwrap().is_empty());
     assert!(e.outbox(&sale("never-created")).await.unwrap().is_empty());
 }
@@ -717,7 +746,9 @@ pub async fn epochs_fence_purchases_releases_and_rebuilds(h: &Harness) {
         e.rebuild(&fenced, Epoch::new(2), &[]).await,
         Err(EngineError::Superseded { .. })
     ));
-    e.rebuild(&fenced, Epoch::new(4), &[committed]).await.unwrap();
+    e.rebuild(&fenced, Epoch::new(4), &[committed])
+        .await
+        .unwrap();
     assert!(matches!(
         e.purchase(&at(4)).await.unwrap(),
         PurchaseOutcome::Purchased { remaining: 8, .. }

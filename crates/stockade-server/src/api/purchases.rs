@@ -22,8 +22,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use stockade_core::{
-    Engine, IdempotencyKey, Order, OrderId, OrderStatus, Purchase, PurchaseOutcome, SaleId,
-    UserId,
+    Engine, IdempotencyKey, Order, OrderId, OrderStatus, Purchase, PurchaseOutcome, SaleId, UserId,
 };
 
 use super::dto::{ErrorBody, OrderBody, PurchaseRequest};

@@ -13,8 +13,8 @@ use super::error::ApiError;
 use super::json::ApiJson;
 use crate::recovery::request_rebuild;
 use crate::state::AppState;
-use crate::store::authority::Authority;
 use crate::store::SaveSale;
+use crate::store::authority::Authority;
 
 /// Parses a sale id from the path.
 pub fn sale_id(raw: &str) -> Result<SaleId, ApiError> {
@@ -141,11 +141,17 @@ async fn snapshot(state: &AppState, id: &SaleId) -> Result<Option<SaleSnapshot>,
             Ok(Some(snapshot)) => return Ok(Some(snapshot)),
             Ok(None) => request_rebuild(state, id, current.epoch, "engine_lost_sale"),
             // Unreachable: the store's numbers are the truth anyway.
-            Err(error) => tracing::debug!(%error, "engine snapshot failed; answering from the store"),
+            Err(error) => {
+                tracing::debug!(%error, "engine snapshot failed; answering from the store")
+            }
         }
     }
     let remaining = current.remaining();
-    Ok(Some(SaleSnapshot::at(current.spec, remaining, state.clock().now())))
+    Ok(Some(SaleSnapshot::at(
+        current.spec,
+        remaining,
+        state.clock().now(),
+    )))
 }
 
 /// 404 `unknown_sale`.

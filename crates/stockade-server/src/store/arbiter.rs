@@ -104,9 +104,7 @@ fn refusal(state: &SaleState, held: u32, quantity: u32) -> Option<PurchaseOutcom
     }
     match state.remaining() {
         0 => Some(PurchaseOutcome::SoldOut),
-        remaining if remaining < quantity => {
-            Some(PurchaseOutcome::InsufficientStock { remaining })
-        }
+        remaining if remaining < quantity => Some(PurchaseOutcome::InsufficientStock { remaining }),
         _ => None,
     }
 }
@@ -142,9 +140,13 @@ impl OrderStore {
             let of_sale = || orders.iter().filter(|o| o.sale_id == **sale);
             let users: Vec<&UserId> = of_sale().map(|o| &o.user_id).collect();
             holdings.insert((*sale).clone(), read_holdings(&mut tx, sale, &users).await?);
-            let keys: Vec<&IdempotencyKey> =
-                of_sale().filter_map(|o| o.idempotency_key.as_ref()).collect();
-            owners.insert((*sale).clone(), read_key_owners(&mut tx, sale, &keys).await?);
+            let keys: Vec<&IdempotencyKey> = of_sale()
+                .filter_map(|o| o.idempotency_key.as_ref())
+                .collect();
+            owners.insert(
+                (*sale).clone(),
+                read_key_owners(&mut tx, sale, &keys).await?,
+            );
         }
 
         let mut verdicts = Vec::with_capacity(orders.len());

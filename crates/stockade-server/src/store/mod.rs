@@ -213,10 +213,10 @@ impl OrderStore {
             "SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1 AND status <> '{VOID}'"
         ))
         .bind(id.to_string())
-            .fetch_optional(&self.pool)
-            .await?
-            .map(|row| order_from_row(&row))
-            .transpose()
+        .fetch_optional(&self.pool)
+        .await?
+        .map(|row| order_from_row(&row))
+        .transpose()
     }
 
     /// A page of a sale's orders in id (= creation) order, after `after`.

@@ -324,7 +324,10 @@ pub async fn operations_endpoints(server: TestServer) {
     let metrics = server.metrics_text().await;
     // With --engine postgres the purchase commits its own order: no writer.
     let group_commit = server.setup() != crate::common::Setup::Postgres;
-    let writer = ["stockade_writer_batch_size", "stockade_store_commit_seconds"];
+    let writer = [
+        "stockade_writer_batch_size",
+        "stockade_store_commit_seconds",
+    ];
     for series in [
         "stockade_purchases_total",
         "stockade_purchase_seconds",
