@@ -186,7 +186,7 @@ async fn advancing_the_epoch_fences_off_orders_of_the_old_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_store_decides_purchases_itself_under_its_epoch() {
     each_store(async |store| {
-        let s = sale(store, "direct", 2, 1).await;
+        sale(store, "direct", 2, 1).await;
         let buy = |user: &str, epoch: u64| {
             Purchase::new("direct", user, 1)
                 .unwrap()
