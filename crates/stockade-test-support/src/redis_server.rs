@@ -12,6 +12,13 @@ use tempfile::TempDir;
 use crate::process::{ServerProcess, log_tail, wait_until};
 use crate::{TestSupportError, binaries, free_port};
 
+/// The RDB file `redis-server` loads at start from its `--dir` (Redis's
+/// default `dbfilename`).
+const DATA_FILE: &str = "dump.rdb";
+
+/// Where [`RedisServer::save_snapshot`] keeps its copy of the data.
+const SNAPSHOT_FILE: &str = "snapshot.rdb";
+
 /// A `redis-server` on a free loopback port, with no persistence, in a
 /// temporary directory. Stopped (and the directory removed) on drop.
 #[derive(Debug)]
@@ -20,6 +27,7 @@ pub struct RedisServer {
     port: u16,
     extra_args: Vec<String>,
     dir: TempDir,
+    snapshot: Option<PathBuf>,
 }
 
 impl RedisServer {
@@ -46,6 +54,7 @@ impl RedisServer {
                         port,
                         extra_args,
                         dir,
+                        snapshot: None,
                     });
                 }
                 // Another process may have taken the port: try another.
@@ -79,6 +88,11 @@ impl RedisServer {
     /// "Redis restarted and lost its data" fault. The run id changes.
     pub fn restart(&mut self) -> Result<(), TestSupportError> {
         self.process.kill();
+        self.restart_process()
+    }
+
+    /// Starts the (killed) server again on the same port.
+    fn restart_process(&mut self) -> Result<(), TestSupportError> {
         // The port may linger briefly; retry for a few seconds.
         let mut last_error = None;
         for _attempt in 0..50 {
@@ -94,6 +108,62 @@ impl RedisServer {
             }
         }
         Err(last_error.expect("attempts were made"))
+    }
+
+    /// Writes the current data to disk now (`SAVE`) and keeps that RDB file
+    /// aside, for [`restart_from_snapshot`](Self::restart_from_snapshot).
+    ///
+    /// The file is moved out of the data file's place, so a plain
+    /// [`restart`](Self::restart) still starts empty. A later snapshot
+    /// replaces this one.
+    pub fn save_snapshot(&mut self) -> Result<PathBuf, TestSupportError> {
+        let reply = self.command(&["SAVE"])?;
+        if !reply.starts_with("+OK") {
+            return Err(TestSupportError::CommandFailed {
+                command: format!("SAVE on redis port {}", self.port),
+                output: reply,
+            });
+        }
+        let data = self.dir.path().join(DATA_FILE);
+        let snapshot = self.dir.path().join(SNAPSHOT_FILE);
+        std::fs::rename(&data, &snapshot).map_err(|e| {
+            TestSupportError::Io(
+                format!("moving {} aside to {}", data.display(), snapshot.display()),
+                e,
+            )
+        })?;
+        self.snapshot = Some(snapshot.clone());
+        Ok(snapshot)
+    }
+
+    /// Kills the server (SIGKILL) and starts it again on the same port from
+    /// the data saved by [`save_snapshot`](Self::save_snapshot): the "Redis
+    /// restarted with stale data" fault (an old RDB, a lagging replica
+    /// promoted). Every change since the snapshot is lost; the run id
+    /// changes. The snapshot is kept, so this can be repeated.
+    pub fn restart_from_snapshot(&mut self) -> Result<(), TestSupportError> {
+        let Some(snapshot) = self.snapshot.clone() else {
+            return Err(TestSupportError::Io(
+                "restarting redis from a snapshot".into(),
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no snapshot: call save_snapshot() first",
+                ),
+            ));
+        };
+        self.process.kill();
+        let data = self.dir.path().join(DATA_FILE);
+        std::fs::copy(&snapshot, &data).map_err(|e| {
+            TestSupportError::Io(
+                format!("copying {} to {}", snapshot.display(), data.display()),
+                e,
+            )
+        })?;
+        let started = self.restart_process();
+        // Loaded (the server answered PING): remove the file so that a later
+        // plain restart starts empty again.
+        let _ = std::fs::remove_file(&data);
+        started
     }
 
     /// Suspends the server (SIGSTOP): connections stay open but nothing is
@@ -163,4 +233,38 @@ fn raw_command(port: u16, args: &[&str]) -> Result<String, TestSupportError> {
     let mut buf = [0u8; 4096];
     let n = stream.read(&mut buf).map_err(|e| io("reading from", e))?;
     Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RedisServer;
+
+    #[test]
+    fn a_restart_from_a_snapshot_brings_back_the_old_data() {
+        let mut redis = RedisServer::start().unwrap();
+        let run = |redis: &RedisServer, args: &[&str]| redis.command(args).unwrap();
+        let run_id = |redis: &RedisServer| {
+            let info = run(redis, &["INFO", "server"]);
+            let line = info.lines().find(|l| l.starts_with("run_id:"));
+            line.expect("INFO server names the run id").to_owned()
+        };
+        assert!(run(&redis, &["SET", "k", "old"]).starts_with("+OK"));
+        redis.save_snapshot().unwrap();
+        assert!(run(&redis, &["SET", "k", "new"]).starts_with("+OK"));
+        assert!(run(&redis, &["SET", "later", "1"]).starts_with("+OK"));
+        let before = run_id(&redis);
+
+        redis.restart_from_snapshot().unwrap();
+        assert!(run(&redis, &["GET", "k"]).contains("old"));
+        assert!(run(&redis, &["EXISTS", "later"]).starts_with(":0"));
+        assert_ne!(
+            run_id(&redis),
+            before,
+            "a restarted server has a new run id"
+        );
+
+        // A plain restart still loses everything.
+        redis.restart().unwrap();
+        assert!(run(&redis, &["EXISTS", "k"]).starts_with(":0"));
+    }
 }

@@ -1,0 +1,212 @@
+//! The cluster of a scenario: one throwaway PostgreSQL database, one Redis
+//! (unless the engine is PostgreSQL), three `stockade serve` instances on
+//! them, and the blocking server operations the faults need.
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use stockade_test_support::{PostgresServer, RedisServer};
+
+use crate::api;
+use crate::flags::Engine;
+use crate::history::Answer;
+use crate::instance::Instance;
+use crate::keeper::Keeper;
+
+/// How many `stockade serve` instances share the servers.
+pub const INSTANCES: usize = 3;
+
+/// The current base URL of each instance (an instance restarted after a
+/// kill listens on a new port).
+#[derive(Debug, Clone)]
+pub struct Endpoints(Arc<RwLock<Vec<String>>>);
+
+impl Endpoints {
+    /// The base URL of instance `index`.
+    pub fn get(&self, index: usize) -> String {
+        self.0.read().unwrap()[index].clone()
+    }
+
+    fn set(&self, index: usize, url: String) {
+        self.0.write().unwrap()[index] = url;
+    }
+}
+
+/// The servers and instances of one scenario, shared by all its rounds.
+///
+/// Fields drop in order: the instances first, then the servers, then the
+/// keeper thread that started them.
+pub struct Cluster {
+    instances: Vec<Arc<Mutex<Instance>>>,
+    endpoints: Endpoints,
+    client: reqwest::Client,
+    redis: Option<Arc<Mutex<RedisServer>>>,
+    postgres: Arc<Mutex<PostgresServer>>,
+    /// Last, so that it outlives the servers it started.
+    keeper: Keeper,
+}
+
+impl Cluster {
+    /// Starts PostgreSQL (a fresh database), Redis if the engine needs it,
+    /// and three instances of `engine`, each also given `extra_args`.
+    pub async fn start(engine: Engine, extra_args: &[String]) -> Self {
+        let keeper = Keeper::start();
+        let postgres = keeper
+            .run(|| PostgresServer::start().expect("start PostgreSQL"))
+            .await;
+        let database = postgres
+            .fresh_database()
+            .await
+            .expect("a fresh PostgreSQL database");
+        let redis = if engine.needs_redis() {
+            Some(
+                keeper
+                    .run(|| RedisServer::start().expect("start redis-server"))
+                    .await,
+            )
+        } else {
+            None
+        };
+        let mut args = engine.serve_args(redis.as_ref().map(|r| r.url()).as_deref(), &database);
+        args.extend_from_slice(extra_args);
+        eprintln!(
+            "cluster: {INSTANCES} instances of `stockade serve {}`",
+            args.join(" ")
+        );
+        let mut instances = Vec::new();
+        let mut urls = Vec::new();
+        for index in 0..INSTANCES {
+            let args = args.clone();
+            let instance = keeper.run(move || Instance::start(index, args)).await;
+            eprintln!("cluster: instance {index} at {}", instance.url());
+            urls.push(instance.url().to_owned());
+            instances.push(Arc::new(Mutex::new(instance)));
+        }
+        Self {
+            redis: redis.map(|r| Arc::new(Mutex::new(r))),
+            postgres: Arc::new(Mutex::new(postgres)),
+            instances,
+            endpoints: Endpoints(Arc::new(RwLock::new(urls))),
+            client: api::client(),
+            keeper,
+        }
+    }
+
+    /// The instances' current URLs.
+    pub fn endpoints(&self) -> Endpoints {
+        self.endpoints.clone()
+    }
+
+    /// The HTTP client.
+    pub fn client(&self) -> &reqwest::Client {
+        &self.client
+    }
+
+    /// Creates a sale through the first instance that accepts it, trying
+    /// for up to 20 s. A sale that cannot be created is a harness failure.
+    pub async fn create_sale(&self, sale: &str, stock: u64, per_user_limit: u64) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut attempt = 0;
+        loop {
+            let index = attempt % INSTANCES;
+            let url = self.endpoints.get(index);
+            let answer = api::create_sale(&self.client, &url, sale, stock, per_user_limit).await;
+            if matches!(answer.status(), Some(200 | 201)) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "creating sale {sale}: no instance accepted it within 20 s; \
+                 instance {index} last answered {answer:?}"
+            );
+            attempt += 1;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Runs `f` on the Redis server on the keeper thread.
+    pub async fn redis<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut RedisServer) -> T + Send + 'static,
+    ) -> T {
+        let redis = Arc::clone(self.redis.as_ref().expect("this scenario has no Redis"));
+        self.keeper.run(move || f(&mut redis.lock().unwrap())).await
+    }
+
+    /// Runs `f` on the PostgreSQL server on the keeper thread.
+    pub async fn postgres<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut PostgresServer) -> T + Send + 'static,
+    ) -> T {
+        let postgres = Arc::clone(&self.postgres);
+        self.keeper
+            .run(move || f(&mut postgres.lock().unwrap()))
+            .await
+    }
+
+    /// SIGKILLs instance `index`.
+    pub async fn kill_instance(&self, index: usize) {
+        let instance = Arc::clone(&self.instances[index]);
+        self.keeper
+            .run(move || instance.lock().unwrap().kill())
+            .await;
+    }
+
+    /// Starts the killed instance `index` again with the same flags.
+    pub async fn restart_instance(&self, index: usize) {
+        let instance = Arc::clone(&self.instances[index]);
+        let url = self
+            .keeper
+            .run(move || {
+                let mut instance = instance.lock().unwrap();
+                instance.restart();
+                instance.url().to_owned()
+            })
+            .await;
+        eprintln!("cluster: instance {index} restarted at {url}");
+        self.endpoints.set(index, url);
+    }
+
+    /// The last lines of every instance's log, for failure reports.
+    pub fn log_tails(&self, lines: usize) -> String {
+        let mut out = String::new();
+        for (index, instance) in self.instances.iter().enumerate() {
+            let instance = instance.lock().unwrap();
+            out.push_str(&format!(
+                "--- instance {index} ({}), last {lines} log lines:\n{}\n",
+                instance.log_path().display(),
+                instance.log_tail(lines)
+            ));
+        }
+        out
+    }
+
+    /// The instances whose process ended by itself, with the last line of
+    /// their log (why they gave up).
+    pub fn exited_instances(&self) -> Vec<String> {
+        let mut exited = Vec::new();
+        for (index, instance) in self.instances.iter().enumerate() {
+            let mut instance = instance.lock().unwrap();
+            if instance.exited() {
+                exited.push(format!(
+                    "instance {index} exited by itself: {}",
+                    instance.log_tail(1)
+                ));
+            }
+        }
+        exited
+    }
+
+    /// Asks every instance once; the answers in instance order.
+    pub async fn ask_all<F, Fut>(&self, ask: F) -> Vec<Answer>
+    where
+        F: Fn(reqwest::Client, String) -> Fut,
+        Fut: std::future::Future<Output = Answer>,
+    {
+        let mut answers = Vec::new();
+        for index in 0..INSTANCES {
+            answers.push(ask(self.client.clone(), self.endpoints.get(index)).await);
+        }
+        answers
+    }
+}

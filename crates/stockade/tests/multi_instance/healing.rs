@@ -1,0 +1,282 @@
+//! After the faults: wait until every instance is ready, sell the rest to
+//! fresh buyers until every instance answers `sold_out`, wait for the store
+//! to settle, and read the sale on every instance. Every wait is bounded
+//! and, past its bound, says what it waited for.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::api;
+use crate::cluster::{Cluster, INSTANCES};
+use crate::evidence::{Healing, StoreOrder};
+use crate::history::{Answer, Phase, PurchaseRequest, Recorder};
+use crate::instance::OUTBOX_GRACE_MS;
+
+/// How long the instances may take to answer `/readyz` 200.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long selling out may take once ready (shorter if never ready).
+const SELL_OUT_TIMEOUT: Duration = Duration::from_secs(45);
+const SELL_OUT_TIMEOUT_UNREADY: Duration = Duration::from_secs(10);
+/// Fresh buyers of the final phase, at most.
+const LATE_BUYERS: usize = 4_000;
+/// Concurrent buyers of the final phase.
+const LATE_WORKERS: usize = 6;
+/// How long the store may take to settle.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the live total must stay the same to count as settled: longer
+/// than the outbox grace period plus a reconciler tick, so an order left in
+/// an outbox would have been committed.
+const STABLE_FOR: Duration = Duration::from_millis(OUTBOX_GRACE_MS + 1_500);
+
+/// Heals and observes; returns what happened and the store's orders.
+pub async fn heal(
+    cluster: &Cluster,
+    sale: &str,
+    stock: u64,
+    recorder: &Recorder,
+    round: usize,
+) -> (Healing, Result<Vec<StoreOrder>, String>) {
+    let started = Instant::now();
+    let ready = wait_ready(cluster).await;
+    eprintln!(
+        "round {round}: ready after {} ms: {ready:?}",
+        started.elapsed().as_millis()
+    );
+    let bound = if ready.is_ok() {
+        SELL_OUT_TIMEOUT
+    } else {
+        SELL_OUT_TIMEOUT_UNREADY
+    };
+    let sold_out_everywhere = sell_out(cluster, sale, recorder, bound).await;
+    eprintln!(
+        "round {round}: final phase: {} -> {sold_out_everywhere:?}",
+        recorder.history().summary(Phase::Final)
+    );
+    let (settled, store) = settle(cluster, sale, stock).await;
+    eprintln!("round {round}: settled: {settled:?}");
+    let sale_views = sale_views(cluster, sale).await;
+    let healing = Healing {
+        ready,
+        sold_out_everywhere,
+        settled,
+        sale_views,
+    };
+    (healing, store)
+}
+
+async fn wait_ready(cluster: &Cluster) -> Result<(), String> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let answers = cluster
+            .ask_all(|client, url| async move { api::readyz(&client, &url).await })
+            .await;
+        let unready: Vec<String> = answers
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.status() != Some(200))
+            .map(|(i, a)| format!("instance {i}: {}", a.describe()))
+            .collect();
+        if unready.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "not every instance answered /readyz 200 within {} s after the faults healed: {}",
+                READY_TIMEOUT.as_secs(),
+                unready.join("; ")
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Fresh buyers (quantity 1, each with its own key) buy until every
+/// instance has answered `sold_out`; 503s and missing answers are retried
+/// with the same key, with backoff, on the next instance.
+async fn sell_out(
+    cluster: &Cluster,
+    sale: &str,
+    recorder: &Recorder,
+    bound: Duration,
+) -> Result<(), String> {
+    let deadline = Instant::now() + bound;
+    let seen: Arc<[AtomicBool; INSTANCES]> = Arc::new(Default::default());
+    let last: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(vec!["nothing".into(); INSTANCES]));
+    let next = Arc::new(AtomicUsize::new(0));
+    let all_seen = |seen: &[AtomicBool; INSTANCES]| seen.iter().all(|s| s.load(Ordering::Relaxed));
+    let workers: Vec<_> = (0..LATE_WORKERS)
+        .map(|_| {
+            let (client, endpoints) = (cluster.client().clone(), cluster.endpoints());
+            let (sale, recorder) = (sale.to_owned(), recorder.clone());
+            let (seen, last, next) = (Arc::clone(&seen), Arc::clone(&last), Arc::clone(&next));
+            tokio::spawn(async move {
+                while !all_seen(&seen) && Instant::now() < deadline {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    if n >= LATE_BUYERS {
+                        return;
+                    }
+                    let (buyer, key) = (format!("late{n}"), format!("late-key-{n}"));
+                    let mut instance = n % INSTANCES;
+                    let mut backoff = Duration::from_millis(100);
+                    while Instant::now() < deadline {
+                        // Prefer an instance that has not said sold_out yet.
+                        for _ in 0..INSTANCES {
+                            if !seen[instance].load(Ordering::Relaxed) {
+                                break;
+                            }
+                            instance = (instance + 1) % INSTANCES;
+                        }
+                        let url = endpoints.get(instance);
+                        let answer =
+                            api::purchase(&client, &url, &sale, &buyer, 1, Some(&key)).await;
+                        last.lock().unwrap()[instance] = answer.describe();
+                        let (status, code) = (answer.status(), answer.code().map(str::to_owned));
+                        let request = PurchaseRequest {
+                            instance,
+                            buyer: buyer.clone(),
+                            quantity: 1,
+                            key: Some(key.clone()),
+                            phase: Phase::Final,
+                        };
+                        recorder.purchase(request, answer);
+                        match (status, code.as_deref()) {
+                            (Some(409), Some("sold_out")) => {
+                                seen[instance].store(true, Ordering::Relaxed);
+                                break;
+                            }
+                            (Some(503) | None, _) => {
+                                tokio::time::sleep(backoff).await;
+                                backoff = (backoff * 2).min(Duration::from_secs(1));
+                                instance = (instance + 1) % INSTANCES;
+                            }
+                            // Bought (201, 202 pending, 200) or refused for good.
+                            _ => break,
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.expect("a final-phase worker panicked");
+    }
+    if all_seen(&seen) {
+        return Ok(());
+    }
+    let last = last.lock().unwrap();
+    let missing: Vec<String> = (0..INSTANCES)
+        .filter(|&i| !seen[i].load(Ordering::Relaxed))
+        .map(|i| format!("instance {i} last answered {}", last[i]))
+        .collect();
+    Err(format!(
+        "the sale was not sold out everywhere within {} s ({} fresh buyers): {}",
+        bound.as_secs(),
+        next.load(Ordering::Relaxed).min(LATE_BUYERS),
+        missing.join("; ")
+    ))
+}
+
+/// Polls the store until its live total stops changing. Ok once it held
+/// still (at `stock`, or for twice as long at another value, which the
+/// checker then reports); Err if it never held still.
+async fn settle(
+    cluster: &Cluster,
+    sale: &str,
+    stock: u64,
+) -> (Result<(), String>, Result<Vec<StoreOrder>, String>) {
+    let started = Instant::now();
+    let mut last: Result<Vec<StoreOrder>, String> = Err("never read".into());
+    let mut total: Option<u64> = None;
+    let mut since = Instant::now();
+    let mut totals = Vec::new();
+    loop {
+        let read = read_store(cluster, sale).await;
+        if let Ok(orders) = &read {
+            let now: u64 = orders
+                .iter()
+                .filter(|o| o.is_live())
+                .map(|o| o.quantity)
+                .sum();
+            if total != Some(now) {
+                total = Some(now);
+                since = Instant::now();
+                totals.push(now);
+            }
+        }
+        // Keep the last successful read; a failure replaces only a failure.
+        if read.is_ok() || last.is_err() {
+            last = read;
+        }
+        let held = since.elapsed();
+        if total == Some(stock) && held >= STABLE_FOR || total.is_some() && held >= 2 * STABLE_FOR {
+            return (Ok(()), last);
+        }
+        if started.elapsed() >= SETTLE_TIMEOUT {
+            let why = match &last {
+                Ok(_) => format!("its live total kept changing: {totals:?}"),
+                Err(e) => format!("it could not be read: {e}"),
+            };
+            return (
+                Err(format!(
+                    "the store did not settle within {} s: {why}",
+                    SETTLE_TIMEOUT.as_secs()
+                )),
+                last,
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Reads every page of the sale's orders through the first instance that
+/// answers.
+pub async fn read_store(cluster: &Cluster, sale: &str) -> Result<Vec<StoreOrder>, String> {
+    let mut failures = Vec::new();
+    'instances: for index in 0..INSTANCES {
+        let url = cluster.endpoints().get(index);
+        let mut orders = Vec::new();
+        let mut after = String::new();
+        for _page in 0..100 {
+            let answer = api::orders_page(cluster.client(), &url, sale, &after).await;
+            if answer.status() != Some(200) {
+                failures.push(format!("instance {index}: {}", answer.describe()));
+                continue 'instances;
+            }
+            let body = answer.body();
+            for order in body["orders"].as_array().into_iter().flatten() {
+                match StoreOrder::from_json(order) {
+                    Some(order) => orders.push(order),
+                    None => panic!("an order of the listing is not an order: {order}"),
+                }
+            }
+            match body["next_after"].as_str() {
+                Some(next) => after = next.to_owned(),
+                None => return Ok(orders),
+            }
+        }
+        panic!("the order listing of {sale} has more than 100 pages of 1000");
+    }
+    Err(format!(
+        "no instance listed the orders: {}",
+        failures.join("; ")
+    ))
+}
+
+/// `GET /v1/sales/{id}` on every instance, retrying 503s for up to 5 s.
+async fn sale_views(cluster: &Cluster, sale: &str) -> Vec<Answer> {
+    let mut views = Vec::new();
+    for index in 0..INSTANCES {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let url = cluster.endpoints().get(index);
+        loop {
+            let answer = api::get_sale(cluster.client(), &url, sale).await;
+            if answer.status() == Some(200) || Instant::now() >= deadline {
+                views.push(answer);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+    views
+}

@@ -1,0 +1,183 @@
+//! The recorded history: every request the suite sent and what came back.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+/// What came back for one request.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    /// No usable answer: connection refused or reset, timeout, cut body. It
+    /// acknowledges nothing.
+    None(String),
+    /// An HTTP answer with its JSON body (`Null` when the body was not JSON).
+    Http {
+        /// The status code.
+        status: u16,
+        /// The body.
+        body: Value,
+    },
+}
+
+impl Answer {
+    /// The status code, if there was an answer.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Answer::None(_) => None,
+            Answer::Http { status, .. } => Some(*status),
+        }
+    }
+
+    /// The body (`Null` when there was no answer).
+    pub fn body(&self) -> &Value {
+        match self {
+            Answer::None(_) => &Value::Null,
+            Answer::Http { body, .. } => body,
+        }
+    }
+
+    /// The error code of an error answer (`sold_out`, `rebuilding`, ...).
+    pub fn code(&self) -> Option<&str> {
+        self.body()["error"]["code"].as_str()
+    }
+
+    /// The order an answer names: `order_id` of an order body, or of an
+    /// error that carries one.
+    pub fn order_id(&self) -> Option<&str> {
+        let body = self.body();
+        body["order_id"]
+            .as_str()
+            .or_else(|| body["error"]["order_id"].as_str())
+    }
+
+    /// The answer in one line: status and body, or the error.
+    pub fn describe(&self) -> String {
+        match self {
+            Answer::None(error) => format!("no answer ({error})"),
+            Answer::Http { status, body } => format!("{status} {body}"),
+        }
+    }
+
+    /// A short label for summaries: `201`, `409 sold_out`, `no answer`.
+    pub fn label(&self) -> String {
+        match (self.status(), self.code()) {
+            (None, _) => "no answer".to_owned(),
+            (Some(status), Some(code)) => format!("{status} {code}"),
+            (Some(status), None) => status.to_string(),
+        }
+    }
+}
+
+/// When a request was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// By the crowd, while faults were injected.
+    Crowd,
+    /// After healing, selling out with fresh buyers.
+    Final,
+}
+
+/// One purchase request.
+#[derive(Debug, Clone)]
+pub struct PurchaseRequest {
+    /// Which instance (0, 1, 2) it went to.
+    pub instance: usize,
+    /// The buyer.
+    pub buyer: String,
+    /// Items asked for.
+    pub quantity: u32,
+    /// The `Idempotency-Key`, if any.
+    pub key: Option<String>,
+    /// When it was sent.
+    pub phase: Phase,
+}
+
+/// A purchase request and its answer.
+#[derive(Debug, Clone)]
+pub struct Purchase {
+    /// What was asked.
+    pub request: PurchaseRequest,
+    /// What came back.
+    pub answer: Answer,
+}
+
+/// A cancel request and its answer.
+#[derive(Debug, Clone)]
+pub struct Cancel {
+    /// Which instance it went to.
+    pub instance: usize,
+    /// The order to cancel.
+    pub order_id: String,
+    /// What came back.
+    pub answer: Answer,
+}
+
+/// The complete history of one round.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    /// Every purchase, in the order the answers arrived.
+    pub purchases: Vec<Purchase>,
+    /// Every cancel.
+    pub cancels: Vec<Cancel>,
+}
+
+impl History {
+    /// `label × count` of the answers of one phase, for progress lines.
+    pub fn summary(&self, phase: Phase) -> String {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        let mut total = 0;
+        for purchase in self.purchases.iter().filter(|p| p.request.phase == phase) {
+            *counts.entry(purchase.answer.label()).or_default() += 1;
+            total += 1;
+        }
+        let parts: Vec<String> = counts.iter().map(|(l, n)| format!("{l}×{n}")).collect();
+        format!("{total} purchases: {}", parts.join(", "))
+    }
+}
+
+/// The shared recorder of a round: the history, the count of 201s of the
+/// crowd (what the fault script waits for), and whether the crowd is done.
+#[derive(Debug, Clone, Default)]
+pub struct Recorder {
+    history: Arc<Mutex<History>>,
+    acks: Arc<AtomicUsize>,
+    crowd_done: Arc<AtomicBool>,
+}
+
+impl Recorder {
+    /// Records a purchase and its answer.
+    pub fn purchase(&self, request: PurchaseRequest, answer: Answer) {
+        if request.phase == Phase::Crowd && answer.status() == Some(201) {
+            self.acks.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut history = self.history.lock().unwrap();
+        history.purchases.push(Purchase { request, answer });
+    }
+
+    /// Records a cancel and its answer.
+    pub fn cancel(&self, cancel: Cancel) {
+        self.history.lock().unwrap().cancels.push(cancel);
+    }
+
+    /// 201s answered to the crowd so far.
+    pub fn acks(&self) -> usize {
+        self.acks.load(Ordering::Relaxed)
+    }
+
+    /// Marks the crowd as finished.
+    pub fn finish_crowd(&self) {
+        self.crowd_done.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the crowd has finished.
+    pub fn crowd_done(&self) -> bool {
+        self.crowd_done.load(Ordering::Relaxed)
+    }
+
+    /// A copy of the history so far.
+    pub fn history(&self) -> History {
+        self.history.lock().unwrap().clone()
+    }
+}

@@ -1,0 +1,148 @@
+//! One `stockade serve` child process, its log in a file, its URL read
+//! from the first line it prints (`stockade listening on http://ADDR (...)`).
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use stockade_test_support::process::{ServerProcess, log_tail, wait_until};
+use tempfile::TempDir;
+
+use crate::api::TOKEN;
+
+/// How long a purchase waits for its commit before answering 202.
+pub const COMMIT_DEADLINE_MS: u64 = 2_000;
+/// How old an uncommitted outbox entry must be before the reconciler of
+/// any instance commits it (must exceed the commit deadline).
+pub const OUTBOX_GRACE_MS: u64 = 3_000;
+
+/// How long an instance may take to print its URL.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A `stockade serve` child. Killed (SIGKILL) when dropped; it also dies
+/// with the test process.
+#[derive(Debug)]
+pub struct Instance {
+    index: usize,
+    args: Vec<String>,
+    dir: TempDir,
+    process: Option<ServerProcess>,
+    url: String,
+}
+
+impl Instance {
+    /// Starts instance `index` with `args` (the engine and server flags) and
+    /// waits until it listens. Blocking.
+    pub fn start(index: usize, args: Vec<String>) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("stockade-instance-{index}-"))
+            .tempdir()
+            .expect("a temp dir for an instance");
+        let mut instance = Self {
+            index,
+            args,
+            dir,
+            process: None,
+            url: String::new(),
+        };
+        instance.spawn();
+        instance
+    }
+
+    /// The base URL (`http://127.0.0.1:PORT`); it changes on restart.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The instance's log file (stdout and stderr, all starts).
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("stockade.log")
+    }
+
+    /// The last `lines` lines of the log, without the access log's line per
+    /// 5xx answer (`tower_http::trace`), which would drown everything else.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        let kept: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.contains("tower_http::trace"))
+            .collect();
+        kept[kept.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Whether the process ended by itself (it was started and not killed).
+    pub fn exited(&mut self) -> bool {
+        self.process.as_mut().is_some_and(ServerProcess::has_exited)
+    }
+
+    /// SIGKILL: the crash of an instance mid-sale.
+    pub fn kill(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.kill();
+        }
+    }
+
+    /// Starts the killed instance again with the same flags (on a new port).
+    /// Blocking.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    fn spawn(&mut self) {
+        let log = self.log_path();
+        let offset = std::fs::metadata(&log).map_or(0, |m| m.len() as usize);
+        let mut command = Command::new(env!("CARGO_BIN_EXE_stockade"));
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(self.dir.path().join("data"))
+            .args(&self.args);
+        // Only what this suite sets: no STOCKADE_* from the environment.
+        for (name, _) in std::env::vars() {
+            if name.starts_with("STOCKADE_") {
+                command.env_remove(name);
+            }
+        }
+        command
+            .env("STOCKADE_ADMIN_TOKEN", TOKEN)
+            .env(
+                "STOCKADE_COMMIT_DEADLINE_MS",
+                COMMIT_DEADLINE_MS.to_string(),
+            )
+            .env("STOCKADE_OUTBOX_GRACE_MS", OUTBOX_GRACE_MS.to_string())
+            .env("RUST_LOG", "warn")
+            .env("NO_COLOR", "1");
+        let mut process = ServerProcess::spawn(command, &log, Signal::SIGTERM)
+            .unwrap_or_else(|e| panic!("instance {}: cannot spawn: {e}", self.index));
+        let mut url = None;
+        let listening = wait_until(START_TIMEOUT, || {
+            let text = std::fs::read(&log).unwrap_or_default();
+            let new = String::from_utf8_lossy(text.get(offset..).unwrap_or_default());
+            url = new
+                .lines()
+                .find(|l| l.starts_with("stockade listening on "))
+                .and_then(|l| l.split_whitespace().find(|w| w.starts_with("http://")))
+                .map(str::to_owned);
+            url.is_some() || process.has_exited()
+        });
+        let Some(url) = url.filter(|_| listening) else {
+            process.kill();
+            panic!(
+                "instance {} did not print its URL within {} s (args {:?}); its log ends with:\n{}",
+                self.index,
+                START_TIMEOUT.as_secs(),
+                self.args,
+                log_tail(&log, 30)
+            );
+        };
+        self.url = url;
+        self.process = Some(process);
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,129 @@
+//! Who buys what, with which key, on which instance: the crowd of a round,
+//! generated from a seed so that a failing round can be replayed.
+//!
+//! 1,600 buyers send two or three requests each (about 4,000 in all) for a
+//! sale of 1,000 items with a limit of 2 per buyer:
+//! - three in ten are *keyed* buyers: every request of theirs is the same
+//!   purchase (same quantity, same `Idempotency-Key`), and each repeat goes
+//!   to a different instance than the previous one;
+//! - the others send unkeyed requests of quantity 1 or 2 (some of which run
+//!   into the limit), and one in twenty-five cancels its first order.
+//!
+//! Requests are shuffled, then spread round-robin over the instances
+//! (replays excepted, see above).
+
+use std::collections::HashMap;
+
+use crate::cluster::INSTANCES;
+
+/// Items on sale in every round.
+pub const STOCK: u64 = 1_000;
+/// Items one buyer may hold.
+pub const PER_USER_LIMIT: u64 = 2;
+/// Distinct buyers of the crowd.
+pub const BUYERS: usize = 1_600;
+
+/// One planned purchase.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    /// The instance it goes to.
+    pub instance: usize,
+    /// The buyer.
+    pub buyer: String,
+    /// Items asked for.
+    pub quantity: u32,
+    /// Its `Idempotency-Key`, if any.
+    pub key: Option<String>,
+    /// Whether the buyer cancels the order if this purchase gets a 201.
+    pub cancel: bool,
+}
+
+/// A small deterministic generator (SplitMix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The crowd of one round.
+pub fn crowd(seed: u64) -> Vec<Planned> {
+    let mut rng = Rng(seed);
+    let mut plan = Vec::new();
+    for b in 0..BUYERS {
+        let buyer = format!("u{b}");
+        let requests = 2 + rng.below(2) as usize;
+        if rng.below(10) < 3 {
+            let quantity = 1 + rng.below(2) as u32;
+            let key = format!("key-{b}");
+            for _ in 0..requests {
+                plan.push(planned(&buyer, quantity, Some(key.clone()), false));
+            }
+        } else {
+            let cancels = rng.below(25) == 0;
+            for r in 0..requests {
+                let quantity = 1 + rng.below(2) as u32;
+                plan.push(planned(&buyer, quantity, None, cancels && r == 0));
+            }
+        }
+    }
+    // Fisher-Yates.
+    for i in (1..plan.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        plan.swap(i, j);
+    }
+    let mut last_instance_of_key: HashMap<String, usize> = HashMap::new();
+    for (position, request) in plan.iter_mut().enumerate() {
+        request.instance = position % INSTANCES;
+        if let Some(key) = &request.key {
+            if let Some(&previous) = last_instance_of_key.get(key) {
+                request.instance = (previous + 1) % INSTANCES;
+            }
+            last_instance_of_key.insert(key.clone(), request.instance);
+        }
+    }
+    plan
+}
+
+fn planned(buyer: &str, quantity: u32, key: Option<String>, cancel: bool) -> Planned {
+    Planned {
+        instance: 0,
+        buyer: buyer.to_owned(),
+        quantity,
+        key,
+        cancel,
+    }
+}
+
+#[test]
+fn the_crowd_replays_keys_on_other_instances() {
+    let plan = crowd(7);
+    assert!(
+        (3_800..4_200).contains(&plan.len()),
+        "{} requests",
+        plan.len()
+    );
+    let mut seen: HashMap<&str, Vec<usize>> = HashMap::new();
+    for request in &plan {
+        if let Some(key) = &request.key {
+            seen.entry(key).or_default().push(request.instance);
+        }
+    }
+    assert!(seen.len() > 300, "{} keys", seen.len());
+    for (key, instances) in seen {
+        assert!(instances.len() >= 2, "{key} is never replayed");
+        assert!(
+            instances.windows(2).all(|w| w[0] != w[1]),
+            "{key}: {instances:?}"
+        );
+    }
+}

@@ -1,0 +1,134 @@
+//! A scenario: one cluster, several rounds. A round is a fresh sale, the
+//! crowd with the scenario's faults injected mid-way, healing, and the
+//! checker; the first round with violations fails the test with all of
+//! them (and the instances' log tails).
+
+use std::time::{Duration, Instant};
+
+use crate::checker;
+use crate::cluster::Cluster;
+use crate::crowd;
+use crate::evidence::{Evidence, Terms};
+use crate::faults::{self, Step};
+use crate::flags::Engine;
+use crate::healing;
+use crate::history::{Phase, Recorder};
+use crate::plan::{self, PER_USER_LIMIT, STOCK};
+
+/// A scenario of the suite.
+pub struct Scenario {
+    /// A short name, used in sale ids and progress lines.
+    pub name: &'static str,
+    /// The engine of the three instances.
+    pub engine: Engine,
+    /// More `stockade serve` arguments for every instance, after the
+    /// engine's (see `flags.rs`).
+    pub extra_args: Vec<String>,
+    /// Rounds to run (at least 3).
+    pub rounds: usize,
+    /// The faults of round `n` (1-based), in order.
+    pub faults: fn(usize) -> Vec<Step>,
+}
+
+/// Runs every round of `scenario`; panics at the first round that breaks
+/// an invariant or never heals.
+pub async fn run(scenario: Scenario) {
+    let started = Instant::now();
+    let cluster = Cluster::start(scenario.engine, &scenario.extra_args).await;
+    eprintln!(
+        "{}: cluster up in {:.1} s",
+        scenario.name,
+        started.elapsed().as_secs_f64()
+    );
+    for round in 1..=scenario.rounds {
+        run_round(&cluster, &scenario, round).await;
+    }
+    eprintln!(
+        "{}: all {} rounds kept the invariants ({:.1} s)",
+        scenario.name,
+        scenario.rounds,
+        started.elapsed().as_secs_f64()
+    );
+}
+
+async fn run_round(cluster: &Cluster, scenario: &Scenario, round: usize) {
+    let started = Instant::now();
+    let sale = format!("{}-r{round}", scenario.name);
+    cluster.create_sale(&sale, STOCK, PER_USER_LIMIT).await;
+    let seed = seed(scenario.name, round);
+    let plan = plan::crowd(seed);
+    let steps = (scenario.faults)(round);
+    let faults: Vec<String> = steps
+        .iter()
+        .map(|s| format!("{} at {} acks", s.fault, s.after_acks))
+        .collect();
+    eprintln!(
+        "{} round {round}: sale {sale} (stock {STOCK}, limit {PER_USER_LIMIT}), {} requests \
+         (seed {seed}); faults: {}",
+        scenario.name,
+        plan.len(),
+        faults.join(", ")
+    );
+    let recorder = Recorder::default();
+    let crowd = tokio::spawn(crowd::run(
+        cluster.client().clone(),
+        cluster.endpoints(),
+        sale.clone(),
+        plan,
+        recorder.clone(),
+    ));
+    faults::run(cluster, &steps, &recorder, round).await;
+    let crowd_wait = tokio::time::timeout(Duration::from_secs(180), crowd).await;
+    crowd_wait
+        .expect("the crowd did not finish within 180 s")
+        .expect("the crowd panicked");
+    eprintln!(
+        "{} round {round}: crowd done after {:.1} s: {}",
+        scenario.name,
+        started.elapsed().as_secs_f64(),
+        recorder.history().summary(Phase::Crowd)
+    );
+    let (healing, store) = healing::heal(cluster, &sale, STOCK, &recorder, round).await;
+    let evidence = Evidence {
+        terms: Terms {
+            sale: sale.clone(),
+            stock: STOCK,
+            per_user_limit: PER_USER_LIMIT,
+        },
+        history: recorder.history(),
+        store,
+        healing,
+    };
+    let violations = checker::check(&evidence);
+    if violations.is_empty() {
+        eprintln!(
+            "{} round {round}: invariants 1-5 hold ({:.1} s)",
+            scenario.name,
+            started.elapsed().as_secs_f64()
+        );
+        return;
+    }
+    eprintln!("{}", cluster.log_tails(15));
+    let list: Vec<String> = violations.iter().map(|v| format!("  - {v}")).collect();
+    let notes: Vec<String> = cluster
+        .exited_instances()
+        .iter()
+        .map(|n| format!("\n  note: {n}"))
+        .collect();
+    panic!(
+        "{} round {round} (sale {sale}, seed {seed}, faults: {}): {} invariant violations:\n{}{}",
+        scenario.name,
+        faults.join(", "),
+        violations.len(),
+        list.join("\n"),
+        notes.concat()
+    );
+}
+
+/// A seed per scenario and round, so every round differs and a failure can
+/// be replayed.
+fn seed(name: &str, round: usize) -> u64 {
+    name.bytes().fold(round as u64, |h, b| {
+        h.wrapping_mul(31).wrapping_add(u64::from(b))
+    })
+}

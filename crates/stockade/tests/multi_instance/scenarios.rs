@@ -1,0 +1,176 @@
+//! The scenarios: none (the baseline), one fault each (1-6), all of them in sequence (7), and
+//! the PostgreSQL engine (8). The fallback and PostgreSQL-engine scenarios
+//! wait for `stockade serve --engine/--fallback` (issue 8): see `flags.rs`.
+
+use std::time::Duration;
+
+use crate::faults::{Fault, Step};
+use crate::flags::Engine;
+use crate::round::{Scenario, run};
+
+/// Rounds per scenario (same servers, a fresh sale each).
+const ROUNDS: usize = 3;
+/// How long Redis or PostgreSQL stays away.
+const OUTAGE: Duration = Duration::from_secs(3);
+/// How long a killed instance stays dead before it is restarted.
+const DEAD_FOR: Duration = Duration::from_secs(1);
+
+fn step(after_acks: usize, fault: Fault) -> Step {
+    Step { after_acks, fault }
+}
+
+/// A different instance in each round.
+fn victim(round: usize) -> usize {
+    (round - 1) % crate::cluster::INSTANCES
+}
+
+/// No fault: the harness and the checker must pass a healthy cluster, so
+/// that a failure of the other scenarios is the fault's doing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn baseline_without_faults() {
+    run(Scenario {
+        name: "baseline",
+        engine: Engine::Redis,
+        extra_args: Vec::new(),
+        rounds: ROUNDS,
+        faults: |_| Vec::new(),
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_restarted_with_its_data_lost() {
+    run(Scenario {
+        name: "redis-lost",
+        engine: Engine::Redis,
+        extra_args: Vec::new(),
+        rounds: ROUNDS,
+        faults: |_| vec![step(150, Fault::RedisRestartEmpty)],
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_restarted_from_a_stale_snapshot() {
+    run(Scenario {
+        name: "redis-stale",
+        engine: Engine::Redis,
+        extra_args: Vec::new(),
+        rounds: ROUNDS,
+        faults: |_| {
+            vec![
+                step(100, Fault::RedisSnapshot),
+                step(400, Fault::RedisRestartFromSnapshot),
+            ]
+        },
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_unreachable_without_fallback() {
+    run(Scenario {
+        name: "redis-frozen",
+        engine: Engine::Redis,
+        extra_args: Vec::new(),
+        rounds: ROUNDS,
+        faults: |_| vec![step(150, Fault::RedisUnreachable(OUTAGE))],
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs --engine (issue 8)"]
+async fn redis_unreachable_with_postgres_fallback() {
+    run(Scenario {
+        name: "redis-frozen-fallback",
+        engine: Engine::RedisWithPostgresFallback,
+        extra_args: Vec::new(),
+        rounds: ROUNDS,
+        faults: |_| vec![step(150, Fault::RedisUnreachable(OUTAGE))],
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_stopped_mid_crowd() {
+    run(Scenario {
+        name: "pg-down",
+        engine: Engine::Redis,
+        extra_args: Vec::new(),
+        rounds: ROUNDS,
+        faults: |_| vec![step(150, Fault::PostgresDown(OUTAGE))],
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_instance_killed_and_restarted() {
+    run(Scenario {
+        name: "instance-killed",
+        engine: Engine::Redis,
+        extra_args: Vec::new(),
+        rounds: ROUNDS,
+        faults: |round| {
+            vec![step(
+                150,
+                Fault::KillInstance {
+                    index: victim(round),
+                    down_for: DEAD_FOR,
+                },
+            )]
+        },
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_fault_in_sequence() {
+    run(Scenario {
+        name: "all-faults",
+        engine: Engine::Redis,
+        extra_args: Vec::new(),
+        rounds: ROUNDS,
+        faults: |round| {
+            vec![
+                step(50, Fault::RedisSnapshot),
+                step(100, Fault::RedisRestartEmpty),
+                step(180, Fault::PostgresDown(OUTAGE)),
+                step(260, Fault::RedisUnreachable(OUTAGE)),
+                step(
+                    340,
+                    Fault::KillInstance {
+                        index: victim(round),
+                        down_for: DEAD_FOR,
+                    },
+                ),
+                step(420, Fault::RedisRestartFromSnapshot),
+            ]
+        },
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs --engine (issue 8)"]
+async fn postgres_engine_with_a_killed_instance_and_a_stopped_postgres() {
+    run(Scenario {
+        name: "pg-engine",
+        engine: Engine::Postgres,
+        extra_args: Vec::new(),
+        rounds: ROUNDS,
+        faults: |round| {
+            vec![
+                step(
+                    150,
+                    Fault::KillInstance {
+                        index: victim(round),
+                        down_for: DEAD_FOR,
+                    },
+                ),
+                step(300, Fault::PostgresDown(OUTAGE)),
+            ]
+        },
+    })
+    .await;
+}
