@@ -116,7 +116,7 @@ impl Service {
                 source,
             })?;
         }
-        let store = OrderStore::open(&config.store.url()).await?;
+        let store = open_store(&config.store.url()).await?;
         let (engine, redis, locks): (Option<Arc<dyn Engine>>, _, _) = match &config.engine {
             EngineChoice::Redis(url) => {
                 let redis = Arc::new(
@@ -216,6 +216,22 @@ pub async fn run(
         .await?
         .serve(listener, shutdown)
         .await
+}
+
+/// Opens the store, retrying for up to 30 s: an instance restarted while the
+/// database is briefly down (a failover, a restart) waits for it.
+async fn open_store(url: &str) -> Result<OrderStore, ServeError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match OrderStore::open(url).await {
+            Ok(store) => return Ok(store),
+            Err(error) if tokio::time::Instant::now() < deadline => {
+                tracing::warn!(%error, "cannot open the order store yet; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
 }
 
 /// Recovery at start, retried for a while if the store or engine is still

@@ -132,14 +132,14 @@ async fn write_batches(
                 }
             }
         }
-        commit_batch(batch, &store, engine.as_deref(), &in_flight).await;
+        commit_batch(batch, &store, engine.as_ref(), &in_flight).await;
     }
 }
 
 async fn commit_batch(
     batch: Vec<Job>,
     store: &OrderStore,
-    engine: Option<&dyn Engine>,
+    engine: Option<&Arc<dyn Engine>>,
     in_flight: &DashMap<OrderId, Order>,
 ) {
     let (orders, waiters): (Vec<Order>, Vec<_>) =
@@ -151,8 +151,12 @@ async fn commit_batch(
     match &result {
         Ok(verdicts) => {
             log_voids(&orders, verdicts);
+            // Off the commit path: an engine that is slow to answer (Redis
+            // frozen) must not hold up the next batch's commit.
             if let Some(engine) = engine {
-                acknowledge(engine, &orders).await;
+                let engine = Arc::clone(engine);
+                let decided = orders.clone();
+                tokio::spawn(async move { acknowledge(engine.as_ref(), &decided).await });
             }
         }
         Err(error) => tracing::warn!(

@@ -323,3 +323,54 @@ async fn the_reconciler_looks_only_at_open_sales() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_void_order_keeps_a_free_key_and_never_takes_a_used_one() {
+    each_store(async |store| {
+        let s = sale(store, "void-keys", 10, 5).await;
+        let committed = order(&s, "a", 1, Some("k1"), 1);
+        store
+            .commit(std::slice::from_ref(&committed))
+            .await
+            .unwrap();
+        store
+            .advance_epoch(&s, Epoch::FIRST, Authority::Primary)
+            .await
+            .unwrap();
+        // Stale orders: one whose key is taken, one whose key is free.
+        let taken = order(&s, "a", 1, Some("k1"), 1);
+        let free = order(&s, "a", 1, Some("k2"), 1);
+        let verdicts = store.commit(&[taken.clone(), free.clone()]).await.unwrap();
+        assert!(matches!(
+            verdicts[0],
+            Verdict::Void(VoidReason::StaleEpoch { .. })
+        ));
+        assert!(matches!(
+            verdicts[1],
+            Verdict::Void(VoidReason::StaleEpoch { .. })
+        ));
+        // The free key now names the failed order: a purchase under the
+        // current epoch with it is a duplicate of that order, not a sale.
+        let replay = Purchase::new("void-keys", "a", 1)
+            .unwrap()
+            .with_idempotency_key("k2")
+            .unwrap()
+            .at_epoch(Epoch::new(2));
+        assert_eq!(
+            store
+                .purchase(&replay, OrderId::generate(), Utc::now())
+                .await
+                .unwrap(),
+            PurchaseOutcome::Duplicate { order_id: free.id }
+        );
+        assert!(store.is_void(free.id).await.unwrap());
+        // The rebuild input carries it as released, with its key.
+        let all = store.all_orders(&s).await.unwrap();
+        assert_eq!(all.len(), 2, "{all:?}");
+        assert!(
+            all.iter()
+                .any(|o| o.id == free.id && !o.status.holds_stock())
+        );
+    })
+    .await;
+}

@@ -35,7 +35,7 @@ fn unknown_order(id: OrderId) -> ApiError {
     params(("order_id" = String, Path, description = "order id (UUID)")),
     responses(
         (status = 200, body = OrderBody),
-        (status = 404, description = "unknown_order", body = ErrorBody),
+        (status = 404, description = "unknown_order, or order_failed: refused by the store, nothing sold", body = ErrorBody),
     )
 )]
 pub async fn get_order(
@@ -48,6 +48,11 @@ pub async fn get_order(
     }
     match state.queue().in_flight(id) {
         Some(order) => Ok(Json(OrderBody::with_status(&order, "pending"))),
+        None if state.store().is_void(id).await? => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "order_failed",
+            format!("order {id} was refused by the order store: nothing was sold"),
+        )),
         None => Err(unknown_order(id)),
     }
 }

@@ -357,20 +357,41 @@ async fn voided(
         // Another authority decides the sale now.
         VoidReason::StaleEpoch { .. } => {
             state.routing().forget(sale);
-            Err(rebuilding())
+            Err(refused(purchase, order))
         }
         // The engine sold what the store does not have: it is out of line.
         VoidReason::Oversold | VoidReason::OverLimit => {
             request_rebuild(state, sale, route.epoch, "store_refused");
-            Err(rebuilding())
+            Err(refused(purchase, order))
         }
-        VoidReason::UnknownSale | VoidReason::Earlier => Err(ApiError::unavailable(
-            "order_failed",
-            "the order was not recorded and nothing was sold; retry",
+        VoidReason::UnknownSale | VoidReason::Earlier => Err(refused(purchase, order)),
+    }
+}
+
+/// The answer to an order the store refused: nothing was sold. A keyed
+/// purchase's key stays bound to the failed order (a replay gets the same
+/// answer), so the buyer retries with a new key; without a key, a plain
+/// retry will do.
+fn refused(purchase: &Purchase, order: &Order) -> ApiError {
+    if purchase.idempotency_key().is_some() {
+        order_failed(order.id)
+    } else {
+        ApiError::unavailable(
+            "rebuilding",
+            "the order store refused this order (another instance had moved the sale on, or the engine was out of line and is being rebuilt); nothing was sold; retry shortly",
             1,
         )
-        .with("order_id", Value::String(order.id.to_string()))),
     }
+}
+
+/// 409 `order_failed`: the order a key names was refused; nothing was sold.
+fn order_failed(order_id: OrderId) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "order_failed",
+        "the order made with this Idempotency-Key was not recorded and nothing was sold; retry with a new key",
+    )
+    .with("order_id", Value::String(order_id.to_string()))
 }
 
 /// A replayed idempotency key: answer with the original order if the
@@ -392,19 +413,19 @@ async fn replay(
             None => Ok(None),
         }
     };
+    // Committed, being committed here, or waiting in the outbox; the store
+    // is asked again last, because the order may have been committed (and
+    // left the outbox) by another instance between the first two looks.
     let (order, status) = if let Some(order) = state.store().order(order_id).await? {
         (order, StatusCode::OK)
     } else if let Some(order) = state.queue().in_flight(order_id) {
         (order, StatusCode::ACCEPTED)
     } else if let Some(order) = in_outbox.await? {
         (order, StatusCode::ACCEPTED)
+    } else if let Some(order) = state.store().order(order_id).await? {
+        (order, StatusCode::OK)
     } else {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "order_failed",
-            "the order made with this Idempotency-Key was not recorded and nothing was sold; retry with a new key",
-        )
-        .with("order_id", Value::String(order_id.to_string())));
+        return Err(order_failed(order_id));
     };
     if order.user_id != *purchase.user_id() || order.quantity != purchase.quantity() {
         return Err(ApiError::new(

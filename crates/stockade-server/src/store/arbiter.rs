@@ -5,7 +5,10 @@
 //! order against the sale's epoch, its sold count, the buyer's holding and
 //! the buyer's idempotency keys, as the store holds them. Each order gets
 //! its own [`Verdict`]: the good ones commit, a bad one is recorded as void
-//! and never blocks the others. Whatever an engine decided, the store never
+//! and never blocks the others. A void order keeps the buyer's idempotency
+//! key (unless the key belonged to another order already), so the key
+//! names that one failed order for good: a replay is told it failed, and
+//! can never make a second order. Whatever an engine decided, the store never
 //! holds more than the stock, a buyer over the limit, or two orders for one
 //! key.
 //!
@@ -150,7 +153,7 @@ impl OrderStore {
         }
 
         let mut verdicts = Vec::with_capacity(orders.len());
-        let mut rows: Vec<(&Order, &'static str)> = Vec::new();
+        let mut rows: Vec<NewRow<'_>> = Vec::new();
         let mut changes: HashMap<SaleId, SaleChanges> = HashMap::new();
         let mut decided: HashSet<OrderId> = HashSet::new();
         for order in orders {
@@ -164,9 +167,9 @@ impl OrderStore {
             }
             if !decided.insert(order.id) {
                 // The same id twice in one batch: the first one decided it.
-                let first = rows.iter().find(|(o, _)| o.id == order.id);
+                let first = rows.iter().find(|row| row.order.id == order.id);
                 verdicts.push(match first {
-                    Some((_, status)) if *status != VOID => Verdict::Committed,
+                    Some(row) if row.status != VOID => Verdict::Committed,
                     _ => Verdict::Void(VoidReason::Earlier),
                 });
                 continue;
@@ -178,6 +181,12 @@ impl OrderStore {
             };
             let held = holdings.entry(order.sale_id.clone()).or_default();
             let owned = owners.entry(order.sale_id.clone()).or_default();
+            // Whether the buyer's key is still free (a void order keeps it
+            // then; otherwise it names another order already).
+            let key_free = order
+                .idempotency_key
+                .as_ref()
+                .is_none_or(|key| !owned.contains_key(&(order.user_id.clone(), key.clone())));
             let verdict = judge(state, held, owned, order);
             if verdict == Verdict::Committed {
                 let change = changes.entry(order.sale_id.clone()).or_default();
@@ -185,9 +194,23 @@ impl OrderStore {
                 change
                     .holdings
                     .insert(order.user_id.clone(), held[&order.user_id]);
-                rows.push((order, order.status.as_str()));
+                rows.push(NewRow {
+                    order,
+                    status: order.status.as_str(),
+                    keeps_key: true,
+                });
             } else {
-                rows.push((order, VOID));
+                // The key stays with the void order, unless it already
+                // names another one.
+                let keeps_key = key_free;
+                if keeps_key && let Some(key) = &order.idempotency_key {
+                    owned.insert((order.user_id.clone(), key.clone()), order.id);
+                }
+                rows.push(NewRow {
+                    order,
+                    status: VOID,
+                    keeps_key,
+                });
             }
             verdicts.push(verdict);
         }
@@ -247,7 +270,15 @@ impl OrderStore {
             epoch: purchase.epoch(),
         };
         let sold = state.sold + purchase.quantity();
-        insert_orders(&mut tx, &[(&order, order.status.as_str())]).await?;
+        insert_orders(
+            &mut tx,
+            &[NewRow {
+                order: &order,
+                status: order.status.as_str(),
+                keeps_key: true,
+            }],
+        )
+        .await?;
         let holding = HashMap::from([(order.user_id.clone(), held + purchase.quantity())]);
         write_holdings(&mut tx, sale, &holding).await?;
         write_sold(&mut tx, sale, sold).await?;
@@ -256,19 +287,6 @@ impl OrderStore {
             order_id,
             remaining: state.spec.total_stock() - sold,
         })
-    }
-
-    /// The committed order a buyer's idempotency key names, if any.
-    pub async fn order_by_key(
-        &self,
-        sale: &SaleId,
-        user: &UserId,
-        key: &IdempotencyKey,
-    ) -> Result<Option<OrderId>, StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        Ok(read_key_owners(&mut conn, sale, &[key])
-            .await?
-            .remove(&(user.clone(), key.clone())))
     }
 
     /// The sale with its epoch, authority and sold count.
@@ -489,7 +507,8 @@ async fn read_holdings(
     Ok(found)
 }
 
-/// The committed orders that `keys` name in `sale`, by (buyer, key).
+/// The orders (committed or void) that `keys` name in `sale`, by (buyer,
+/// key).
 async fn read_key_owners(
     conn: &mut sqlx::AnyConnection,
     sale: &SaleId,
@@ -499,7 +518,7 @@ async fn read_key_owners(
     for chunk in keys.chunks(IN_CHUNK) {
         let sql = format!(
             "SELECT id, user_id, idempotency_key FROM orders
-              WHERE sale_id = $1 AND idempotency_key IN ({}) AND status <> '{VOID}'",
+              WHERE sale_id = $1 AND idempotency_key IN ({})",
             placeholders(2, chunk.len())
         );
         let mut query = sqlx::query(&sql).bind(sale.as_str());
@@ -522,10 +541,17 @@ async fn read_key_owners(
     Ok(found)
 }
 
-/// Inserts orders with the given status (void ones without their key).
+/// An order to insert, with the status the arbiter gave it.
+struct NewRow<'a> {
+    order: &'a Order,
+    status: &'static str,
+    /// False for an order voided because its key names another order.
+    keeps_key: bool,
+}
+
 async fn insert_orders(
     tx: &mut Transaction<'_, Any>,
-    rows: &[(&Order, &str)],
+    rows: &[NewRow<'_>],
 ) -> Result<(), StoreError> {
     // 9 values per order; 64 orders per statement stays far below any
     // database's limit on bound parameters.
@@ -539,12 +565,17 @@ async fn insert_orders(
             .collect();
         sql.push_str(&tuples.join(", "));
         let mut query = sqlx::query(&sql);
-        for (order, status) in chunk {
+        for NewRow {
+            order,
+            status,
+            keeps_key,
+        } in chunk
+        {
             let created = order.created_at.timestamp_millis();
             let key = order
                 .idempotency_key
                 .as_ref()
-                .filter(|_| *status != VOID)
+                .filter(|_| *keeps_key)
                 .map(|k| k.as_str().to_owned());
             query = query
                 .bind(order.id.to_string())

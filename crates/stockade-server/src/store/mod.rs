@@ -243,18 +243,51 @@ impl OrderStore {
         .collect()
     }
 
-    /// Every order of a sale (for rebuilding the engine).
+    /// Every order of a sale, committed ones and the void ones that keep an
+    /// idempotency key (those as `Cancelled`: they hold no stock, and their
+    /// key must keep naming them), for rebuilding the engine.
     pub async fn all_orders(&self, sale: &SaleId) -> Result<Vec<Order>, StoreError> {
         let mut all = Vec::new();
-        let mut after = None;
+        let mut after = String::new();
         loop {
-            let page = self.orders_of_sale(sale, after, 10_000).await?;
+            let page: Vec<Order> = sqlx::query(&format!(
+                "SELECT {ORDER_COLUMNS} FROM orders
+                  WHERE sale_id = $1 AND id > $2
+                    AND (status <> '{VOID}' OR idempotency_key IS NOT NULL)
+                  ORDER BY id LIMIT 10000"
+            ))
+            .bind(sale.as_str())
+            .bind(&after)
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|row| {
+                let status: String = row.try_get("status")?;
+                if status == VOID {
+                    order_from_row_as(row, OrderStatus::Cancelled)
+                } else {
+                    order_from_row(row)
+                }
+            })
+            .collect::<Result<_, _>>()?;
             let Some(last) = page.last() else {
                 return Ok(all);
             };
-            after = Some(last.id);
+            after = last.id.to_string();
             all.extend(page);
         }
+    }
+
+    /// Whether the store recorded this order as void (refused: nothing
+    /// was sold).
+    pub async fn is_void(&self, id: OrderId) -> Result<bool, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT id FROM orders WHERE id = $1 AND status = '{VOID}'"
+        ))
+        .bind(id.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.is_some())
     }
 }
 
@@ -295,12 +328,18 @@ fn sale_from_row(row: &AnyRow) -> Result<SaleSpec, StoreError> {
 }
 
 fn order_from_row(row: &AnyRow) -> Result<Order, StoreError> {
+    let status: String = row.try_get("status")?;
+    let status = OrderStatus::from_str(&status).map_err(|e| corrupt("order", e))?;
+    order_from_row_as(row, status)
+}
+
+/// An order row, with the status given.
+fn order_from_row_as(row: &AnyRow, status: OrderStatus) -> Result<Order, StoreError> {
     let id: String = row.try_get("id")?;
     let sale: String = row.try_get("sale_id")?;
     let user: String = row.try_get("user_id")?;
     let quantity: i64 = row.try_get("quantity")?;
     let key: Option<String> = row.try_get("idempotency_key")?;
-    let status: String = row.try_get("status")?;
     let created: i64 = row.try_get("created_at_ms")?;
     let epoch: i64 = row.try_get("epoch")?;
     let invalid = |e: ValidationError| corrupt("order", e);
@@ -310,7 +349,7 @@ fn order_from_row(row: &AnyRow) -> Result<Order, StoreError> {
         user_id: UserId::new(user).map_err(invalid)?,
         quantity: u32::try_from(quantity).map_err(|e| corrupt("quantity", e))?,
         idempotency_key: key.map(IdempotencyKey::new).transpose().map_err(invalid)?,
-        status: OrderStatus::from_str(&status).map_err(invalid)?,
+        status,
         created_at: millis(created)?,
         epoch: Epoch::new(u64::try_from(epoch).map_err(|e| corrupt("epoch", e))?),
     })

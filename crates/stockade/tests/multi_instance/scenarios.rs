@@ -80,7 +80,6 @@ async fn redis_unreachable_without_fallback() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs --engine (issue 8)"]
 async fn redis_unreachable_with_postgres_fallback() {
     run(Scenario {
         name: "redis-frozen-fallback",
@@ -152,7 +151,6 @@ async fn every_fault_in_sequence() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs --engine (issue 8)"]
 async fn postgres_engine_with_a_killed_instance_and_a_stopped_postgres() {
     run(Scenario {
         name: "pg-engine",
