@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::{Epoch, IdempotencyKey, SaleId, UserId, ValidationError};
+use crate::{Epoch, IdempotencyKey, Purchase, SaleId, UserId, ValidationError};
 
 /// A time-ordered unique order id (UUIDv7): sorting ids sorts orders by the
 /// instant they were accepted, which keeps store indexes append-only.
@@ -115,6 +115,24 @@ pub struct Order {
     /// The sale's epoch the engine decided it under: the store commits it
     /// only while that is still the sale's epoch.
     pub epoch: Epoch,
+}
+
+impl Order {
+    /// The confirmed order an accepted purchase makes, decided under the
+    /// purchase's epoch. (Payment holds are not implemented yet: every
+    /// order is confirmed at once.)
+    pub fn confirmed(purchase: &Purchase, id: OrderId, created_at: DateTime<Utc>) -> Self {
+        Self {
+            id,
+            sale_id: purchase.sale_id().clone(),
+            user_id: purchase.user_id().clone(),
+            quantity: purchase.quantity(),
+            idempotency_key: purchase.idempotency_key().cloned(),
+            status: OrderStatus::Confirmed,
+            created_at,
+            epoch: purchase.epoch(),
+        }
+    }
 }
 
 #[cfg(test)]

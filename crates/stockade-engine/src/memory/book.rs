@@ -7,8 +7,8 @@ use dashmap::{DashMap, Entry};
 use parking_lot::RwLock;
 use stockade_core::sale::Window;
 use stockade_core::{
-    EngineError, Epoch, IdempotencyKey, Order, OrderId, OrderStatus, Purchase, PurchaseOutcome,
-    RebuildPlan, ReleaseOutcome, SaleSnapshot, SaleSpec, UserId,
+    EngineError, Epoch, IdempotencyKey, Order, OrderId, Purchase, PurchaseOutcome, RebuildPlan,
+    ReleaseOutcome, SaleSnapshot, SaleSpec, UserId,
 };
 
 /// One sale: its spec, the stock counter and the maps of buyers, keys and
@@ -125,20 +125,8 @@ impl SaleBook {
                 live: true,
             },
         );
-        self.outbox.insert(
-            order_id,
-            Order {
-                id: order_id,
-                sale_id: spec.id().clone(),
-                user_id: purchase.user_id().clone(),
-                quantity,
-                idempotency_key: purchase.idempotency_key().cloned(),
-                // Payment holds are not implemented yet.
-                status: OrderStatus::Confirmed,
-                created_at: now,
-                epoch: purchase.epoch(),
-            },
-        );
+        self.outbox
+            .insert(order_id, Order::confirmed(purchase, order_id, now));
         PurchaseOutcome::Purchased {
             order_id,
             remaining,

@@ -22,7 +22,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use stockade_core::{
-    Engine, IdempotencyKey, Order, OrderId, OrderStatus, Purchase, PurchaseOutcome, SaleId, UserId,
+    Engine, IdempotencyKey, Order, OrderId, Purchase, PurchaseOutcome, SaleId, UserId,
 };
 
 use super::dto::{ErrorBody, OrderBody, PurchaseRequest};
@@ -259,18 +259,7 @@ async fn answer(
         } => {
             metrics::gauge!("stockade_sale_remaining", "sale" => sale.to_string())
                 .set(f64::from(remaining));
-            let order = Order {
-                id: order_id,
-                sale_id: sale.clone(),
-                user_id: purchase.user_id().clone(),
-                quantity: purchase.quantity(),
-                idempotency_key: purchase.idempotency_key().cloned(),
-                // Payment holds are not implemented yet: every order is
-                // confirmed.
-                status: OrderStatus::Confirmed,
-                created_at: state.clock().now(),
-                epoch: route.epoch,
-            };
+            let order = Order::confirmed(purchase, order_id, state.clock().now());
             let mut body = OrderBody::from_order(&order);
             body.remaining = Some(remaining);
             match decider {

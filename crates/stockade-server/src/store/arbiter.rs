@@ -25,8 +25,7 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
 use stockade_core::sale::Window;
 use stockade_core::{
-    Epoch, IdempotencyKey, Order, OrderId, OrderStatus, Purchase, PurchaseOutcome, SaleId,
-    SaleSpec, UserId,
+    Epoch, IdempotencyKey, Order, OrderId, Purchase, PurchaseOutcome, SaleId, SaleSpec, UserId,
 };
 
 use super::authority::Authority;
@@ -259,16 +258,7 @@ impl OrderStore {
             .get(purchase.user_id())
             .copied()
             .unwrap_or(0);
-        let order = Order {
-            id: order_id,
-            sale_id: sale.clone(),
-            user_id: purchase.user_id().clone(),
-            quantity: purchase.quantity(),
-            idempotency_key: purchase.idempotency_key().cloned(),
-            status: OrderStatus::Confirmed,
-            created_at: now,
-            epoch: purchase.epoch(),
-        };
+        let order = Order::confirmed(purchase, order_id, now);
         let sold = state.sold + purchase.quantity();
         insert_orders(
             &mut tx,

@@ -6,12 +6,11 @@
 //!
 //! Run it with
 //! `cargo nextest run -p stockade --test multi_instance` (it starts its own
-//! throwaway `redis-server` and PostgreSQL). The scenarios that need
-//! `stockade serve --engine/--fallback` are ignored until issue 8 lands:
-//! see `flags.rs` for the switch.
+//! throwaway `redis-server` and PostgreSQL). Each scenario runs three rounds
+//! on the same servers and instances, a fresh sale each.
 //!
 //! # Layout
-//! - `flags`: the engine flags of `stockade serve`, behind one switch.
+//! - `flags`: the engine flags of `stockade serve` per scenario.
 //! - `api`: the HTTP calls, each turned into a recorded answer.
 //! - `keeper`: the one thread that starts and stops server processes.
 //! - `instance`: one `stockade serve` child process.

@@ -1,6 +1,5 @@
-//! The scenarios: none (the baseline), one fault each (1-6), all of them in sequence (7), and
-//! the PostgreSQL engine (8). The fallback and PostgreSQL-engine scenarios
-//! wait for `stockade serve --engine/--fallback` (issue 8): see `flags.rs`.
+//! The scenarios: none (the baseline), one fault each (1-6), all of them in
+//! sequence (7), and the PostgreSQL engine (8).
 
 use std::time::Duration;
 
