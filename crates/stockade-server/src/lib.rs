@@ -196,6 +196,7 @@ impl Service {
             writer_task,
             reconciler,
         } = self;
+        state.mark_stopping();
         reconciler.abort();
         // Wait until the aborted task has dropped its copy of the state.
         let _ = reconciler.await;

@@ -194,7 +194,7 @@ pub fn request_rebuild(state: &AppState, sale: &SaleId, seen: Epoch, reason: &'s
     let sale = sale.clone();
     tokio::spawn(async move {
         let mut pause = Duration::from_millis(100);
-        loop {
+        while !state.is_stopping() {
             match rebuild_sale(&state, &sale, seen, reason).await {
                 Ok(_) => break,
                 Err(error) => {

@@ -30,6 +30,7 @@ struct Inner {
     locks: Option<Locks>,
     routing: Routing,
     started: AtomicBool,
+    stopping: AtomicBool,
     breaker: CircuitBreaker,
     metrics: PrometheusHandle,
 }
@@ -83,6 +84,7 @@ impl AppState {
                 locks: parts.locks,
                 routing: Routing::default(),
                 started: AtomicBool::new(false),
+                stopping: AtomicBool::new(false),
                 breaker: CircuitBreaker::default(),
                 metrics: crate::metrics::prometheus(),
             }),
@@ -136,6 +138,15 @@ impl AppState {
     /// Start-up recovery is done: the service may answer ready.
     pub fn mark_started(&self) {
         self.inner.started.store(true, Ordering::Release);
+    }
+    /// The service is stopping: background rebuilds give up, so that the
+    /// state (and with it the commit queue) can be dropped.
+    pub fn mark_stopping(&self) {
+        self.inner.stopping.store(true, Ordering::Release);
+    }
+    /// Whether the service is stopping.
+    pub fn is_stopping(&self) -> bool {
+        self.inner.stopping.load(Ordering::Acquire)
     }
     /// Whether start-up recovery is done.
     pub fn is_started(&self) -> bool {
