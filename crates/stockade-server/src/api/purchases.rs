@@ -7,7 +7,8 @@
 //! store cannot be reached the order stays in the outbox and the reconciler
 //! commits it later (503 with the order id). When the store refuses the
 //! order (decided under an epoch that is no longer the sale's, or by an
-//! engine out of line), nothing was sold: 503, retry.
+//! engine out of line), nothing was sold: 503, retry (409 `order_failed`
+//! for a keyed purchase, whose key stays bound to the failed order).
 //!
 //! Sales under the fallback authority, and every sale with
 //! `--engine postgres`, are decided by the store itself in one transaction
@@ -103,7 +104,7 @@ async fn decide(
     // A route goes stale when another instance moves the sale; the answers
     // say so, and the purchase is tried once more on the fresh route.
     for _ in 0..3 {
-        let purchase = purchase.clone().at_epoch(route.epoch);
+        purchase = purchase.at_epoch(route.epoch);
         let (outcome, decider) = match decider(state, route) {
             Some(engine) => {
                 let Some(outcome) = engine_gate(state, engine, &purchase).await? else {
