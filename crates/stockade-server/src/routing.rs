@@ -51,14 +51,6 @@ impl Routing {
         self.routes.remove(sale);
     }
 
-    /// Every sale with a known route.
-    pub fn known(&self) -> Vec<(SaleId, Route)> {
-        self.routes
-            .iter()
-            .map(|e| (e.key().clone(), *e.value()))
-            .collect()
-    }
-
     /// Marks the sale as being rebuilt by this instance; false if it
     /// already was (one rebuild per sale per instance at a time).
     pub fn start_rebuild(&self, sale: &SaleId) -> bool {
