@@ -34,6 +34,16 @@ impl Epoch {
         self.0
     }
 
+    /// As a database BIGINT (epochs never come near 2^63).
+    pub fn as_i64(self) -> i64 {
+        i64::try_from(self.0).unwrap_or(i64::MAX)
+    }
+
+    /// From a database BIGINT; None for a negative value.
+    pub fn from_i64(value: i64) -> Option<Self> {
+        u64::try_from(value).ok().map(Self)
+    }
+
     /// The epoch after this one.
     pub const fn next(self) -> Self {
         Self(self.0 + 1)

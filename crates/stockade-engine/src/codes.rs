@@ -13,9 +13,8 @@ pub(crate) fn count(value: i64, what: &str, source: &str) -> Result<u32, EngineE
 
 /// An epoch the backend returned (never negative).
 pub(crate) fn epoch(value: i64, source: &str) -> Result<Epoch, EngineError> {
-    u64::try_from(value)
-        .map(Epoch::new)
-        .map_err(|_| EngineError::backend(format!("{source} returned the epoch {value}")))
+    Epoch::from_i64(value)
+        .ok_or_else(|| EngineError::backend(format!("{source} returned the epoch {value}")))
 }
 
 /// Purchase codes: 1 purchased (`value` = remaining), 2 sold out,

@@ -97,11 +97,6 @@ fn sql_error(error: sqlx::Error) -> EngineError {
     }
 }
 
-/// An epoch as a PostgreSQL bigint (epochs never come near 2^63).
-fn epoch_param(epoch: Epoch) -> i64 {
-    i64::try_from(epoch.get()).unwrap_or(i64::MAX)
-}
-
 fn to_u32(value: i32, what: &str) -> Result<u32, EngineError> {
     codes::count(value.into(), what, "PostgreSQL")
 }
@@ -195,7 +190,7 @@ impl Engine for PostgresEngine {
         .bind(purchase.idempotency_key().map(|k| k.as_str()))
         .bind(new_order.as_uuid())
         .bind(self.clock.now())
-        .bind(epoch_param(purchase.epoch()))
+        .bind(purchase.epoch().as_i64())
         .fetch_one(&self.pool)
         .await
         .map_err(sql_error)?;
@@ -218,7 +213,7 @@ impl Engine for PostgresEngine {
             sqlx::query_as("SELECT code, quantity, remaining FROM engine_release($1, $2, $3)")
                 .bind(sale.as_str())
                 .bind(order.as_uuid())
-                .bind(epoch_param(epoch))
+                .bind(epoch.as_i64())
                 .fetch_one(&self.pool)
                 .await
                 .map_err(sql_error)?;
@@ -364,7 +359,7 @@ impl Engine for PostgresEngine {
         .bind(spec.starts_at())
         .bind(spec.ends_at())
         .bind(spec.hold().map(|d| d.as_millis() as i64))
-        .bind(epoch_param(epoch))
+        .bind(epoch.as_i64())
         .execute(&mut *tx)
         .await
         .map_err(sql_error)?;

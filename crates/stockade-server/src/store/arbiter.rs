@@ -29,7 +29,9 @@ use stockade_core::{
 };
 
 use super::authority::Authority;
-use super::{OrderStore, SALE_COLUMNS, StoreError, StoreKind, VOID, corrupt, sale_from_row};
+use super::{
+    OrderStore, SALE_COLUMNS, StoreError, StoreKind, VOID, corrupt, epoch_of, sale_from_row,
+};
 
 /// The store's verdict on one order handed to [`OrderStore::commit`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -439,7 +441,7 @@ pub(super) fn sale_state_from_row(row: &AnyRow) -> Result<SaleState, StoreError>
     let sold: i64 = row.try_get("sold")?;
     Ok(SaleState {
         spec: sale_from_row(row)?,
-        epoch: Epoch::new(u64::try_from(epoch).map_err(|e| corrupt("epoch", e))?),
+        epoch: epoch_of(epoch)?,
         authority: authority.parse()?,
         sold: u32::try_from(sold).map_err(|e| corrupt("sold count", e))?,
     })
@@ -576,7 +578,7 @@ async fn insert_orders(
                 .bind(*status)
                 .bind(created)
                 .bind(created)
-                .bind(epoch_value(order.epoch));
+                .bind(order.epoch.as_i64());
         }
         query.execute(&mut **tx).await?;
     }
@@ -626,9 +628,4 @@ pub(super) async fn write_sold(
         .execute(&mut **tx)
         .await?;
     Ok(())
-}
-
-/// An epoch as a BIGINT (epochs never come near 2^63).
-pub(super) fn epoch_value(epoch: Epoch) -> i64 {
-    i64::try_from(epoch.get()).unwrap_or(i64::MAX)
 }

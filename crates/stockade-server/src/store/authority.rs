@@ -12,7 +12,7 @@ use std::str::FromStr;
 
 use stockade_core::{Epoch, SaleId};
 
-use super::arbiter::{epoch_value, sale_state_from_row};
+use super::arbiter::sale_state_from_row;
 use super::{OrderStore, SALE_COLUMNS, StoreError};
 
 /// Who decides a sale's purchases.
@@ -103,14 +103,14 @@ impl OrderStore {
         }
         let next = expected.next();
         sqlx::query("UPDATE sales SET epoch = $1, authority = $2 WHERE id = $3")
-            .bind(epoch_value(next))
+            .bind(next.as_i64())
             .bind(authority.as_str())
             .bind(sale.as_str())
             .execute(&mut *tx)
             .await?;
         sqlx::query("DELETE FROM pending_releases WHERE sale_id = $1 AND epoch < $2")
             .bind(sale.as_str())
-            .bind(epoch_value(next))
+            .bind(next.as_i64())
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;

@@ -295,6 +295,11 @@ fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::Failed(format!("the store holds an invalid {what}: {e}"))
 }
 
+/// An epoch read from a BIGINT column.
+fn epoch_of(value: i64) -> Result<Epoch, StoreError> {
+    Epoch::from_i64(value).ok_or_else(|| corrupt("epoch", value))
+}
+
 fn millis(ms: i64) -> Result<DateTime<Utc>, StoreError> {
     DateTime::from_timestamp_millis(ms).ok_or_else(|| corrupt("instant", ms))
 }
@@ -351,6 +356,6 @@ fn order_from_row_as(row: &AnyRow, status: OrderStatus) -> Result<Order, StoreEr
         idempotency_key: key.map(IdempotencyKey::new).transpose().map_err(invalid)?,
         status,
         created_at: millis(created)?,
-        epoch: Epoch::new(u64::try_from(epoch).map_err(|e| corrupt("epoch", e))?),
+        epoch: epoch_of(epoch)?,
     })
 }

@@ -11,9 +11,9 @@ use chrono::{DateTime, Utc};
 use sqlx::Row;
 use stockade_core::{Epoch, Order, OrderId, SaleId};
 
-use super::arbiter::{epoch_value, write_holdings, write_sold};
+use super::arbiter::{write_holdings, write_sold};
 use super::authority::Authority;
-use super::{OrderStore, StoreError, corrupt};
+use super::{OrderStore, StoreError, corrupt, epoch_of};
 
 /// The answer to cancelling an order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,7 +85,7 @@ impl OrderStore {
         .fetch_one(&mut *tx)
         .await?;
         let epoch: i64 = row.try_get("epoch")?;
-        let epoch = Epoch::new(u64::try_from(epoch).map_err(|e| corrupt("epoch", e))?);
+        let epoch = epoch_of(epoch)?;
         let authority: Authority = row.try_get::<String, _>("authority")?.parse()?;
         let sold: i64 = row.try_get("sold")?;
         let held: i64 = row.try_get("held")?;
@@ -104,7 +104,7 @@ impl OrderStore {
             )
             .bind(id.to_string())
             .bind(sale.as_str())
-            .bind(epoch_value(epoch))
+            .bind(epoch.as_i64())
             .bind(now.timestamp_millis())
             .execute(&mut *tx)
             .await?;
@@ -134,7 +134,7 @@ impl OrderStore {
             Ok(PendingRelease {
                 sale_id: SaleId::new(sale).map_err(|e| corrupt("release", e))?,
                 order_id: order.parse().map_err(|e| corrupt("release", e))?,
-                epoch: Epoch::new(u64::try_from(epoch).map_err(|e| corrupt("epoch", e))?),
+                epoch: epoch_of(epoch)?,
             })
         })
         .collect()
