@@ -242,24 +242,16 @@ impl OrderStore {
         let sale = purchase.sale_id();
         // The first look, without a lock.
         let mut conn = self.pool.acquire().await?;
-        if let Some(outcome) = look(&mut conn, purchase, now).await? {
+        if let Err(outcome) = look(&mut conn, purchase, now).await? {
             return Ok(outcome);
         }
         drop(conn);
         let mut tx = self.pool.begin().await?;
         self.lock_sales(&mut tx, &[sale]).await?;
-        if let Some(outcome) = look(&mut tx, purchase, now).await? {
-            return Ok(outcome);
-        }
-        let state = read_sales(&mut tx, &[sale])
-            .await?
-            .remove(sale)
-            .ok_or_else(|| StoreError::Failed(format!("sale {sale} vanished under its lock")))?;
-        let held = read_holdings(&mut tx, sale, &[purchase.user_id()])
-            .await?
-            .get(purchase.user_id())
-            .copied()
-            .unwrap_or(0);
+        let (state, held) = match look(&mut tx, purchase, now).await? {
+            Ok(fits) => fits,
+            Err(outcome) => return Ok(outcome),
+        };
         let order = Order::confirmed(purchase, order_id, now);
         let sold = state.sold + purchase.quantity();
         insert_orders(
@@ -366,19 +358,19 @@ fn judge(
     }
 }
 
-/// Every check of a store purchase, on whatever `conn` sees; None when the
-/// purchase fits.
+/// Every check of a store purchase, on whatever `conn` sees: the sale and
+/// the buyer's holding when the purchase fits, else the refusal.
 async fn look(
     conn: &mut sqlx::AnyConnection,
     purchase: &Purchase,
     now: DateTime<Utc>,
-) -> Result<Option<PurchaseOutcome>, StoreError> {
+) -> Result<Result<(SaleState, u32), PurchaseOutcome>, StoreError> {
     let sale = purchase.sale_id();
     let Some(state) = read_sales(conn, &[sale]).await?.remove(sale) else {
-        return Ok(Some(PurchaseOutcome::UnknownSale));
+        return Ok(Err(PurchaseOutcome::UnknownSale));
     };
     if state.epoch != purchase.epoch() {
-        return Ok(Some(PurchaseOutcome::WrongEpoch {
+        return Ok(Err(PurchaseOutcome::WrongEpoch {
             engine: state.epoch,
         }));
     }
@@ -387,11 +379,11 @@ async fn look(
             .await?
             .remove(&(purchase.user_id().clone(), key.clone()))
     {
-        return Ok(Some(PurchaseOutcome::Duplicate { order_id: original }));
+        return Ok(Err(PurchaseOutcome::Duplicate { order_id: original }));
     }
     match state.spec.window_at(now) {
-        Window::NotStarted => return Ok(Some(PurchaseOutcome::NotStarted)),
-        Window::Ended => return Ok(Some(PurchaseOutcome::Ended)),
+        Window::NotStarted => return Ok(Err(PurchaseOutcome::NotStarted)),
+        Window::Ended => return Ok(Err(PurchaseOutcome::Ended)),
         Window::Open => {}
     }
     let held = read_holdings(conn, sale, &[purchase.user_id()])
@@ -399,7 +391,10 @@ async fn look(
         .get(purchase.user_id())
         .copied()
         .unwrap_or(0);
-    Ok(refusal(&state, held, purchase.quantity()))
+    match refusal(&state, held, purchase.quantity()) {
+        Some(outcome) => Ok(Err(outcome)),
+        None => Ok(Ok((state, held))),
+    }
 }
 
 /// `$start, $start+1, …` for `count` parameters.
