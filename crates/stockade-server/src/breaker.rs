@@ -109,12 +109,7 @@ impl CircuitBreaker {
 
     /// Whether the circuit is open (or trying to close).
     pub fn is_open(&self) -> bool {
-        !self.is_closed()
-    }
-
-    /// Whether requests pass freely.
-    pub fn is_closed(&self) -> bool {
-        matches!(*self.state.lock(), State::Closed { .. })
+        !matches!(*self.state.lock(), State::Closed { .. })
     }
 }
 
@@ -167,7 +162,7 @@ mod tests {
             "a new trial after another cool-down"
         );
         breaker.succeeded();
-        assert!(breaker.is_closed());
+        assert!(!breaker.is_open());
     }
 
     #[test]

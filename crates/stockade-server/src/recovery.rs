@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use stockade_core::{Engine, EngineError, Epoch, ReleaseOutcome, SaleId};
+use stockade_core::{Engine, EngineError, Epoch, Order, ReleaseOutcome, SaleId};
 use stockade_engine::RedisEngine;
 use stockade_lock::{Lease, LockError};
 
@@ -125,7 +125,7 @@ async fn rebuild_locked(
     // close its outbox is final, and every entry decided under the current
     // epoch commits (other instances' in-flight orders included).
     engine.close(sale).await?;
-    drain_outbox(state, engine, sale).await?;
+    commit_outbox(state, engine, sale, |_| true).await?;
     let epoch = match store
         .advance_epoch(sale, current.epoch, Authority::Primary)
         .await?
@@ -163,23 +163,29 @@ async fn rebuild_locked(
     Ok(Rebuild::Rebuilt(epoch))
 }
 
-/// Commits every order in the sale's outbox (the store judges each one)
-/// and removes them from it.
-async fn drain_outbox(
+/// Commits the orders of the sale's outbox that `pick` selects (the store
+/// judges each one) and removes them from the outbox.
+async fn commit_outbox(
     state: &AppState,
     engine: &dyn Engine,
     sale: &SaleId,
-) -> Result<usize, RecoveryError> {
-    let leftovers = engine.outbox(sale).await?;
-    if leftovers.is_empty() {
-        return Ok(0);
+    pick: impl Fn(&Order) -> bool,
+) -> Result<(), RecoveryError> {
+    let picked: Vec<Order> = engine
+        .outbox(sale)
+        .await?
+        .into_iter()
+        .filter(|o| pick(o))
+        .collect();
+    if picked.is_empty() {
+        return Ok(());
     }
-    let verdicts = state.store().commit(&leftovers).await?;
-    crate::writer::log_voids(&leftovers, &verdicts);
-    let ids: Vec<_> = leftovers.iter().map(|o| o.id).collect();
+    let verdicts = state.store().commit(&picked).await?;
+    crate::writer::log_voids(&picked, &verdicts);
+    let ids: Vec<_> = picked.iter().map(|o| o.id).collect();
     engine.acknowledge(sale, &ids).await?;
-    tracing::info!(%sale, orders = ids.len(), "committed the orders left in the outbox");
-    Ok(ids.len())
+    tracing::info!(%sale, orders = ids.len(), "committed orders left in the outbox");
+    Ok(())
 }
 
 /// Rebuilds `sale` in the background (at most one rebuild per sale per
@@ -288,11 +294,8 @@ pub async fn apply_pending_releases(state: &AppState, only: Option<&SaleId>) {
 /// joining a running deployment disturbs nobody.
 pub async fn recover_at_start(state: &AppState) -> Result<usize, RecoveryError> {
     let mut rebuilt = 0;
-    for spec in state.store().sales().await? {
-        let sale = spec.id();
-        let Some(current) = state.store().sale_state(sale).await? else {
-            continue;
-        };
+    for current in state.store().sale_states(None).await? {
+        let sale = current.spec.id();
         let route = Route {
             epoch: current.epoch,
             authority: current.authority,
@@ -305,7 +308,7 @@ pub async fn recover_at_start(state: &AppState) -> Result<usize, RecoveryError> 
             continue;
         }
         if engine.epoch(sale).await? == Some(current.epoch) {
-            drain_outbox(state, engine.as_ref(), sale).await?;
+            commit_outbox(state, engine.as_ref(), sale, |_| true).await?;
             continue;
         }
         if let Rebuild::Rebuilt(_) = rebuild_sale(state, sale, current.epoch, "startup").await? {
@@ -377,7 +380,7 @@ async fn reconcile_once(
     let now = state.clock().now();
     // Orders accepted just before a sale ended may still be in an outbox.
     let margin = chrono::TimeDelta::from_std(grace * 10).unwrap_or_default();
-    for current in state.store().open_sales(now - margin).await? {
+    for current in state.store().sale_states(Some(now - margin)).await? {
         let sale = current.spec.id();
         let seen = state
             .routing()
@@ -396,7 +399,12 @@ async fn reconcile_once(
         if state.routing().is_rebuilding(sale) {
             continue;
         }
-        if let Err(error) = commit_stale_outbox(state, engine.as_ref(), sale, grace).await {
+        // Outbox entries older than the grace period that this process is
+        // not committing: orders of a process that died, or whose commit
+        // failed.
+        let cutoff = now - chrono::TimeDelta::from_std(grace).unwrap_or_default();
+        let stale = |o: &Order| o.created_at < cutoff && state.queue().in_flight(o.id).is_none();
+        if let Err(error) = commit_outbox(state, engine.as_ref(), sale, stale).await {
             tracing::warn!(%sale, %error, "committing stale outbox entries failed; retrying");
         }
         // The engine must never offer more than the store has left. Seen
@@ -419,30 +427,5 @@ async fn reconcile_once(
             }
         }
     }
-    Ok(())
-}
-
-/// Commits outbox entries older than the grace period that this process is
-/// not committing: orders of a process that died, or whose commit failed.
-async fn commit_stale_outbox(
-    state: &AppState,
-    engine: &dyn Engine,
-    sale: &SaleId,
-    grace: Duration,
-) -> Result<(), RecoveryError> {
-    let cutoff = state.clock().now() - chrono::TimeDelta::from_std(grace).unwrap_or_default();
-    let stale: Vec<_> = engine
-        .outbox(sale)
-        .await?
-        .into_iter()
-        .filter(|o| o.created_at < cutoff && state.queue().in_flight(o.id).is_none())
-        .collect();
-    if stale.is_empty() {
-        return Ok(());
-    }
-    tracing::info!(%sale, orders = stale.len(), "committing stale outbox entries");
-    let verdicts = state.store().commit(&stale).await?;
-    crate::writer::log_voids(&stale, &verdicts);
-    crate::writer::acknowledge(engine, &stale).await;
     Ok(())
 }

@@ -313,7 +313,7 @@ async fn the_reconciler_looks_only_at_open_sales() {
                 .unwrap();
         }
         let open: Vec<String> = store
-            .open_sales(now - chrono::TimeDelta::minutes(1))
+            .sale_states(Some(now - chrono::TimeDelta::minutes(1)))
             .await
             .unwrap()
             .into_iter()

@@ -236,7 +236,6 @@ async fn fresh_route(state: &AppState, sale: &SaleId) -> Result<Route, ApiError>
         epoch: current.epoch,
         authority: current.authority,
     };
-    state.routing().forget(sale);
     state.routing().learn(sale, route);
     Ok(route)
 }

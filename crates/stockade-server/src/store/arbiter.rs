@@ -279,18 +279,18 @@ impl OrderStore {
         Ok(read_sales(&mut conn, &[sale]).await?.remove(sale))
     }
 
-    /// The sales whose window has not ended before `ended_before` (sales
-    /// without an end are open), with their epochs: the ones the reconciler
-    /// looks after.
-    pub async fn open_sales(
+    /// Every sale with its epoch, authority and sold count; with
+    /// `ended_before`, only those whose window had not ended by then (sales
+    /// without an end are open): the ones the reconciler looks after.
+    pub async fn sale_states(
         &self,
-        ended_before: DateTime<Utc>,
+        ended_before: Option<DateTime<Utc>>,
     ) -> Result<Vec<SaleState>, StoreError> {
         sqlx::query(&format!(
             "SELECT {SALE_COLUMNS}, epoch, authority, sold FROM sales
-              WHERE ends_at_ms IS NULL OR ends_at_ms > $1 ORDER BY id"
+              WHERE $1 IS NULL OR ends_at_ms IS NULL OR ends_at_ms > $1 ORDER BY id"
         ))
-        .bind(ended_before.timestamp_millis())
+        .bind(ended_before.map(|t| t.timestamp_millis()))
         .fetch_all(&self.pool)
         .await?
         .iter()

@@ -197,16 +197,6 @@ impl OrderStore {
             .transpose()
     }
 
-    /// Every sale.
-    pub async fn sales(&self) -> Result<Vec<SaleSpec>, StoreError> {
-        sqlx::query(&format!("SELECT {SALE_COLUMNS} FROM sales ORDER BY id"))
-            .fetch_all(&self.pool)
-            .await?
-            .iter()
-            .map(sale_from_row)
-            .collect()
-    }
-
     /// One order.
     pub async fn order(&self, id: OrderId) -> Result<Option<Order>, StoreError> {
         sqlx::query(&format!(
