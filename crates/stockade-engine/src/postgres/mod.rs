@@ -71,6 +71,18 @@ impl PostgresEngine {
         Ok(Self { pool, clock })
     }
 
+    /// Runs `sql` (one `$1` = the sale id) that returns the sale's epoch
+    /// in one row, or no row for an unknown sale.
+    async fn sale_epoch(&self, sql: &str, sale: &SaleId) -> Result<Option<Epoch>, EngineError> {
+        let held: Option<(i64,)> = sqlx::query_as(sql)
+            .bind(sale.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(sql_error)?;
+        held.map(|(epoch,)| codes::epoch(epoch, "engine_sales"))
+            .transpose()
+    }
+
     /// The connection pool, for tools that inspect the engine's tables.
     pub fn pool(&self) -> &PgPool {
         &self.pool
@@ -221,28 +233,19 @@ impl Engine for PostgresEngine {
     }
 
     async fn epoch(&self, sale: &SaleId) -> Result<Option<Epoch>, EngineError> {
-        let held: Option<(i64,)> = sqlx::query_as("SELECT epoch FROM engine_sales WHERE id = $1")
-            .bind(sale.as_str())
-            .fetch_optional(&self.pool)
+        self.sale_epoch("SELECT epoch FROM engine_sales WHERE id = $1", sale)
             .await
-            .map_err(sql_error)?;
-        held.map(|(epoch,)| codes::epoch(epoch, "engine_sales"))
-            .transpose()
     }
 
     async fn close(&self, sale: &SaleId) -> Result<Option<Epoch>, EngineError> {
-        let held: Option<(i64,)> = sqlx::query_as(
+        self.sale_epoch(
             "UPDATE engine_sales s SET epoch = 0
                FROM (SELECT id, epoch FROM engine_sales WHERE id = $1 FOR UPDATE) old
               WHERE s.id = old.id
           RETURNING old.epoch",
+            sale,
         )
-        .bind(sale.as_str())
-        .fetch_optional(&self.pool)
         .await
-        .map_err(sql_error)?;
-        held.map(|(epoch,)| codes::epoch(epoch, "engine_sales"))
-            .transpose()
     }
 
     async fn snapshot(&self, sale: &SaleId) -> Result<Option<SaleSnapshot>, EngineError> {
