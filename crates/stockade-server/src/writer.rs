@@ -197,7 +197,7 @@ pub(crate) fn log_voids(orders: &[Order], verdicts: &[Verdict]) {
 
 /// Removes decided orders (committed or void) from the engine's outbox. A
 /// failure here only leaves entries the reconciler will find decided.
-pub(crate) async fn acknowledge(engine: &dyn Engine, orders: &[Order]) {
+async fn acknowledge(engine: &dyn Engine, orders: &[Order]) {
     let mut by_sale: HashMap<&SaleId, Vec<OrderId>> = HashMap::new();
     for order in orders {
         by_sale.entry(&order.sale_id).or_default().push(order.id);
