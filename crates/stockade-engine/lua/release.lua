@@ -1,7 +1,8 @@
--- Returns an order's items to stock and to its buyer's allowance, once, and
--- drops it from the outbox (a released order is never to be committed).
--- KEYS[1]  sale hash, KEYS[2] holdings hash, KEYS[3] orders hash,
--- KEYS[4]  outbox stream, KEYS[5] pending hash
+-- Returns an order's items to stock and to its buyer's allowance, once.
+-- The order's outbox entry is left alone: an entry carries a whole batch,
+-- and the engine's outbox read leaves released orders out (they are never
+-- to be committed).
+-- KEYS[1]  sale hash, KEYS[2] holdings hash, KEYS[3] orders hash
 -- ARGV[1]  order id, ARGV[2] the epoch the release was decided under
 -- Returns  {code, quantity, remaining}:
 --   1 released, 2 already released, 3 unknown order, 4 unknown sale,
@@ -19,11 +20,6 @@ if tonumber(sale[1]) + quantity > tonumber(sale[2]) then
   return redis.error_reply('stockade: releasing ' .. ARGV[1] .. ' would exceed the total stock')
 end
 redis.call('HSET', KEYS[3], ARGV[1], quantity .. ':r:' .. user)
-local entry = redis.call('HGET', KEYS[5], ARGV[1])
-if entry then
-  redis.call('XDEL', KEYS[4], entry)
-  redis.call('HDEL', KEYS[5], ARGV[1])
-end
 if redis.call('HINCRBY', KEYS[2], user, -quantity) <= 0 then
   redis.call('HDEL', KEYS[2], user)
 end

@@ -27,6 +27,7 @@
 //! - [`postgres`]: the PostgreSQL engine and its migrations
 //!   (`migrations/postgres/`).
 
+mod batching;
 mod codes;
 pub mod memory;
 pub mod postgres;

@@ -5,7 +5,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use redis::streams::StreamId;
 use stockade_core::{
-    EngineError, Epoch, IdempotencyKey, Order, OrderId, OrderStatus, SaleId, SaleSpec, UserId,
+    EngineError, Epoch, IdempotencyKey, Order, OrderStatus, SaleId, SaleSpec, UserId,
 };
 
 /// The spec as stored: total, limit, starts, ends, hold (ms; '' when unset).
@@ -68,8 +68,18 @@ pub(super) fn key_field(user: &UserId, key: &IdempotencyKey) -> String {
     format!("{user}\n{key}")
 }
 
-/// Reads an order back from its outbox stream entry (see purchase.lua).
-pub(super) fn order_from_entry(sale: &SaleId, entry: &StreamId) -> Result<Order, EngineError> {
+/// Reads the orders of one outbox stream entry, oldest first.
+///
+/// An entry is written by purchase.lua for a whole batch: `epoch`, `at`
+/// (ms), and one field per accepted order, order id → `user id \n quantity
+/// \n idempotency key`. Entries of the one-order-per-entry layout written
+/// before batching (`order_id`, `user_id`, `quantity`, `idempotency_key`,
+/// `created_at_ms`, `epoch`) are still read, so an upgrade never strands an
+/// order in the outbox.
+pub(super) fn orders_from_entry(
+    sale: &SaleId,
+    entry: &StreamId,
+) -> Result<Vec<Order>, EngineError> {
     let corrupt = |what: &str| {
         EngineError::backend(format!(
             "outbox entry {} of sale {sale} has a malformed {what}",
@@ -79,32 +89,54 @@ pub(super) fn order_from_entry(sale: &SaleId, entry: &StreamId) -> Result<Order,
     let text = |field: &str| -> Result<String, EngineError> {
         entry.get::<String>(field).ok_or_else(|| corrupt(field))
     };
-    let id: OrderId = text("order_id")?.parse().map_err(|_| corrupt("order_id"))?;
-    let user_id = UserId::new(text("user_id")?).map_err(|_| corrupt("user_id"))?;
-    let quantity: u32 = text("quantity")?.parse().map_err(|_| corrupt("quantity"))?;
-    let key = text("idempotency_key")?;
-    let idempotency_key = if key.is_empty() {
-        None
-    } else {
-        Some(IdempotencyKey::new(key).map_err(|_| corrupt("idempotency_key"))?)
+    let epoch = Epoch::new(text("epoch")?.parse().map_err(|_| corrupt("epoch"))?);
+    let order = |id: &str, user: &str, quantity: &str, key: &str, created_ms: &str| {
+        let created_ms: i64 = created_ms.parse().map_err(|_| corrupt("creation time"))?;
+        Ok(Order {
+            id: id.parse().map_err(|_| corrupt("order id"))?,
+            sale_id: sale.clone(),
+            user_id: UserId::new(user).map_err(|_| corrupt("user id"))?,
+            quantity: quantity.parse().map_err(|_| corrupt("quantity"))?,
+            idempotency_key: if key.is_empty() {
+                None
+            } else {
+                Some(IdempotencyKey::new(key).map_err(|_| corrupt("idempotency key"))?)
+            },
+            // Payment holds are not implemented yet.
+            status: OrderStatus::Confirmed,
+            created_at: DateTime::from_timestamp_millis(created_ms)
+                .ok_or_else(|| corrupt("creation time"))?,
+            epoch,
+        })
     };
-    let created_ms: i64 = text("created_at_ms")?
-        .parse()
-        .map_err(|_| corrupt("created_at_ms"))?;
-    let created_at =
-        DateTime::from_timestamp_millis(created_ms).ok_or_else(|| corrupt("created_at_ms"))?;
-    let epoch: u64 = text("epoch")?.parse().map_err(|_| corrupt("epoch"))?;
-    Ok(Order {
-        id,
-        sale_id: sale.clone(),
-        user_id,
-        quantity,
-        idempotency_key,
-        // Payment holds are not implemented yet.
-        status: OrderStatus::Confirmed,
-        created_at,
-        epoch: Epoch::new(epoch),
-    })
+    if entry.map.contains_key("order_id") {
+        return Ok(vec![order(
+            &text("order_id")?,
+            &text("user_id")?,
+            &text("quantity")?,
+            &text("idempotency_key")?,
+            &text("created_at_ms")?,
+        )?]);
+    }
+    let at = text("at")?;
+    let mut orders = entry
+        .map
+        .keys()
+        .filter(|field| !matches!(field.as_str(), "epoch" | "at"))
+        .map(|id| {
+            let value = text(id)?;
+            let mut parts = value.splitn(3, '\n');
+            let (Some(user), Some(quantity), Some(key)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
+                return Err(corrupt("order record"));
+            };
+            order(id, user, quantity, key, &at)
+        })
+        .collect::<Result<Vec<Order>, EngineError>>()?;
+    // Order ids are time-ordered (UUIDv7, made as each request arrived).
+    orders.sort_by_key(|order| order.id);
+    Ok(orders)
 }
 
 #[cfg(test)]

@@ -18,12 +18,9 @@ pub struct SaleKeys {
     pub keys: String,
     /// Hash: order id → `quantity:state:user id` (state `l` live, `r` released).
     pub orders: String,
-    /// Stream: the outbox, one entry per accepted order not yet
-    /// acknowledged as committed to the store.
+    /// Stream: the outbox, one entry per purchase batch that accepted an
+    /// order, until every order in it is decided in the store.
     pub outbox: String,
-    /// Hash: order id → its outbox entry id, so entries can be removed by
-    /// order.
-    pub pending: String,
 }
 
 impl SaleKeys {
@@ -36,7 +33,6 @@ impl SaleKeys {
             keys: format!("{base}:keys"),
             orders: format!("{base}:orders"),
             outbox: format!("{base}:outbox"),
-            pending: format!("{base}:pending"),
         }
     }
 }
@@ -54,7 +50,6 @@ mod tests {
             &keys.keys,
             &keys.orders,
             &keys.outbox,
-            &keys.pending,
         ] {
             assert!(key.starts_with("stockade:{drop-1}:"), "{key}");
         }

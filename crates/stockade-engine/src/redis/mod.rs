@@ -2,6 +2,11 @@
 //! `lua/*.lua`), invoked with EVALSHA and reloaded transparently after
 //! `SCRIPT FLUSH` or a restart.
 //!
+//! Purchases are micro-batched ([`crate::batching`]): the purchases of one
+//! sale that arrive while its script call is in flight go together in the
+//! next call, which decides each in arrival order and writes one outbox
+//! entry for the batch. An idle sale's purchase is sent at once.
+//!
 //! All requests share one multiplexed connection. Time comes from the
 //! engine's clock and is passed to the scripts, so every instance of the
 //! service judges windows by its own clock (keep clocks in sync with NTP).
@@ -9,6 +14,7 @@
 mod codec;
 mod connection;
 pub mod keys;
+mod outbox;
 mod scripts;
 
 use std::sync::Arc;
@@ -18,22 +24,29 @@ use async_trait::async_trait;
 use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use stockade_core::{
-    Clock, CreateOutcome, Engine, EngineError, Epoch, Order, OrderId, Purchase, PurchaseOutcome,
-    RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
+    Clock, CreateOutcome, Engine, EngineError, Epoch, IdempotencyKey, Order, OrderId, Purchase,
+    PurchaseOutcome, RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
 };
 
+use crate::batching::{BatchRunner, Batcher};
 use crate::codes;
 use connection::SharedConnection;
 pub use keys::SaleKeys;
+use outbox::OutboxIndex;
 use scripts::{
-    ACKNOWLEDGE, CLOSE, CREATE_SALE, PURCHASE, REBUILD_BEGIN, REBUILD_CHUNK, REBUILD_FINISH,
-    RELEASE, redis_error,
+    CLOSE, CREATE_SALE, PURCHASE, REBUILD_BEGIN, REBUILD_CHUNK, REBUILD_FINISH, RELEASE,
+    redis_error,
 };
 
 /// At most this many entries (holdings, keys, orders) per rebuild script
 /// call, so rebuilding a sale with millions of orders never blocks Redis
 /// for long.
 pub const REBUILD_CHUNK_ENTRIES: usize = 2_000;
+
+/// The default bound on purchases per script call: large enough that a
+/// crowd's per-call cost is spread thin, small enough that one call stays
+/// well under a millisecond of Redis time.
+pub const DEFAULT_MAX_BATCH: usize = 256;
 
 /// How to reach Redis.
 #[derive(Debug, Clone)]
@@ -49,6 +62,9 @@ pub struct RedisEngineConfig {
     pub response_timeout: Duration,
     /// How long to wait for a connection to be established.
     pub connection_timeout: Duration,
+    /// At most this many purchases of one sale per script call
+    /// ([`DEFAULT_MAX_BATCH`]); 1 turns batching off.
+    pub max_batch: usize,
 }
 
 impl RedisEngineConfig {
@@ -60,6 +76,7 @@ impl RedisEngineConfig {
             key_prefix: "stockade:".to_owned(),
             response_timeout: Duration::from_secs(2),
             connection_timeout: Duration::from_secs(2),
+            max_batch: DEFAULT_MAX_BATCH,
         }
     }
 
@@ -77,6 +94,12 @@ impl RedisEngineConfig {
         self.key_prefix = prefix.into();
         self
     }
+
+    /// Sets the bound on purchases per script call (1 turns batching off).
+    pub fn max_batch(mut self, max_batch: usize) -> Self {
+        self.max_batch = max_batch;
+        self
+    }
 }
 
 /// Sales held in Redis.
@@ -84,6 +107,111 @@ pub struct RedisEngine {
     connection: SharedConnection,
     key_prefix: String,
     clock: Arc<dyn Clock>,
+    purchases: Batcher<(SaleId, Epoch), BatchedPurchase, PurchaseOutcome>,
+    purchase_script: Arc<PurchaseScript>,
+    outbox_index: Arc<OutboxIndex>,
+}
+
+/// One purchase waiting for its batch; the order id is made on arrival, so
+/// ids (UUIDv7) follow arrival order.
+struct BatchedPurchase {
+    user: UserId,
+    quantity: u32,
+    key: Option<IdempotencyKey>,
+    order_id: OrderId,
+}
+
+/// Runs purchase.lua for a batch of one sale under one epoch.
+struct PurchaseScript {
+    connection: SharedConnection,
+    key_prefix: String,
+    clock: Arc<dyn Clock>,
+    outbox_index: Arc<OutboxIndex>,
+}
+
+impl BatchRunner<(SaleId, Epoch), BatchedPurchase, PurchaseOutcome> for PurchaseScript {
+    async fn run(
+        &self,
+        (sale, epoch): &(SaleId, Epoch),
+        purchases: Vec<BatchedPurchase>,
+    ) -> Result<Vec<PurchaseOutcome>, EngineError> {
+        let keys = SaleKeys::new(&self.key_prefix, sale);
+        let mut invocation = PURCHASE.prepare_invoke();
+        invocation
+            .key(&keys.sale)
+            .key(&keys.holdings)
+            .key(&keys.keys)
+            .key(&keys.orders)
+            .key(&keys.outbox)
+            .arg(self.clock.now().timestamp_millis())
+            .arg(purchases.len())
+            .arg(epoch.get());
+        for purchase in &purchases {
+            invocation
+                .arg(purchase.user.as_str())
+                .arg(purchase.quantity)
+                .arg(purchase.key.as_ref().map_or("", |k| k.as_str()))
+                .arg(purchase.order_id.to_string());
+        }
+        let reply: Vec<redis::Value> = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)?;
+        let malformed =
+            || EngineError::backend(format!("purchase.lua gave a malformed reply: {reply:?}"));
+        let (entry, answers) = reply.split_first().ok_or_else(malformed)?;
+        if answers.len() != 2 * purchases.len() {
+            return Err(malformed());
+        }
+        let outcomes = purchases
+            .iter()
+            .zip(answers.chunks_exact(2))
+            .map(|(purchase, answer)| {
+                let code = reply_int(&answer[0]).ok_or_else(malformed)?;
+                if code == 5 {
+                    let original = reply_text(&answer[1])
+                        .and_then(|id| id.parse().ok())
+                        .ok_or_else(malformed)?;
+                    return codes::purchase(
+                        5,
+                        0,
+                        Some(original),
+                        purchase.order_id,
+                        "purchase.lua",
+                    );
+                }
+                let value = reply_int(&answer[1]).ok_or_else(malformed)?;
+                codes::purchase(code, value, None, purchase.order_id, "purchase.lua")
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let accepted: Vec<OrderId> = outcomes
+            .iter()
+            .filter_map(|outcome| match outcome {
+                PurchaseOutcome::Purchased { order_id, .. } => Some(*order_id),
+                _ => None,
+            })
+            .collect();
+        if !accepted.is_empty() {
+            let entry = reply_text(entry).ok_or_else(malformed)?;
+            self.outbox_index.record(sale, &entry, &accepted);
+        }
+        Ok(outcomes)
+    }
+}
+
+fn reply_int(value: &redis::Value) -> Option<i64> {
+    match value {
+        redis::Value::Int(n) => Some(*n),
+        _ => None,
+    }
+}
+
+fn reply_text(value: &redis::Value) -> Option<String> {
+    match value {
+        redis::Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+        redis::Value::SimpleString(text) => Some(text.clone()),
+        _ => None,
+    }
 }
 
 impl std::fmt::Debug for RedisEngine {
@@ -128,7 +256,16 @@ impl RedisEngine {
                     .map_err(redis_error)?,
             )
         };
+        let outbox_index = Arc::new(OutboxIndex::default());
         Ok(Self {
+            purchase_script: Arc::new(PurchaseScript {
+                connection: connection.clone(),
+                key_prefix: config.key_prefix.clone(),
+                clock: Arc::clone(&clock),
+                outbox_index: Arc::clone(&outbox_index),
+            }),
+            purchases: Batcher::new(config.max_batch),
+            outbox_index,
             connection,
             key_prefix: config.key_prefix.clone(),
             clock,
@@ -153,10 +290,6 @@ impl RedisEngine {
             .map_err(redis_error)?;
         info.get::<String>("run_id")
             .ok_or_else(|| EngineError::backend("INFO server has no run_id"))
-    }
-
-    fn now_ms(&self) -> i64 {
-        self.clock.now().timestamp_millis()
     }
 }
 
@@ -190,32 +323,19 @@ impl Engine for RedisEngine {
     }
 
     async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError> {
-        let keys = self.keys(purchase.sale_id());
-        let order_id = OrderId::generate();
-        let mut invocation = PURCHASE.prepare_invoke();
-        invocation
-            .key(&keys.sale)
-            .key(&keys.holdings)
-            .key(&keys.keys)
-            .key(&keys.orders)
-            .key(&keys.outbox)
-            .key(&keys.pending)
-            .arg(purchase.user_id().as_str())
-            .arg(purchase.quantity())
-            .arg(purchase.idempotency_key().map_or("", |k| k.as_str()))
-            .arg(order_id.to_string())
-            .arg(self.now_ms())
-            .arg(purchase.epoch().get());
-        let (code, number, text): (i64, i64, String) = invocation
-            .invoke_async(&mut self.connection.clone())
-            .await
-            .map_err(redis_error)?;
-        let original = if code == 5 {
-            Some(text.parse().map_err(EngineError::backend)?)
-        } else {
-            None
+        let batched = BatchedPurchase {
+            user: purchase.user_id().clone(),
+            quantity: purchase.quantity(),
+            key: purchase.idempotency_key().cloned(),
+            order_id: OrderId::generate(),
         };
-        codes::purchase(code, number, original, order_id, "purchase.lua")
+        self.purchases
+            .submit(
+                (purchase.sale_id().clone(), purchase.epoch()),
+                batched,
+                &self.purchase_script,
+            )
+            .await
     }
 
     async fn release(
@@ -230,8 +350,6 @@ impl Engine for RedisEngine {
             .key(&keys.sale)
             .key(&keys.holdings)
             .key(&keys.orders)
-            .key(&keys.outbox)
-            .key(&keys.pending)
             .arg(order.to_string())
             .arg(epoch.get());
         let (code, quantity, remaining): (i64, i64, i64) = invocation
@@ -298,31 +416,59 @@ impl Engine for RedisEngine {
     }
 
     async fn outbox(&self, sale: &SaleId) -> Result<Vec<Order>, EngineError> {
+        let keys = self.keys(sale);
         let entries: redis::streams::StreamRangeReply = self
             .connection
             .clone()
-            .xrange_all(self.keys(sale).outbox)
+            .xrange_all(&keys.outbox)
             .await
             .map_err(redis_error)?;
-        entries
-            .ids
+        let mut orders = Vec::new();
+        for entry in &entries.ids {
+            let carried = codec::orders_from_entry(sale, entry)?;
+            let ids: Vec<OrderId> = carried.iter().map(|order| order.id).collect();
+            self.outbox_index.record(sale, &entry.id, &ids);
+            // Orders of the entry this process acknowledged already are
+            // decided: leave them out.
+            orders.extend(
+                carried
+                    .into_iter()
+                    .filter(|order| self.outbox_index.is_undecided(sale, &entry.id, &order.id)),
+            );
+        }
+        if orders.is_empty() {
+            return Ok(orders);
+        }
+        // Released orders are never to be committed: leave them out, and
+        // count them decided so their entries can go.
+        let records: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(&keys.orders)
+            .arg(orders.iter().map(|o| o.id.to_string()).collect::<Vec<_>>())
+            .query_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)?;
+        let released: Vec<OrderId> = orders
             .iter()
-            .map(|entry| codec::order_from_entry(sale, entry))
-            .collect()
+            .zip(&records)
+            .filter(|(_, record)| record.as_deref().is_some_and(is_released))
+            .map(|(order, _)| order.id)
+            .collect();
+        if !released.is_empty() {
+            self.acknowledge(sale, &released).await?;
+            orders.retain(|order| !released.contains(&order.id));
+        }
+        Ok(orders)
     }
 
     async fn acknowledge(&self, sale: &SaleId, orders: &[OrderId]) -> Result<(), EngineError> {
-        if orders.is_empty() {
+        let finished = self.outbox_index.settle(sale, orders);
+        if finished.is_empty() {
             return Ok(());
         }
-        let keys = self.keys(sale);
-        let mut invocation = ACKNOWLEDGE.prepare_invoke();
-        invocation.key(&keys.outbox).key(&keys.pending);
-        for order in orders {
-            invocation.arg(order.to_string());
-        }
-        let _removed: i64 = invocation
-            .invoke_async(&mut self.connection.clone())
+        let _removed: i64 = self
+            .connection
+            .clone()
+            .xdel(self.keys(sale).outbox, &finished)
             .await
             .map_err(redis_error)?;
         Ok(())
@@ -343,13 +489,14 @@ impl Engine for RedisEngine {
             .key(&keys.keys)
             .key(&keys.orders)
             .key(&keys.outbox)
-            .key(&keys.pending)
             .arg(epoch.get());
         for field in codec::spec_fields(spec) {
             begin.arg(field);
         }
         self.rebuild_step(begin, spec, epoch, "rebuild_begin.lua")
             .await?;
+        // The outbox was replaced with an empty one.
+        self.outbox_index.forget(spec.id());
         // The state goes in bounded chunks: holdings, then keys, then orders.
         let holdings: Vec<_> = plan.holdings.iter().collect();
         let order_records: Vec<(String, String)> = plan
@@ -411,6 +558,11 @@ impl Engine for RedisEngine {
             self.clock.now(),
         ))
     }
+}
+
+/// Whether an orders-hash record (`quantity:state:user`) is released.
+fn is_released(record: &str) -> bool {
+    record.split(':').nth(1) == Some("r")
 }
 
 impl RedisEngine {

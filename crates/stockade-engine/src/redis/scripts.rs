@@ -15,8 +15,6 @@ pub(super) static PURCHASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/purchase.lua")));
 pub(super) static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/release.lua")));
-pub(super) static ACKNOWLEDGE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/acknowledge.lua")));
 pub(super) static CLOSE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/close.lua")));
 pub(super) static REBUILD_BEGIN: LazyLock<Script> =

@@ -1,0 +1,134 @@
+//! Which outbox entry holds which order, as this process knows it.
+//!
+//! A purchase batch appends ONE stream entry carrying all its accepted
+//! orders, so acknowledging an order cannot delete "its" entry: the entry
+//! goes only once every order in it is decided (committed or void in the
+//! store) or released. Keeping that count in Redis would cost a write per
+//! order; it lives here instead, filled by the batches this process sent
+//! and by every outbox read (recovery reads the outbox before it
+//! acknowledges what it found, so the entries it acknowledges are known).
+//!
+//! Losing this index (a crash) loses nothing: the entries stay in the
+//! stream until some instance's recovery reads, commits and acknowledges
+//! them. Acknowledging an order twice is harmless: its first
+//! acknowledgement takes it out of the index.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use stockade_core::{OrderId, SaleId};
+
+#[derive(Default)]
+struct SaleEntries {
+    entry_of: HashMap<OrderId, Arc<str>>,
+    undecided: HashMap<Arc<str>, usize>,
+}
+
+/// Outbox entries with orders still undecided, per sale.
+#[derive(Default)]
+pub(super) struct OutboxIndex {
+    sales: DashMap<SaleId, SaleEntries>,
+}
+
+impl OutboxIndex {
+    /// Remembers that `entry` carries `orders`, unless the entry is known
+    /// already (its count then reflects acknowledgements made since).
+    pub(super) fn record(&self, sale: &SaleId, entry: &str, orders: &[OrderId]) {
+        let mut sale = self.sales.entry(sale.clone()).or_default();
+        if orders.is_empty() || sale.undecided.contains_key(entry) {
+            return;
+        }
+        let entry: Arc<str> = Arc::from(entry);
+        sale.undecided.insert(Arc::clone(&entry), orders.len());
+        for order in orders {
+            sale.entry_of.insert(*order, Arc::clone(&entry));
+        }
+    }
+
+    /// Whether `order` is known here as carried by `entry` and still
+    /// undecided. False for an order of an entry this process knows that
+    /// was acknowledged already (the outbox read leaves it out).
+    pub(super) fn is_undecided(&self, sale: &SaleId, entry: &str, order: &OrderId) -> bool {
+        self.sales.get(sale).is_some_and(|entries| {
+            entries
+                .entry_of
+                .get(order)
+                .is_some_and(|known| &**known == entry)
+        })
+    }
+
+    /// Marks `orders` decided and returns the entries that no longer carry
+    /// an undecided order (to be deleted from the stream). Unknown orders
+    /// (acknowledged already, or never seen here) are ignored.
+    pub(super) fn settle(&self, sale: &SaleId, orders: &[OrderId]) -> Vec<String> {
+        let Some(mut sale_entries) = self.sales.get_mut(sale) else {
+            return Vec::new();
+        };
+        let mut finished = Vec::new();
+        for order in orders {
+            let Some(entry) = sale_entries.entry_of.remove(order) else {
+                continue;
+            };
+            let left = sale_entries
+                .undecided
+                .get_mut(&entry)
+                .map(|count| {
+                    *count -= 1;
+                    *count
+                })
+                .unwrap_or(0);
+            if left == 0 {
+                sale_entries.undecided.remove(&entry);
+                finished.push(entry.to_string());
+            }
+        }
+        let empty = sale_entries.undecided.is_empty();
+        drop(sale_entries);
+        if empty {
+            self.sales
+                .remove_if(sale, |_, entries| entries.undecided.is_empty());
+        }
+        finished
+    }
+
+    /// Forgets a sale's entries (its outbox was replaced by a rebuild).
+    pub(super) fn forget(&self, sale: &SaleId) {
+        self.sales.remove(sale);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_finishes_when_its_last_order_is_settled_once() {
+        let index = OutboxIndex::default();
+        let sale = SaleId::new("s").unwrap();
+        let [a, b, c] = [(); 3].map(|()| OrderId::generate());
+        index.record(&sale, "1-0", &[a, b]);
+        index.record(&sale, "2-0", &[c]);
+        assert!(
+            index.settle(&sale, &[a, a]).is_empty(),
+            "a twice counts once"
+        );
+        assert!(!index.is_undecided(&sale, "1-0", &a));
+        assert!(index.is_undecided(&sale, "1-0", &b));
+        // Recording a known entry again (an outbox read) keeps its count.
+        index.record(&sale, "1-0", &[a, b]);
+        assert_eq!(index.settle(&sale, &[b, c]), vec!["1-0", "2-0"]);
+        assert!(index.settle(&sale, &[a, b, c]).is_empty());
+        assert!(index.sales.is_empty());
+    }
+
+    #[test]
+    fn forgetting_a_sale_drops_its_entries() {
+        let index = OutboxIndex::default();
+        let sale = SaleId::new("s").unwrap();
+        let a = OrderId::generate();
+        index.record(&sale, "1-0", &[a]);
+        index.forget(&sale);
+        assert!(index.settle(&sale, &[a]).is_empty());
+    }
+}
