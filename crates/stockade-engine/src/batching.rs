@@ -19,8 +19,29 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 use parking_lot::Mutex;
-use stockade_core::EngineError;
+use stockade_core::{EngineError, IdempotencyKey, OrderId, Purchase, UserId};
 use tokio::sync::oneshot;
+
+/// One purchase waiting for its batch (the sale and epoch are the batch's
+/// key). The order id is made on arrival, so ids (UUIDv7) follow arrival
+/// order.
+pub(crate) struct BatchedPurchase {
+    pub(crate) user: UserId,
+    pub(crate) quantity: u32,
+    pub(crate) key: Option<IdempotencyKey>,
+    pub(crate) order_id: OrderId,
+}
+
+impl BatchedPurchase {
+    pub(crate) fn new(purchase: &Purchase) -> Self {
+        Self {
+            user: purchase.user_id().clone(),
+            quantity: purchase.quantity(),
+            key: purchase.idempotency_key().cloned(),
+            order_id: OrderId::generate(),
+        }
+    }
+}
 
 /// Runs one batch: one answer per request, in the same order.
 pub(crate) trait BatchRunner<Key, Request, Answer>: Send + Sync + 'static {

@@ -11,8 +11,13 @@
 //! row lock, no transaction id, no WAL flush. Only a purchase that looks
 //! possible takes the lock, and every check is repeated under it.
 //!
-//! It is the fallback engine while Redis is unavailable, and the baseline
-//! of the benchmarks.
+//! Purchases of one sale that queue behind a call in flight are decided
+//! together by `engine_purchase_batch` ([`crate::batching`]): the same
+//! `engine_purchase` for each, in arrival order, in one transaction, so a
+//! crowd's orders share commits instead of paying a WAL flush each.
+//!
+//! It is the baseline of the benchmarks and a library engine for
+//! deployments without Redis.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +32,11 @@ use stockade_core::{
 };
 use uuid::Uuid;
 
+use crate::batching::{BatchRunner, BatchedPurchase, Batcher};
 use crate::codes;
+
+/// At most this many purchases of one sale per `engine_purchase_batch` call.
+const MAX_BATCH: usize = 256;
 
 /// The engine's schema migrations (tables `engine_sales`, `engine_orders`
 /// and the functions `engine_purchase`, `engine_release`).
@@ -40,10 +49,72 @@ pub fn migrator() -> sqlx::migrate::Migrator {
 }
 
 /// Sales held in PostgreSQL.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PostgresEngine {
     pool: PgPool,
     clock: Arc<dyn Clock>,
+    purchases: Arc<Batcher<(SaleId, Epoch), BatchedPurchase, PurchaseOutcome>>,
+    purchase_function: Arc<PurchaseFunction>,
+}
+
+impl std::fmt::Debug for PostgresEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresEngine")
+            .field("pool", &self.pool)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Calls `engine_purchase_batch` for a batch of one sale under one epoch.
+struct PurchaseFunction {
+    pool: PgPool,
+    clock: Arc<dyn Clock>,
+}
+
+impl BatchRunner<(SaleId, Epoch), BatchedPurchase, PurchaseOutcome> for PurchaseFunction {
+    async fn run(
+        &self,
+        (sale, epoch): &(SaleId, Epoch),
+        purchases: Vec<BatchedPurchase>,
+    ) -> Result<Vec<PurchaseOutcome>, EngineError> {
+        let users: Vec<&str> = purchases.iter().map(|p| p.user.as_str()).collect();
+        let quantities: Vec<i32> = purchases
+            .iter()
+            .map(|p| i32::try_from(p.quantity).unwrap_or(i32::MAX))
+            .collect();
+        let keys: Vec<Option<&str>> = purchases
+            .iter()
+            .map(|p| p.key.as_ref().map(|k| k.as_str()))
+            .collect();
+        let orders: Vec<Uuid> = purchases.iter().map(|p| p.order_id.as_uuid()).collect();
+        let rows: Vec<(i32, i64, Option<Uuid>)> = sqlx::query_as(
+            "SELECT code, value, order_id \
+               FROM engine_purchase_batch($1, $2, $3, $4, $5, $6, $7) WITH ORDINALITY \
+              ORDER BY ordinality",
+        )
+        .bind(sale.as_str())
+        .bind(epoch.as_i64())
+        .bind(self.clock.now())
+        .bind(&users)
+        .bind(&quantities)
+        .bind(&keys)
+        .bind(&orders)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(sql_error)?;
+        rows.into_iter()
+            .zip(&purchases)
+            .map(|((code, value, original), purchase)| {
+                codes::purchase(
+                    code.into(),
+                    value,
+                    original.map(OrderId::from_uuid),
+                    purchase.order_id,
+                    "engine_purchase_batch",
+                )
+            })
+            .collect()
+    }
 }
 
 impl PostgresEngine {
@@ -68,7 +139,15 @@ impl PostgresEngine {
             .run(&pool)
             .await
             .map_err(|e| EngineError::backend(format!("running engine migrations: {e}")))?;
-        Ok(Self { pool, clock })
+        Ok(Self {
+            purchase_function: Arc::new(PurchaseFunction {
+                pool: pool.clone(),
+                clock: Arc::clone(&clock),
+            }),
+            purchases: Arc::new(Batcher::new(MAX_BATCH)),
+            pool,
+            clock,
+        })
     }
 
     /// Runs `sql` (one `$1` = the sale id) that returns the sale's epoch
@@ -192,27 +271,13 @@ impl Engine for PostgresEngine {
     }
 
     async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError> {
-        let new_order = OrderId::generate();
-        let (code, value, order_id): (i32, i64, Option<Uuid>) = sqlx::query_as(
-            "SELECT code, value, order_id FROM engine_purchase($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(purchase.sale_id().as_str())
-        .bind(purchase.user_id().as_str())
-        .bind(purchase.quantity() as i32)
-        .bind(purchase.idempotency_key().map(|k| k.as_str()))
-        .bind(new_order.as_uuid())
-        .bind(self.clock.now())
-        .bind(purchase.epoch().as_i64())
-        .fetch_one(&self.pool)
-        .await
-        .map_err(sql_error)?;
-        codes::purchase(
-            code.into(),
-            value,
-            order_id.map(OrderId::from_uuid),
-            new_order,
-            "engine_purchase",
-        )
+        self.purchases
+            .submit(
+                (purchase.sale_id().clone(), purchase.epoch()),
+                BatchedPurchase::new(purchase),
+                &self.purchase_function,
+            )
+            .await
     }
 
     async fn release(

@@ -24,11 +24,11 @@ use async_trait::async_trait;
 use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use stockade_core::{
-    Clock, CreateOutcome, Engine, EngineError, Epoch, IdempotencyKey, Order, OrderId, Purchase,
-    PurchaseOutcome, RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
+    Clock, CreateOutcome, Engine, EngineError, Epoch, Order, OrderId, Purchase, PurchaseOutcome,
+    RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
 };
 
-use crate::batching::{BatchRunner, Batcher};
+use crate::batching::{BatchRunner, BatchedPurchase, Batcher};
 use crate::codes;
 use connection::SharedConnection;
 pub use keys::SaleKeys;
@@ -110,15 +110,6 @@ pub struct RedisEngine {
     purchases: Batcher<(SaleId, Epoch), BatchedPurchase, PurchaseOutcome>,
     purchase_script: Arc<PurchaseScript>,
     outbox_index: Arc<OutboxIndex>,
-}
-
-/// One purchase waiting for its batch; the order id is made on arrival, so
-/// ids (UUIDv7) follow arrival order.
-struct BatchedPurchase {
-    user: UserId,
-    quantity: u32,
-    key: Option<IdempotencyKey>,
-    order_id: OrderId,
 }
 
 /// Runs purchase.lua for a batch of one sale under one epoch.
@@ -323,16 +314,10 @@ impl Engine for RedisEngine {
     }
 
     async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError> {
-        let batched = BatchedPurchase {
-            user: purchase.user_id().clone(),
-            quantity: purchase.quantity(),
-            key: purchase.idempotency_key().cloned(),
-            order_id: OrderId::generate(),
-        };
         self.purchases
             .submit(
                 (purchase.sale_id().clone(), purchase.epoch()),
-                batched,
+                BatchedPurchase::new(purchase),
                 &self.purchase_script,
             )
             .await
