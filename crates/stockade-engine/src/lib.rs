@@ -5,8 +5,8 @@
 //! | engine | state lives in | atomic step | use it for |
 //! | --- | --- | --- | --- |
 //! | [`MemoryEngine`] | this process | per-sale atomics and sharded maps | the embedded default, tests |
-//! | [`RedisEngine`] | Redis (standalone or Cluster) | one Lua script per operation | many service instances, the fast path |
-//! | [`PostgresEngine`] | PostgreSQL | one transaction holding the sale row lock | the fallback when Redis is down, the baseline |
+//! | [`RedisEngine`] | Redis (standalone or Cluster) | one Lua script per operation; purchases micro-batched per sale | many service instances, the fast path |
+//! | [`PostgresEngine`] | PostgreSQL | one transaction holding the sale row lock, per batch of purchases | deployments without Redis, the baseline |
 //!
 //! ```
 //! use std::sync::Arc;
@@ -22,6 +22,7 @@
 //! ```
 //!
 //! # Layout
+//! - `batching`: the micro-batcher the Redis and PostgreSQL engines share.
 //! - [`memory`]: the in-memory engine.
 //! - [`redis`]: the Redis engine, its key layout and its scripts (`lua/*.lua`).
 //! - [`postgres`]: the PostgreSQL engine and its migrations
