@@ -161,18 +161,19 @@ impl Strategy for EngineStrategy {
             .snapshot(sale)
             .await?
             .ok_or_else(|| StrategyError::Other(format!("the sale {sale} vanished")))?;
-        // The outbox holds every accepted order (nothing acknowledges them
+        // Every accepted order has a record in the sale's orders hash (and
+        // one of the outbox's per-batch entries; nothing acknowledges them
         // during a bench): an account independent of the stock counter.
         let recorded_orders = if let Some(url) = &self.redis_url {
             let keys = SaleKeys::new(ENGINE_PREFIX, sale);
             let mut conn = redis::Client::open(url.as_str())?
                 .get_multiplexed_async_connection()
                 .await?;
-            let entries: u64 = redis::cmd("XLEN")
-                .arg(&keys.outbox)
+            let records: u64 = redis::cmd("HLEN")
+                .arg(&keys.orders)
                 .query_async(&mut conn)
                 .await?;
-            Some(entries)
+            Some(records)
         } else if snapshot.sold <= MAX_OUTBOX_READ {
             let outbox = engine.outbox(sale).await?;
             Some(outbox.iter().map(|order| u64::from(order.quantity)).sum())
