@@ -282,6 +282,31 @@ pub fn redacted(url: &str) -> String {
     parsed.to_string()
 }
 
+/// `text` with every URL in it that carries a password shown by
+/// [`redacted`] (for a child server's output, which may quote the URLs it
+/// was given).
+pub fn redact_urls_in(text: &str) -> String {
+    let is_boundary = |c: char| {
+        c.is_whitespace() || matches!(c, '"' | '\'' | '(' | ')' | '[' | ']' | '<' | '>' | ',')
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(|c: char| !is_boundary(c)) {
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        let end = rest.find(is_boundary).unwrap_or(rest.len());
+        let word = &rest[..end];
+        if word.contains("://") && word.contains('@') {
+            out.push_str(&redacted(word));
+        } else {
+            out.push_str(word);
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// `text` with any password of `url` in it replaced by `***` (a driver's
 /// error message may quote the URL).
 fn scrubbed(text: &str, url: &str) -> String {
@@ -326,6 +351,12 @@ mod tests {
         assert_eq!(
             scrubbed("failed for s3cret", "postgres://u:s3cret@h/d"),
             "failed for ***"
+        );
+        assert_eq!(
+            redact_urls_in(
+                "store at postgres://u:s3cret@h:5432/d)\n(redis \"redis://:pw@r:6379\", http://h:1 x)"
+            ),
+            "store at postgres://u:***@h:5432/d)\n(redis \"redis://:***@r:6379\", http://h:1 x)"
         );
     }
 

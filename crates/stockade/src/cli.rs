@@ -31,7 +31,11 @@ pub enum Command {
     /// Compare every way of selling limited stock side by side in one run:
     /// the founding articles' strategies (row lock, conditional update,
     /// Redis lock, DECR, Lua script) and Stockade's engines, on the same
-    /// Redis and PostgreSQL, each checked for correctness.
+    /// Redis and PostgreSQL, each checked for correctness. Reports the work
+    /// each made the servers do, including Redis's time per purchase from
+    /// INFO commandstats and INFO cpu (for Redis's CPU per purchase at the
+    /// limit: --buyers 50000 --stock 20000 --concurrency 256 --strategies
+    /// redis-lua,stockade-redis).
     Bench(BenchArgs),
     /// Drive a running `stockade serve` over HTTP: create a sale through the
     /// admin API, send a crowd of buyers over keep-alive connections, and

@@ -23,7 +23,7 @@ use stockade_bench::http_bench::{
 };
 use stockade_bench::report::{format_rate, format_us};
 use stockade_bench::scenario::MAX_DURATION;
-use stockade_bench::servers::{Servers, redacted};
+use stockade_bench::servers::{Servers, redact_urls_in};
 use tempfile::TempDir;
 
 use crate::cli::{HttpArgs, HttpBaselineArgs, ServeSetup};
@@ -203,28 +203,13 @@ async fn start_serve(
     let server = ChildServer::start(&name, command, &log)
         .await
         // Its output may quote a URL with its password.
-        .map_err(|e| anyhow::anyhow!(redact_urls(&e.to_string())))?;
+        .map_err(|e| anyhow::anyhow!(redact_urls_in(&e.to_string())))?;
     let target = Target {
         name: setup.as_str().to_owned(),
         url: server.url().to_owned(),
         admin_token: Some(token),
     };
     Ok((server, target))
-}
-
-/// Every URL in `text` with its password hidden.
-fn redact_urls(text: &str) -> String {
-    text.split(' ')
-        .map(|word| {
-            let trimmed = word.trim_matches(|c| c == '"' || c == ',' || c == '[' || c == ']');
-            if trimmed.contains("://") && trimmed.contains('@') {
-                word.replace(trimmed, &redacted(trimmed))
-            } else {
-                word.to_owned()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// One phase of one target, announced, with a progress spinner.
