@@ -140,11 +140,7 @@ impl RedisReading {
                 // The monitor's own calls: drop them, and their share of
                 // the time.
                 let others = stat.calls.saturating_sub(INFO_CALLS_PER_READING);
-                stat.usec = if stat.calls == 0 {
-                    0
-                } else {
-                    stat.usec * others / stat.calls
-                };
+                stat.usec = (stat.usec * others).checked_div(stat.calls).unwrap_or(0);
                 stat.calls = others;
             }
             if stat.calls > 0 {
