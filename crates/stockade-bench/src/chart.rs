@@ -207,6 +207,8 @@ mod tests {
             max_us: 1,
             redis_cmds_per_purchase: None,
             redis_commands: None,
+            redis_us_per_purchase: None,
+            redis_cpu_us_per_purchase: None,
             db_tx_per_purchase: None,
             ok,
             problems: Vec::new(),

@@ -29,7 +29,7 @@ pub const DEFAULT_CONNECTIONS: usize = 256;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long to wait for answered-but-pending (202) orders to be committed
 /// before checking the store.
-const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Orders per page of the admin order list.
 const PAGE: u32 = 1_000;
 
@@ -87,14 +87,25 @@ impl LoadReport {
     }
 }
 
+/// How a successful purchase answer reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Success {
+    /// `stockade serve`: 201 or 202 with the order (`order_id`).
+    Order,
+    /// The bare baseline of `stockade bench http`: 201 with the request
+    /// echoed (`sale_id`, `user_id`, `quantity`).
+    Echo,
+}
+
 /// The service's sale: one purchase is one HTTP request.
-struct HttpSale {
-    client: reqwest::Client,
-    base: String,
-    admin_token: String,
-    sale: String,
-    statuses: Mutex<BTreeMap<String, u64>>,
-    acknowledged: Mutex<Vec<String>>,
+pub(crate) struct HttpSale {
+    pub(crate) client: reqwest::Client,
+    pub(crate) base: String,
+    pub(crate) admin_token: String,
+    pub(crate) sale: String,
+    pub(crate) success: Success,
+    pub(crate) statuses: Mutex<BTreeMap<String, u64>>,
+    pub(crate) acknowledged: Mutex<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -112,6 +123,14 @@ struct OrderAnswer {
     order_id: String,
 }
 
+/// The baseline's answer: the purchase, echoed.
+#[derive(Deserialize)]
+struct EchoAnswer {
+    sale_id: String,
+    user_id: String,
+    quantity: u32,
+}
+
 #[derive(Deserialize)]
 struct SaleBody {
     remaining: i64,
@@ -124,14 +143,41 @@ struct OrderPage {
 }
 
 #[derive(Deserialize)]
-struct ListedOrder {
-    order_id: String,
-    user_id: String,
-    quantity: u64,
-    status: String,
+pub(crate) struct ListedOrder {
+    pub(crate) order_id: String,
+    pub(crate) user_id: String,
+    pub(crate) quantity: u64,
+    pub(crate) status: String,
 }
 
 impl HttpSale {
+    /// A sale `sale` of the service at `base`, not yet created.
+    pub(crate) fn new(
+        client: reqwest::Client,
+        base: &str,
+        admin_token: &str,
+        sale: String,
+        success: Success,
+    ) -> Self {
+        Self {
+            client,
+            base: base.trim_end_matches('/').to_owned(),
+            admin_token: admin_token.to_owned(),
+            sale,
+            success,
+            statuses: Mutex::new(BTreeMap::new()),
+            acknowledged: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Answers by status so far.
+    pub(crate) fn statuses(&self) -> BTreeMap<String, u64> {
+        self.statuses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     fn count(&self, status: String) {
         *self
             .statuses
@@ -145,11 +191,24 @@ impl HttpSale {
         let answer = self
             .client
             .post(format!("{}/v1/sales/{}/purchases", self.base, self.sale))
-            .json(&json!({ "user_id": buyer }))
+            .json(&json!({ "user_id": buyer, "quantity": 1 }))
             .send()
             .await?;
         let status = answer.status();
-        if status == StatusCode::CREATED || status == StatusCode::ACCEPTED {
+        if self.success == Success::Echo && status == StatusCode::CREATED {
+            self.count(status.as_u16().to_string());
+            let echo: EchoAnswer = answer.json().await?;
+            if echo.sale_id != self.sale || echo.user_id != buyer || echo.quantity != 1 {
+                return Ok(Answer::Failed(format!(
+                    "the baseline echoed {}/{}/{} for {}/{buyer}/1",
+                    echo.sale_id, echo.user_id, echo.quantity, self.sale
+                )));
+            }
+            return Ok(Answer::Purchased);
+        }
+        if self.success == Success::Order
+            && (status == StatusCode::CREATED || status == StatusCode::ACCEPTED)
+        {
             self.count(status.as_u16().to_string());
             let order: OrderAnswer = answer.json().await?;
             if status == StatusCode::CREATED {
@@ -173,7 +232,7 @@ impl HttpSale {
         })
     }
 
-    async fn sale_remaining(&self) -> Result<i64, reqwest::Error> {
+    pub(crate) async fn sale_remaining(&self) -> Result<i64, reqwest::Error> {
         let sale: SaleBody = self
             .client
             .get(format!("{}/v1/sales/{}", self.base, self.sale))
@@ -185,7 +244,7 @@ impl HttpSale {
         Ok(sale.remaining)
     }
 
-    async fn orders(&self) -> Result<Vec<ListedOrder>, reqwest::Error> {
+    pub(crate) async fn orders(&self) -> Result<Vec<ListedOrder>, reqwest::Error> {
         let mut orders = Vec::new();
         let mut after: Option<String> = None;
         loop {
@@ -222,7 +281,7 @@ impl Purchaser for HttpSale {
 
 impl HttpSale {
     /// Stock left and live orders, from the service.
-    async fn verify(&self) -> Result<Verification, StrategyError> {
+    pub(crate) async fn verify(&self) -> Result<Verification, StrategyError> {
         let http = |e: reqwest::Error| StrategyError::Other(format!("HTTP: {e}"));
         let remaining = self.sale_remaining().await.map_err(http)?;
         let orders = self.orders().await.map_err(http)?;
@@ -252,22 +311,16 @@ pub async fn run(
         )));
     }
     let workload = &config.workload;
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(workload.concurrency)
-        .tcp_nodelay(true)
-        .timeout(REQUEST_TIMEOUT)
-        .build()
-        .map_err(|e| LoadError::Setup(format!("building the HTTP client: {e}")))?;
+    let client = client(workload.concurrency)?;
     let sale = format!("load-{}", uuid::Uuid::now_v7().simple());
     create_sale(&client, &base, &config.admin_token, &sale, workload.stock).await?;
-    let service = Arc::new(HttpSale {
+    let service = Arc::new(HttpSale::new(
         client,
-        base,
-        admin_token: config.admin_token.clone(),
+        &base,
+        &config.admin_token,
         sale,
-        statuses: Mutex::new(BTreeMap::new()),
-        acknowledged: Mutex::new(Vec::new()),
-    });
+        Success::Order,
+    ));
     let tally = driver::drive(Arc::clone(&service), workload, on_answer).await;
 
     // Orders answered 202 may still be committing: give them a moment.
@@ -291,17 +344,23 @@ pub async fn run(
         result.problems.extend(extra);
         result.ok = false;
     }
-    let statuses = service
-        .statuses
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let statuses = service.statuses();
     Ok(LoadReport { result, statuses })
+}
+
+/// A keep-alive HTTP/1.1 client for `connections` requests in flight.
+pub(crate) fn client(connections: usize) -> Result<reqwest::Client, LoadError> {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(connections)
+        .tcp_nodelay(true)
+        .timeout(REQUEST_TIMEOUT)
+        .build()
+        .map_err(|e| LoadError::Setup(format!("building the HTTP client: {e}")))
 }
 
 /// What the order list says beyond the counts: acknowledged orders that
 /// are not committed, buyers with two live orders.
-async fn store_problems(service: &HttpSale) -> Vec<String> {
+pub(crate) async fn store_problems(service: &HttpSale) -> Vec<String> {
     let orders = match service.orders().await {
         Ok(orders) => orders,
         Err(error) => return vec![format!("could not list the sale's orders: {error}")],
@@ -336,7 +395,7 @@ async fn store_problems(service: &HttpSale) -> Vec<String> {
     problems
 }
 
-async fn create_sale(
+pub(crate) async fn create_sale(
     client: &reqwest::Client,
     base: &str,
     token: &str,

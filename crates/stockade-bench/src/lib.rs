@@ -45,12 +45,15 @@
 //! - [`lock`]: the lock benchmark (`stockade-lock` against `rslock`).
 //! - [`http_load`]: `stockade load`, the same crowd and checks over HTTP
 //!   against a running `stockade serve`.
+//! - [`http_bench`]: `stockade bench http`, `stockade serve` against a bare
+//!   axum handler, committed purchases and sold-out rejections.
 
 pub mod chart;
 pub mod check;
 pub mod compare;
 pub mod counters;
 pub mod driver;
+pub mod http_bench;
 pub mod http_load;
 pub mod latency;
 pub mod report;

@@ -62,6 +62,16 @@ pub struct BenchResult {
     pub redis_cmds_per_purchase: Option<f64>,
     /// Redis commands executed, by command.
     pub redis_commands: Option<BTreeMap<String, u64>>,
+    /// Redis time per request from `INFO commandstats`: the microseconds
+    /// Redis spent in the commands of the run (a script's commands counted
+    /// once, within its `EVALSHA`), divided by the requests. None when the
+    /// strategy does not use Redis.
+    pub redis_us_per_purchase: Option<f64>,
+    /// Redis CPU time per request from `INFO cpu` (`used_cpu_sys` +
+    /// `used_cpu_user`, the whole server process: commands, networking and
+    /// event loop), in microseconds. None when the strategy does not use
+    /// Redis.
+    pub redis_cpu_us_per_purchase: Option<f64>,
     /// PostgreSQL transactions per request; None when the strategy does not
     /// use PostgreSQL or the count could not be taken.
     pub db_tx_per_purchase: Option<f64>,
@@ -81,6 +91,11 @@ pub struct BenchResult {
 pub struct ServerWork {
     /// Redis commands, by command.
     pub redis_commands: Option<BTreeMap<String, u64>>,
+    /// Microseconds Redis spent in commands, each counted once
+    /// ([`crate::counters::RedisWork::command_us`]).
+    pub redis_command_us: Option<u64>,
+    /// Redis's CPU time, in microseconds.
+    pub redis_cpu_us: Option<u64>,
     /// PostgreSQL transactions.
     pub db_transactions: Option<u64>,
     /// Caveats.
@@ -124,6 +139,8 @@ impl BenchResult {
                 .as_ref()
                 .map(|commands| commands.values().sum::<u64>() as f64 / requests),
             redis_commands: work.redis_commands,
+            redis_us_per_purchase: work.redis_command_us.map(|us| us as f64 / requests),
+            redis_cpu_us_per_purchase: work.redis_cpu_us.map(|us| us as f64 / requests),
             db_tx_per_purchase: work.db_transactions.map(|tx| tx as f64 / requests),
             ok: problems.is_empty(),
             problems,
@@ -159,15 +176,118 @@ pub struct BenchReport {
     pub results: Vec<BenchResult>,
 }
 
+/// The ratios issue 9's targets are stated in, between strategies of the
+/// same run. Each is None unless both strategies ran, kept every invariant
+/// and have the figure.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Ratios {
+    /// `stockade-redis` requests/s over `redis-lua`'s (higher is better).
+    pub stockade_redis_to_redis_lua_per_second: Option<f64>,
+    /// `stockade-redis` Redis µs per purchase (`INFO commandstats`) over
+    /// `redis-lua`'s (lower is better).
+    pub stockade_redis_to_redis_lua_redis_us: Option<f64>,
+    /// The same from `INFO cpu` (lower is better).
+    pub stockade_redis_to_redis_lua_redis_cpu_us: Option<f64>,
+    /// `stockade-redis` requests/s over `pg-for-update`'s (higher is
+    /// better).
+    pub stockade_redis_to_pg_for_update_per_second: Option<f64>,
+}
+
+impl Ratios {
+    fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// What `--json` prints.
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    results: &'a [BenchResult],
+    ratios: Ratios,
+}
+
 impl BenchReport {
     /// Whether every strategy kept every invariant.
     pub fn all_ok(&self) -> bool {
         self.results.iter().all(|r| r.ok)
     }
 
-    /// One JSON object: `{"results": [...]}`.
+    /// One JSON object: `{"results": [...], "ratios": {...}}`.
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("a report always serializes")
+        serde_json::to_string_pretty(&JsonReport {
+            results: &self.results,
+            ratios: self.ratios(),
+        })
+        .expect("a report always serializes")
+    }
+
+    /// The ratios between strategies that the issue's targets use.
+    pub fn ratios(&self) -> Ratios {
+        use StrategyKind::{PgForUpdate, RedisLua, StockadeRedis};
+        Ratios {
+            stockade_redis_to_redis_lua_per_second: self.ratio(StockadeRedis, RedisLua),
+            stockade_redis_to_redis_lua_redis_us: self
+                .figure_ratio(StockadeRedis, RedisLua, |r| r.redis_us_per_purchase),
+            stockade_redis_to_redis_lua_redis_cpu_us: self.figure_ratio(
+                StockadeRedis,
+                RedisLua,
+                |r| r.redis_cpu_us_per_purchase,
+            ),
+            stockade_redis_to_pg_for_update_per_second: self.ratio(StockadeRedis, PgForUpdate),
+        }
+    }
+
+    /// `figure` of `top` over `figure` of `bottom`, if both ran, kept the
+    /// invariants and have it.
+    fn figure_ratio(
+        &self,
+        top: StrategyKind,
+        bottom: StrategyKind,
+        figure: impl Fn(&BenchResult) -> Option<f64>,
+    ) -> Option<f64> {
+        let (top, bottom) = (self.find(top)?, self.find(bottom)?);
+        if !(top.ok && bottom.ok) {
+            return None;
+        }
+        let (top, bottom) = (figure(top)?, figure(bottom)?);
+        (bottom > 0.0).then(|| top / bottom)
+    }
+
+    /// The ratios as one line (empty when there is none).
+    fn ratios_line(&self) -> String {
+        let ratios = self.ratios();
+        if ratios.is_empty() {
+            return String::new();
+        }
+        let times = |ratio: Option<f64>, what: &str| ratio.map(|r| format!("{r:.2}× {what}"));
+        let mut parts = Vec::new();
+        let against_lua: Vec<String> = [
+            times(ratios.stockade_redis_to_redis_lua_per_second, "requests/s"),
+            times(
+                ratios.stockade_redis_to_redis_lua_redis_us,
+                "Redis µs per purchase (cmdstats)",
+            ),
+            times(
+                ratios.stockade_redis_to_redis_lua_redis_cpu_us,
+                "Redis µs per purchase (cpu)",
+            ),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !against_lua.is_empty() {
+            parts.push(format!(
+                "stockade-redis / redis-lua: {}",
+                against_lua.join(", ")
+            ));
+        }
+        if let Some(ratio) = times(
+            ratios.stockade_redis_to_pg_for_update_per_second,
+            "requests/s",
+        ) {
+            parts.push(format!("stockade-redis / pg-for-update: {ratio}"));
+        }
+        format!("\nRatios: {}.\n", parts.join("; "))
     }
 
     fn find(&self, strategy: StrategyKind) -> Option<&BenchResult> {
@@ -190,12 +310,12 @@ impl BenchReport {
         let any_repeat = self.results.iter().any(|r| r.already_purchased > 0);
         let _ = writeln!(
             out,
-            "| strategy | purchased | sold out |{} failed | remaining | elapsed | requests/s | p50 | p99 | p99.9 | max | Redis cmds/req | DB tx/req | invariants |",
+            "| strategy | purchased | sold out |{} failed | remaining | elapsed | requests/s | p50 | p99 | p99.9 | max | Redis cmds/req | Redis µs/req (cmdstats) | Redis µs/req (cpu) | DB tx/req | invariants |",
             if any_repeat { " repeat refused |" } else { "" }
         );
         let _ = writeln!(
             out,
-            "| --- | ---: | ---: |{} ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+            "| --- | ---: | ---: |{} ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
             if any_repeat { " ---: |" } else { "" }
         );
         for r in &self.results {
@@ -206,7 +326,7 @@ impl BenchReport {
             };
             let _ = writeln!(
                 out,
-                "| {} | {} | {} |{repeat} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} |{repeat} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 r.strategy,
                 r.purchased,
                 r.sold_out,
@@ -220,11 +340,16 @@ impl BenchReport {
                 format_us(r.max_us),
                 r.redis_cmds_per_purchase
                     .map_or("–".to_owned(), |v| format!("{v:.2}")),
+                r.redis_us_per_purchase
+                    .map_or("–".to_owned(), |v| format!("{v:.2}")),
+                r.redis_cpu_us_per_purchase
+                    .map_or("–".to_owned(), |v| format!("{v:.2}")),
                 r.db_tx_per_purchase
                     .map_or("–".to_owned(), |v| format!("{v:.2}")),
                 if r.ok { "held" } else { "**BROKEN**" },
             );
         }
+        out.push_str(&self.ratios_line());
         let broken: Vec<_> = self.results.iter().filter(|r| !r.ok).collect();
         if !broken.is_empty() {
             let _ = writeln!(out, "\nBroken:\n");
@@ -336,6 +461,17 @@ mod tests {
     use crate::strategy::Verification;
 
     fn result(kind: StrategyKind, per_second_requests: u64, broken: bool) -> BenchResult {
+        result_with_redis_us(kind, per_second_requests, broken, 1_500)
+    }
+
+    /// A run of 150 requests during which Redis spent `redis_us` µs in
+    /// commands and twice that in CPU.
+    fn result_with_redis_us(
+        kind: StrategyKind,
+        per_second_requests: u64,
+        broken: bool,
+        redis_us: u64,
+    ) -> BenchResult {
         let workload = Workload::new(Some(Scenario::Seed150), &Overrides::default()).unwrap();
         let mut tally = Tally {
             requests: 150,
@@ -359,6 +495,8 @@ mod tests {
             redis_commands: kind
                 .needs_redis()
                 .then(|| BTreeMap::from([("evalsha".to_owned(), 150), ("get".to_owned(), 150)])),
+            redis_command_us: kind.needs_redis().then_some(redis_us),
+            redis_cpu_us: kind.needs_redis().then_some(2 * redis_us),
             db_transactions: kind.needs_postgres().then_some(300),
             notes: Vec::new(),
         };
@@ -462,5 +600,60 @@ mod tests {
         assert_eq!(format_us(2_250_000), "2.25 s");
         assert_eq!(format_rate(1_234_567.4), "1,234,567");
         assert_eq!(format_rate(999.0), "999");
+    }
+
+    #[test]
+    fn redis_time_per_purchase_is_in_the_table_the_json_and_the_ratios() {
+        let report = BenchReport {
+            results: vec![
+                result_with_redis_us(StrategyKind::PgForUpdate, 500, false, 0),
+                result_with_redis_us(StrategyKind::RedisLua, 4_000, false, 600),
+                result_with_redis_us(StrategyKind::StockadeRedis, 6_000, false, 150),
+            ],
+        };
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        let lua = &json["results"][1];
+        // 600 µs over 150 requests; the CPU time is twice that.
+        assert_eq!(lua["redis_us_per_purchase"], 4.0);
+        assert_eq!(lua["redis_cpu_us_per_purchase"], 8.0);
+        assert!(json["results"][0]["redis_us_per_purchase"].is_null());
+        let ratios = &json["ratios"];
+        assert_eq!(ratios["stockade_redis_to_redis_lua_per_second"], 1.5);
+        assert_eq!(ratios["stockade_redis_to_redis_lua_redis_us"], 0.25);
+        assert_eq!(ratios["stockade_redis_to_redis_lua_redis_cpu_us"], 0.25);
+        assert_eq!(ratios["stockade_redis_to_pg_for_update_per_second"], 12.0);
+        let table = report.to_markdown();
+        assert!(
+            table.contains("Redis µs/req (cmdstats) | Redis µs/req (cpu)"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| 2.00 | 4.00 | 8.00 | – | held |"),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "Ratios: stockade-redis / redis-lua: 1.50× requests/s, \
+                 0.25× Redis µs per purchase (cmdstats), 0.25× Redis µs per purchase (cpu); \
+                 stockade-redis / pg-for-update: 12.00× requests/s."
+            ),
+            "{table}"
+        );
+        // Without redis-lua, only the ratio to the row lock; without either,
+        // no line and null ratios.
+        let alone = BenchReport {
+            results: vec![report.results[0].clone(), report.results[2].clone()],
+        };
+        assert!(
+            alone
+                .to_markdown()
+                .contains("Ratios: stockade-redis / pg-for-update: 12.00× requests/s.\n")
+        );
+        let none = BenchReport {
+            results: vec![report.results[1].clone()],
+        };
+        assert!(!none.to_markdown().contains("Ratios"));
+        let json: serde_json::Value = serde_json::from_str(&none.to_json()).unwrap();
+        assert!(json["ratios"]["stockade_redis_to_redis_lua_redis_us"].is_null());
     }
 }

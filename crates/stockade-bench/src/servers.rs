@@ -10,15 +10,21 @@
 //! strategy) and, in the named database, its own `stockade_bench_*` tables
 //! and the engine's `engine_*` tables, each strategy on a fresh sale id.
 
+use std::time::Duration;
+
 use redis::AsyncCommands;
-use sqlx::ConnectOptions;
 use sqlx::postgres::PgConnectOptions;
+use sqlx::{ConnectOptions, Connection, PgConnection};
 use stockade_test_support::postgres_server::Durability;
 use stockade_test_support::{PostgresServer, RedisServer};
 
 use crate::counters::DatabaseTarget;
 use crate::strategy::StrategyError;
 use crate::strategy::redis_keys::PREFIX;
+
+/// How long the bench waits for a named server (`--redis-url`,
+/// `--database-url`) to answer before giving up with an error.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why the servers could not be made ready.
 #[derive(Debug, thiserror::Error)]
@@ -82,11 +88,7 @@ impl Servers {
         let postgres = match (postgres, database_url) {
             (false, _) => None,
             (true, Some(url)) => {
-                url.parse::<PgConnectOptions>().map_err(|e| {
-                    ServersError::Unusable(format!(
-                        "--database-url {url:?} is not a PostgreSQL URL: {e}"
-                    ))
-                })?;
+                check_postgres(url).await?;
                 Some(PostgresSide::Named(url.to_owned()))
             }
             (true, None) => Some(PostgresSide::Owned(PostgresServer::start_with(
@@ -174,7 +176,7 @@ impl Servers {
             } else {
                 "the named server"
             };
-            lines.push(format!("Redis: {kind} at {}", redis.url));
+            lines.push(format!("Redis: {kind} at {}", redacted(&redis.url)));
         }
         match &self.postgres {
             Some(PostgresSide::Owned(server)) => lines.push(format!(
@@ -197,34 +199,196 @@ where
     iter.next_item().await.and_then(Result::ok)
 }
 
+/// Checks that the Redis at `url` answers `PING`, within
+/// [`CONNECT_TIMEOUT`]. The error names the URL without its password.
 async fn check_redis(url: &str) -> Result<(), ServersError> {
-    let unusable = |e: redis::RedisError| {
-        ServersError::Unusable(format!("cannot use the Redis at --redis-url {url}: {e}"))
+    let unusable = |why: String| {
+        ServersError::Unusable(format!(
+            "cannot use the Redis at --redis-url {}: {}",
+            redacted(url),
+            scrubbed(&why, url)
+        ))
     };
-    let mut conn = redis::Client::open(url)
-        .map_err(unusable)?
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(unusable)?;
-    let _: String = redis::cmd("PING")
-        .query_async(&mut conn)
-        .await
-        .map_err(unusable)?;
-    Ok(())
+    let client = redis::Client::open(url).map_err(|e| unusable(e.to_string()))?;
+    let ping = async {
+        let mut conn = client.get_multiplexed_async_connection().await?;
+        redis::cmd("PING").query_async::<String>(&mut conn).await
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, ping).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => Err(unusable(error.to_string())),
+        Err(_) => Err(unusable(format!(
+            "no answer within {} s",
+            CONNECT_TIMEOUT.as_secs()
+        ))),
+    }
 }
 
-/// A URL with its password hidden, for printing.
-fn redacted(url: &str) -> String {
-    match url.parse::<PgConnectOptions>() {
-        Ok(options) => {
-            let host = options.get_host();
-            let port = options.get_port();
-            let database = options.get_database().unwrap_or("");
-            format!(
-                "postgres://{}@{host}:{port}/{database}",
-                options.get_username()
-            )
+/// Checks that the PostgreSQL database at `url` accepts a connection,
+/// within [`CONNECT_TIMEOUT`] (the strategies' pools would otherwise retry
+/// for minutes). The error names the URL without its password.
+async fn check_postgres(url: &str) -> Result<(), ServersError> {
+    let shown = redacted(url);
+    let options: PgConnectOptions = url.parse().map_err(|e: sqlx::Error| {
+        ServersError::Unusable(format!(
+            "--database-url {shown} is not a PostgreSQL URL: {}",
+            scrubbed(&e.to_string(), url)
+        ))
+    })?;
+    let unusable = |why: String| {
+        ServersError::Unusable(format!(
+            "cannot use the PostgreSQL database at --database-url {shown}: {}",
+            scrubbed(&why, url)
+        ))
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options)).await {
+        Ok(Ok(conn)) => {
+            let _ = conn.close().await;
+            Ok(())
         }
-        Err(_) => "(unparsable URL)".into(),
+        Ok(Err(error)) => Err(unusable(error.to_string())),
+        Err(_) => Err(unusable(format!(
+            "no answer within {} s",
+            CONNECT_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+/// `url` with its password (in the user part or a `password` query
+/// parameter) replaced by `***`, for messages and logs:
+/// `postgres://user:***@host:5432/db`.
+pub fn redacted(url: &str) -> String {
+    let Ok(mut parsed) = reqwest::Url::parse(url) else {
+        return "(a URL that does not parse)".into();
+    };
+    if parsed.password().is_some() {
+        // Only URLs that cannot have a password refuse one.
+        let _ = parsed.set_password(Some("***"));
+    }
+    if parsed.query_pairs().any(|(key, _)| key == "password") {
+        let pairs: Vec<(String, String)> = parsed
+            .query_pairs()
+            .map(|(key, value)| {
+                let value = if key == "password" {
+                    "***".to_owned()
+                } else {
+                    value.into_owned()
+                };
+                (key.into_owned(), value)
+            })
+            .collect();
+        parsed.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    parsed.to_string()
+}
+
+/// `text` with every URL in it that carries a password shown by
+/// [`redacted`] (for a child server's output, which may quote the URLs it
+/// was given).
+pub fn redact_urls_in(text: &str) -> String {
+    let is_boundary = |c: char| {
+        c.is_whitespace() || matches!(c, '"' | '\'' | '(' | ')' | '[' | ']' | '<' | '>' | ',')
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(|c: char| !is_boundary(c)) {
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        let end = rest.find(is_boundary).unwrap_or(rest.len());
+        let word = &rest[..end];
+        if word.contains("://") && word.contains('@') {
+            out.push_str(&redacted(word));
+        } else {
+            out.push_str(word);
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `text` with any password of `url` in it replaced by `***` (a driver's
+/// error message may quote the URL).
+fn scrubbed(text: &str, url: &str) -> String {
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        return text.to_owned();
+    };
+    let mut secrets: Vec<String> = parsed
+        .query_pairs()
+        .filter(|(key, _)| key == "password")
+        .map(|(_, value)| value.into_owned())
+        .collect();
+    if let Some(password) = parsed.password() {
+        secrets.push(password.to_owned());
+    }
+    let mut text = text.to_owned();
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        text = text.replace(secret.as_str(), "***");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_hidden() {
+        assert_eq!(
+            redacted("postgres://shop:s3cret@db.example:5433/sales"),
+            "postgres://shop:***@db.example:5433/sales"
+        );
+        assert_eq!(
+            redacted("redis://:s3cret@127.0.0.1:6379/0"),
+            "redis://:***@127.0.0.1:6379/0"
+        );
+        assert_eq!(
+            redacted("postgres://shop@db.example/sales?password=s3cret&sslmode=require"),
+            "postgres://shop@db.example/sales?password=***&sslmode=require"
+        );
+        assert_eq!(redacted("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
+        assert_eq!(redacted("not a url"), "(a URL that does not parse)");
+        assert_eq!(
+            scrubbed("failed for s3cret", "postgres://u:s3cret@h/d"),
+            "failed for ***"
+        );
+        assert_eq!(
+            redact_urls_in(
+                "store at postgres://u:s3cret@h:5432/d)\n(redis \"redis://:pw@r:6379\", http://h:1 x)"
+            ),
+            "store at postgres://u:***@h:5432/d)\n(redis \"redis://:***@r:6379\", http://h:1 x)"
+        );
+    }
+
+    #[tokio::test]
+    async fn unreachable_named_servers_are_refused_within_seconds_without_the_password() {
+        // A port nothing listens on: taken from the kernel, then released.
+        let port = stockade_test_support::free_port().unwrap();
+        let started = std::time::Instant::now();
+        for (redis, postgres) in [
+            (Some(format!("redis://:s3cret@127.0.0.1:{port}")), None),
+            (
+                None,
+                Some(format!("postgres://shop:s3cret@127.0.0.1:{port}/sales")),
+            ),
+        ] {
+            let error = Servers::prepare(
+                redis.is_some(),
+                postgres.is_some(),
+                redis.as_deref(),
+                postgres.as_deref(),
+            )
+            .await
+            .unwrap_err()
+            .to_string();
+            assert!(error.contains(&format!("127.0.0.1:{port}")), "{error}");
+            assert!(error.contains("***"), "{error}");
+            assert!(!error.contains("s3cret"), "{error}");
+        }
+        assert!(
+            started.elapsed() < CONNECT_TIMEOUT * 2,
+            "{:?}",
+            started.elapsed()
+        );
     }
 }

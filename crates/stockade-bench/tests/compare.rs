@@ -74,6 +74,40 @@ async fn every_strategy_on_the_articles_seeds_and_double_taps() {
     // EVALSHA, then SISMEMBER, GET, DECR and SADD inside the script.
     assert_eq!(lua.redis_cmds_per_purchase, Some(5.0));
     assert!(lua.db_tx_per_purchase.is_none());
+    // Redis's time per purchase, both ways, for every Redis strategy only.
+    for r in &seed.results {
+        let redis = StrategyKind::parse_list(&r.strategy).unwrap()[0].needs_redis();
+        for (figure, value) in [
+            ("redis_us_per_purchase", r.redis_us_per_purchase),
+            ("redis_cpu_us_per_purchase", r.redis_cpu_us_per_purchase),
+        ] {
+            if redis {
+                assert!(
+                    value.is_some_and(|v| v > 0.0),
+                    "{}: {figure} {value:?}",
+                    r.strategy
+                );
+            } else {
+                assert_eq!(value, None, "{}: {figure}", r.strategy);
+            }
+        }
+    }
+    let ratios = &json["ratios"];
+    for ratio in [
+        "stockade_redis_to_redis_lua_per_second",
+        "stockade_redis_to_redis_lua_redis_us",
+        "stockade_redis_to_redis_lua_redis_cpu_us",
+        "stockade_redis_to_pg_for_update_per_second",
+    ] {
+        assert!(
+            ratios[ratio].as_f64().is_some_and(|v| v > 0.0),
+            "{ratio}: {ratios}"
+        );
+    }
+    assert!(
+        seed.to_markdown()
+            .contains("Ratios: stockade-redis / redis-lua: ")
+    );
     let row_lock = by_name("pg-for-update");
     assert_eq!(row_lock.db_tx_per_purchase, Some(1.0));
     assert!(row_lock.redis_cmds_per_purchase.is_none());

@@ -1,6 +1,7 @@
 //! `stockade bench`: every strategy side by side, with a progress bar per
 //! strategy on stderr, and the result as a Markdown table (or JSON) on
-//! stdout, optionally an SVG chart.
+//! stdout, optionally an SVG chart. `stockade bench lock` and `stockade
+//! bench http` (in `http`) are the other benchmarks.
 //!
 //! Exit status: 0 when Stockade's own engines kept every invariant, 1 when
 //! one of them broke, 2 for bad input or servers that cannot be used. The
@@ -22,13 +23,18 @@ use stockade_bench::{chart, lock};
 
 use crate::cli::{BenchArgs, BenchCommand, LockArgs};
 
+mod http;
+
 /// The most connections per pool: PostgreSQL allows 100 by default.
 const MAX_POOL_SIZE: u32 = 90;
 
 /// Runs the comparison (or `bench lock`).
 pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    if let Some(BenchCommand::Lock(lock)) = args.command {
-        return run_lock(lock).await;
+    match args.command {
+        Some(BenchCommand::Lock(lock)) => return run_lock(lock).await,
+        Some(BenchCommand::Http(http)) => return http::run(http).await,
+        Some(BenchCommand::HttpBaseline(baseline)) => return http::serve_baseline(baseline).await,
+        None => {}
     }
     let config = config(&args)?;
     eprintln!("{}", config.workload.describe());

@@ -31,7 +31,11 @@ pub enum Command {
     /// Compare every way of selling limited stock side by side in one run:
     /// the founding articles' strategies (row lock, conditional update,
     /// Redis lock, DECR, Lua script) and Stockade's engines, on the same
-    /// Redis and PostgreSQL, each checked for correctness.
+    /// Redis and PostgreSQL, each checked for correctness. Reports the work
+    /// each made the servers do, including Redis's time per purchase from
+    /// INFO commandstats and INFO cpu (for Redis's CPU per purchase at the
+    /// limit: --buyers 50000 --stock 20000 --concurrency 256 --strategies
+    /// redis-lua,stockade-redis).
     Bench(BenchArgs),
     /// Drive a running `stockade serve` over HTTP: create a sale through the
     /// admin API, send a crowd of buyers over keep-alive connections, and
@@ -140,6 +144,74 @@ pub enum BenchCommand {
     /// latency while a crowd of waiters drains through one lock,
     /// acquisitions per second, Redis commands per acquisition.
     Lock(LockArgs),
+    /// `stockade serve` over HTTP against a bare axum handler that parses
+    /// and echoes the purchase, with the same keep-alive crowd: committed
+    /// purchases, then sold-out rejections, each target's figures next to
+    /// the baseline's from the run just before, and the ratio.
+    Http(HttpArgs),
+    /// The bare handler `stockade bench http` compares with (it starts this
+    /// itself, as a child process).
+    #[command(hide = true)]
+    HttpBaseline(HttpBaselineArgs),
+}
+
+/// `stockade bench http`.
+#[derive(Debug, Args)]
+pub struct HttpArgs {
+    /// Keep-alive connections, one request in flight on each.
+    #[arg(long, default_value_t = stockade_bench::http_bench::DEFAULT_CONNECTIONS)]
+    pub connections: usize,
+    /// Length of each phase of each target (10s, 500ms, 1m).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Which `stockade serve` setups, comma-separated: embedded (the
+    /// default: in-memory engine, SQLite store), redis-sqlite, redis-postgres.
+    /// Default: embedded, plus redis-sqlite with --redis-url and
+    /// redis-postgres with --database-url.
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub targets: Option<Vec<ServeSetup>>,
+    /// Redis of the redis-* setups (default: start a throwaway
+    /// redis-server).
+    #[arg(long, env = "STOCKADE_REDIS_URL")]
+    pub redis_url: Option<String>,
+    /// PostgreSQL order store of redis-postgres (default: a throwaway
+    /// server).
+    #[arg(long, env = "STOCKADE_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Print the results as one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The `stockade serve` setups `stockade bench http` can drive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServeSetup {
+    /// The in-memory engine and an SQLite store: `stockade serve` with no
+    /// settings.
+    Embedded,
+    /// The Redis engine and an SQLite store.
+    RedisSqlite,
+    /// The Redis engine and a PostgreSQL store.
+    RedisPostgres,
+}
+
+impl ServeSetup {
+    /// The name used in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Embedded => "embedded",
+            Self::RedisSqlite => "redis-sqlite",
+            Self::RedisPostgres => "redis-postgres",
+        }
+    }
+}
+
+/// `stockade bench http-baseline`.
+#[derive(Debug, Args)]
+pub struct HttpBaselineArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: String,
 }
 
 /// `stockade bench lock`.

@@ -24,6 +24,11 @@ mod redis_lock;
 mod redis_lua;
 pub(crate) mod redis_pool;
 
+/// The commands the Lua scripts call, listed by `build.rs`.
+mod script_commands {
+    include!(concat!(env!("OUT_DIR"), "/script_commands.rs"));
+}
+
 use std::fmt;
 use std::str::FromStr;
 
@@ -90,6 +95,35 @@ impl StrategyKind {
             self,
             Self::RedisLock | Self::RedisDecr | Self::RedisLua | Self::StockadeRedis
         )
+    }
+
+    /// The Redis commands this strategy's Lua scripts call (read from the
+    /// scripts' sources at build time, see `build.rs`): `INFO commandstats`
+    /// counts them again on their own, while the script's `EVALSHA` time
+    /// already includes them.
+    pub fn redis_script_commands(self) -> &'static [&'static str] {
+        match self {
+            Self::RedisLua => script_commands::FCFS_SCRIPT_COMMANDS,
+            Self::StockadeRedis => script_commands::ENGINE_SCRIPT_COMMANDS,
+            Self::RedisLock => script_commands::LOCK_SCRIPT_COMMANDS,
+            Self::PgForUpdate
+            | Self::PgConditional
+            | Self::RedisDecr
+            | Self::StockadePostgres
+            | Self::StockadeMemory => &[],
+        }
+    }
+
+    /// The commands this strategy sends on its own that its scripts also
+    /// call: `INFO commandstats` cannot tell the two apart, so their time
+    /// is left out of the Redis time per purchase, which is then a lower
+    /// bound (the report says by how much at most). `redis-lock` reads the
+    /// stock with `GET`, which the lock's scripts also call.
+    pub fn redis_commands_also_in_scripts(self) -> &'static [&'static str] {
+        match self {
+            Self::RedisLock => &["get"],
+            _ => &[],
+        }
     }
 
     /// Whether it needs a PostgreSQL server.
@@ -258,5 +292,33 @@ mod tests {
         assert!(StrategyKind::StockadePostgres.needs_postgres());
         assert!(!StrategyKind::StockadeMemory.needs_redis());
         assert!(!StrategyKind::StockadeMemory.needs_postgres());
+    }
+
+    #[test]
+    fn the_script_commands_are_read_from_the_scripts() {
+        // lua/fcfs_purchase.lua: SISMEMBER, GET, DECR, SADD.
+        assert_eq!(
+            StrategyKind::RedisLua.redis_script_commands(),
+            ["decr", "get", "sadd", "sismember"]
+        );
+        for kind in [StrategyKind::StockadeRedis, StrategyKind::RedisLock] {
+            let commands = kind.redis_script_commands();
+            assert!(!commands.is_empty(), "{kind}");
+            assert!(
+                commands.iter().all(|c| *c == c.to_ascii_lowercase()),
+                "{kind}: {commands:?}"
+            );
+        }
+        for kind in StrategyKind::ALL {
+            if !kind.needs_redis() {
+                assert!(kind.redis_script_commands().is_empty(), "{kind}");
+            }
+            for command in kind.redis_commands_also_in_scripts() {
+                assert!(
+                    kind.redis_script_commands().contains(command),
+                    "{kind}: {command}"
+                );
+            }
+        }
     }
 }
