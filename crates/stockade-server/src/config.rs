@@ -484,6 +484,53 @@ mod tests {
     }
 
     #[test]
+    fn rejection_ttl_and_purchases_in_flight_are_bounded() {
+        let resolve = |raw: RawConfig| ServerConfig::resolve(raw, RawConfig::default(), None);
+        let defaults = resolve(RawConfig::default()).unwrap();
+        assert_eq!(defaults.rejection_ttl, Duration::from_millis(500));
+        assert_eq!(defaults.max_purchases_in_flight, 4_096);
+        let err = resolve(RawConfig {
+            max_purchases_in_flight: Some(0),
+            ..RawConfig::default()
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("--max-purchases-in-flight"),
+            "{err}"
+        );
+        let err = resolve(RawConfig {
+            rejection_ttl_ms: Some(1_001),
+            ..RawConfig::default()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("--rejection-ttl-ms"), "{err}");
+        let config = resolve(env(&[
+            ("STOCKADE_REJECTION_TTL_MS", "0"),
+            ("STOCKADE_MAX_PURCHASES_IN_FLIGHT", "1"),
+        ]))
+        .unwrap();
+        assert_eq!(config.rejection_ttl, Duration::ZERO);
+        assert_eq!(config.max_purchases_in_flight, 1);
+        let err = RawConfig::from_env(|n| {
+            (n == "STOCKADE_MAX_PURCHASES_IN_FLIGHT").then(|| "many".into())
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("STOCKADE_MAX_PURCHASES_IN_FLIGHT"),
+            "{err}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("stockade.toml");
+        std::fs::write(&file, "max_purchases_in_flight = 0\n").unwrap();
+        let err = ServerConfig::resolve(RawConfig::default(), RawConfig::default(), Some(&file))
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("--max-purchases-in-flight"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn invalid_settings_name_the_setting() {
         let bad =
             |raw: RawConfig| ServerConfig::resolve(raw, RawConfig::default(), None).unwrap_err();

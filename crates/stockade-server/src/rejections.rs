@@ -105,7 +105,12 @@ impl Rejections {
     /// `UnknownSale`, `NotStarted`, `Ended` or `SoldOut`, in the order the
     /// engine checks them. `keyed`: the purchase carries an idempotency
     /// key, so only an unknown sale is answered here.
-    pub fn answer(&self, sale: &SaleId, keyed: bool, now: DateTime<Utc>) -> Option<PurchaseOutcome> {
+    pub fn answer(
+        &self,
+        sale: &SaleId,
+        keyed: bool,
+        now: DateTime<Utc>,
+    ) -> Option<PurchaseOutcome> {
         let Some(known) = self.sales.get(sale) else {
             return self
                 .unknown
@@ -200,7 +205,8 @@ impl Rejections {
         {
             return;
         }
-        self.unknown.insert(sale.clone(), ticket.asked_at + self.ttl);
+        self.unknown
+            .insert(sale.clone(), ticket.asked_at + self.ttl);
     }
 
     /// This instance created (or re-created) the sale: it is unknown no

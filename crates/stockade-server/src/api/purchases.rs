@@ -107,10 +107,7 @@ async fn decide(
         return Err(rebuilding());
     }
     let keyed = purchase.idempotency_key().is_some();
-    if let Some(outcome) = state
-        .rejections()
-        .answer(&sale, keyed, state.clock().now())
-    {
+    if let Some(outcome) = state.rejections().answer(&sale, keyed, state.clock().now()) {
         metrics::counter!("stockade_rejections_cached_total", "reason" => outcome.label())
             .increment(1);
         return Err(rejection(&purchase, outcome));
@@ -298,9 +295,8 @@ async fn answer(
 /// store or this instance's own knowledge refused it.
 fn rejection(purchase: &Purchase, outcome: PurchaseOutcome) -> ApiError {
     let sale = purchase.sale_id();
-    let conflict = |code: &'static str, message: String| {
-        ApiError::new(StatusCode::CONFLICT, code, message)
-    };
+    let conflict =
+        |code: &'static str, message: String| ApiError::new(StatusCode::CONFLICT, code, message);
     match outcome {
         PurchaseOutcome::SoldOut => conflict("sold_out", format!("sale {sale} is sold out")),
         PurchaseOutcome::InsufficientStock { remaining } => conflict(
