@@ -158,6 +158,18 @@ async fn stock_cancelled_on_one_instance_is_sold_on_another_within_the_bound() {
             "round {round}: {waited:?} is over the bound"
         );
     }
+    // A cancel on B itself is seen by B at once.
+    let (status, _) = b.buy("one", "learner-last", None).await;
+    assert_eq!(status, 409);
+    let (status, _) = b.buy("one", "cached-last", None).await;
+    assert_eq!(status, 409);
+    let (status, body) = b.cancel(holder["order_id"].as_str().unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = b.buy("one", "right-after", None).await;
+    assert_eq!(
+        status, 201,
+        "a cancel on B is not seen by B at once: {body}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
