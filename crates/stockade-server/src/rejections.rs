@@ -169,13 +169,31 @@ impl Rejections {
             // Nothing about the stock.
             _ => return,
         };
+        // Most answers change nothing: look under the shard's shared lock
+        // first, so purchases of one sale do not queue for its write lock.
+        let changes = self.sales.get(sale).is_some_and(|known| {
+            if sold_out {
+                !self.ttl.is_zero() && known.generation == ticket.generation
+            } else {
+                known.sold_out_until.is_some()
+            }
+        });
+        if !changes {
+            return;
+        }
         let Some(mut known) = self.sales.get_mut(sale) else {
             return;
         };
         if !sold_out {
             known.sold_out_until = None;
-        } else if !self.ttl.is_zero() && known.generation == ticket.generation {
-            known.sold_out_until = Some(ticket.asked_at + self.ttl);
+        } else if known.generation == ticket.generation {
+            let until = ticket.asked_at + self.ttl;
+            if known
+                .sold_out_until
+                .is_none_or(|known_until| known_until < until)
+            {
+                known.sold_out_until = Some(until);
+            }
         }
     }
 
