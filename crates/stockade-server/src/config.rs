@@ -38,6 +38,15 @@ pub struct RawConfig {
     /// `STOCKADE_OUTBOX_GRACE_MS`, `outbox_grace_ms`: how old an uncommitted
     /// outbox entry must be before the reconciler commits it itself.
     pub outbox_grace_ms: Option<u64>,
+    /// `--rejection-ttl-ms`, `STOCKADE_REJECTION_TTL_MS`, `rejection_ttl_ms`:
+    /// how long this instance answers `sold_out` and `unknown_sale` from
+    /// what it learned, without asking the engine or the store (0 to 1000;
+    /// 0: never). Another instance's cancel is seen within this bound.
+    pub rejection_ttl_ms: Option<u64>,
+    /// `--max-purchases-in-flight`, `STOCKADE_MAX_PURCHASES_IN_FLIGHT`,
+    /// `max_purchases_in_flight`: purchases decided at once on this
+    /// instance; one more is answered 503 `overloaded` at once.
+    pub max_purchases_in_flight: Option<u64>,
 }
 
 /// A setting that cannot be used.
@@ -82,6 +91,8 @@ impl RawConfig {
             batch_max: number("STOCKADE_BATCH_MAX")?.map(|n| n as usize),
             batch_delay_ms: number("STOCKADE_BATCH_DELAY_MS")?,
             outbox_grace_ms: number("STOCKADE_OUTBOX_GRACE_MS")?,
+            rejection_ttl_ms: number("STOCKADE_REJECTION_TTL_MS")?,
+            max_purchases_in_flight: number("STOCKADE_MAX_PURCHASES_IN_FLIGHT")?,
         })
     }
 
@@ -106,6 +117,10 @@ impl RawConfig {
             batch_max: self.batch_max.or(lower.batch_max),
             batch_delay_ms: self.batch_delay_ms.or(lower.batch_delay_ms),
             outbox_grace_ms: self.outbox_grace_ms.or(lower.outbox_grace_ms),
+            rejection_ttl_ms: self.rejection_ttl_ms.or(lower.rejection_ttl_ms),
+            max_purchases_in_flight: self
+                .max_purchases_in_flight
+                .or(lower.max_purchases_in_flight),
         }
     }
 }
@@ -193,6 +208,11 @@ pub struct ServerConfig {
     pub writer: WriterConfig,
     /// How old an outbox entry must be before the reconciler commits it.
     pub outbox_grace: Duration,
+    /// How long sold-out and unknown-sale knowledge is used without asking
+    /// the engine or the store (zero: never); at most one second.
+    pub rejection_ttl: Duration,
+    /// The most purchases in flight on this instance.
+    pub max_purchases_in_flight: usize,
 }
 
 impl ServerConfig {
@@ -311,6 +331,30 @@ impl ServerConfig {
                 "must be longer than the commit deadline, or the reconciler would race the writer",
             ));
         }
+        let rejection_ttl = raw
+            .rejection_ttl_ms
+            .map_or(crate::rejections::DEFAULT_TTL, Duration::from_millis);
+        if rejection_ttl > crate::rejections::MAX_TTL {
+            return Err(invalid(
+                "--rejection-ttl-ms / STOCKADE_REJECTION_TTL_MS",
+                format!(
+                    "must be at most {} (the bound on how long another instance's cancel may go unseen)",
+                    crate::rejections::MAX_TTL.as_millis()
+                ),
+            ));
+        }
+        let max_in_flight = raw
+            .max_purchases_in_flight
+            .unwrap_or(crate::shedding::DEFAULT_MAX_IN_FLIGHT as u64);
+        if !(1..=crate::shedding::MAX_IN_FLIGHT_LIMIT as u64).contains(&max_in_flight) {
+            return Err(invalid(
+                "--max-purchases-in-flight / STOCKADE_MAX_PURCHASES_IN_FLIGHT",
+                format!(
+                    "must be between 1 and {} (it is {max_in_flight})",
+                    crate::shedding::MAX_IN_FLIGHT_LIMIT
+                ),
+            ));
+        }
         Ok(Self {
             listen,
             data_dir,
@@ -324,6 +368,8 @@ impl ServerConfig {
                 max_delay,
             },
             outbox_grace,
+            rejection_ttl,
+            max_purchases_in_flight: max_in_flight as usize,
         })
     }
 }
@@ -435,6 +481,53 @@ mod tests {
         assert_eq!(config.writer.max_batch, 9);
         assert_eq!(config.commit_deadline, Duration::from_millis(30));
         assert!(!config.admin.generated);
+    }
+
+    #[test]
+    fn rejection_ttl_and_purchases_in_flight_are_bounded() {
+        let resolve = |raw: RawConfig| ServerConfig::resolve(raw, RawConfig::default(), None);
+        let defaults = resolve(RawConfig::default()).unwrap();
+        assert_eq!(defaults.rejection_ttl, Duration::from_millis(500));
+        assert_eq!(defaults.max_purchases_in_flight, 4_096);
+        let err = resolve(RawConfig {
+            max_purchases_in_flight: Some(0),
+            ..RawConfig::default()
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("--max-purchases-in-flight"),
+            "{err}"
+        );
+        let err = resolve(RawConfig {
+            rejection_ttl_ms: Some(1_001),
+            ..RawConfig::default()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("--rejection-ttl-ms"), "{err}");
+        let config = resolve(env(&[
+            ("STOCKADE_REJECTION_TTL_MS", "0"),
+            ("STOCKADE_MAX_PURCHASES_IN_FLIGHT", "1"),
+        ]))
+        .unwrap();
+        assert_eq!(config.rejection_ttl, Duration::ZERO);
+        assert_eq!(config.max_purchases_in_flight, 1);
+        let err = RawConfig::from_env(|n| {
+            (n == "STOCKADE_MAX_PURCHASES_IN_FLIGHT").then(|| "many".into())
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("STOCKADE_MAX_PURCHASES_IN_FLIGHT"),
+            "{err}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("stockade.toml");
+        std::fs::write(&file, "max_purchases_in_flight = 0\n").unwrap();
+        let err = ServerConfig::resolve(RawConfig::default(), RawConfig::default(), Some(&file))
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("--max-purchases-in-flight"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -25,6 +25,9 @@
 //! - [`store`]: the order store (PostgreSQL or SQLite), the source of truth
 //!   and the arbiter of every commit; epochs and releases.
 //! - [`routing`]: which authority decides each sale, as this instance knows.
+//! - [`rejections`]: sold-out, not-started, ended and unknown sales answered
+//!   without asking the engine or the store.
+//! - [`shedding`]: the bound on purchases in flight (503 `overloaded`).
 //! - [`writer`]: the group-commit writer.
 //! - [`breaker`]: the circuit breaker in front of the engine.
 //! - [`recovery`]: fenced rebuilds, the move to the fallback and back, the
@@ -38,7 +41,9 @@ pub mod breaker;
 pub mod config;
 pub mod metrics;
 pub mod recovery;
+pub mod rejections;
 pub mod routing;
+pub mod shedding;
 pub mod state;
 pub mod store;
 pub mod writer;
@@ -107,7 +112,15 @@ impl std::fmt::Debug for Service {
 impl Service {
     /// Opens the store and the engine and recovers the engine from the store.
     pub async fn start(config: &ServerConfig) -> Result<Self, ServeError> {
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        Self::start_with_clock(config, Arc::new(SystemClock)).await
+    }
+
+    /// [`Service::start`] on another clock (a test's manual clock): the
+    /// engine, the store and the sale windows all read this one.
+    pub async fn start_with_clock(
+        config: &ServerConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, ServeError> {
         if let StoreLocation::Sqlite(path) = &config.store
             && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
         {
@@ -147,6 +160,8 @@ impl Service {
             clock,
             admin_token: config.admin.token.clone(),
             commit_deadline: config.commit_deadline,
+            rejection_ttl: config.rejection_ttl,
+            max_purchases_in_flight: config.max_purchases_in_flight,
         });
         recover_at_start(&state).await?;
         state.mark_started();

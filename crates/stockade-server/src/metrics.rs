@@ -13,6 +13,8 @@
 //! | `stockade_orders_voided_total{reason}` | counter | orders the store refused at commit (nothing sold) |
 //! | `stockade_fallbacks_total` | counter | sales moved to the PostgreSQL fallback |
 //! | `stockade_circuit_opened_total` | counter | times the engine circuit breaker opened |
+//! | `stockade_rejections_cached_total{reason}` | counter | purchases refused from what the instance knew (sold_out, not_started, ended, unknown_sale), without asking the engine or the store |
+//! | `stockade_purchases_shed_total` | counter | purchases answered 503 `overloaded`: the instance had `--max-purchases-in-flight` in flight |
 
 use std::sync::OnceLock;
 
@@ -49,6 +51,9 @@ pub fn prometheus() -> PrometheusHandle {
             metrics::counter!("stockade_orders_voided_total", "reason" => "stale_epoch")
                 .increment(0);
             metrics::counter!("stockade_fallbacks_total").increment(0);
+            metrics::counter!("stockade_purchases_shed_total").increment(0);
+            metrics::counter!("stockade_rejections_cached_total", "reason" => "sold_out")
+                .increment(0);
             handle
         })
         .clone()

@@ -9,7 +9,9 @@ use stockade_core::{Clock, Engine};
 use stockade_lock::Locks;
 
 use crate::breaker::CircuitBreaker;
+use crate::rejections::Rejections;
 use crate::routing::Routing;
+use crate::shedding::Shedder;
 use crate::store::OrderStore;
 use crate::writer::CommitQueue;
 
@@ -29,6 +31,8 @@ struct Inner {
     commit_deadline: Duration,
     locks: Option<Locks>,
     routing: Routing,
+    rejections: Rejections,
+    shedder: Shedder,
     started: AtomicBool,
     stopping: AtomicBool,
     breaker: CircuitBreaker,
@@ -67,6 +71,10 @@ pub struct StateParts {
     pub admin_token: String,
     /// How long a purchase waits for its commit.
     pub commit_deadline: Duration,
+    /// How long sold-out and unknown-sale knowledge is used (zero: never).
+    pub rejection_ttl: Duration,
+    /// The most purchases in flight at once.
+    pub max_purchases_in_flight: usize,
 }
 
 impl AppState {
@@ -83,6 +91,8 @@ impl AppState {
                 commit_deadline: parts.commit_deadline,
                 locks: parts.locks,
                 routing: Routing::default(),
+                rejections: Rejections::new(parts.rejection_ttl),
+                shedder: Shedder::new(parts.max_purchases_in_flight),
                 started: AtomicBool::new(false),
                 stopping: AtomicBool::new(false),
                 breaker: CircuitBreaker::default(),
@@ -106,6 +116,14 @@ impl AppState {
     /// Which authority decides each sale, as this instance knows it.
     pub fn routing(&self) -> &Routing {
         &self.inner.routing
+    }
+    /// What this instance knows that lets it reject a purchase for free.
+    pub fn rejections(&self) -> &Rejections {
+        &self.inner.rejections
+    }
+    /// The bound on purchases in flight.
+    pub fn shedder(&self) -> &Shedder {
+        &self.inner.shedder
     }
     /// The order store.
     pub fn store(&self) -> &OrderStore {

@@ -347,7 +347,7 @@ pub struct ServeArgs {
     pub database_url: Option<String>,
     /// A TOML file with the same settings (listen, data_dir, engine,
     /// fallback, redis_url, database_url, commit_deadline_ms, batch_max,
-    /// batch_delay_ms).
+    /// batch_delay_ms, rejection_ttl_ms, max_purchases_in_flight).
     #[arg(long)]
     pub config: Option<std::path::PathBuf>,
     /// How long a purchase waits for its commit before answering 202
@@ -360,4 +360,16 @@ pub struct ServeArgs {
     /// Longest wait for a batch to fill (STOCKADE_BATCH_DELAY_MS; default 2).
     #[arg(long)]
     pub batch_delay_ms: Option<u64>,
+    /// How long this instance answers sold_out and unknown_sale from what
+    /// it learned, without asking Redis or the database
+    /// (STOCKADE_REJECTION_TTL_MS; default 500, at most 1000, 0: never).
+    /// Stock given back through another instance is sold here again within
+    /// this bound; not started and ended always come from the sale's times.
+    #[arg(long)]
+    pub rejection_ttl_ms: Option<u64>,
+    /// Most purchases in flight on this instance; one more is answered at
+    /// once with 503 overloaded and Retry-After: 1, selling nothing
+    /// (STOCKADE_MAX_PURCHASES_IN_FLIGHT; default 4096, at least 1).
+    #[arg(long)]
+    pub max_purchases_in_flight: Option<u64>,
 }

@@ -29,6 +29,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         batch_max: args.batch_max,
         batch_delay_ms: args.batch_delay_ms,
         outbox_grace_ms: None,
+        rejection_ttl_ms: args.rejection_ttl_ms,
+        max_purchases_in_flight: args.max_purchases_in_flight,
     };
     let env = RawConfig::from_env(|name| std::env::var(name).ok())?;
     let config = ServerConfig::resolve(flags, env, args.config.as_deref())?;

@@ -13,6 +13,13 @@
 //! Sales under the fallback authority, and every sale with
 //! `--engine postgres`, are decided by the store itself in one transaction
 //! that also commits the order.
+//!
+//! Before any of that, a purchase this instance already knows will be
+//! refused (sold out, not started, ended, unknown sale: see
+//! [`crate::rejections`]) is answered at once, with the same answer the
+//! engine would give, at no cost to the engine or the store. Every other
+//! purchase takes one of the instance's places in flight
+//! ([`crate::shedding`]) or is answered 503 `overloaded` at once.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -99,12 +106,21 @@ async fn decide(
     if state.routing().is_rebuilding(&sale) {
         return Err(rebuilding());
     }
+    let keyed = purchase.idempotency_key().is_some();
+    if let Some(outcome) = state.rejections().answer(&sale, keyed, state.clock().now()) {
+        metrics::counter!("stockade_rejections_cached_total", "reason" => outcome.label())
+            .increment(1);
+        return Err(rejection(&purchase, outcome));
+    }
+    // Held until the answer: the engine call, the commit and its wait.
+    let _in_flight = state.shedder().admit()?;
     let mut route = known_route(state, &sale).await?;
     let mut refreshed = false;
     // A route goes stale when another instance moves the sale; the answers
     // say so, and the purchase is tried once more on the fresh route.
     for _ in 0..3 {
         purchase = purchase.at_epoch(route.epoch);
+        let ticket = state.rejections().ticket(&sale);
         let (outcome, decider) = match decider(state, route) {
             Some(engine) => {
                 let Some(outcome) = engine_gate(state, engine, &purchase).await? else {
@@ -127,6 +143,7 @@ async fn decide(
                 (outcome, Decider::Store)
             }
         };
+        state.rejections().learn(&sale, ticket, &outcome);
         match outcome {
             PurchaseOutcome::WrongEpoch { engine } => {
                 let current = fresh_route(state, &sale).await?;
@@ -144,11 +161,13 @@ async fn decide(
             }
             PurchaseOutcome::UnknownSale => {
                 state.routing().forget(&sale);
+                let read = state.rejections().unknown_ticket();
                 if decider == Decider::Engine && state.store().sale(&sale).await?.is_some() {
                     // The engine lost its data (Redis restarted empty).
                     request_rebuild(state, &sale, route.epoch, "engine_lost_sale");
                     return Err(rebuilding());
                 }
+                state.rejections().learn_unknown(&sale, read);
                 return Err(unknown_sale(&sale));
             }
             outcome => {
@@ -217,21 +236,23 @@ async fn engine_gate(
 }
 
 /// The sale's route as this instance knows it, read from the store the
-/// first time.
+/// first time (with the sale's spec, which answers its window from then on).
 async fn known_route(state: &AppState, sale: &SaleId) -> Result<Route, ApiError> {
     match state.routing().get(sale) {
-        Some(route) => Ok(route),
-        None => fresh_route(state, sale).await,
+        Some(route) if state.rejections().knows(sale) => Ok(route),
+        _ => fresh_route(state, sale).await,
     }
 }
 
-/// The sale's route as the store has it now.
+/// The sale's route as the store has it now. A sale the store does not
+/// have is remembered as unknown for a while.
 async fn fresh_route(state: &AppState, sale: &SaleId) -> Result<Route, ApiError> {
-    let current = state
-        .store()
-        .sale_state(sale)
-        .await?
-        .ok_or_else(|| unknown_sale(sale))?;
+    let read = state.rejections().unknown_ticket();
+    let Some(current) = state.store().sale_state(sale).await? else {
+        state.rejections().learn_unknown(sale, read);
+        return Err(unknown_sale(sale));
+    };
+    state.rejections().learn_spec(&current.spec);
     let route = Route {
         epoch: current.epoch,
         authority: current.authority,
@@ -249,9 +270,6 @@ async fn answer(
     decider: Decider,
 ) -> Result<Response, ApiError> {
     let sale = purchase.sale_id();
-    let rejected = |code: &'static str, message: String| {
-        Err(ApiError::new(StatusCode::CONFLICT, code, message))
-    };
     match outcome {
         PurchaseOutcome::Purchased {
             order_id,
@@ -268,15 +286,27 @@ async fn answer(
             }
         }
         PurchaseOutcome::Duplicate { order_id } => replay(state, purchase, order_id).await,
-        PurchaseOutcome::SoldOut => rejected("sold_out", format!("sale {sale} is sold out")),
-        PurchaseOutcome::InsufficientStock { remaining } => rejected(
+        PurchaseOutcome::UnknownSale | PurchaseOutcome::WrongEpoch { .. } => Err(rebuilding()),
+        rejected => Err(rejection(purchase, rejected)),
+    }
+}
+
+/// The answer to a refused purchase, the same whether the engine, the
+/// store or this instance's own knowledge refused it.
+fn rejection(purchase: &Purchase, outcome: PurchaseOutcome) -> ApiError {
+    let sale = purchase.sale_id();
+    let conflict =
+        |code: &'static str, message: String| ApiError::new(StatusCode::CONFLICT, code, message);
+    match outcome {
+        PurchaseOutcome::SoldOut => conflict("sold_out", format!("sale {sale} is sold out")),
+        PurchaseOutcome::InsufficientStock { remaining } => conflict(
             "insufficient_stock",
             format!(
                 "only {remaining} left, fewer than the {} asked for",
                 purchase.quantity()
             ),
         ),
-        PurchaseOutcome::LimitExceeded { already } => rejected(
+        PurchaseOutcome::LimitExceeded { already } => conflict(
             "limit_exceeded",
             format!(
                 "buyer already holds {already} of this sale; the per-user limit does not allow {} more",
@@ -284,10 +314,15 @@ async fn answer(
             ),
         ),
         PurchaseOutcome::NotStarted => {
-            rejected("not_started", format!("sale {sale} has not started"))
+            conflict("not_started", format!("sale {sale} has not started"))
         }
-        PurchaseOutcome::Ended => rejected("ended", format!("sale {sale} has ended")),
-        PurchaseOutcome::UnknownSale | PurchaseOutcome::WrongEpoch { .. } => Err(rebuilding()),
+        PurchaseOutcome::Ended => conflict("ended", format!("sale {sale} has ended")),
+        PurchaseOutcome::UnknownSale => unknown_sale(sale),
+        PurchaseOutcome::Purchased { .. }
+        | PurchaseOutcome::Duplicate { .. }
+        | PurchaseOutcome::WrongEpoch { .. } => {
+            ApiError::internal(format!("{} is not a rejection", outcome.label()))
+        }
     }
 }
 

@@ -81,6 +81,9 @@ pub async fn create_sale(
             ));
         }
     };
+    // Buyable here at once, even if a purchase found it missing a moment
+    // ago (other instances: within the rejection ttl).
+    state.rejections().sale_created(spec.id());
     // A new sale starts in the engine under the first epoch. An existing
     // one is left alone: if the engine lost it, the next purchase rebuilds
     // it from the store under a new epoch.
