@@ -452,11 +452,19 @@ enum SlotVerdict {
 #[derive(Debug, PartialEq)]
 struct CaseResult {
     verdicts: Vec<SlotVerdict>,
-    /// Per sale: the sold count, (buyer, quantity) holdings, and (slot,
-    /// buyer, quantity, key, status) orders.
-    sales: Vec<(u32, Vec<(String, i64)>, Vec<CaseOrder>)>,
+    sales: Vec<CaseSale>,
 }
 
+/// A sale after a case: its sold count, its (buyer, quantity) holdings, and
+/// its orders, committed and void.
+#[derive(Debug, PartialEq)]
+struct CaseSale {
+    sold: u32,
+    holdings: Vec<(String, i64)>,
+    orders: Vec<CaseOrder>,
+}
+
+/// An order row: (slot, buyer, quantity, key, status).
 type CaseOrder = (usize, String, i64, Option<String>, String);
 
 /// Applies `plan` to sales named after `prefix`: the earlier orders one by
@@ -541,7 +549,11 @@ async fn run_plan(
             })
             .collect();
         orders.sort();
-        sales.push((sold, holdings, orders));
+        sales.push(CaseSale {
+            sold,
+            holdings,
+            orders,
+        });
     }
     CaseResult { verdicts, sales }
 }
