@@ -397,9 +397,7 @@ async fn look(
         }));
     }
     if let Some(key) = purchase.idempotency_key()
-        && let Some(original) = read_key_owners(conn, sale, &[key])
-            .await?
-            .remove(&(purchase.user_id().clone(), key.clone()))
+        && let Some(original) = read_key_owner(conn, sale, purchase.user_id(), key).await?
     {
         return Ok(Err(PurchaseOutcome::Duplicate { order_id: original }));
     }
@@ -491,38 +489,28 @@ async fn read_holdings(
     Ok(found)
 }
 
-/// The orders (committed or void) that `keys` name in `sale`, by (buyer,
-/// key).
-async fn read_key_owners(
+/// The order (committed or void) that the buyer's `key` names in `sale`.
+/// By (sale, buyer, key), the unique index's columns, so the lookup is one
+/// index probe however many orders the sale has.
+async fn read_key_owner(
     conn: &mut sqlx::AnyConnection,
     sale: &SaleId,
-    keys: &[&IdempotencyKey],
-) -> Result<HashMap<(UserId, IdempotencyKey), OrderId>, StoreError> {
-    let mut found = HashMap::new();
-    for chunk in keys.chunks(IN_CHUNK) {
-        let sql = format!(
-            "SELECT id, user_id, idempotency_key FROM orders
-              WHERE sale_id = $1 AND idempotency_key IN ({})",
-            placeholders(2, chunk.len())
-        );
-        let mut query = sqlx::query(&sql).bind(sale.as_str());
-        for key in chunk {
-            query = query.bind(key.as_str());
-        }
-        for row in query.fetch_all(&mut *conn).await? {
-            let id: String = row.try_get("id")?;
-            let user: String = row.try_get("user_id")?;
-            let key: String = row.try_get("idempotency_key")?;
-            found.insert(
-                (
-                    UserId::new(user).map_err(|e| corrupt("order", e))?,
-                    IdempotencyKey::new(key).map_err(|e| corrupt("order", e))?,
-                ),
-                id.parse().map_err(|e| corrupt("order id", e))?,
-            );
-        }
-    }
-    Ok(found)
+    user: &UserId,
+    key: &IdempotencyKey,
+) -> Result<Option<OrderId>, StoreError> {
+    let row = sqlx::query(
+        "SELECT id FROM orders WHERE sale_id = $1 AND user_id = $2 AND idempotency_key = $3",
+    )
+    .bind(sale.as_str())
+    .bind(user.as_str())
+    .bind(key.as_str())
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.map(|row| {
+        let id: String = row.try_get("id")?;
+        id.parse().map_err(|e| corrupt("order id", e))
+    })
+    .transpose()
 }
 
 /// Sets buyers' holdings to the given totals (0 deletes the row).
