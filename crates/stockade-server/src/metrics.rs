@@ -8,6 +8,7 @@
 //! | `stockade_store_commit_seconds` | histogram | one batch commit |
 //! | `stockade_writer_batch_size` | histogram | orders per commit |
 //! | `stockade_writer_queue_depth` | gauge | orders waiting for commit |
+//! | `stockade_writer_acks_dropped_total` | counter | decided orders left in the engine's outbox because the acknowledger was behind (the reconciler acknowledges them) |
 //! | `stockade_sale_remaining{sale}` | gauge | stock left, as last seen |
 //! | `stockade_rebuilds_total{reason}` | counter | fenced rebuilds of a sale's engine state from the store |
 //! | `stockade_orders_voided_total{reason}` | counter | orders the store refused at commit (nothing sold) |

@@ -1,23 +1,44 @@
 //! The group-commit writer: handlers hand it accepted orders, it commits them
 //! to the store in batches (bounded by size and by time), one transaction
-//! per batch, then acknowledges them in the engine's outbox and tells each
-//! waiting handler its order's own verdict: committed, or void (the store
-//! refused that one order; the rest of the batch commits).
+//! per batch, then tells each waiting handler its order's own verdict:
+//! committed, or void (the store refused that one order; the rest of the
+//! batch commits), and has the orders acknowledged in the engine's outbox.
 //!
 //! Under a stampede this turns thousands of commits into a few dozen, which
 //! is what lets a durable store keep up with an in-memory or Redis engine.
+//!
+//! # A pipeline
+//! The writer never waits for a commit before it forms the next batch:
+//! - the batcher forms a batch and starts its commit as soon as a commit
+//!   slot is free ([`commits_in_flight`]: several on PostgreSQL, where
+//!   transactions of different sales run side by side; one on SQLite, which
+//!   has one writer, so there the next batch fills and waits, ready, while
+//!   the previous commit syncs);
+//! - each commit answers its own waiters when its transaction has
+//!   committed (never before: an answered order survives a power cut);
+//! - one acknowledger task removes decided orders from the engine's outbox,
+//!   off the commit path.
+//!
+//! Arrival order per sale is kept: the batcher starts a batch's commit only
+//! once the previous batch's transaction holds the row locks of its sales
+//! ([`OrderStore::commit_in_turn`]). A later batch that touches one of
+//! those sales then waits in the store for the earlier one to commit, so an
+//! order is never judged before one of the same sale that arrived earlier;
+//! and since every commit takes its locks in sale id order, two commits in
+//! flight never deadlock.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dashmap::DashMap;
 use stockade_core::{Engine, Order, OrderId, SaleId};
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
 
 use crate::store::arbiter::Verdict;
-use crate::store::{OrderStore, StoreError};
+use crate::store::{OrderStore, StoreError, StoreKind};
 
 /// How batches are formed.
 #[derive(Debug, Clone, Copy)]
@@ -38,6 +59,20 @@ impl Default for WriterConfig {
     }
 }
 
+/// How many batch commits may be under way at once. PostgreSQL runs
+/// transactions that lock different sales side by side, and a transaction
+/// waiting for a sale's lock has its statements ready the moment the lock
+/// is free; four keeps most of the store's 16 connections for handlers.
+/// SQLite has one writer: a second transaction would only sleep in SQLite's
+/// busy handler (in steps of milliseconds), so there the next batch waits,
+/// formed, for the commit slot instead.
+pub fn commits_in_flight(kind: StoreKind) -> usize {
+    match kind {
+        StoreKind::Postgres => 4,
+        StoreKind::Sqlite => 1,
+    }
+}
+
 /// The result a handler waits for: its order's verdict, or the error that
 /// failed its whole batch (the store unavailable: nothing committed).
 pub type CommitResult = Result<Verdict, Arc<StoreError>>;
@@ -45,6 +80,9 @@ pub type CommitResult = Result<Verdict, Arc<StoreError>>;
 struct Job {
     order: Order,
     done: oneshot::Sender<CommitResult>,
+    /// When the order was queued: a batch's delay counts from its first
+    /// order's arrival, even if that order waited for a commit slot.
+    queued_at: Instant,
 }
 
 /// The handle handlers use to submit orders. Cheap to clone.
@@ -63,8 +101,9 @@ impl std::fmt::Debug for CommitQueue {
 }
 
 impl CommitQueue {
-    /// Starts the writer task. It stops, after committing everything queued,
-    /// once every `CommitQueue` clone is dropped.
+    /// Starts the writer. Its task ends, after committing everything queued
+    /// and handing the last acknowledgements to the engine, once every
+    /// `CommitQueue` clone is dropped.
     pub fn start(
         store: OrderStore,
         engine: Option<Arc<dyn Engine>>,
@@ -88,7 +127,12 @@ impl CommitQueue {
         let (done, result) = oneshot::channel();
         self.in_flight.insert(order.id, order.clone());
         metrics::gauge!("stockade_writer_queue_depth").increment(1.0);
-        if let Err(mpsc::error::SendError(job)) = self.sender.send(Job { order, done }).await {
+        let job = Job {
+            order,
+            done,
+            queued_at: Instant::now(),
+        };
+        if let Err(mpsc::error::SendError(job)) = self.sender.send(job).await {
             // The writer has stopped (shutting down): say so to the waiter.
             self.in_flight.remove(&job.order.id);
             metrics::gauge!("stockade_writer_queue_depth").decrement(1.0);
@@ -110,6 +154,8 @@ impl CommitQueue {
     }
 }
 
+/// The batcher: forms batches in arrival order and starts their commits,
+/// each once a commit slot is free and the previous batch holds its locks.
 async fn write_batches(
     mut receiver: mpsc::Receiver<Job>,
     store: OrderStore,
@@ -117,46 +163,98 @@ async fn write_batches(
     config: WriterConfig,
     in_flight: Arc<DashMap<OrderId, Order>>,
 ) {
-    while let Some(first) = receiver.recv().await {
-        let mut batch = vec![first];
-        let deadline = tokio::time::Instant::now() + config.max_delay;
-        while batch.len() < config.max_batch {
-            match receiver.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(mpsc::error::TryRecvError::Disconnected) => break,
-                Err(mpsc::error::TryRecvError::Empty) => {
-                    match tokio::time::timeout_at(deadline, receiver.recv()).await {
-                        Ok(Some(job)) => batch.push(job),
-                        _ => break,
-                    }
-                }
-            }
+    let (acknowledger, acknowledging) = match engine {
+        Some(engine) => {
+            let (acknowledger, task) = Acknowledger::start(engine);
+            (Some(acknowledger), Some(task))
         }
-        commit_batch(batch, &store, engine.as_ref(), &in_flight).await;
+        None => (None, None),
+    };
+    let slots = Arc::new(Semaphore::new(commits_in_flight(store.kind())));
+    let mut commits = JoinSet::new();
+    let mut previous_locked: Option<oneshot::Receiver<()>> = None;
+    loop {
+        let slot = Arc::clone(&slots)
+            .acquire_owned()
+            .await
+            .expect("the writer never closes its semaphore");
+        if let Some(locked) = previous_locked.take() {
+            // Sent once the previous batch holds its sales' locks, or
+            // dropped if its commit failed before: either way, go.
+            let _ = locked.await;
+        }
+        let Some(batch) = next_batch(&mut receiver, &config).await else {
+            break;
+        };
+        let (locked, locked_seen) = oneshot::channel();
+        previous_locked = Some(locked_seen);
+        commits.spawn(commit_batch(
+            batch,
+            store.clone(),
+            acknowledger.clone(),
+            Arc::clone(&in_flight),
+            locked,
+            slot,
+        ));
+        // Reap finished commits, so the set stays as small as the slots.
+        while commits.try_join_next().is_some() {}
+    }
+    while commits.join_next().await.is_some() {}
+    // The last sender goes: the acknowledger drains what is queued and ends.
+    drop(acknowledger);
+    if let Some(task) = acknowledging {
+        let _ = task.await;
     }
 }
 
+/// The next batch: the first order queued, then whatever follows it, up to
+/// `max_batch` orders or until `max_delay` after the first one was queued.
+/// None once every sender is gone and the queue is empty.
+async fn next_batch(receiver: &mut mpsc::Receiver<Job>, config: &WriterConfig) -> Option<Vec<Job>> {
+    let first = receiver.recv().await?;
+    let deadline = first.queued_at + config.max_delay;
+    let mut batch = vec![first];
+    while batch.len() < config.max_batch {
+        match receiver.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(mpsc::error::TryRecvError::Disconnected) => break,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                match tokio::time::timeout_at(deadline, receiver.recv()).await {
+                    Ok(Some(job)) => batch.push(job),
+                    _ => break,
+                }
+            }
+        }
+    }
+    Some(batch)
+}
+
+/// Commits one batch, frees its slot, then answers its waiters and queues
+/// its acknowledgements.
 async fn commit_batch(
     batch: Vec<Job>,
-    store: &OrderStore,
-    engine: Option<&Arc<dyn Engine>>,
-    in_flight: &DashMap<OrderId, Order>,
+    store: OrderStore,
+    acknowledger: Option<Acknowledger>,
+    in_flight: Arc<DashMap<OrderId, Order>>,
+    locked: oneshot::Sender<()>,
+    slot: OwnedSemaphorePermit,
 ) {
     let (orders, waiters): (Vec<Order>, Vec<_>) =
         batch.into_iter().map(|job| (job.order, job.done)).unzip();
     metrics::histogram!("stockade_writer_batch_size").record(orders.len() as f64);
-    let started = Instant::now();
-    let result = store.commit(&orders).await.map_err(Arc::new);
+    let started = std::time::Instant::now();
+    let result = store
+        .commit_in_turn(&orders, locked)
+        .await
+        .map_err(Arc::new);
     metrics::histogram!("stockade_store_commit_seconds").record(started.elapsed().as_secs_f64());
+    // The store is done with this batch: the next commit may start.
+    drop(slot);
     match &result {
         Ok(verdicts) => {
             log_voids(&orders, verdicts);
-            // Off the commit path: an engine that is slow to answer (Redis
-            // frozen) must not hold up the next batch's commit.
-            if let Some(engine) = engine {
-                let engine = Arc::clone(engine);
-                let decided = orders.clone();
-                tokio::spawn(async move { acknowledge(engine.as_ref(), &decided).await });
+            if let Some(acknowledger) = &acknowledger {
+                acknowledger.acknowledge(&orders);
             }
         }
         Err(error) => tracing::warn!(
@@ -195,16 +293,80 @@ pub(crate) fn log_voids(orders: &[Order], verdicts: &[Verdict]) {
     }
 }
 
-/// Removes decided orders (committed or void) from the engine's outbox. A
-/// failure here only leaves entries the reconciler will find decided.
-async fn acknowledge(engine: &dyn Engine, orders: &[Order]) {
-    let mut by_sale: HashMap<&SaleId, Vec<OrderId>> = HashMap::new();
-    for order in orders {
-        by_sale.entry(&order.sale_id).or_default().push(order.id);
+/// How many committed batches may wait for the acknowledger.
+const ACK_QUEUE: usize = 64;
+/// At most this many order ids per acknowledge call: keeps one engine call
+/// (one Redis script with an argument per id) bounded.
+const ACK_CHUNK: usize = 2_000;
+
+/// Decided orders of one batch, per sale.
+type Decided = Vec<(SaleId, Vec<OrderId>)>;
+
+/// The handle commits use to have decided orders removed from the engine's
+/// outbox by the one acknowledger task. Cheap to clone.
+#[derive(Clone)]
+struct Acknowledger {
+    sender: mpsc::Sender<Decided>,
+}
+
+impl Acknowledger {
+    /// Starts the acknowledger task; it ends once every handle is dropped
+    /// and what was queued is acknowledged.
+    fn start(engine: Arc<dyn Engine>) -> (Self, JoinHandle<()>) {
+        let (sender, receiver) = mpsc::channel(ACK_QUEUE);
+        let task = tokio::spawn(acknowledge_forever(engine, receiver));
+        (Self { sender }, task)
     }
-    for (sale, ids) in by_sale {
-        if let Err(error) = engine.acknowledge(sale, &ids).await {
-            tracing::warn!(%sale, %error, "could not acknowledge committed orders");
+
+    /// Queues decided (committed or void) orders for acknowledgement,
+    /// without waiting. When the acknowledger is that far behind (the
+    /// engine slow or unreachable), the orders are dropped and counted in
+    /// `stockade_writer_acks_dropped_total`: that is safe, because they
+    /// stay in the engine's outbox, where the reconciler's outbox sweep
+    /// finds them, commits them again (the store answers with each one's
+    /// recorded verdict, changing nothing) and acknowledges them then.
+    fn acknowledge(&self, orders: &[Order]) {
+        let mut by_sale: HashMap<&SaleId, Vec<OrderId>> = HashMap::new();
+        for order in orders {
+            by_sale.entry(&order.sale_id).or_default().push(order.id);
+        }
+        let decided: Decided = by_sale
+            .into_iter()
+            .map(|(sale, ids)| (sale.clone(), ids))
+            .collect();
+        if let Err(error) = self.sender.try_send(decided) {
+            let dropped = match &error {
+                mpsc::error::TrySendError::Full(decided)
+                | mpsc::error::TrySendError::Closed(decided) => {
+                    decided.iter().map(|(_, ids)| ids.len()).sum::<usize>()
+                }
+            };
+            metrics::counter!("stockade_writer_acks_dropped_total").increment(dropped as u64);
+            tracing::debug!(
+                orders = dropped,
+                "acknowledger behind; the reconciler will acknowledge these orders"
+            );
+        }
+    }
+}
+
+/// Takes whatever batches are queued, merges their orders per sale, and
+/// acknowledges each sale's orders in as few engine calls as it can.
+async fn acknowledge_forever(engine: Arc<dyn Engine>, mut receiver: mpsc::Receiver<Decided>) {
+    let mut queued = Vec::with_capacity(ACK_QUEUE);
+    while receiver.recv_many(&mut queued, ACK_QUEUE).await > 0 {
+        let mut by_sale: HashMap<SaleId, Vec<OrderId>> = HashMap::new();
+        for (sale, ids) in queued.drain(..).flatten() {
+            by_sale.entry(sale).or_default().extend(ids);
+        }
+        for (sale, ids) in by_sale {
+            for chunk in ids.chunks(ACK_CHUNK) {
+                // A failure only leaves entries the reconciler will find
+                // decided.
+                if let Err(error) = engine.acknowledge(&sale, chunk).await {
+                    tracing::warn!(%sale, %error, "could not acknowledge decided orders");
+                }
+            }
         }
     }
 }

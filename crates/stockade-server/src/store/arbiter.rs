@@ -28,7 +28,10 @@ use stockade_core::{
     Epoch, IdempotencyKey, Order, OrderId, Purchase, PurchaseOutcome, SaleId, SaleSpec, UserId,
 };
 
+use tokio::sync::oneshot;
+
 use super::authority::Authority;
+use super::bulk::{self, NewRow};
 use super::{
     OrderStore, SALE_COLUMNS, StoreError, StoreKind, VOID, corrupt, epoch_of, sale_from_row,
 };
@@ -127,31 +130,36 @@ impl OrderStore {
     /// retried and an outbox replayed safely. Fails only when the store
     /// itself fails (nothing is then committed).
     pub async fn commit(&self, orders: &[Order]) -> Result<Vec<Verdict>, StoreError> {
+        let (locked, _) = oneshot::channel();
+        self.commit_in_turn(orders, locked).await
+    }
+
+    /// [`OrderStore::commit`], telling `locked` as soon as the transaction
+    /// holds the row locks of every sale in `orders` (or dropping it if the
+    /// commit fails before). From then on, a transaction that asks for one
+    /// of those locks waits for this one to end, so it judges its orders of
+    /// these sales after this batch's: a writer that starts the next batch
+    /// only after `locked` has keeps arrival order per sale with several
+    /// commits in flight.
+    pub async fn commit_in_turn(
+        &self,
+        orders: &[Order],
+        locked: oneshot::Sender<()>,
+    ) -> Result<Vec<Verdict>, StoreError> {
         if orders.is_empty() {
             return Ok(Vec::new());
         }
         let mut sale_ids: Vec<&SaleId> = orders.iter().map(|o| &o.sale_id).collect();
         sale_ids.sort();
         sale_ids.dedup();
+        let kind = self.kind;
         let mut tx = self.pool.begin().await?;
-        self.lock_sales(&mut tx, &sale_ids).await?;
-        let mut sales = read_sales(&mut tx, &sale_ids).await?;
-        let existing = read_existing(&mut tx, orders).await?;
-        let mut holdings: HashMap<SaleId, HashMap<UserId, u32>> = HashMap::new();
-        let mut owners: HashMap<SaleId, HashMap<(UserId, IdempotencyKey), OrderId>> =
-            HashMap::new();
-        for sale in &sale_ids {
-            let of_sale = || orders.iter().filter(|o| o.sale_id == **sale);
-            let users: Vec<&UserId> = of_sale().map(|o| &o.user_id).collect();
-            holdings.insert((*sale).clone(), read_holdings(&mut tx, sale, &users).await?);
-            let keys: Vec<&IdempotencyKey> = of_sale()
-                .filter_map(|o| o.idempotency_key.as_ref())
-                .collect();
-            owners.insert(
-                (*sale).clone(),
-                read_key_owners(&mut tx, sale, &keys).await?,
-            );
-        }
+        let mut sales = bulk::lock_and_read_sales(kind, &mut tx, &sale_ids).await?;
+        // The receiver may be gone (a plain `commit`): nobody waits then.
+        let _ = locked.send(());
+        let existing = bulk::read_existing(kind, &mut tx, orders).await?;
+        let mut holdings = bulk::read_holdings(kind, &mut tx, orders).await?;
+        let mut owners = bulk::read_key_owners(kind, &mut tx, orders).await?;
 
         let mut verdicts = Vec::with_capacity(orders.len());
         let mut rows: Vec<NewRow<'_>> = Vec::new();
@@ -167,11 +175,14 @@ impl OrderStore {
                 continue;
             }
             if !decided.insert(order.id) {
-                // The same id twice in one batch: the first one decided it.
+                // The same id twice in one batch: the first one decided it,
+                // as a later commit of the id would find it decided; one of
+                // an unknown sale left no record, so it is unknown again.
                 let first = rows.iter().find(|row| row.order.id == order.id);
                 verdicts.push(match first {
                     Some(row) if row.status != VOID => Verdict::Committed,
-                    _ => Verdict::Void(VoidReason::Earlier),
+                    Some(_) => Verdict::Void(VoidReason::Earlier),
+                    None => Verdict::Void(VoidReason::UnknownSale),
                 });
                 continue;
             }
@@ -215,13 +226,23 @@ impl OrderStore {
             }
             verdicts.push(verdict);
         }
-        insert_orders(&mut tx, &rows).await?;
-        for (sale, change) in &changes {
-            write_holdings(&mut tx, sale, &change.holdings).await?;
-            if let Some(sold) = change.sold {
-                write_sold(&mut tx, sale, sold).await?;
-            }
-        }
+        // Write what the verdicts decided: every table once, in bulk.
+        bulk::insert_orders(kind, &mut tx, &rows).await?;
+        let held: Vec<(&SaleId, &UserId, u32)> = changes
+            .iter()
+            .flat_map(|(sale, change)| {
+                change
+                    .holdings
+                    .iter()
+                    .map(move |(user, quantity)| (sale, user, *quantity))
+            })
+            .collect();
+        bulk::upsert_holdings(kind, &mut tx, &held).await?;
+        let sold: Vec<(&SaleId, u32)> = changes
+            .iter()
+            .filter_map(|(sale, change)| Some((sale, change.sold?)))
+            .collect();
+        bulk::write_sold_counts(kind, &mut tx, &sold).await?;
         tx.commit().await?;
         Ok(verdicts)
     }
@@ -254,7 +275,8 @@ impl OrderStore {
         };
         let order = Order::confirmed(purchase, order_id, now);
         let sold = state.sold + purchase.quantity();
-        insert_orders(
+        bulk::insert_orders(
+            self.kind,
             &mut tx,
             &[NewRow {
                 order: &order,
@@ -375,9 +397,7 @@ async fn look(
         }));
     }
     if let Some(key) = purchase.idempotency_key()
-        && let Some(original) = read_key_owners(conn, sale, &[key])
-            .await?
-            .remove(&(purchase.user_id().clone(), key.clone()))
+        && let Some(original) = read_key_owner(conn, sale, purchase.user_id(), key).await?
     {
         return Ok(Err(PurchaseOutcome::Duplicate { order_id: original }));
     }
@@ -442,31 +462,6 @@ pub(super) fn sale_state_from_row(row: &AnyRow) -> Result<SaleState, StoreError>
     })
 }
 
-/// Which of `orders` the store has decided already (true: void).
-async fn read_existing(
-    conn: &mut sqlx::AnyConnection,
-    orders: &[Order],
-) -> Result<HashMap<OrderId, bool>, StoreError> {
-    let mut found = HashMap::new();
-    for chunk in orders.chunks(IN_CHUNK) {
-        let sql = format!(
-            "SELECT id, status FROM orders WHERE id IN ({})",
-            placeholders(1, chunk.len())
-        );
-        let mut query = sqlx::query(&sql);
-        for order in chunk {
-            query = query.bind(order.id.to_string());
-        }
-        for row in query.fetch_all(&mut *conn).await? {
-            let id: String = row.try_get("id")?;
-            let status: String = row.try_get("status")?;
-            let id = id.parse().map_err(|e| corrupt("order id", e))?;
-            found.insert(id, status == VOID);
-        }
-    }
-    Ok(found)
-}
-
 async fn read_holdings(
     conn: &mut sqlx::AnyConnection,
     sale: &SaleId,
@@ -494,90 +489,28 @@ async fn read_holdings(
     Ok(found)
 }
 
-/// The orders (committed or void) that `keys` name in `sale`, by (buyer,
-/// key).
-async fn read_key_owners(
+/// The order (committed or void) that the buyer's `key` names in `sale`.
+/// By (sale, buyer, key), the unique index's columns, so the lookup is one
+/// index probe however many orders the sale has.
+async fn read_key_owner(
     conn: &mut sqlx::AnyConnection,
     sale: &SaleId,
-    keys: &[&IdempotencyKey],
-) -> Result<HashMap<(UserId, IdempotencyKey), OrderId>, StoreError> {
-    let mut found = HashMap::new();
-    for chunk in keys.chunks(IN_CHUNK) {
-        let sql = format!(
-            "SELECT id, user_id, idempotency_key FROM orders
-              WHERE sale_id = $1 AND idempotency_key IN ({})",
-            placeholders(2, chunk.len())
-        );
-        let mut query = sqlx::query(&sql).bind(sale.as_str());
-        for key in chunk {
-            query = query.bind(key.as_str());
-        }
-        for row in query.fetch_all(&mut *conn).await? {
-            let id: String = row.try_get("id")?;
-            let user: String = row.try_get("user_id")?;
-            let key: String = row.try_get("idempotency_key")?;
-            found.insert(
-                (
-                    UserId::new(user).map_err(|e| corrupt("order", e))?,
-                    IdempotencyKey::new(key).map_err(|e| corrupt("order", e))?,
-                ),
-                id.parse().map_err(|e| corrupt("order id", e))?,
-            );
-        }
-    }
-    Ok(found)
-}
-
-/// An order to insert, with the status the arbiter gave it.
-struct NewRow<'a> {
-    order: &'a Order,
-    status: &'static str,
-    /// False for an order voided because its key names another order.
-    keeps_key: bool,
-}
-
-async fn insert_orders(
-    tx: &mut Transaction<'_, Any>,
-    rows: &[NewRow<'_>],
-) -> Result<(), StoreError> {
-    // 9 values per order; 64 orders per statement stays far below any
-    // database's limit on bound parameters.
-    for chunk in rows.chunks(64) {
-        let mut sql = String::from(
-            "INSERT INTO orders (id, sale_id, user_id, quantity, idempotency_key, status,
-                                 created_at_ms, updated_at_ms, epoch) VALUES ",
-        );
-        let tuples: Vec<String> = (0..chunk.len())
-            .map(|i| format!("({})", placeholders(i * 9 + 1, 9)))
-            .collect();
-        sql.push_str(&tuples.join(", "));
-        let mut query = sqlx::query(&sql);
-        for NewRow {
-            order,
-            status,
-            keeps_key,
-        } in chunk
-        {
-            let created = order.created_at.timestamp_millis();
-            let key = order
-                .idempotency_key
-                .as_ref()
-                .filter(|_| *keeps_key)
-                .map(|k| k.as_str().to_owned());
-            query = query
-                .bind(order.id.to_string())
-                .bind(order.sale_id.as_str().to_owned())
-                .bind(order.user_id.as_str().to_owned())
-                .bind(i64::from(order.quantity))
-                .bind(key)
-                .bind(*status)
-                .bind(created)
-                .bind(created)
-                .bind(order.epoch.as_i64());
-        }
-        query.execute(&mut **tx).await?;
-    }
-    Ok(())
+    user: &UserId,
+    key: &IdempotencyKey,
+) -> Result<Option<OrderId>, StoreError> {
+    let row = sqlx::query(
+        "SELECT id FROM orders WHERE sale_id = $1 AND user_id = $2 AND idempotency_key = $3",
+    )
+    .bind(sale.as_str())
+    .bind(user.as_str())
+    .bind(key.as_str())
+    .fetch_optional(&mut *conn)
+    .await?;
+    row.map(|row| {
+        let id: String = row.try_get("id")?;
+        id.parse().map_err(|e| corrupt("order id", e))
+    })
+    .transpose()
 }
 
 /// Sets buyers' holdings to the given totals (0 deletes the row).

@@ -19,6 +19,7 @@
 
 pub mod arbiter;
 pub mod authority;
+mod bulk;
 pub mod releases;
 
 use std::str::FromStr;
