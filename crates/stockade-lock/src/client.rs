@@ -244,7 +244,7 @@ impl Locks {
 
     /// One node: wait in the lock's queue. One attempt first (unless other
     /// waiters of this client are already in line for this lock: then it is
-    /// surely held), then subscribe to the lock's channel and queue; the
+    /// almost surely held), then subscribe to the lock's channel and queue; the
     /// release script hands the lock straight to the first live waiter in
     /// line and tells it with one message. A bounded re-check (the holder's
     /// remaining lease, capped by `max_fallback_retry`) covers lost messages
@@ -252,26 +252,40 @@ impl Locks {
     async fn acquire_in_line(&self, request: &Request) -> Result<Option<LockGuard>, LockError> {
         let node = &self.inner.nodes[0];
         let keys = &request.keys;
-        let mut interest = None;
-        if request.wait != Some(Duration::ZERO) && node.clock.now_us().is_some() {
-            interest = node.subscriptions.join_active(&keys.channel);
+        if request.wait == Some(Duration::ZERO) {
+            return match self
+                .attempt(keys, request.lease, request.lease_duration)
+                .await?
+            {
+                Attempt::Acquired(guard) => Ok(Some(guard)),
+                Attempt::Busy { .. } => {
+                    telemetry::contended();
+                    Ok(None)
+                }
+            };
         }
-        let interest = match interest {
-            Some(interest) => interest,
-            None => {
-                match self
-                    .attempt(keys, request.lease, request.lease_duration)
-                    .await?
-                {
-                    Attempt::Acquired(guard) => return Ok(Some(guard)),
-                    Attempt::Busy { .. } => telemetry::contended(),
-                }
-                if request.out_of_time() {
-                    return Ok(None);
-                }
-                node.subscriptions.interest(&keys.channel).await
+        // Other waiters of this client are in line for this lock, or getting
+        // in line: join them without an attempt. Should the lock be free
+        // after all, the check of a waiter that finds itself first in line
+        // takes it.
+        let in_line = node.subscriptions.has_waiters(&keys.channel);
+        // Registered before the attempt, so that this client's waiters that
+        // arrive meanwhile join instead of attempting too; subscribed only if
+        // the attempt fails.
+        let interest = node.subscriptions.register(&keys.channel);
+        if !in_line {
+            match self
+                .attempt(keys, request.lease, request.lease_duration)
+                .await?
+            {
+                Attempt::Acquired(guard) => return Ok(Some(guard)),
+                Attempt::Busy { .. } => telemetry::contended(),
             }
-        };
+            if request.out_of_time() {
+                return Ok(None);
+            }
+        }
+        interest.subscribe().await;
         let guard = self.wait_in_line(request, &interest).await?;
         if guard.is_some() {
             telemetry::waited(request.started.elapsed());

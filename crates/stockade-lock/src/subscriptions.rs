@@ -212,10 +212,26 @@ impl Subscriptions {
         })
     }
 
+    /// Whether waiters of this client have registered on `channel` (subscribed
+    /// already, or subscribing right now).
+    pub fn has_waiters(&self, channel: &str) -> bool {
+        let channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        channels.get(channel).is_some_and(|entry| entry.waiters > 0)
+    }
+
     /// Registers interest in `channel`, subscribing if this is the first, and
     /// returns once the subscription is confirmed (or found impossible right
     /// now).
     pub async fn interest(&self, channel: &str) -> Interest {
+        let interest = self.register(channel);
+        interest.subscribe().await;
+        interest
+    }
+
+    /// Registers interest in `channel` without subscribing yet: other
+    /// waiters of this client see it ([`Self::has_waiters`]) at once. Call
+    /// [`Interest::subscribe`] before relying on messages.
+    pub fn register(&self, channel: &str) -> Interest {
         let notify = {
             let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
             let entry = channels
@@ -228,22 +244,29 @@ impl Subscriptions {
             entry.waiters += 1;
             Arc::clone(&entry.notify)
         };
-        let interest = Interest {
+        Interest {
             channel: channel.to_owned(),
             notify,
             owner: self.clone(),
-        };
+        }
+    }
+}
+
+impl Interest {
+    /// Subscribes to the channel if it is not yet, and returns once that is
+    /// confirmed (or found impossible right now). No Redis command if it is
+    /// subscribed already.
+    pub async fn subscribe(&self) {
         let (done, confirmed) = oneshot::channel();
         let command = Command::Subscribe {
-            channel: channel.to_owned(),
+            channel: self.channel.clone(),
             done,
         };
         // Whether it worked or not (the pub/sub connection may be down: the
         // waiter then relies on its fallback retry), go on once it is decided.
-        if self.commands.send(command).is_ok() {
+        if self.owner.commands.send(command).is_ok() {
             let _ = confirmed.await;
         }
-        interest
     }
 }
 
