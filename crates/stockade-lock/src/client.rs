@@ -605,6 +605,9 @@ impl Request {
     }
 }
 
+/// How many times a waiter that gave up tries to leave the queue.
+const LEAVE_ATTEMPTS: u32 = 4;
+
 /// 128 random bits, hex: the value the lock key holds while this acquisition
 /// owns it, and a queued waiter's name.
 fn new_owner_token() -> String {
@@ -661,8 +664,20 @@ impl Drop for QueuedWaiter {
         let runtime = locks.runtime.clone();
         runtime.spawn(async move {
             let node = &locks.nodes[0];
-            if let Err(error) = node.leave(&keys, &token, &entry, &renewed).await {
-                tracing::debug!(lock = %keys.name, %error, "leaving the queue failed; the entry's deadline and the lease bound it");
+            // A departure that never reaches Redis leaves an entry that may
+            // be granted the lock for a whole lease: worth a few retries.
+            let mut backoff = Duration::from_millis(50);
+            for attempt in 1..=LEAVE_ATTEMPTS {
+                match node.leave(&keys, &token, &entry, &renewed).await {
+                    Ok(_) => return,
+                    Err(error) if attempt == LEAVE_ATTEMPTS => {
+                        tracing::warn!(lock = %keys.name, %error, "leaving the queue failed; the entry's deadline and the lease bound it");
+                    }
+                    Err(_) => {
+                        tokio::time::sleep(backoff).await;
+                        backoff *= 2;
+                    }
+                }
             }
         });
     }
