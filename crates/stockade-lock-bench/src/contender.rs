@@ -23,7 +23,8 @@ pub(crate) trait Contender: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), LockBenchError>> + Send;
 }
 
-/// `stockade-lock`: waiters sleep until the release is published.
+/// `stockade-lock`: waiters queue in Redis and the release hands the lock to
+/// the first of them with one message.
 pub(crate) struct Stockade {
     pub locks: Locks,
     pub name: String,
@@ -31,9 +32,11 @@ pub(crate) struct Stockade {
 }
 
 impl Stockade {
-    /// The commands `stockade-lock` only runs inside its Lua scripts.
+    /// The commands `stockade-lock` only runs inside its Lua scripts (its
+    /// clients send EVALSHA, RPUSH to queue, and SUBSCRIBE/UNSUBSCRIBE).
     pub const SCRIPT_COMMANDS: &[&str] = &[
-        "set", "time", "incr", "pttl", "get", "del", "publish", "pexpire",
+        "set", "time", "incr", "pttl", "get", "del", "publish", "pexpire", "lpop", "lpos", "lset",
+        "lrem",
     ];
 }
 

@@ -131,6 +131,12 @@ impl LockBenchReport {
                 theirs.handoff_p50_us / ours.handoff_p50_us,
                 theirs.handoff_p99_us / ours.handoff_p99_us.max(f64::MIN_POSITIVE),
             ));
+            if theirs.redis_cmds_per_acquisition > 0.0 {
+                out.push_str(&format!(
+                    "Redis commands per acquisition: stockade-lock / rslock = {:.2}×\n",
+                    ours.redis_cmds_per_acquisition / theirs.redis_cmds_per_acquisition,
+                ));
+            }
         }
         out
     }

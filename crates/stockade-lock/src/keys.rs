@@ -1,9 +1,10 @@
-//! The Redis names a lock uses: its key, its fencing counter and its channel.
+//! The Redis names a lock uses: its key, its fencing counter, its queue of
+//! waiters and its channel.
 
 use crate::LockError;
 
-/// The names one lock uses in Redis. The key and the counter share a hash tag
-/// (`{name}`), so the acquire script touches one Redis Cluster slot.
+/// The names one lock uses in Redis. The key, the counter and the queue share
+/// a hash tag (`{name}`), so every script touches one Redis Cluster slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LockKeys {
     /// The lock's name, as the caller gave it.
@@ -12,7 +13,11 @@ pub(crate) struct LockKeys {
     pub lock: String,
     /// `prefix:{name}:fence`: the fencing counter, never expires.
     pub fence: String,
-    /// `prefix:{name}:released`: where releases are announced.
+    /// `prefix:{name}:queue`: the waiters, in arrival order (a list of
+    /// `deadline_us:lease_ms:token` entries, see `lua/queue.lua`).
+    pub queue: String,
+    /// `prefix:{name}:released`: where grants (and, with Redlock, releases)
+    /// are announced.
     pub channel: String,
 }
 
@@ -36,6 +41,7 @@ impl LockKeys {
             name: name.to_owned(),
             lock: format!("{prefix}:{{{name}}}"),
             fence: format!("{prefix}:{{{name}}}:fence"),
+            queue: format!("{prefix}:{{{name}}}:queue"),
             channel: format!("{prefix}:{{{name}}}:released"),
         })
     }
@@ -46,10 +52,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn key_and_counter_share_a_hash_tag() {
+    fn key_counter_and_queue_share_a_hash_tag() {
         let keys = LockKeys::new("stockade-lock", "orders").unwrap();
         assert_eq!(keys.lock, "stockade-lock:{orders}");
         assert_eq!(keys.fence, "stockade-lock:{orders}:fence");
+        assert_eq!(keys.queue, "stockade-lock:{orders}:queue");
         assert_eq!(keys.channel, "stockade-lock:{orders}:released");
     }
 

@@ -1,5 +1,5 @@
-//! A Redis distributed lock with fencing tokens, a lease watchdog, pub/sub
-//! hand-off and Redlock, for tokio services.
+//! A Redis distributed lock with fencing tokens, a lease watchdog, a FIFO
+//! queue with direct hand-off, and Redlock, for tokio services.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -32,27 +32,50 @@
 //! # What it guarantees
 //!
 //! - **Acquire** is one script: `SET key token NX PX lease`, and on success
-//!   `INCR` of the lock's fencing counter. The token is 128 random bits; the
-//!   [fencing token](FencingToken) only ever grows.
-//! - **Release** deletes the key only if it still holds this guard's token
-//!   (and then PUBLISHes on the lock's channel). Releasing a lock that was
-//!   lost is reported as [`LockError::NotHeld`]; another holder's lock is
-//!   never deleted. Dropping a guard releases in a background task.
-//! - **Waiting** does not poll. A waiter subscribes to the lock's channel
-//!   (one pub/sub connection per client and node, shared by all waiters) and
-//!   retries when a release is announced, or when the holder's lease runs out
-//!   (capped by [`LocksBuilder::max_fallback_retry`]), whichever is first.
-//!   Dropping a waiting or acquiring future never leaves a lock behind: an
-//!   attempt that is dropped after its request was sent gives back, from a
-//!   background task, whatever it may have been granted (a compare-and-delete
-//!   with its own token, which runs after the acquire on the same connection).
+//!   a new fencing token. The token is 128 random bits; the
+//!   [fencing token](FencingToken) only ever grows: it is
+//!   `max(counter + 1, server clock in µs)`, so that a failover to a replica
+//!   whose counter lags behind cannot hand out a token again (see
+//!   `lua/queue.lua` for the argument).
+//! - **Waiting is a queue.** A waiter that finds the lock held subscribes to
+//!   the lock's channel (one pub/sub connection per client and node, shared
+//!   by all waiters) and `RPUSH`es an entry (`deadline:lease:token`) onto
+//!   the lock's queue in Redis. Waiters are served first come, first served.
+//! - **Release hands off.** The release script deletes the key only if it
+//!   still holds this guard's token; if waiters are queued it instead makes
+//!   the first live one the owner, with its own lease and a new fencing
+//!   token, and tells it with one `PUBLISH` (`token fence time`), which its
+//!   client routes to that waiter alone. One waiter wakes per release; no
+//!   one races. Entries whose deadline has passed (a waiter whose process
+//!   died) are skipped. Releasing a lock that was lost is reported as
+//!   [`LockError::NotHeld`]; another holder's lock is never touched.
+//!   Dropping a guard releases in a background task.
+//! - **Nothing hangs on one message.** A queued waiter checks its place again
+//!   when the holder's lease runs out and at least every
+//!   [`LocksBuilder::max_fallback_retry`]: the check takes a grant whose
+//!   message was lost, grants a lock nobody released, and renews the entry's
+//!   deadline (two re-check periods and a command timeout ahead). A granted
+//!   waiter counts its validity from the last request it sent before the
+//!   grant (it cannot know the moment of the grant better); if that leaves
+//!   less than two thirds of the lease, it renews the lease once before
+//!   returning the guard.
+//! - **Cancellation**: dropping a waiting or acquiring future never leaves a
+//!   lock or a queue entry behind. An attempt that is dropped after its
+//!   request was sent gives back, from a background task, whatever it may
+//!   have been granted; a queued waiter that gives up (wait over, or future
+//!   dropped) leaves the queue, and if a grant raced its departure it passes
+//!   the lock on to the next in line (or frees it). Commands go on the same
+//!   connection, so the departure always runs after the request it undoes.
 //! - **Watchdog**: with [`Lease::Watchdog`] the lease is extended every
 //!   third of it, by a compare-and-extend script. [`LockGuard::lost`]
 //!   completes when the lock is found gone or cannot be extended in time, and
 //!   [`Locks::run`] cancels the critical section then.
 //! - **Redlock**: give [`LocksBuilder`] several independent nodes and every
 //!   operation needs a majority of them; validity is `lease − elapsed −
-//!   drift`.
+//!   drift`. Redlock waiters do not queue: a grant on one node is not a grant
+//!   of the lock, and nodes could order the same waiters differently, so two
+//!   waiters could each hold a minority. They are told of releases and try
+//!   again with a jitter (see `client`).
 //!
 //! # What it does not guarantee: pauses, clocks, and why fencing tokens
 //!
@@ -89,9 +112,10 @@
 //! - `watchdog`: lease extension for [`Lease::Watchdog`].
 //! - `quorum`: acquire, extend and release across nodes, by majority.
 //! - `node`: one node's connection and the script calls.
-//! - `subscriptions`: the shared pub/sub connection and waiter wake-ups.
+//! - `subscriptions`: the shared pub/sub connection, grant routing and
+//!   wake-ups.
 //! - `scripts` and `lua/*.lua`: one Lua script per operation.
-//! - `keys`: the key, counter and channel names of a lock.
+//! - `keys`: the key, counter, queue and channel names of a lock.
 //! - [`fence`](FencingToken): [`FencingToken`].
 //! - [`error`](LockError): [`LockError`] and [`ErrorKind`].
 //! - [`telemetry`]: metric names and descriptions.

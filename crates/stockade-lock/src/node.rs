@@ -1,7 +1,9 @@
 //! One Redis node: a multiplexed, self-reconnecting connection for the
 //! scripts, and the node's pub/sub [`Subscriptions`].
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
@@ -13,10 +15,77 @@ use crate::{LockError, config::Config};
 /// What the acquire script answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AcquireReply {
-    /// We hold it now; the node's fencing counter after INCR.
+    /// We hold it now, with this fencing token.
     Acquired { fence: u64 },
     /// Someone else holds it for this much longer (None: no expiry set).
     Held { remaining: Option<Duration> },
+}
+
+/// What a queued waiter's check (`lua/wait.lua`) answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WaitReply {
+    /// The lock was granted to the waiter before this check (the grant
+    /// message went missing).
+    AlreadyGranted { fence: u64 },
+    /// The lock was free and the waiter was first in line: granted now.
+    Granted { fence: u64 },
+    /// Still waiting. `remaining`: the holder's remaining lease, if someone
+    /// holds it with an expiry.
+    Waiting {
+        remaining: Option<Duration>,
+        requeued: bool,
+    },
+}
+
+/// The node's clock as this process last saw it: the offset between the
+/// server's `TIME` and this machine's wall clock, learned from every script
+/// reply and grant message that carries the server time. Queue entries carry
+/// a deadline in the server's clock (the scripts compare it with `TIME`);
+/// with this offset a waiter dates its entry without asking the server for
+/// the time, so queuing is a single RPUSH. The estimate is off by the
+/// latency of the reply it came from (microseconds to milliseconds), which
+/// only shifts a deadline that is seconds away.
+#[derive(Debug, Default)]
+pub(crate) struct ServerClock {
+    offset_us: AtomicI64,
+    known: AtomicBool,
+}
+
+impl ServerClock {
+    /// Records that the server's clock read `server_us` (µs since the epoch)
+    /// just now. Zero means the reply carried no time.
+    pub fn observe(&self, server_us: u64) {
+        if server_us == 0 {
+            return;
+        }
+        let offset = i128::from(server_us) - i128::from(wall_clock_us());
+        let offset = i64::try_from(offset).unwrap_or(0);
+        self.offset_us.store(offset, Ordering::Relaxed);
+        self.known.store(true, Ordering::Release);
+    }
+
+    /// The server's clock now, estimated, in µs; this machine's wall clock
+    /// before any reply (clocks kept by NTP agree to milliseconds).
+    pub fn estimate_us(&self) -> u64 {
+        self.now_us().unwrap_or_else(wall_clock_us)
+    }
+
+    /// The server's clock now, estimated, in µs; None before any reply.
+    pub fn now_us(&self) -> Option<u64> {
+        if !self.known.load(Ordering::Acquire) {
+            return None;
+        }
+        let offset = self.offset_us.load(Ordering::Relaxed);
+        u64::try_from(i128::from(wall_clock_us()) + i128::from(offset)).ok()
+    }
+}
+
+fn wall_clock_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+        })
 }
 
 /// Why a call to a node failed.
@@ -44,6 +113,7 @@ pub(crate) struct Node {
     pub address: String,
     connection: ConnectionManager,
     pub subscriptions: Subscriptions,
+    pub clock: Arc<ServerClock>,
     timeout: Duration,
 }
 
@@ -74,6 +144,7 @@ impl Node {
             address,
             connection,
             subscriptions: Subscriptions::start(client, config.command_timeout),
+            clock: Arc::new(ServerClock::default()),
             timeout: config.command_timeout,
         })
     }
@@ -91,11 +162,16 @@ impl Node {
         }
     }
 
-    /// Checks that the node answers.
+    /// Checks that the node answers, and loads every script into its script
+    /// cache: one round trip.
     pub async fn ping(&self) -> Result<(), NodeError> {
         let mut connection = self.connection.clone();
-        let command = redis::cmd("PING");
-        let ping = command.query_async::<String>(&mut connection);
+        let mut pipeline = redis::pipe();
+        pipeline.cmd("PING").ignore();
+        for code in scripts::ALL {
+            pipeline.cmd("SCRIPT").arg("LOAD").arg(code).ignore();
+        }
+        let ping = pipeline.query_async::<()>(&mut connection);
         match tokio::time::timeout(self.timeout, ping).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(error)) => Err(NodeError::Redis(error)),
@@ -103,20 +179,25 @@ impl Node {
         }
     }
 
-    /// Runs `lua/acquire.lua`.
+    /// Runs `lua/acquire.lua`. `clock_floor`: draw the fencing token with the
+    /// clock floor (single node) rather than by INCR (Redlock).
     pub async fn acquire(
         &self,
         keys: &LockKeys,
         token: &str,
         lease: Duration,
+        clock_floor: bool,
     ) -> Result<AcquireReply, NodeError> {
         let mut invocation = scripts::ACQUIRE.prepare_invoke();
         invocation
             .key(&keys.lock)
             .key(&keys.fence)
             .arg(token)
-            .arg(millis(lease));
-        let (acquired, value): (i64, i64) = self.call(&invocation, self.timeout).await?;
+            .arg(millis(lease))
+            .arg(if clock_floor { "1" } else { "0" });
+        let (acquired, value, server_us): (i64, i64, u64) =
+            self.call(&invocation, self.timeout).await?;
+        self.clock.observe(server_us);
         match acquired {
             1 => Ok(AcquireReply::Acquired {
                 fence: u64::try_from(value)
@@ -129,12 +210,102 @@ impl Node {
         }
     }
 
-    /// Runs `lua/release.lua`: whether the lock was ours (and is now gone).
-    pub async fn release(&self, keys: &LockKeys, token: &str) -> Result<bool, NodeError> {
+    /// Runs `lua/release.lua`: whether the lock was ours (and is now gone or
+    /// handed to the next waiter). `announce` (Redlock): publish the release
+    /// instead of handing the lock on.
+    pub async fn release(
+        &self,
+        keys: &LockKeys,
+        token: &str,
+        announce: bool,
+    ) -> Result<bool, NodeError> {
         let mut invocation = scripts::RELEASE.prepare_invoke();
-        invocation.key(&keys.lock).arg(token).arg(&keys.channel);
+        invocation
+            .key(&keys.lock)
+            .key(&keys.fence)
+            .key(&keys.queue)
+            .arg(token)
+            .arg(&keys.channel)
+            .arg(if announce { "announce" } else { "queue" });
         let released: i64 = self.call(&invocation, self.timeout).await?;
         Ok(released == 1)
+    }
+
+    /// Queues a waiter: `RPUSH` of its entry, one command. Returns the
+    /// queue's length after it (1: nobody was ahead).
+    pub async fn enqueue(&self, keys: &LockKeys, entry: &str) -> Result<u64, NodeError> {
+        let mut connection = self.connection.clone();
+        let mut command = redis::cmd("RPUSH");
+        command.arg(&keys.queue).arg(entry);
+        let push = command.query_async::<u64>(&mut connection);
+        match tokio::time::timeout(self.timeout, push).await {
+            Ok(Ok(length)) => Ok(length),
+            Ok(Err(error)) => Err(NodeError::Redis(error)),
+            Err(_) => Err(NodeError::Timeout(self.timeout)),
+        }
+    }
+
+    /// Runs `lua/wait.lua`: a queued waiter's check on its place, renewing
+    /// its entry from `entry` to `renewed`.
+    pub async fn wait(
+        &self,
+        keys: &LockKeys,
+        token: &str,
+        entry: &str,
+        renewed: &str,
+    ) -> Result<WaitReply, NodeError> {
+        let mut invocation = scripts::WAIT.prepare_invoke();
+        invocation
+            .key(&keys.lock)
+            .key(&keys.fence)
+            .key(&keys.queue)
+            .arg(token)
+            .arg(&keys.channel)
+            .arg(entry)
+            .arg(renewed);
+        let reply: Vec<i64> = self.call(&invocation, self.timeout).await?;
+        let field = |index: usize| reply.get(index).copied();
+        let server_us = field(2).and_then(|us| u64::try_from(us).ok()).unwrap_or(0);
+        self.clock.observe(server_us);
+        let fence = || {
+            field(1)
+                .and_then(|fence| u64::try_from(fence).ok())
+                .ok_or_else(|| NodeError::Reply(format!("wait returned {reply:?}")))
+        };
+        match field(0) {
+            Some(2) => Ok(WaitReply::AlreadyGranted { fence: fence()? }),
+            Some(1) => Ok(WaitReply::Granted { fence: fence()? }),
+            Some(0) => Ok(WaitReply::Waiting {
+                remaining: field(1)
+                    .and_then(|ms| u64::try_from(ms).ok())
+                    .map(Duration::from_millis),
+                requeued: field(3) == Some(1),
+            }),
+            _ => Err(NodeError::Reply(format!("wait returned {reply:?}"))),
+        }
+    }
+
+    /// Runs `lua/leave.lua`: takes a waiter out of the queue (both forms of
+    /// its entry) and passes on the lock if it had been granted to it.
+    /// Whether it had been.
+    pub async fn leave(
+        &self,
+        keys: &LockKeys,
+        token: &str,
+        entry: &str,
+        renewed: &str,
+    ) -> Result<bool, NodeError> {
+        let mut invocation = scripts::LEAVE.prepare_invoke();
+        invocation
+            .key(&keys.lock)
+            .key(&keys.fence)
+            .key(&keys.queue)
+            .arg(token)
+            .arg(&keys.channel)
+            .arg(entry)
+            .arg(renewed);
+        let granted: i64 = self.call(&invocation, self.timeout).await?;
+        Ok(granted == 1)
     }
 
     /// Runs `lua/extend.lua`: whether the lock was ours (and is extended).

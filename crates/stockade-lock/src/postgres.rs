@@ -4,11 +4,12 @@
 //! a stalled VM, a suspended task) from waking up and writing as if it still
 //! held the lock. The storage can: every write carries the writer's
 //! [`FencingToken`], the storage remembers the largest token it has accepted
-//! and refuses smaller ones. Two ways to do that here:
+//! and refuses any token that is not larger. Two ways to do that here:
 //!
 //! **A fence row per resource** ([`advance_fence`]), in the same transaction
-//! as the protected writes. It works for any set of writes, and the row lock
-//! it takes makes a concurrent stale writer wait and then fail:
+//! as the protected writes. It works for any set of writes (put all the
+//! writes of one tenure in that transaction), and the row lock it takes
+//! makes a concurrent stale writer wait and then fail:
 //!
 //! ```no_run
 //! # async fn demo(pool: sqlx::PgPool, guard: stockade_lock::LockGuard) -> Result<(), Box<dyn std::error::Error>> {
@@ -24,7 +25,7 @@
 //! ```
 //!
 //! **A fence column on the row itself**: the update only matches while the
-//! stored fence is not larger than the writer's, and stores the writer's.
+//! stored fence is smaller than the writer's, and stores the writer's.
 //! [`expect_fenced`] turns "no row matched" into [`FenceError::Stale`]:
 //!
 //! ```no_run
@@ -32,7 +33,7 @@
 //! use stockade_lock::postgres::expect_fenced;
 //! let token = guard.fence();
 //! let result = sqlx::query(
-//!     "UPDATE documents SET body = $1, fence = $2 WHERE id = $3 AND fence <= $2",
+//!     "UPDATE documents SET body = $1, fence = $2 WHERE id = $3 AND fence < $2",
 //! )
 //! .bind("new body")
 //! .bind(token.as_i64())
@@ -43,9 +44,13 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Both accept a token *equal* to the stored one, so one holder may write
-//! several times: tokens are unique per acquisition, so equal means the same
-//! tenure. Use `fence < $token` instead where each tenure may write once.
+//! Both refuse a token *equal* to the stored one: strictly greater only. A
+//! token is drawn once per acquisition, so an equal token can only be a
+//! write that was already admitted (a retry, a duplicate delivery) or, if
+//! tokens ever repeated (a counter that lagged after a failover, which the
+//! lock's clock floor now prevents), another holder's: neither may pass. A
+//! holder that writes several times does so in the one transaction its
+//! [`advance_fence`] opened.
 
 use sqlx::PgConnection;
 use sqlx::postgres::PgQueryResult;
@@ -62,10 +67,11 @@ pub const FENCE_TABLE_DDL: &str = "CREATE TABLE IF NOT EXISTS stockade_lock_fenc
 /// A write refused by its fence, or a database failure.
 #[derive(Debug, thiserror::Error)]
 pub enum FenceError {
-    /// The writer's token is smaller than one already accepted: its lock was
-    /// lost to a newer holder. Do not retry with the same token.
+    /// The writer's token is not larger than one already accepted: its lock
+    /// was lost to a newer holder, or this token was already used. Do not
+    /// retry with the same token.
     #[error(
-        "stale fencing token {presented} for `{resource}`: a newer holder's token {} was already accepted",
+        "stale fencing token {presented} for `{resource}`: token {} was already accepted",
         current.map_or_else(|| "(unknown)".to_owned(), |c| c.to_string())
     )]
     Stale {
@@ -88,8 +94,9 @@ pub async fn create_fence_table(executor: impl sqlx::PgExecutor<'_>) -> Result<(
 }
 
 /// Admits a write to `resource` by the holder of `token`, inside the caller's
-/// transaction: stores `token` as the resource's fence if it is at least the
-/// stored one, else fails with [`FenceError::Stale`] (roll back). The fence
+/// transaction: stores `token` as the resource's fence if it is larger than
+/// the stored one, else (smaller or equal) fails with [`FenceError::Stale`]
+/// (roll back), changing nothing. The fence
 /// row stays locked until the transaction ends, so writes to one resource are
 /// applied in token order.
 pub async fn advance_fence(
@@ -100,7 +107,7 @@ pub async fn advance_fence(
     let accepted: Option<i64> = sqlx::query_scalar(
         "INSERT INTO stockade_lock_fences (resource, fence) VALUES ($1, $2)
          ON CONFLICT (resource) DO UPDATE SET fence = EXCLUDED.fence, updated_at = now()
-         WHERE stockade_lock_fences.fence <= EXCLUDED.fence
+         WHERE stockade_lock_fences.fence < EXCLUDED.fence
          RETURNING fence",
     )
     .bind(resource)

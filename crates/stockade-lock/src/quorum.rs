@@ -78,6 +78,14 @@ impl Failures {
     }
 }
 
+/// A failed call to one node (single-node operations), as an error that
+/// names the node.
+pub(crate) fn unavailable(keys: &LockKeys, node: &Node, error: NodeError) -> LockError {
+    let mut failures = Failures::default();
+    failures.push(&node.address, error);
+    failures.into_error(&keys.name, 1, 1)
+}
+
 /// One attempt: the acquire script on every node, then (Redlock only) the
 /// fence raise on the nodes that granted it.
 pub(crate) async fn try_acquire(
@@ -100,17 +108,20 @@ pub(crate) async fn try_acquire(
         given_up: Arc::clone(&given_up),
         armed: true,
     };
+    // One node: tokens with the clock floor, hand-off by queue. Several:
+    // counters kept in step by `raise_fences`, releases announced.
+    let single = n == 1;
     let mut calls = fan_out(locks, |node| {
         let (keys, token, given_up) = (keys.clone(), token.to_owned(), Arc::clone(&given_up));
         async move {
-            let reply = node.acquire(&keys, &token, lease).await;
+            let reply = node.acquire(&keys, &token, lease, single).await;
             // A straggler that was granted the lock after the attempt was
             // given up (or the lock released) must not leave it behind: the
             // release may have reached this node first (for instance when
             // the acquire had to reload its script).
             if matches!(reply, Ok(AcquireReply::Acquired { .. })) && given_up.load(Ordering::SeqCst)
             {
-                let _ = node.release(&keys, &token).await;
+                let _ = node.release(&keys, &token, !single).await;
             }
             reply
         }
@@ -308,9 +319,13 @@ pub(crate) async fn release(
     token: &str,
 ) -> Result<(), LockError> {
     let (n, quorum) = (locks.nodes.len(), locks.config.quorum());
+    // With one node the release hands the lock to the next queued waiter;
+    // Redlock waiters do not queue (see `client`), they are told of the
+    // release and try again.
+    let announce = n > 1;
     let mut calls = fan_out(locks, |node| {
         let (keys, token) = (keys.clone(), token.to_owned());
-        async move { node.release(&keys, &token).await }
+        async move { node.release(&keys, &token, announce).await }
     });
     let (mut released, mut not_held) = (0, 0);
     let mut failures = Failures::default();

@@ -1,15 +1,23 @@
-//! Release notifications: one pub/sub connection per node per [`Locks`]
-//! client, shared by every waiter of every lock.
+//! Grant and release notifications: one pub/sub connection per node per
+//! [`Locks`] client, shared by every waiter of every lock.
 //!
 //! Waiters register an [`Interest`] in a lock's channel. The first interest in
 //! a channel subscribes to it, the last one to leave unsubscribes. A single
 //! task per node owns the pub/sub connection: it runs SUBSCRIBE and
-//! UNSUBSCRIBE in the order they were asked for, routes each release message
-//! to the channel's [`Notify`] (waking one waiter of this client: the others
-//! would only find the lock taken again), reconnects with backoff when the
-//! connection drops, resubscribes, and then wakes every waiter, since messages
-//! sent while it was away are lost. Waiters never depend on a message alone:
-//! they also retry when the holder's lease runs out (see [`crate::Locks`]).
+//! UNSUBSCRIBE in the order they were asked for, and routes each message:
+//!
+//! - a grant (`token fence server_us`, published by the script that handed
+//!   the lock to a queued waiter) goes to the one waiter of this client that
+//!   queued with that owner token, if any ([`Subscriptions::expect_grant`]);
+//!   every other client on the channel finds no such waiter and wakes nobody;
+//! - `released` (Redlock, whose waiters do not queue) wakes one waiter of
+//!   this client through the channel's [`Notify`] (the others would only find
+//!   the lock taken again).
+//!
+//! It reconnects with backoff when the connection drops, resubscribes, and
+//! then wakes every waiter, since messages sent while it was away are lost.
+//! Waiters never depend on a message alone: they also check again after a
+//! bounded time (see [`crate::Locks`]).
 //!
 //! [`Locks`]: crate::Locks
 
@@ -26,7 +34,61 @@ use tokio::time::Instant;
 #[derive(Clone)]
 pub(crate) struct Subscriptions {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
+    grants: Grants,
     commands: mpsc::UnboundedSender<Command>,
+}
+
+/// Queued waiters of this client by owner token, each waiting for its grant.
+type Grants = Arc<Mutex<HashMap<String, oneshot::Sender<Grant>>>>;
+
+/// A grant message: the lock is the waiter's now, with this fencing token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Grant {
+    pub fence: u64,
+    /// The server's clock when it granted the lock, µs.
+    pub server_us: u64,
+}
+
+impl Grant {
+    /// Parses `token fence server_us`; None for anything else.
+    fn parse(payload: &str) -> Option<(&str, Self)> {
+        let mut fields = payload.split(' ');
+        let token = fields.next()?;
+        let fence = fields.next()?.parse().ok()?;
+        let server_us = fields.next()?.parse().ok()?;
+        if fields.next().is_some() {
+            return None;
+        }
+        Some((token, Self { fence, server_us }))
+    }
+}
+
+/// A queued waiter's registration for its grant message. Dropping it
+/// unregisters.
+pub(crate) struct GrantReceiver {
+    token: String,
+    receiver: oneshot::Receiver<Grant>,
+    grants: Grants,
+}
+
+impl GrantReceiver {
+    /// Completes when the grant for this waiter's token arrives. Pending
+    /// forever once it has been received (or the task is gone).
+    pub async fn granted(&mut self) -> Grant {
+        match (&mut self.receiver).await {
+            Ok(grant) => grant,
+            Err(_) => std::future::pending().await,
+        }
+    }
+}
+
+impl Drop for GrantReceiver {
+    fn drop(&mut self) {
+        self.grants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.token);
+    }
 }
 
 impl std::fmt::Debug for Subscriptions {
@@ -96,18 +158,39 @@ impl Subscriptions {
     /// subscription and ends when every handle is dropped.
     pub fn start(client: redis::Client, timeout: Duration) -> Self {
         let channels = Arc::new(Mutex::new(HashMap::new()));
+        let grants = Grants::default();
         let (commands, receiver) = mpsc::unbounded_channel();
         let task = Task {
             client,
             timeout,
             channels: Arc::clone(&channels),
+            grants: Arc::clone(&grants),
             sink: None,
             stream: None,
             retry_at: None,
             backoff: MIN_BACKOFF,
         };
         tokio::spawn(task.run(receiver));
-        Self { channels, commands }
+        Self {
+            channels,
+            grants,
+            commands,
+        }
+    }
+
+    /// Registers a waiter about to queue with owner `token` for its grant
+    /// message. Register before queuing: the grant can come at once.
+    pub fn expect_grant(&self, token: &str) -> GrantReceiver {
+        let (sender, receiver) = oneshot::channel();
+        self.grants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token.to_owned(), sender);
+        GrantReceiver {
+            token: token.to_owned(),
+            receiver,
+            grants: Arc::clone(&self.grants),
+        }
     }
 
     /// Registers interest in `channel` only if it is subscribed already
@@ -129,10 +212,26 @@ impl Subscriptions {
         })
     }
 
+    /// Whether waiters of this client have registered on `channel` (subscribed
+    /// already, or subscribing right now).
+    pub fn has_waiters(&self, channel: &str) -> bool {
+        let channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        channels.get(channel).is_some_and(|entry| entry.waiters > 0)
+    }
+
     /// Registers interest in `channel`, subscribing if this is the first, and
     /// returns once the subscription is confirmed (or found impossible right
     /// now).
     pub async fn interest(&self, channel: &str) -> Interest {
+        let interest = self.register(channel);
+        interest.subscribe().await;
+        interest
+    }
+
+    /// Registers interest in `channel` without subscribing yet: other
+    /// waiters of this client see it ([`Self::has_waiters`]) at once. Call
+    /// [`Interest::subscribe`] before relying on messages.
+    pub fn register(&self, channel: &str) -> Interest {
         let notify = {
             let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
             let entry = channels
@@ -145,22 +244,29 @@ impl Subscriptions {
             entry.waiters += 1;
             Arc::clone(&entry.notify)
         };
-        let interest = Interest {
+        Interest {
             channel: channel.to_owned(),
             notify,
             owner: self.clone(),
-        };
+        }
+    }
+}
+
+impl Interest {
+    /// Subscribes to the channel if it is not yet, and returns once that is
+    /// confirmed (or found impossible right now). No Redis command if it is
+    /// subscribed already.
+    pub async fn subscribe(&self) {
         let (done, confirmed) = oneshot::channel();
         let command = Command::Subscribe {
-            channel: channel.to_owned(),
+            channel: self.channel.clone(),
             done,
         };
         // Whether it worked or not (the pub/sub connection may be down: the
         // waiter then relies on its fallback retry), go on once it is decided.
-        if self.commands.send(command).is_ok() {
+        if self.owner.commands.send(command).is_ok() {
             let _ = confirmed.await;
         }
-        interest
     }
 }
 
@@ -172,6 +278,7 @@ struct Task {
     client: redis::Client,
     timeout: Duration,
     channels: Arc<Mutex<HashMap<String, Channel>>>,
+    grants: Grants,
     sink: Option<PubSubSink>,
     stream: Option<PubSubStream>,
     /// When to try reconnecting, while disconnected with waiters registered.
@@ -206,7 +313,10 @@ impl Task {
                     None => return,
                 },
                 message = next_message => match message {
-                    Some(message) => self.route(message.get_channel_name()),
+                    Some(message) => {
+                        let payload: String = message.get_payload().unwrap_or_default();
+                        self.route(message.get_channel_name(), &payload);
+                    }
                     None => {
                         tracing::debug!("pub/sub connection closed; reconnecting");
                         self.disconnect();
@@ -224,7 +334,20 @@ impl Task {
         }
     }
 
-    fn route(&self, channel: &str) {
+    fn route(&self, channel: &str, payload: &str) {
+        if let Some((token, grant)) = Grant::parse(payload) {
+            // Another client's waiter, or one that gave up (its departure
+            // passes the lock on): nobody here to wake.
+            let waiter = self
+                .grants
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(token);
+            if let Some(waiter) = waiter {
+                let _ = waiter.send(grant);
+            }
+            return;
+        }
         let channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(channel) = channels.get(channel) {
             channel.notify.notify_one();
@@ -365,6 +488,28 @@ impl Task {
             if !self.wanted().is_empty() {
                 self.schedule_reconnect();
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grant_messages_parse_and_anything_else_does_not() {
+        assert_eq!(
+            Grant::parse("00ff 1712345678901234 1712345678901299"),
+            Some((
+                "00ff",
+                Grant {
+                    fence: 1_712_345_678_901_234,
+                    server_us: 1_712_345_678_901_299
+                }
+            ))
+        );
+        for payload in ["released", "", "a b", "a 1 x", "a 1 2 3", "a -1 2"] {
+            assert_eq!(Grant::parse(payload), None, "{payload:?}");
         }
     }
 }

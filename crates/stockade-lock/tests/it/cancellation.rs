@@ -91,10 +91,16 @@ async fn dropping_waiters_and_attempts_at_random_points_leaves_no_lock() {
             // It gave up: whatever it was doing must not leave a lock.
             Err(_elapsed) => {}
         }
-        assert!(
-            wait_until_free(&url, "job").await,
-            "round {round} left the lock held"
-        );
+        if !wait_until_free(&url, "job").await {
+            let value: Option<String> = cmd(&url, &["GET", &lock_key("job")]).await;
+            let pttl: i64 = cmd(&url, &["PTTL", &lock_key("job")]).await;
+            let queue: Vec<String> =
+                cmd(&url, &["LRANGE", "stockade-lock:{job}:queue", "0", "-1"]).await;
+            let time: Vec<String> = cmd(&url, &["TIME"]).await;
+            panic!(
+                "round {round} left the lock held: {value:?} {pttl} {queue:?} {time:?} give_up {give_up:?} release_after {release_after:?}"
+            );
+        }
     }
     let channels: Vec<String> = cmd(&url, &["PUBSUB", "CHANNELS"]).await;
     assert!(

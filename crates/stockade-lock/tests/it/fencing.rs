@@ -32,7 +32,7 @@ async fn fenced_column_write(
 ) -> Result<(), FenceError> {
     let mut connection = PgConnection::connect(database).await?;
     let result =
-        sqlx::query("UPDATE accounts SET owner = $1, fence = $2 WHERE id = 1 AND fence <= $2")
+        sqlx::query("UPDATE accounts SET owner = $1, fence = $2 WHERE id = 1 AND fence < $2")
             .bind(value)
             .bind(token.as_i64())
             .execute(&mut connection)
@@ -138,25 +138,57 @@ async fn a_paused_holders_late_write_is_rejected_by_the_fence_column() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_same_holder_may_write_several_times() {
+async fn an_equal_token_is_refused_and_changes_nothing() {
     let server = redis();
     let postgres = PostgresServer::start().expect("starting PostgreSQL");
     let database = postgres.fresh_database().await.unwrap();
     set_up(&database).await;
     let locks = client(&server.url()).await;
     let guard = locks.lock("account:1").await.unwrap();
-    fenced_write(&database, guard.fence(), "first")
+    let token = guard.fence();
+    fenced_write(&database, token, "first").await.unwrap();
+    // The same token again (a retried or duplicated write, or a token that
+    // repeated): refused, and the row keeps the first write.
+    match fenced_write(&database, token, "again").await {
+        Err(FenceError::Stale {
+            presented, current, ..
+        }) => {
+            assert_eq!(presented, token);
+            assert_eq!(current, Some(token.as_i64()));
+        }
+        other => panic!("an equal token was admitted: {other:?}"),
+    }
+    assert_eq!(owner(&database).await, "first");
+    fenced_column_write(&database, token, "column")
         .await
         .unwrap();
-    fenced_write(&database, guard.fence(), "second")
+    let again = fenced_column_write(&database, token, "column again").await;
+    assert!(matches!(again, Err(FenceError::Stale { .. })), "{again:?}");
+    assert_eq!(owner(&database).await, "column");
+    guard.release().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_holder_writes_several_times_in_its_fenced_transaction() {
+    let server = redis();
+    let postgres = PostgresServer::start().expect("starting PostgreSQL");
+    let database = postgres.fresh_database().await.unwrap();
+    set_up(&database).await;
+    let locks = client(&server.url()).await;
+    let guard = locks.lock("account:1").await.unwrap();
+    let mut connection = PgConnection::connect(&database).await.unwrap();
+    let mut tx = connection.begin().await.unwrap();
+    advance_fence(&mut tx, "account:1", guard.fence())
         .await
         .unwrap();
-    fenced_column_write(&database, guard.fence(), "third")
-        .await
-        .unwrap();
-    fenced_column_write(&database, guard.fence(), "fourth")
-        .await
-        .unwrap();
-    assert_eq!(owner(&database).await, "fourth");
+    for value in ["first", "second"] {
+        sqlx::query("UPDATE accounts SET owner = $1 WHERE id = 1")
+            .bind(value)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+    }
+    tx.commit().await.unwrap();
+    assert_eq!(owner(&database).await, "second");
     guard.release().await.unwrap();
 }

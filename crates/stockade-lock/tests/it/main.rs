@@ -5,6 +5,7 @@ mod cancellation;
 mod exclusion;
 mod faults;
 mod fencing;
+mod handoff;
 mod lease;
 mod metrics;
 mod redlock;

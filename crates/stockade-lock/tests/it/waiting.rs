@@ -46,7 +46,10 @@ async fn a_waiter_issues_no_commands_while_waiting_and_wakes_on_release() {
     assert_eq!(delta("subscribe"), 1, "{before_wait:?} {settled:?}");
     // Then nothing at all, for 1.5 s: no polling.
     let while_waiting = calls_between(&settled, &after_wait);
-    assert_eq!(while_waiting, 0, "the waiter polled while waiting");
+    assert_eq!(
+        while_waiting, 0,
+        "the waiter polled while waiting: {settled:?} {after_wait:?}"
+    );
 
     holder.release().await.unwrap();
     let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
