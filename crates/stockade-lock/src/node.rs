@@ -254,15 +254,7 @@ impl Node {
         entry: &str,
         renewed: &str,
     ) -> Result<WaitReply, NodeError> {
-        let mut invocation = scripts::WAIT.prepare_invoke();
-        invocation
-            .key(&keys.lock)
-            .key(&keys.fence)
-            .key(&keys.queue)
-            .arg(token)
-            .arg(&keys.channel)
-            .arg(entry)
-            .arg(renewed);
+        let invocation = queue_invocation(&scripts::WAIT, keys, token, entry, renewed);
         let reply: Vec<i64> = self.call(&invocation, self.timeout).await?;
         let field = |index: usize| reply.get(index).copied();
         let server_us = field(2).and_then(|us| u64::try_from(us).ok()).unwrap_or(0);
@@ -295,15 +287,7 @@ impl Node {
         entry: &str,
         renewed: &str,
     ) -> Result<bool, NodeError> {
-        let mut invocation = scripts::LEAVE.prepare_invoke();
-        invocation
-            .key(&keys.lock)
-            .key(&keys.fence)
-            .key(&keys.queue)
-            .arg(token)
-            .arg(&keys.channel)
-            .arg(entry)
-            .arg(renewed);
+        let invocation = queue_invocation(&scripts::LEAVE, keys, token, entry, renewed);
         let granted: i64 = self.call(&invocation, self.timeout).await?;
         Ok(granted == 1)
     }
@@ -343,4 +327,26 @@ impl Node {
 /// A lease in whole milliseconds, at least 1 (PX 0 is an error).
 pub(crate) fn millis(lease: Duration) -> u64 {
     u64::try_from(lease.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// The invocation of a script on a queued waiter's entry (`wait.lua`,
+/// `leave.lua`): the lock, fence and queue keys, then the waiter's token,
+/// the lock's channel and both forms of its entry.
+fn queue_invocation<'a>(
+    script: &'a redis::Script,
+    keys: &LockKeys,
+    token: &str,
+    entry: &str,
+    renewed: &str,
+) -> redis::ScriptInvocation<'a> {
+    let mut invocation = script.prepare_invoke();
+    invocation
+        .key(&keys.lock)
+        .key(&keys.fence)
+        .key(&keys.queue)
+        .arg(token)
+        .arg(&keys.channel)
+        .arg(entry)
+        .arg(renewed);
+    invocation
 }
