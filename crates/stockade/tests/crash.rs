@@ -296,11 +296,27 @@ async fn a_cancel_whose_release_failed_survives_the_instance_that_took_it() {
     )
     .await;
     assert_eq!(status, 201, "{body}");
-    let (status, order) = post(
-        format!("{}/v1/sales/owed/purchases", taker.url),
-        json!({"user_id": "alice"}),
-    )
-    .await;
+    // Both instances start together: one may still be running its start-up
+    // recovery over the new sale, and then answers 503 `rebuilding`
+    // (nothing sold, retry), as a client is told to.
+    let purchase = |url: String, buyer: &'static str| {
+        let post = post.clone();
+        async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                let (status, body) = post(url.clone(), json!({"user_id": buyer})).await;
+                if status != 503 || body["error"]["code"] != "rebuilding" {
+                    return (status, body);
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "still rebuilding: {body}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let (status, order) = purchase(format!("{}/v1/sales/owed/purchases", taker.url), "alice").await;
     assert_eq!(status, 201, "{order}");
     let id = order["order_id"].as_str().unwrap().to_owned();
 
@@ -332,10 +348,6 @@ async fn a_cancel_whose_release_failed_survives_the_instance_that_took_it() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let (status, body) = post(
-        format!("{}/v1/sales/owed/purchases", other.url),
-        json!({"user_id": "bob"}),
-    )
-    .await;
+    let (status, body) = purchase(format!("{}/v1/sales/owed/purchases", other.url), "bob").await;
     assert_eq!(status, 201, "the item sells again: {body}");
 }
