@@ -300,7 +300,6 @@ async fn a_cancel_whose_release_failed_survives_the_instance_that_took_it() {
     // recovery over the new sale, and then answers 503 `rebuilding`
     // (nothing sold, retry), as a client is told to.
     let purchase = |url: String, buyer: &'static str| {
-        let post = post.clone();
         async move {
             let deadline = std::time::Instant::now() + Duration::from_secs(10);
             loop {
