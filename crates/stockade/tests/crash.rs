@@ -299,20 +299,18 @@ async fn a_cancel_whose_release_failed_survives_the_instance_that_took_it() {
     // Both instances start together: one may still be running its start-up
     // recovery over the new sale, and then answers 503 `rebuilding`
     // (nothing sold, retry), as a client is told to.
-    let purchase = |url: String, buyer: &'static str| {
-        async move {
-            let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            loop {
-                let (status, body) = post(url.clone(), json!({"user_id": buyer})).await;
-                if status != 503 || body["error"]["code"] != "rebuilding" {
-                    return (status, body);
-                }
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "still rebuilding: {body}"
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
+    let purchase = |url: String, buyer: &'static str| async move {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let (status, body) = post(url.clone(), json!({"user_id": buyer})).await;
+            if status != 503 || body["error"]["code"] != "rebuilding" {
+                return (status, body);
             }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still rebuilding: {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     };
     let (status, order) = purchase(format!("{}/v1/sales/owed/purchases", taker.url), "alice").await;
