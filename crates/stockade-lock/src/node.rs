@@ -155,11 +155,7 @@ impl Node {
         timeout: Duration,
     ) -> Result<T, NodeError> {
         let mut connection = self.connection.clone();
-        match tokio::time::timeout(timeout, invocation.invoke_async(&mut connection)).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(NodeError::Redis(error)),
-            Err(_) => Err(NodeError::Timeout(timeout)),
-        }
+        within(timeout, invocation.invoke_async(&mut connection)).await
     }
 
     /// Checks that the node answers, and loads every script into its script
@@ -171,12 +167,7 @@ impl Node {
         for code in scripts::ALL {
             pipeline.cmd("SCRIPT").arg("LOAD").arg(code).ignore();
         }
-        let ping = pipeline.query_async::<()>(&mut connection);
-        match tokio::time::timeout(self.timeout, ping).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(error)) => Err(NodeError::Redis(error)),
-            Err(_) => Err(NodeError::Timeout(self.timeout)),
-        }
+        within(self.timeout, pipeline.query_async::<()>(&mut connection)).await
     }
 
     /// Runs `lua/acquire.lua`. `clock_floor`: draw the fencing token with the
@@ -237,12 +228,7 @@ impl Node {
         let mut connection = self.connection.clone();
         let mut command = redis::cmd("RPUSH");
         command.arg(&keys.queue).arg(entry);
-        let push = command.query_async::<u64>(&mut connection);
-        match tokio::time::timeout(self.timeout, push).await {
-            Ok(Ok(length)) => Ok(length),
-            Ok(Err(error)) => Err(NodeError::Redis(error)),
-            Err(_) => Err(NodeError::Timeout(self.timeout)),
-        }
+        within(self.timeout, command.query_async::<u64>(&mut connection)).await
     }
 
     /// Runs `lua/wait.lua`: a queued waiter's check on its place, renewing
@@ -327,6 +313,18 @@ impl Node {
 /// A lease in whole milliseconds, at least 1 (PX 0 is an error).
 pub(crate) fn millis(lease: Duration) -> u64 {
     u64::try_from(lease.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// Awaits one request to the node for at most `timeout`.
+async fn within<T>(
+    timeout: Duration,
+    request: impl std::future::Future<Output = redis::RedisResult<T>>,
+) -> Result<T, NodeError> {
+    match tokio::time::timeout(timeout, request).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(NodeError::Redis(error)),
+        Err(_) => Err(NodeError::Timeout(timeout)),
+    }
 }
 
 /// The invocation of a script on a queued waiter's entry (`wait.lua`,
