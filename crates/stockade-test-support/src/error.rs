@@ -45,6 +45,9 @@ pub enum TestSupportError {
          this user may CREATE DATABASE"
     )]
     NoPostgresUser,
+    /// Driving the headless browser failed.
+    #[error("browser: {0}")]
+    Browser(String),
     /// A SQL statement run during set-up failed.
     #[error("{0}: {1}")]
     Sql(String, #[source] sqlx::Error),

@@ -20,6 +20,7 @@
 //! ```
 //!
 //! # Layout
+//! - [`browser`]: a headless Chromium over WebDriver for page tests.
 //! - [`binaries`]: finding `redis-server`, `postgres`, `initdb` on the machine.
 //! - [`process`]: the child-process handle shared by both servers.
 //! - [`redis_server`]: the throwaway [`RedisServer`].
@@ -27,6 +28,7 @@
 //!   database on the server named by `DATABASE_URL`).
 
 pub mod binaries;
+pub mod browser;
 mod error;
 pub mod postgres_server;
 pub mod process;

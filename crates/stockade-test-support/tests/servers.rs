@@ -52,3 +52,29 @@ async fn postgres_gives_fresh_databases_and_survives_stop_and_start() {
         .unwrap();
     assert_eq!(x, 7);
 }
+
+#[tokio::test]
+async fn headless_chromium_renders_a_page_and_takes_a_screenshot() {
+    use stockade_test_support::browser::Chromedriver;
+    let driver = Chromedriver::start().unwrap();
+    let browser = driver.session().await.unwrap();
+    browser
+        .goto("data:text/html,<title>ready</title><p id=greeting>hello</p>")
+        .await
+        .unwrap();
+    assert_eq!(browser.title().await.unwrap(), "ready");
+    let text = browser
+        .find(fantoccini::Locator::Id("greeting"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(text, "hello");
+    let shot = driver
+        .save_screenshot(&browser, "test-support-smoke.png")
+        .await
+        .unwrap();
+    assert!(std::fs::metadata(&shot).unwrap().len() > 100);
+    browser.close().await.unwrap();
+}
