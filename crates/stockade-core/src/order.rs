@@ -3,7 +3,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::{DateTime, Utc};
+use std::time::Duration;
+
+use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -51,9 +53,10 @@ impl FromStr for OrderId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OrderStatus {
-    /// Sold for good.
+    /// Sold for good (paid, or of a sale without a payment hold).
     Confirmed,
-    /// Reserved, awaiting payment until the sale's hold time passes.
+    /// Reserved, awaiting payment (`POST /v1/orders/{id}/confirm`) until its
+    /// `expires_at`; it holds its items meanwhile.
     Held,
     /// Cancelled: its items went back to stock.
     Cancelled,
@@ -112,16 +115,21 @@ pub struct Order {
     pub status: OrderStatus,
     /// When the engine accepted it.
     pub created_at: DateTime<Utc>,
+    /// For an order of a sale with a payment hold: the instant its hold
+    /// runs out unless confirmed (`created_at` + the sale's hold). Kept
+    /// once the order is confirmed, cancelled or expired, for the record.
+    pub expires_at: Option<DateTime<Utc>>,
     /// The sale's epoch the engine decided it under: the store commits it
     /// only while that is still the sale's epoch.
     pub epoch: Epoch,
 }
 
 impl Order {
-    /// The confirmed order an accepted purchase makes, decided under the
-    /// purchase's epoch. (Payment holds are not implemented yet: every
-    /// order is confirmed at once.)
-    pub fn confirmed(purchase: &Purchase, id: OrderId, created_at: DateTime<Utc>) -> Self {
+    /// The order an accepted purchase makes, decided under the purchase's
+    /// epoch: confirmed, until [`Order::under_hold`] applies the sale's
+    /// payment hold (the store does, when it commits the order, because
+    /// only the sale's spec says whether it holds).
+    pub fn accepted(purchase: &Purchase, id: OrderId, created_at: DateTime<Utc>) -> Self {
         Self {
             id,
             sale_id: purchase.sale_id().clone(),
@@ -130,7 +138,32 @@ impl Order {
             idempotency_key: purchase.idempotency_key().cloned(),
             status: OrderStatus::Confirmed,
             created_at,
+            expires_at: None,
             epoch: purchase.epoch(),
+        }
+    }
+
+    /// This newly accepted order under the sale's payment hold: `held`
+    /// until `created_at + hold` when the sale has one, `confirmed` at once
+    /// when it has none.
+    pub fn under_hold(self, hold: Option<Duration>) -> Self {
+        match hold {
+            Some(hold) => Self {
+                status: OrderStatus::Held,
+                // To the millisecond, as every store keeps instants.
+                expires_at: Some(
+                    self.created_at
+                        .duration_trunc(TimeDelta::milliseconds(1))
+                        .unwrap_or(self.created_at)
+                        + TimeDelta::from_std(hold).unwrap_or(TimeDelta::MAX),
+                ),
+                ..self
+            },
+            None => Self {
+                status: OrderStatus::Confirmed,
+                expires_at: None,
+                ..self
+            },
         }
     }
 }

@@ -117,6 +117,7 @@ mod tests {
             idempotency_key: key.map(|k| IdempotencyKey::new(k).unwrap()),
             status,
             created_at: Utc::now(),
+            expires_at: None,
             epoch: crate::Epoch::FIRST,
         }
     }

@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::ValidationError;
 
+/// The longest payment hold a sale may give its orders: one day.
+pub const MAX_HOLD: Duration = Duration::from_secs(86_400);
 /// The largest total stock a sale may have.
 pub const MAX_TOTAL_STOCK: u32 = 1_000_000_000;
 /// The longest sale id, in characters.
@@ -193,14 +195,14 @@ impl SaleSpecBuilder {
         self
     }
 
-    /// Sets the hold time of unpaid orders (at least one second, kept to
-    /// the millisecond).
+    /// Sets the payment hold of the sale's orders: 1 second to
+    /// [`MAX_HOLD`] (a day), kept to the millisecond.
     pub fn hold(mut self, hold: Duration) -> Result<Self, ValidationError> {
         let hold = Duration::from_millis(hold.as_millis() as u64);
-        if hold < Duration::from_secs(1) {
+        if hold < Duration::from_secs(1) || hold > MAX_HOLD {
             return Err(ValidationError::new(
                 "hold_seconds",
-                "must be at least 1 second",
+                "must be between 1 and 86400 seconds (one day)",
             ));
         }
         self.spec.hold = Some(hold);

@@ -79,6 +79,7 @@ async fn restart_loses_the_sale_and_rebuild_restores_it_from_the_store() {
             idempotency_key: None,
             status: OrderStatus::Confirmed,
             created_at: Utc::now(),
+            expires_at: None,
             epoch: Epoch::FIRST,
         });
     }

@@ -35,6 +35,7 @@ fn batch(sale: &SaleId, next_buyer: &AtomicU64) -> Vec<Order> {
                 idempotency_key: Some(IdempotencyKey::new(format!("key-{buyer}")).unwrap()),
                 status: OrderStatus::Confirmed,
                 created_at: Utc::now(),
+                expires_at: None,
                 epoch: Epoch::new(1),
             }
         })

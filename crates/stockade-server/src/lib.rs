@@ -30,6 +30,7 @@
 //! - [`shedding`]: the bound on purchases in flight (503 `overloaded`).
 //! - [`writer`]: the group-commit writer.
 //! - [`breaker`]: the circuit breaker in front of the engine.
+//! - [`holds`]: the sweeper that expires unpaid holds.
 //! - [`recovery`]: fenced rebuilds, the move to the fallback and back, the
 //!   reconciler.
 //! - [`state`]: what handlers share.
@@ -39,6 +40,7 @@
 pub mod api;
 pub mod breaker;
 pub mod config;
+pub mod holds;
 pub mod metrics;
 pub mod recovery;
 pub mod rejections;

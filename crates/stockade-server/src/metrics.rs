@@ -15,6 +15,8 @@
 //! | `stockade_fallbacks_total` | counter | sales moved to the PostgreSQL fallback |
 //! | `stockade_circuit_opened_total` | counter | times the engine circuit breaker opened |
 //! | `stockade_rejections_cached_total{reason}` | counter | purchases refused from what the instance knew (sold_out, not_started, ended, unknown_sale), without asking the engine or the store |
+//! | `stockade_orders_total{sale,event}` | counter | orders entering a state, per sale: `held` and `confirmed` when committed (`confirmed` also when a hold is paid), `expired`, `cancelled`, and `released` when the engine took the items of a cancelled or expired order back |
+//! | `stockade_hold_expiry_lateness_seconds` | histogram | from a hold's deadline to its expiry (bound: 1 s while the store is reachable) |
 //! | `stockade_purchases_shed_total` | counter | purchases answered 503 `overloaded`: the instance had `--max-purchases-in-flight` in flight |
 
 use std::sync::OnceLock;
@@ -58,4 +60,13 @@ pub fn prometheus() -> PrometheusHandle {
             handle
         })
         .clone()
+}
+
+/// Counts `count` orders of `sale` entering `event` (`held`, `confirmed`,
+/// `expired`, `cancelled`, `released`): `stockade_orders_total`.
+pub fn order_transitions(sale: &str, event: &'static str, count: usize) {
+    if count > 0 {
+        metrics::counter!("stockade_orders_total", "sale" => sale.to_owned(), "event" => event)
+            .increment(count as u64);
+    }
 }

@@ -269,6 +269,7 @@ pub async fn apply_pending_releases(state: &AppState, only: Option<&SaleId>) {
             .await
         {
             Ok(ReleaseOutcome::Released { remaining, .. }) => {
+                crate::metrics::order_transitions(release.sale_id.as_str(), "released", 1);
                 metrics::gauge!("stockade_sale_remaining", "sale" => release.sale_id.to_string())
                     .set(f64::from(remaining));
                 state.rejections().stock_returned(&release.sale_id);
@@ -324,10 +325,23 @@ pub async fn recover_at_start(state: &AppState) -> Result<usize, RecoveryError> 
     Ok(rebuilt)
 }
 
-/// The reconciler: runs until the process stops. `run_id` is the Redis
-/// identity read before start-up recovery, so a restart in between is
-/// noticed.
+/// The reconciler, and beside it the hold sweeper ([`crate::holds`]):
+/// runs until the process stops. `run_id` is the Redis identity read
+/// before start-up recovery, so a restart in between is noticed.
 pub async fn reconcile_forever(
+    state: AppState,
+    redis: Option<Arc<RedisEngine>>,
+    run_id: Option<String>,
+    outbox_grace: Duration,
+) {
+    // The hold sweeper lives and dies with the reconciler's task.
+    let sweeper = crate::holds::expire_forever(state.clone());
+    let reconciler = reconcile_loop(state, redis, run_id, outbox_grace);
+    tokio::join!(sweeper, reconciler);
+}
+
+/// The reconciler's own loop: every second.
+async fn reconcile_loop(
     state: AppState,
     redis: Option<Arc<RedisEngine>>,
     mut run_id: Option<String>,

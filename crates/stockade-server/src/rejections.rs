@@ -137,6 +137,12 @@ impl Rejections {
         self.sales.contains_key(sale)
     }
 
+    /// The payment hold of a sale whose spec this instance knows (None:
+    /// no hold, or an unknown spec).
+    pub fn hold(&self, sale: &SaleId) -> Option<std::time::Duration> {
+        self.sales.get(sale).and_then(|k| k.spec.hold())
+    }
+
     /// Remembers a sale's spec, read from the store (it never changes).
     pub fn learn_spec(&self, spec: &SaleSpec) {
         if !self.sales.contains_key(spec.id()) {

@@ -65,6 +65,7 @@ fn order(sale: &SaleId, user: &str, quantity: u32, key: Option<&str>, epoch: u64
         idempotency_key: key.map(|k| IdempotencyKey::new(k).unwrap()),
         status: OrderStatus::Confirmed,
         created_at: Utc::now(),
+        expires_at: None,
         epoch: Epoch::new(epoch),
     }
 }
@@ -496,6 +497,7 @@ async fn run_plan(
                 .map(|k| IdempotencyKey::new(format!("k{k}")).unwrap()),
             status: OrderStatus::Confirmed,
             created_at: Utc::now(),
+            expires_at: None,
             epoch: Epoch::new(planned.epoch),
         }
     };

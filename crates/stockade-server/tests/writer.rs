@@ -61,6 +61,7 @@ fn order(sale: &SaleId, user: &str) -> Order {
         idempotency_key: None,
         status: OrderStatus::Confirmed,
         created_at: Utc::now(),
+        expires_at: None,
         epoch: Epoch::new(1),
     }
 }

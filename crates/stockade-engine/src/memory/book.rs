@@ -126,7 +126,7 @@ impl SaleBook {
             },
         );
         self.outbox
-            .insert(order_id, Order::confirmed(purchase, order_id, now));
+            .insert(order_id, Order::accepted(purchase, order_id, now));
         PurchaseOutcome::Purchased {
             order_id,
             remaining,

@@ -367,9 +367,10 @@ impl Engine for PostgresEngine {
                         .map(stockade_core::IdempotencyKey::new)
                         .transpose()
                         .map_err(corrupt)?,
-                    // Payment holds are not implemented yet.
+                    // The order store gives it the sale's payment hold.
                     status: stockade_core::OrderStatus::Confirmed,
                     created_at,
+                    expires_at: None,
                     epoch: codes::epoch(epoch, "engine_orders")?,
                 })
             })

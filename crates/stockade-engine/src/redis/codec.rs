@@ -102,10 +102,11 @@ pub(super) fn orders_from_entry(
             } else {
                 Some(IdempotencyKey::new(key).map_err(|_| corrupt("idempotency key"))?)
             },
-            // Payment holds are not implemented yet.
+            // The store gives it the sale's payment hold when it commits it.
             status: OrderStatus::Confirmed,
             created_at: DateTime::from_timestamp_millis(created_ms)
                 .ok_or_else(|| corrupt("creation time"))?,
+            expires_at: None,
             epoch,
         })
     };

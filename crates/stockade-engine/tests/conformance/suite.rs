@@ -394,6 +394,7 @@ fn order(
         idempotency_key: key.map(|k| IdempotencyKey::new(k).unwrap()),
         status,
         created_at: Utc::now(),
+        expires_at: None,
         epoch: Epoch::FIRST,
     }
 }

@@ -19,7 +19,10 @@ pub struct CreateSale {
     pub starts_at: Option<DateTime<Utc>>,
     /// When buying closes (RFC 3339), after `starts_at`.
     pub ends_at: Option<DateTime<Utc>>,
-    /// How long unpaid orders are held (reserved for payment holds).
+    /// Payment hold, 1 to 86,400 seconds: orders are `held` until paid
+    /// (`POST /v1/orders/{id}/confirm`) and expire unpaid after this long,
+    /// their items going back to the stock. Without it, orders are
+    /// confirmed at once.
     pub hold_seconds: Option<u64>,
 }
 
@@ -93,11 +96,16 @@ pub struct OrderBody {
     pub user_id: String,
     /// Items bought.
     pub quantity: u32,
-    /// `confirmed`, `held`, `cancelled`, `expired`, or `pending` (accepted,
-    /// commit not yet confirmed).
+    /// `held` (awaiting payment until `expires_at`), `confirmed`,
+    /// `cancelled`, `expired` (unpaid in time: items back on sale), or
+    /// `pending` (accepted, not committed yet).
     pub status: String,
     /// When the engine accepted it.
     pub created_at: DateTime<Utc>,
+    /// Orders of a sale with a payment hold: when the hold runs out unless
+    /// confirmed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
     /// Items left in the sale right after this purchase (purchase answers only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remaining: Option<u32>,
@@ -118,6 +126,7 @@ impl OrderBody {
             quantity: order.quantity,
             status: status.to_owned(),
             created_at: order.created_at,
+            expires_at: order.expires_at,
             remaining: None,
         }
     }

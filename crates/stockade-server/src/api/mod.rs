@@ -6,7 +6,8 @@
 //! | `GET /v1/sales/{id}` | anyone | stock and status |
 //! | `POST /v1/sales/{id}/purchases` | anyone | buy |
 //! | `GET /v1/sales/{id}/orders` | admin | committed orders, paged |
-//! | `GET /v1/orders/{order_id}` | anyone | one order |
+//! | `GET /v1/orders/{order_id}` | anyone | one order (`?wait=N`: long poll while pending) |
+//! | `POST /v1/orders/{order_id}/confirm` | anyone | confirm a held order (the payment arrived) |
 //! | `POST /v1/orders/{order_id}/cancel` | anyone | cancel an order |
 //! | `GET /healthz`, `/readyz`, `/metrics`, `/openapi.json` | anyone | operations |
 
@@ -36,7 +37,7 @@ use error::ApiError;
     info(title = "Stockade", description = "Sell limited stock to a stampede, correctly."),
     paths(
         sales::create_sale, sales::get_sale, purchases::purchase,
-        orders::get_order, orders::cancel_order, orders::list_orders,
+        orders::get_order, orders::confirm_order, orders::cancel_order, orders::list_orders,
         ops::healthz, ops::readyz, ops::metrics, ops::openapi,
     ),
     components(schemas(dto::CreateSale, dto::Sale, dto::PurchaseRequest, dto::OrderBody,
@@ -65,6 +66,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/sales/{id}/purchases", post(purchases::purchase))
         .route("/v1/sales/{id}/orders", get(orders::list_orders))
         .route("/v1/orders/{order_id}", get(orders::get_order))
+        .route("/v1/orders/{order_id}/confirm", post(orders::confirm_order))
         .route("/v1/orders/{order_id}/cancel", post(orders::cancel_order))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))

@@ -1,12 +1,15 @@
-//! Looking up, cancelling and listing orders.
+//! Looking up (and long-polling), confirming, cancelling and listing
+//! orders.
 
 use std::str::FromStr;
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
-use stockade_core::OrderId;
+use serde_json::Value;
+use stockade_core::{Order, OrderId};
 use utoipa::IntoParams;
 
 use super::auth::require_admin;
@@ -14,6 +17,7 @@ use super::dto::{ErrorBody, OrderBody, OrderPage};
 use super::error::ApiError;
 use super::sales::{sale_id, unknown_sale};
 use crate::state::AppState;
+use crate::store::holds::Confirm;
 use crate::store::releases::Cancel;
 
 fn order_id(raw: &str) -> Result<OrderId, ApiError> {
@@ -28,11 +32,97 @@ fn unknown_order(id: OrderId) -> ApiError {
     )
 }
 
-/// Reads an order: committed ones from the store, accepted ones still being
-/// committed as `pending`.
+/// The longest `?wait=` of an order lookup, in seconds.
+pub const MAX_WAIT_SECONDS: u64 = 30;
+
+/// How far back an order id's timestamp may lie for a lookup that misses
+/// the store to search the engine's outboxes: an accepted order is
+/// committed within moments, or by the reconciler after its grace period.
+const OUTBOX_LOOKUP_WINDOW: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
+
+/// Options of an order lookup.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct WaitQuery {
+    /// Long poll: while the order is `pending`, wait up to this many
+    /// seconds (0 to 30) for its commit before answering.
+    #[param(minimum = 0, maximum = 30)]
+    pub wait: Option<u64>,
+}
+
+/// What is known of an order id.
+enum Lookup {
+    /// Committed: its stored status.
+    Committed(Order),
+    /// Accepted by the engine, not committed yet.
+    Pending(Order),
+    /// Refused by the store: nothing was sold.
+    Void,
+    /// Never seen.
+    Unknown,
+}
+
+/// Where an order is: committed in the store, being committed by this
+/// instance, or (for an id minted in the last minutes) waiting in an open
+/// sale's outbox, being committed by another instance.
+async fn look_up(state: &AppState, id: OrderId) -> Result<Lookup, ApiError> {
+    if let Some(order) = state.store().order(id).await? {
+        return Ok(Lookup::Committed(order));
+    }
+    if let Some(order) = state.queue().in_flight(id) {
+        return Ok(Lookup::Pending(order));
+    }
+    if state.store().is_void(id).await? {
+        return Ok(Lookup::Void);
+    }
+    if let Some(order) = in_an_outbox(state, id).await? {
+        // Committed meanwhile, by whoever was committing it?
+        if let Some(order) = state.store().order(id).await? {
+            return Ok(Lookup::Committed(order));
+        }
+        return Ok(Lookup::Pending(order));
+    }
+    Ok(Lookup::Unknown)
+}
+
+/// The order in the outbox of one of the open sales, if its id is recent.
+async fn in_an_outbox(state: &AppState, id: OrderId) -> Result<Option<Order>, ApiError> {
+    let Some(engine) = state.engine() else {
+        return Ok(None);
+    };
+    let now = state.clock().now();
+    let minted = id
+        .as_uuid()
+        .get_timestamp()
+        .map(|t| t.to_unix())
+        .and_then(|(secs, nanos)| chrono::DateTime::from_timestamp(secs as i64, nanos));
+    if minted.is_none_or(|at| now - at > OUTBOX_LOOKUP_WINDOW) {
+        return Ok(None);
+    }
+    for sale in state
+        .store()
+        .sale_states(Some(now - OUTBOX_LOOKUP_WINDOW))
+        .await?
+    {
+        if let Some(order) = engine
+            .outbox(sale.spec.id())
+            .await?
+            .into_iter()
+            .find(|o| o.id == id)
+        {
+            return Ok(Some(order.under_hold(sale.spec.hold())));
+        }
+    }
+    Ok(None)
+}
+
+/// Reads an order: committed ones from the store with their status,
+/// accepted ones still being committed as `pending`. With `?wait=N`, a
+/// pending order is watched for up to N seconds and answered as soon as it
+/// is committed (long poll).
 #[utoipa::path(
     get, path = "/v1/orders/{order_id}", tag = "orders",
-    params(("order_id" = String, Path, description = "order id (UUID)")),
+    params(("order_id" = String, Path, description = "order id (UUID)"), WaitQuery),
     responses(
         (status = 200, body = OrderBody),
         (status = 404, description = "unknown_order, or order_failed: refused by the store, nothing sold", body = ErrorBody),
@@ -41,19 +131,105 @@ fn unknown_order(id: OrderId) -> ApiError {
 pub async fn get_order(
     State(state): State<AppState>,
     Path(raw): Path<String>,
+    query: Result<Query<WaitQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<OrderBody>, ApiError> {
     let id = order_id(&raw)?;
-    if let Some(order) = state.store().order(id).await? {
-        return Ok(Json(OrderBody::from_order(&order)));
+    let Query(query) = query.map_err(|e| ApiError::invalid("query", e.body_text()))?;
+    let wait = query.wait.unwrap_or(0);
+    if wait > MAX_WAIT_SECONDS {
+        return Err(ApiError::invalid(
+            "wait",
+            format!("must be between 0 and {MAX_WAIT_SECONDS} seconds"),
+        ));
     }
-    match state.queue().in_flight(id) {
-        Some(order) => Ok(Json(OrderBody::with_status(&order, "pending"))),
-        None if state.store().is_void(id).await? => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "order_failed",
-            format!("order {id} was refused by the order store: nothing was sold"),
-        )),
-        None => Err(unknown_order(id)),
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
+    let mut pause = Duration::from_millis(20);
+    loop {
+        match look_up(&state, id).await? {
+            Lookup::Committed(order) => return Ok(Json(OrderBody::from_order(&order))),
+            Lookup::Pending(order) if tokio::time::Instant::now() >= deadline => {
+                return Ok(Json(OrderBody::with_status(&order, "pending")));
+            }
+            Lookup::Pending(_) => {
+                // Most commits take milliseconds: look again soon, then
+                // less and less often.
+                tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + pause)).await;
+                pause = (pause * 2).min(Duration::from_millis(250));
+            }
+            Lookup::Void => return Err(order_failed(id)),
+            Lookup::Unknown => return Err(unknown_order(id)),
+        }
+    }
+}
+
+fn order_failed(id: OrderId) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "order_failed",
+        format!("order {id} was refused by the order store: nothing was sold"),
+    )
+}
+
+/// 409 `order_pending`: not committed yet.
+fn order_pending(what: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "order_pending",
+        format!("the order is still being committed; retry the {what} shortly"),
+    )
+}
+
+/// Confirms a held order: the payment arrived. `held` becomes `confirmed`
+/// if its hold has not run out; confirming again, or an order of a sale
+/// without holds, answers the confirmed order and changes nothing.
+#[utoipa::path(
+    post, path = "/v1/orders/{order_id}/confirm", tag = "orders",
+    params(("order_id" = String, Path, description = "order id (UUID)")),
+    responses(
+        (status = 200, description = "the confirmed order", body = OrderBody),
+        (status = 404, description = "unknown_order", body = ErrorBody),
+        (status = 409, description = "hold_expired (the hold ran out first: its items went back on sale), order_cancelled, or order_pending (not committed yet, retry shortly)", body = ErrorBody),
+    )
+)]
+pub async fn confirm_order(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+) -> Result<Json<OrderBody>, ApiError> {
+    let id = order_id(&raw)?;
+    let confirm = state
+        .store()
+        .confirm(id, state.clock().now(), state.engine().is_some())
+        .await?;
+    match confirm {
+        Confirm::Confirmed(order) | Confirm::AlreadyConfirmed(order) => {
+            Ok(Json(OrderBody::from_order(&order)))
+        }
+        Confirm::HoldExpired { order, release } => {
+            if release.is_some() {
+                crate::recovery::apply_pending_releases(&state, Some(&order.sale_id)).await;
+            }
+            state.rejections().stock_returned(&order.sale_id);
+            Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "hold_expired",
+                format!(
+                    "the hold of order {id} ran out before it was confirmed; its items went back on sale"
+                ),
+            )
+            .with("order_id", Value::String(id.to_string())))
+        }
+        Confirm::Cancelled(_) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "order_cancelled",
+            format!("order {id} was cancelled; it cannot be confirmed"),
+        )
+        .with("order_id", Value::String(id.to_string()))),
+        Confirm::Unknown => match look_up(&state, id).await? {
+            // Committed just now: the next try finds it.
+            Lookup::Pending(_) | Lookup::Committed(_) => Err(order_pending("confirm")),
+            Lookup::Void => Err(order_failed(id)),
+            Lookup::Unknown => Err(unknown_order(id)),
+        },
     }
 }
 
@@ -92,12 +268,12 @@ pub async fn cancel_order(
             Ok(Json(OrderBody::from_order(&order)))
         }
         Cancel::AlreadyCancelled(order) => Ok(Json(OrderBody::from_order(&order))),
-        Cancel::Unknown if state.queue().in_flight(id).is_some() => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "order_pending",
-            "the order is still being committed; retry the cancel shortly",
-        )),
-        Cancel::Unknown => Err(unknown_order(id)),
+        Cancel::Unknown => match look_up(&state, id).await? {
+            // Committed just now: the next try finds it.
+            Lookup::Pending(_) | Lookup::Committed(_) => Err(order_pending("cancel")),
+            Lookup::Void => Err(order_failed(id)),
+            Lookup::Unknown => Err(unknown_order(id)),
+        },
     }
 }
 

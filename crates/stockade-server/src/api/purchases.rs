@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use stockade_core::{
@@ -50,12 +50,13 @@ use crate::store::authority::Authority;
     params(
         ("id" = String, Path, description = "sale id"),
         ("Idempotency-Key" = Option<String>, Header, description = "1 to 128 bytes; a replay returns the same order"),
+        ("Prefer" = Option<String>, Header, description = "`respond-async`: answer 202 `pending` as soon as the engine accepted the order, without waiting for its commit; poll `GET /v1/orders/{order_id}?wait=N`"),
     ),
     request_body = PurchaseRequest,
     responses(
-        (status = 201, description = "purchased and committed", body = OrderBody),
-        (status = 200, description = "replay of an idempotency key: the original order", body = OrderBody),
-        (status = 202, description = "accepted, commit not confirmed within the deadline: status pending", body = OrderBody),
+        (status = 201, description = "purchased and committed: status `confirmed`, or `held` until `expires_at` for a sale with a payment hold", body = OrderBody),
+        (status = 200, description = "replay of an idempotency key: the original order with its current status", body = OrderBody),
+        (status = 202, description = "accepted, not committed yet (`Prefer: respond-async`, or the commit deadline passed): status `pending`; `Location` names the order", body = OrderBody),
         (status = 404, description = "unknown_sale", body = ErrorBody),
         (status = 409, description = "sold_out, insufficient_stock, limit_exceeded, not_started, ended, order_failed", body = ErrorBody),
         (status = 422, description = "invalid_request or idempotency_key_reused", body = ErrorBody),
@@ -98,6 +99,7 @@ async fn decide(
             )
         }
     };
+    let respond_async = prefers_async(headers);
     let user = UserId::new(body.user_id)?;
     let mut purchase = Purchase::from_parts(sale.clone(), user, body.quantity)?;
     if let Some(key) = key {
@@ -171,7 +173,8 @@ async fn decide(
                 return Err(unknown_sale(&sale));
             }
             outcome => {
-                let response = answer(state, &purchase, route, outcome, decider).await?;
+                let response =
+                    answer(state, &purchase, route, outcome, decider, respond_async).await?;
                 return Ok((outcome, response));
             }
         }
@@ -268,6 +271,7 @@ async fn answer(
     route: Route,
     outcome: PurchaseOutcome,
     decider: Decider,
+    respond_async: bool,
 ) -> Result<Response, ApiError> {
     let sale = purchase.sale_id();
     match outcome {
@@ -277,11 +281,26 @@ async fn answer(
         } => {
             metrics::gauge!("stockade_sale_remaining", "sale" => sale.to_string())
                 .set(f64::from(remaining));
-            let order = Order::confirmed(purchase, order_id, state.clock().now());
+            // The store applies the same hold when it commits the order.
+            let order = Order::accepted(purchase, order_id, state.clock().now())
+                .under_hold(state.rejections().hold(sale));
             let mut body = OrderBody::from_order(&order);
             body.remaining = Some(remaining);
             match decider {
+                // Committed already: the preference for an early answer
+                // has nothing to save.
                 Decider::Store => Ok((StatusCode::CREATED, Json(body)).into_response()),
+                Decider::Engine if respond_async => {
+                    // Queued for the writer, and durable in the engine's
+                    // outbox whatever happens to this process.
+                    drop(state.queue().submit(order).await);
+                    let mut response = pending(body);
+                    response.headers_mut().insert(
+                        "preference-applied",
+                        HeaderValue::from_static("respond-async"),
+                    );
+                    Ok(response)
+                }
                 Decider::Engine => commit(state, purchase, order, body, route).await,
             }
         }
@@ -358,12 +377,31 @@ async fn commit(
             1,
         )
         .with("order_id", Value::String(order.id.to_string()))),
-        Err(_deadline) => {
-            let mut body = body;
-            body.status = "pending".into();
-            Ok((StatusCode::ACCEPTED, Json(body)).into_response())
-        }
+        Err(_deadline) => Ok(pending(body)),
     }
+}
+
+/// Whether the request asks for an answer before the commit
+/// (`Prefer: respond-async`, RFC 7240; other preferences are ignored).
+fn prefers_async(headers: &HeaderMap) -> bool {
+    headers
+        .get_all("prefer")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|preference| preference.trim().eq_ignore_ascii_case("respond-async"))
+}
+
+/// 202 for an accepted order that is not committed yet: status `pending`,
+/// and `Location` where to follow it.
+fn pending(mut body: OrderBody) -> Response {
+    body.status = "pending".into();
+    let location = format!("/v1/orders/{}", body.order_id);
+    let mut response = (StatusCode::ACCEPTED, Json(body)).into_response();
+    if let Ok(location) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert("location", location);
+    }
+    response
 }
 
 /// The store refused the order: nothing was sold.

@@ -33,12 +33,6 @@ fn spec(body: CreateSale) -> Result<SaleSpec, ApiError> {
         builder = builder.ends_at(at);
     }
     if let Some(seconds) = body.hold_seconds {
-        if seconds > 365 * 24 * 3600 {
-            return Err(ApiError::invalid(
-                "hold_seconds",
-                "must be at most one year",
-            ));
-        }
         builder = builder.hold(Duration::from_secs(seconds))?;
     }
     Ok(builder.build()?)

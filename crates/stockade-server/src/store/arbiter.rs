@@ -157,6 +157,16 @@ impl OrderStore {
         let mut sales = bulk::lock_and_read_sales(kind, &mut tx, &sale_ids).await?;
         // The receiver may be gone (a plain `commit`): nobody waits then.
         let _ = locked.send(());
+        // Each order under its sale's payment hold: only the spec says
+        // whether the sale holds, and only the store has every spec.
+        let orders: Vec<Order> = orders
+            .iter()
+            .map(|order| {
+                let hold = sales.get(&order.sale_id).and_then(|s| s.spec.hold());
+                order.clone().under_hold(hold)
+            })
+            .collect();
+        let orders = &orders[..];
         let existing = bulk::read_existing(kind, &mut tx, orders).await?;
         let mut holdings = bulk::read_holdings(kind, &mut tx, orders).await?;
         let mut owners = bulk::read_key_owners(kind, &mut tx, orders).await?;
@@ -244,6 +254,13 @@ impl OrderStore {
             .collect();
         bulk::write_sold_counts(kind, &mut tx, &sold).await?;
         tx.commit().await?;
+        let mut entered: HashMap<(&SaleId, &'static str), usize> = HashMap::new();
+        for row in rows.iter().filter(|row| row.status != VOID) {
+            *entered.entry((&row.order.sale_id, row.status)).or_default() += 1;
+        }
+        for ((sale, status), count) in entered {
+            crate::metrics::order_transitions(sale.as_str(), status, count);
+        }
         Ok(verdicts)
     }
 
@@ -273,7 +290,7 @@ impl OrderStore {
             Ok(fits) => fits,
             Err(outcome) => return Ok(outcome),
         };
-        let order = Order::confirmed(purchase, order_id, now);
+        let order = Order::accepted(purchase, order_id, now).under_hold(state.spec.hold());
         let sold = state.sold + purchase.quantity();
         bulk::insert_orders(
             self.kind,
@@ -289,6 +306,7 @@ impl OrderStore {
         write_holdings(&mut tx, sale, &holding).await?;
         write_sold(&mut tx, sale, sold).await?;
         tx.commit().await?;
+        crate::metrics::order_transitions(sale.as_str(), order.status.as_str(), 1);
         Ok(PurchaseOutcome::Purchased {
             order_id,
             remaining: state.spec.total_stock() - sold,

@@ -96,6 +96,7 @@ struct OrderValues<'a> {
     idempotency_key: Option<&'a str>,
     status: &'a str,
     created_at_ms: i64,
+    expires_at_ms: Option<i64>,
     epoch: i64,
 }
 
@@ -276,9 +277,9 @@ pub(super) async fn insert_orders(
     }
     let sql = format!(
         "INSERT INTO orders (id, sale_id, user_id, quantity, idempotency_key, status,
-                             created_at_ms, updated_at_ms, epoch)
+                             created_at_ms, updated_at_ms, expires_at_ms, epoch)
          SELECT r.id, r.sale_id, r.user_id, r.quantity, r.idempotency_key, r.status,
-                r.created_at_ms, r.created_at_ms, r.epoch
+                r.created_at_ms, r.created_at_ms, r.expires_at_ms, r.epoch
            FROM {}",
         json_rows(
             kind,
@@ -290,6 +291,7 @@ pub(super) async fn insert_orders(
                 Column::Text("idempotency_key"),
                 Column::Text("status"),
                 Column::BigInt("created_at_ms"),
+                Column::BigInt("expires_at_ms"),
                 Column::BigInt("epoch"),
             ]
         )
@@ -308,6 +310,7 @@ pub(super) async fn insert_orders(
                 .map(IdempotencyKey::as_str),
             status: row.status,
             created_at_ms: order.created_at.timestamp_millis(),
+            expires_at_ms: order.expires_at.map(|t| t.timestamp_millis()),
             epoch: order.epoch.as_i64(),
         }
     }))?;

@@ -16,10 +16,12 @@
 //!   purchases in the store itself (the PostgreSQL engine of the service).
 //! - [`authority`]: epochs and the fenced move of a sale's authority.
 //! - [`releases`]: cancelling, and the releases the engine still owes.
+//! - [`holds`]: confirming held orders and expiring unpaid ones.
 
 pub mod arbiter;
 pub mod authority;
 mod bulk;
+pub mod holds;
 pub mod releases;
 
 use std::str::FromStr;
@@ -90,8 +92,8 @@ pub struct OrderStore {
     kind: StoreKind,
 }
 
-const ORDER_COLUMNS: &str =
-    "id, sale_id, user_id, quantity, idempotency_key, status, created_at_ms, epoch";
+const ORDER_COLUMNS: &str = "id, sale_id, user_id, quantity, idempotency_key, status, \
+     created_at_ms, expires_at_ms, epoch";
 /// Orders the store refused: kept so an order id is decided once, never
 /// shown nor counted.
 const VOID: &str = "void";
@@ -337,6 +339,7 @@ fn order_from_row_as(row: &AnyRow, status: OrderStatus) -> Result<Order, StoreEr
     let quantity: i64 = row.try_get("quantity")?;
     let key: Option<String> = row.try_get("idempotency_key")?;
     let created: i64 = row.try_get("created_at_ms")?;
+    let expires: Option<i64> = row.try_get("expires_at_ms")?;
     let epoch: i64 = row.try_get("epoch")?;
     let invalid = |e: ValidationError| corrupt("order", e);
     Ok(Order {
@@ -347,6 +350,7 @@ fn order_from_row_as(row: &AnyRow, status: OrderStatus) -> Result<Order, StoreEr
         idempotency_key: key.map(IdempotencyKey::new).transpose().map_err(invalid)?,
         status,
         created_at: millis(created)?,
+        expires_at: expires.map(millis).transpose()?,
         epoch: epoch_of(epoch)?,
     })
 }

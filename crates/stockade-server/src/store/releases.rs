@@ -7,9 +7,11 @@
 //! unreachable, process killed), the record stays and the reconciler
 //! retries it, so no cancelled order keeps its stock in the engine.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
-use sqlx::Row;
-use stockade_core::{Epoch, Order, OrderId, SaleId};
+use sqlx::{Any, Row, Transaction};
+use stockade_core::{Epoch, Order, OrderId, SaleId, UserId};
 
 use super::arbiter::{write_holdings, write_sold};
 use super::authority::Authority;
@@ -75,41 +77,9 @@ impl OrderStore {
             })?;
             return Ok(Cancel::AlreadyCancelled(order));
         }
-        let row = sqlx::query(
-            "SELECT s.epoch, s.authority, s.sold, COALESCE(h.quantity, 0) AS held
-               FROM sales s LEFT JOIN holdings h ON h.sale_id = s.id AND h.user_id = $2
-              WHERE s.id = $1",
-        )
-        .bind(sale.as_str())
-        .bind(order.user_id.as_str())
-        .fetch_one(&mut *tx)
-        .await?;
-        let epoch: i64 = row.try_get("epoch")?;
-        let epoch = epoch_of(epoch)?;
-        let authority: Authority = row.try_get::<String, _>("authority")?.parse()?;
-        let sold: i64 = row.try_get("sold")?;
-        let held: i64 = row.try_get("held")?;
-        let give_back = |count: i64| {
-            u32::try_from(count - i64::from(order.quantity))
-                .map_err(|_| corrupt("count", format!("{count} < {}", order.quantity)))
-        };
-        write_sold(&mut tx, sale, give_back(sold)?).await?;
-        let holding = [(order.user_id.clone(), give_back(held)?)].into();
-        write_holdings(&mut tx, sale, &holding).await?;
-        let release = (authority == Authority::Primary && engine_decides_primary).then_some(epoch);
-        if let Some(epoch) = release {
-            sqlx::query(
-                "INSERT INTO pending_releases (order_id, sale_id, epoch, created_at_ms)
-                 VALUES ($1, $2, $3, $4)",
-            )
-            .bind(id.to_string())
-            .bind(sale.as_str())
-            .bind(epoch.as_i64())
-            .bind(now.timestamp_millis())
-            .execute(&mut *tx)
-            .await?;
-        }
+        let release = give_back(&mut tx, sale, &[&order], now, engine_decides_primary).await?;
         tx.commit().await?;
+        crate::metrics::order_transitions(sale.as_str(), "cancelled", 1);
         let order = Order {
             status: stockade_core::OrderStatus::Cancelled,
             ..order
@@ -148,4 +118,69 @@ impl OrderStore {
             .await?;
         Ok(())
     }
+}
+
+/// Gives the items of `orders` (all of `sale`, each just moved out of a
+/// live status by the caller's transaction, which holds the sale's row
+/// lock) back to the sale's sold count and their buyers' holdings, and
+/// records the release the engine owes for each, under the sale's epoch.
+/// Returns that epoch, or None when the store itself decides the sale
+/// (fallback authority, or no engine apart from the store): nothing is
+/// owed then. The one way a cancel or an expiry returns stock.
+pub(super) async fn give_back(
+    tx: &mut Transaction<'_, Any>,
+    sale: &SaleId,
+    orders: &[&Order],
+    now: DateTime<Utc>,
+    engine_decides_primary: bool,
+) -> Result<Option<Epoch>, StoreError> {
+    if orders.is_empty() {
+        return Ok(None);
+    }
+    let row = sqlx::query("SELECT epoch, authority, sold FROM sales WHERE id = $1")
+        .bind(sale.as_str())
+        .fetch_one(&mut **tx)
+        .await?;
+    let epoch = epoch_of(row.try_get("epoch")?)?;
+    let authority: Authority = row.try_get::<String, _>("authority")?.parse()?;
+    let sold: i64 = row.try_get("sold")?;
+    let mut returned: HashMap<&UserId, i64> = HashMap::new();
+    for order in orders {
+        *returned.entry(&order.user_id).or_default() += i64::from(order.quantity);
+    }
+    let mut holdings = HashMap::with_capacity(returned.len());
+    for (user, quantity) in returned {
+        let held: Option<i64> =
+            sqlx::query("SELECT quantity FROM holdings WHERE sale_id = $1 AND user_id = $2")
+                .bind(sale.as_str())
+                .bind(user.as_str())
+                .fetch_optional(&mut **tx)
+                .await?
+                .map(|row| row.try_get("quantity"))
+                .transpose()?;
+        let left = u32::try_from(held.unwrap_or(0) - quantity)
+            .map_err(|_| corrupt("holding", format!("{user} holds less than {quantity}")))?;
+        holdings.insert(user.clone(), left);
+    }
+    let total: i64 = orders.iter().map(|o| i64::from(o.quantity)).sum();
+    let left = u32::try_from(sold - total)
+        .map_err(|_| corrupt("sold count", format!("{sold} < {total} given back")))?;
+    write_sold(tx, sale, left).await?;
+    write_holdings(tx, sale, &holdings).await?;
+    let release = (authority == Authority::Primary && engine_decides_primary).then_some(epoch);
+    if let Some(epoch) = release {
+        for order in orders {
+            sqlx::query(
+                "INSERT INTO pending_releases (order_id, sale_id, epoch, created_at_ms)
+                 VALUES ($1, $2, $3, $4)",
+            )
+            .bind(order.id.to_string())
+            .bind(sale.as_str())
+            .bind(epoch.as_i64())
+            .bind(now.timestamp_millis())
+            .execute(&mut **tx)
+            .await?;
+        }
+    }
+    Ok(release)
 }

@@ -4,11 +4,14 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use stockade_core::{Clock, SystemClock};
 use stockade_server::Service;
 use stockade_server::config::{RawConfig, ServerConfig};
+use stockade_server::state::AppState;
 use stockade_test_support::{PostgresServer, RedisServer};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -28,6 +31,8 @@ pub struct TestServer {
     pub redis: Option<RedisServer>,
     pub postgres: Option<PostgresServer>,
     pub database_url: Option<String>,
+    clock: Arc<dyn Clock>,
+    state: Option<AppState>,
 }
 
 /// Which backends to run on.
@@ -101,6 +106,12 @@ impl TestServer {
     }
 
     pub async fn start_with(setup: Setup, timing: Timing) -> Self {
+        Self::start_with_clock(setup, timing, Arc::new(SystemClock)).await
+    }
+
+    /// A server reading time from `clock` (a `ManualClock` in tests of
+    /// windows and holds).
+    pub async fn start_with_clock(setup: Setup, timing: Timing, clock: Arc<dyn Clock>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let (redis, postgres, database_url) = match setup {
             Setup::Embedded => (None, None, None),
@@ -138,13 +149,18 @@ impl TestServer {
             redis,
             postgres,
             database_url,
+            clock,
+            state: None,
         };
         server.launch(config).await;
         server
     }
 
     async fn launch(&mut self, config: ServerConfig) {
-        let service = Service::start(&config).await.unwrap();
+        let service = Service::start_with_clock(&config, Arc::clone(&self.clock))
+            .await
+            .unwrap();
+        self.state = Some(service.state().clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         self.url = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = oneshot::channel();
@@ -159,8 +175,15 @@ impl TestServer {
         }));
     }
 
+    /// The running service's shared state.
+    pub fn state(&self) -> &AppState {
+        self.state.as_ref().expect("the server is running")
+    }
+
     /// Graceful stop (in-flight requests finish, the writer flushes).
     pub async fn stop(&mut self) {
+        // The state keeps the commit queue open: the writer would not end.
+        self.state = None;
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }

@@ -1,0 +1,138 @@
+//! `Prefer: respond-async`: 202 `pending` as soon as the engine accepted
+//! the order; `GET /v1/orders/{id}` shows `pending` until the commit, and
+//! `?wait=N` long-polls for it. Rejections stay synchronous.
+
+mod common;
+mod instances;
+
+use std::time::{Duration, Instant};
+
+use common::{Setup, TestServer};
+use instances::{Backends, Instance};
+use serde_json::{Value, json};
+use sqlx::Connection;
+
+async fn buy_async(
+    client: &reqwest::Client,
+    url: &str,
+    sale: &str,
+    user: &str,
+) -> (u16, Value, reqwest::header::HeaderMap) {
+    let response = client
+        .post(format!("{url}/v1/sales/{sale}/purchases"))
+        .header("Prefer", "respond-async")
+        .json(&json!({"user_id": user}))
+        .send()
+        .await
+        .unwrap();
+    let headers = response.headers().clone();
+    let (status, body) = common::split(response).await;
+    (status, body, headers)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_async_purchase_is_answered_pending_then_committed() {
+    for setup in [Setup::Embedded, Setup::RedisPostgres] {
+        let server = TestServer::start(setup).await;
+        server
+            .create_sale(json!({"id": "fast", "stock": 2, "hold_seconds": 600}))
+            .await;
+        let (status, body, headers) = buy_async(&server.client, &server.url, "fast", "ann").await;
+        assert_eq!(status, 202, "{setup:?}: {body}");
+        assert_eq!(body["status"], "pending");
+        let id = body["order_id"].as_str().unwrap().to_owned();
+        assert_eq!(headers["preference-applied"], "respond-async");
+        assert_eq!(headers["location"], format!("/v1/orders/{id}").as_str());
+        // Long poll: answered once committed, as held (the sale holds).
+        let (status, order) = server.get(&format!("/v1/orders/{id}?wait=10")).await;
+        assert_eq!(
+            (status, &order["status"]),
+            (200, &json!("held")),
+            "{setup:?}"
+        );
+        assert!(order["expires_at"].is_string());
+        // Plain polling sees the same.
+        let (_, again) = server.get(&format!("/v1/orders/{id}")).await;
+        assert_eq!(again["status"], "held");
+
+        // Rejections are answered at once, synchronously.
+        buy_async(&server.client, &server.url, "fast", "bob").await;
+        let (status, body, _) = buy_async(&server.client, &server.url, "fast", "cat").await;
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (409, &json!("sold_out")),
+            "{setup:?}"
+        );
+        let (status, body, _) = buy_async(&server.client, &server.url, "nope", "cat").await;
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (404, &json!("unknown_sale"))
+        );
+        // Bad waits are refused.
+        for bad in ["31", "-1", "soon"] {
+            let (status, body) = server.get(&format!("/v1/orders/{id}?wait={bad}")).await;
+            assert_eq!(status, 422, "wait={bad}: {body}");
+        }
+    }
+}
+
+/// With the commit held up (another transaction holds the sale's row), the
+/// order is `pending` on the instance that took it and on another one
+/// (found in the engine's outbox); a long poll on the other instance
+/// answers as soon as the commit lands, well before its wait runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_long_poll_answers_when_the_commit_lands_on_any_instance() {
+    let backends = Backends::start(false).await;
+    let a = Instance::start(&backends, |_| {}).await;
+    let b = Instance::start(&backends, |_| {}).await;
+    a.create_sale(json!({"id": "slow", "stock": 5})).await;
+    // Learn the route, so the held-up commit is the only store wait.
+    let (status, _) = a.buy("slow", "warm-up", None).await;
+    assert_eq!(status, 201);
+
+    let mut blocker = sqlx::PgConnection::connect(&backends.database_url)
+        .await
+        .unwrap();
+    let mut tx = blocker.begin().await.unwrap();
+    sqlx::query("SELECT id FROM sales WHERE id = 'slow' FOR UPDATE")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+
+    let (status, body, _) = buy_async(&a.client, &a.url, "slow", "ann").await;
+    assert_eq!(status, 202, "{body}");
+    let id = body["order_id"].as_str().unwrap().to_owned();
+    for instance in [&a, &b] {
+        let (status, order) = instance.get(&format!("/v1/orders/{id}")).await;
+        assert_eq!(
+            (status, &order["status"]),
+            (200, &json!("pending")),
+            "{order}"
+        );
+    }
+    let poll = {
+        let client = b.client.clone();
+        let url = b.at(&format!("/v1/orders/{id}?wait=20"));
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let response = client.get(url).send().await.unwrap();
+            (common::split(response).await, started.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(
+        !poll.is_finished(),
+        "the long poll answered while the order was pending"
+    );
+    tx.commit().await.unwrap();
+    let ((status, order), waited) = poll.await.unwrap();
+    assert_eq!(
+        (status, &order["status"]),
+        (200, &json!("confirmed")),
+        "{order}"
+    );
+    assert!(
+        waited < Duration::from_secs(10),
+        "the long poll took {waited:?} to see the commit"
+    );
+}
