@@ -289,7 +289,7 @@ pub async fn run_phase(
         success,
     ));
     if !target.is_baseline() {
-        http_load::create_sale(&client, &service.base, token, &sale, stock).await?;
+        http_load::create_sale(&client, &service.base, token, &sale, stock, None).await?;
         if phase == Phase::SoldOut {
             sell_out(&service).await?;
         }

@@ -313,7 +313,15 @@ pub async fn run(
     let workload = &config.workload;
     let client = client(workload.concurrency)?;
     let sale = format!("load-{}", uuid::Uuid::now_v7().simple());
-    create_sale(&client, &base, &config.admin_token, &sale, workload.stock).await?;
+    create_sale(
+        &client,
+        &base,
+        &config.admin_token,
+        &sale,
+        workload.stock,
+        None,
+    )
+    .await?;
     let service = Arc::new(HttpSale::new(
         client,
         &base,
@@ -401,11 +409,16 @@ pub(crate) async fn create_sale(
     token: &str,
     sale: &str,
     stock: u32,
+    hold_seconds: Option<u64>,
 ) -> Result<(), LoadError> {
+    let mut body = json!({ "id": sale, "stock": stock });
+    if let Some(hold) = hold_seconds {
+        body["hold_seconds"] = json!(hold);
+    }
     let answer = client
         .post(format!("{base}/v1/sales"))
         .bearer_auth(token)
-        .json(&json!({ "id": sale, "stock": stock }))
+        .json(&body)
         .send()
         .await
         .map_err(|e| LoadError::Service(format!("cannot reach {base}: {e}")))?;

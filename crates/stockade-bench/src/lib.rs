@@ -53,6 +53,7 @@ pub mod check;
 pub mod compare;
 pub mod counters;
 pub mod driver;
+pub mod hold_sale;
 pub mod http_bench;
 pub mod http_load;
 pub mod latency;

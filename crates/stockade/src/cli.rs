@@ -75,6 +75,15 @@ pub struct DemoArgs {
     /// Print the result as one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Run a sale with payment holds of this many seconds (1 to 86400):
+    /// orders are held, a share of the buyers (--pay-ratio) pay within the
+    /// hold, the other holds expire and their items are sold again to a
+    /// second crowd; the store's orders are checked at the end.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub hold_seconds: Option<u64>,
+    /// With --hold-seconds: the share of buyers with an order who pay, 0 to 1.
+    #[arg(long, default_value_t = 0.7, requires = "hold_seconds")]
+    pub pay_ratio: f64,
 }
 
 /// The engines `stockade demo` can run.

@@ -6,7 +6,10 @@
 //! store), creates a sale through the admin API and sends the crowd over
 //! keep-alive HTTP connections, then checks the sale and the committed
 //! orders. `--direct` sends the crowd straight at the engine instead, through
-//! the same runner as `stockade bench`.
+//! the same runner as `stockade bench`. `--hold-seconds N --pay-ratio R`
+//! runs a sale with payment holds instead: a share R of the buyers pay,
+//! the other holds expire and their items are sold again
+//! ([`stockade_bench::hold_sale`]).
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,6 +18,7 @@ use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use stockade_bench::compare::{self, BenchConfig, DEFAULT_POOL_SIZE, Progress};
+use stockade_bench::hold_sale::{self, HoldSaleConfig, Phase};
 use stockade_bench::http_load::{self, DEFAULT_CONNECTIONS, LoadConfig};
 use stockade_bench::report::BenchResult;
 use stockade_bench::scenario::{Overrides, Workload};
@@ -30,6 +34,9 @@ use crate::cli::{DemoArgs, DemoEngine};
 pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     if args.buyers == 0 {
         bail!("--buyers must be at least 1");
+    }
+    if let Some(hold_seconds) = args.hold_seconds {
+        return hold_sale(&args, hold_seconds).await;
     }
     let workload = Workload::new(
         None,
@@ -128,6 +135,78 @@ async fn over_http(
     workload: Workload,
     bar: ProgressBar,
 ) -> anyhow::Result<BenchResult> {
+    with_service(args, async |url, admin_token| {
+        let load = http_load::run(
+            &LoadConfig {
+                url,
+                admin_token,
+                workload,
+            },
+            Arc::new(move || bar.inc(1)),
+        )
+        .await;
+        Ok(load?.result)
+    })
+    .await
+}
+
+/// `--hold-seconds`: a sale with payment holds, some buyers paying.
+async fn hold_sale(args: &DemoArgs, hold_seconds: u64) -> anyhow::Result<ExitCode> {
+    if args.direct {
+        bail!(
+            "--hold-seconds needs the HTTP service (holds are kept by its order store): drop --direct"
+        );
+    }
+    if !(0.0..=1.0).contains(&args.pay_ratio) {
+        bail!(
+            "--pay-ratio must be between 0 and 1, not {}",
+            args.pay_ratio
+        );
+    }
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(10));
+    if let Ok(style) = ProgressStyle::with_template("{spinner} {pos} answers  {elapsed}  {msg}") {
+        bar.set_style(style);
+    }
+    let progress_bar = bar.clone();
+    let progress: Arc<dyn Fn(Phase) + Send + Sync> = Arc::new(move |phase| match phase {
+        Phase::Answered => progress_bar.inc(1),
+        Phase::Line(line) => progress_bar.println(line),
+    });
+    let report = with_service(args, async |url, admin_token| {
+        let config = HoldSaleConfig {
+            url,
+            admin_token,
+            sale: "demo-holds".into(),
+            stock: args.stock,
+            buyers: args.buyers,
+            concurrency: args.concurrency.unwrap_or(DEFAULT_CONNECTIONS),
+            hold_seconds,
+            pay_ratio: args.pay_ratio,
+            seed: 7,
+        };
+        Ok(hold_sale::run(&config, progress).await?)
+    })
+    .await?;
+    bar.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", report.to_table());
+    }
+    if report.ok() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("an invariant broke: {}", report.problems.join("; "));
+        Ok(ExitCode::from(1))
+    }
+}
+
+/// Starts the service in this process (with throwaway servers as needed),
+/// runs `drive` with its URL and admin token, and stops it.
+async fn with_service<T>(
+    args: &DemoArgs,
+    drive: impl AsyncFnOnce(String, String) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     let throwaway_redis;
     let throwaway_postgres;
     let redis_url = match (args.engine, &args.redis_url) {
@@ -179,18 +258,10 @@ async fn over_http(
         args.stock,
         args.engine.as_str()
     );
-    let load = http_load::run(
-        &LoadConfig {
-            url,
-            admin_token: config.admin.token.clone(),
-            workload,
-        },
-        Arc::new(move || bar.inc(1)),
-    )
-    .await;
+    let result = drive(url, config.admin.token.clone()).await;
     let _ = stop.send(());
     server.await.context("the in-process service panicked")??;
-    Ok(load?.result)
+    result
 }
 
 /// What the demo prints: the same fields as a table or one JSON object.

@@ -111,3 +111,56 @@ fn bad_input_exits_2_with_a_message() {
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
 }
+
+/// `--hold-seconds`: unpaid holds expire, their items are sold again, and
+/// the store adds up (the demo checks it and exits 1 if not).
+#[test]
+fn demo_with_holds_sells_the_expired_stock_again() {
+    let (code, stdout, stderr) = stockade(&[
+        "demo",
+        "--buyers",
+        "300",
+        "--stock",
+        "100",
+        "--hold-seconds",
+        "1",
+        "--pay-ratio",
+        "0.6",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(report["held"], 100, "{report}");
+    let expired = report["expired"].as_u64().unwrap();
+    assert!(expired > 0, "{report}");
+    assert_eq!(report["paid"].as_u64().unwrap() + expired, 100, "{report}");
+    assert_eq!(report["resold"], expired, "{report}");
+    assert_eq!(
+        (
+            &report["confirmed"],
+            &report["live_holds"],
+            &report["remaining"]
+        ),
+        (&Value::from(100), &Value::from(0), &Value::from(0))
+    );
+    assert_eq!(report["problems"], Value::Array(Vec::new()));
+}
+
+#[test]
+fn demo_refuses_bad_hold_settings_and_says_why() {
+    for (args, expected) in [
+        (vec!["--hold-seconds", "0"], "hold-seconds"),
+        (
+            vec!["--hold-seconds", "2", "--pay-ratio", "1.5"],
+            "--pay-ratio",
+        ),
+        (vec!["--pay-ratio", "0.5"], "--hold-seconds"),
+        (vec!["--hold-seconds", "2", "--direct"], "--direct"),
+    ] {
+        let mut all = vec!["demo"];
+        all.extend(args.iter());
+        let (code, _, stderr) = stockade(&all);
+        assert_ne!(code, 0, "{args:?} was accepted");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}

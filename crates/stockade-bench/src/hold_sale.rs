@@ -1,0 +1,370 @@
+//! A sale with payment holds, simulated over HTTP (`stockade demo
+//! --hold-seconds N --pay-ratio R`): a crowd buys, a share `R` of the
+//! buyers who got an order pay for it (confirm) within the hold, the
+//! others walk away; their holds expire and the items go back on sale, and
+//! a second crowd buys (and pays for) them. At the end the store's orders
+//! must add up: confirmed items never above the stock, no hold left once
+//! every deadline has passed, every expired hold's item back in stock
+//! (sold = confirmed + live holds), and the freed stock sold again.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use rand::{Rng, SeedableRng};
+use reqwest::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::http_load::{self, HttpSale, LoadError, Success};
+
+/// What to simulate.
+#[derive(Debug, Clone)]
+pub struct HoldSaleConfig {
+    /// The service.
+    pub url: String,
+    /// Its admin token (creates the sale, lists its orders).
+    pub admin_token: String,
+    /// The sale id.
+    pub sale: String,
+    /// Items on sale.
+    pub stock: u32,
+    /// Buyers of the first crowd (one item each).
+    pub buyers: usize,
+    /// Requests in flight at once.
+    pub concurrency: usize,
+    /// The sale's payment hold.
+    pub hold_seconds: u64,
+    /// The share of first-crowd buyers with an order who pay, 0 to 1.
+    pub pay_ratio: f64,
+    /// Seed of who pays and when.
+    pub seed: u64,
+}
+
+/// What happened, and whether it adds up.
+#[derive(Debug, Clone, Serialize)]
+pub struct HoldSaleReport {
+    /// Buyers of the first crowd.
+    pub buyers: usize,
+    /// Items on sale.
+    pub stock: u32,
+    /// Orders the first crowd got (held).
+    pub held: u64,
+    /// Of those, paid within the hold.
+    pub paid: u64,
+    /// Holds that ran out unpaid (store status `expired`).
+    pub expired: u64,
+    /// Orders the second crowd bought (and paid) with the freed stock.
+    pub resold: u64,
+    /// Confirmed items at the end.
+    pub confirmed: u64,
+    /// Holds still live at the end (0 once every deadline has passed).
+    pub live_holds: u64,
+    /// `remaining` of the sale at the end.
+    pub remaining: i64,
+    /// From the first purchase to the end of the second crowd.
+    pub elapsed_ms: f64,
+    /// Everything that does not add up; empty when the invariants held.
+    pub problems: Vec<String>,
+}
+
+impl HoldSaleReport {
+    /// Whether every invariant held.
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    /// A two-column Markdown table.
+    pub fn to_table(&self) -> String {
+        let rows = [
+            ("buyers (first crowd)", self.buyers.to_string()),
+            ("stock", self.stock.to_string()),
+            ("held by the first crowd", self.held.to_string()),
+            ("paid within the hold", self.paid.to_string()),
+            (
+                "expired unpaid (items back on sale)",
+                self.expired.to_string(),
+            ),
+            ("sold again to the second crowd", self.resold.to_string()),
+            ("confirmed at the end", self.confirmed.to_string()),
+            ("holds still live", self.live_holds.to_string()),
+            ("remaining", self.remaining.to_string()),
+            ("elapsed", format!("{:.1} s", self.elapsed_ms / 1000.0)),
+            (
+                "invariants",
+                if self.ok() { "held" } else { "BROKEN" }.to_owned(),
+            ),
+        ];
+        let mut table = String::from("| measure | value |\n| --- | ---: |\n");
+        for (name, value) in rows {
+            table.push_str(&format!("| {name} | {value} |\n"));
+        }
+        table
+    }
+}
+
+#[derive(Deserialize)]
+struct OrderAnswer {
+    order_id: String,
+}
+
+/// Runs the simulation; `progress` is told about each answered request
+/// and each phase (a line for people).
+pub async fn run(
+    config: &HoldSaleConfig,
+    progress: Arc<dyn Fn(Phase) + Send + Sync>,
+) -> Result<HoldSaleReport, LoadError> {
+    if !(0.0..=1.0).contains(&config.pay_ratio) {
+        return Err(LoadError::Setup(format!(
+            "--pay-ratio must be between 0 and 1, not {}",
+            config.pay_ratio
+        )));
+    }
+    let client = http_load::client(config.concurrency)?;
+    let base = config.url.trim_end_matches('/').to_owned();
+    http_load::create_sale(
+        &client,
+        &base,
+        &config.admin_token,
+        &config.sale,
+        config.stock,
+        Some(config.hold_seconds),
+    )
+    .await?;
+    let sale = HttpSale::new(
+        client.clone(),
+        &base,
+        &config.admin_token,
+        config.sale.clone(),
+        Success::Order,
+    );
+    let started = Instant::now();
+    let hold = Duration::from_secs(config.hold_seconds);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(config.seed);
+
+    // The first crowd: buy, then a share pay within the first half of the
+    // hold, the others never do.
+    progress(Phase::Line(format!(
+        "first crowd: {} buyers for {} items, {:.0}% of those with an order pay within {} s",
+        config.buyers,
+        config.stock,
+        config.pay_ratio * 100.0,
+        config.hold_seconds
+    )));
+    let buyers: Vec<(String, bool, Duration)> = (0..config.buyers)
+        .map(|i| {
+            let pays = rng.random_bool(config.pay_ratio);
+            let after = hold.mul_f64(rng.random_range(0.0..0.5));
+            (format!("first-{i}"), pays, after)
+        })
+        .collect();
+    let answers = futures::stream::iter(buyers)
+        .map(|(buyer, pays, after)| {
+            let client = client.clone();
+            let base = base.clone();
+            let sale = config.sale.clone();
+            let progress = Arc::clone(&progress);
+            async move {
+                let order = buy(&client, &base, &sale, &buyer).await;
+                progress(Phase::Answered);
+                let order = order?;
+                let Some(order) = order else {
+                    return Ok::<_, LoadError>((false, false));
+                };
+                if !pays {
+                    return Ok((true, false));
+                }
+                tokio::time::sleep(after).await;
+                confirm(&client, &base, &order).await?;
+                Ok((true, true))
+            }
+        })
+        .buffer_unordered(config.concurrency)
+        .collect::<Vec<_>>()
+        .await;
+    let mut held = 0;
+    let mut paid = 0;
+    for answer in answers {
+        let (got, did_pay) = answer?;
+        held += u64::from(got);
+        paid += u64::from(did_pay);
+    }
+    progress(Phase::Line(format!(
+        "{held} orders held, {paid} paid; waiting for the unpaid holds to run out"
+    )));
+    // Every first-crowd deadline has passed, plus the expiry bound.
+    let first_deadline = started + hold;
+    tokio::time::sleep_until((first_deadline + Duration::from_millis(1_500)).into()).await;
+
+    // The second crowd buys what came back, and pays at once.
+    let back = sale.sale_remaining().await.map_err(service_error)?;
+    progress(Phase::Line(format!(
+        "{back} items back on sale; a second crowd buys them and pays at once"
+    )));
+    let second: Vec<String> = (0..(back.max(0) as usize + 10))
+        .map(|i| format!("second-{i}"))
+        .collect();
+    let resold = futures::stream::iter(second)
+        .map(|buyer| {
+            let client = client.clone();
+            let base = base.clone();
+            let sale = config.sale.clone();
+            let progress = Arc::clone(&progress);
+            async move {
+                let order = buy(&client, &base, &sale, &buyer).await;
+                progress(Phase::Answered);
+                match order? {
+                    Some(order) => confirm(&client, &base, &order).await.map(|()| 1u64),
+                    None => Ok(0),
+                }
+            }
+        })
+        .buffer_unordered(config.concurrency)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .sum::<Result<u64, LoadError>>()?;
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+
+    // What the store says.
+    let orders = sale.orders().await.map_err(service_error)?;
+    let count = |status: &str| {
+        orders
+            .iter()
+            .filter(|o| o.status == status)
+            .map(|o| o.quantity)
+            .sum::<u64>()
+    };
+    let (confirmed, live_holds, expired) = (count("confirmed"), count("held"), count("expired"));
+    let remaining = sale.sale_remaining().await.map_err(service_error)?;
+    let stock = u64::from(config.stock);
+    let mut problems = Vec::new();
+    if confirmed > stock {
+        problems.push(format!(
+            "{confirmed} items confirmed of a stock of {stock}: oversold"
+        ));
+    }
+    if live_holds > 0 {
+        problems.push(format!(
+            "{live_holds} holds still live after every deadline passed"
+        ));
+    }
+    if expired != held - paid {
+        problems.push(format!(
+            "{expired} holds expired, but {} of the first crowd's orders went unpaid",
+            held - paid
+        ));
+    }
+    let sold = stock as i64 - remaining;
+    if sold != (confirmed + live_holds) as i64 {
+        problems.push(format!(
+            "the sale counts {sold} items sold, but {confirmed} are confirmed and {live_holds} held: an expired hold's item did not come back"
+        ));
+    }
+    if expired > 0 && resold == 0 && remaining == 0 {
+        problems.push("the freed stock was never sold again".to_owned());
+    }
+    Ok(HoldSaleReport {
+        buyers: config.buyers,
+        stock: config.stock,
+        held,
+        paid,
+        expired,
+        resold,
+        confirmed,
+        live_holds,
+        remaining,
+        elapsed_ms,
+        problems,
+    })
+}
+
+/// Progress of the simulation.
+#[derive(Debug, Clone)]
+pub enum Phase {
+    /// A purchase was answered.
+    Answered,
+    /// A phase began: a line for people.
+    Line(String),
+}
+
+fn service_error(error: reqwest::Error) -> LoadError {
+    LoadError::Service(format!("the service failed: {error}"))
+}
+
+/// One purchase: the order id on 201, None on 409 (sold out).
+async fn buy(
+    client: &reqwest::Client,
+    base: &str,
+    sale: &str,
+    buyer: &str,
+) -> Result<Option<String>, LoadError> {
+    // 503s (overloaded, rebuilding) are retried with the same key.
+    for _ in 0..50 {
+        let answer = client
+            .post(format!("{base}/v1/sales/{sale}/purchases"))
+            .header("Idempotency-Key", format!("{buyer}-1"))
+            .json(&json!({ "user_id": buyer }))
+            .send()
+            .await
+            .map_err(service_error)?;
+        match answer.status() {
+            StatusCode::CREATED | StatusCode::OK => {
+                let order: OrderAnswer = answer.json().await.map_err(service_error)?;
+                return Ok(Some(order.order_id));
+            }
+            StatusCode::CONFLICT => return Ok(None),
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::ACCEPTED => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            status => {
+                let body = answer.text().await.unwrap_or_default();
+                return Err(LoadError::Service(format!(
+                    "a purchase answered HTTP {status}: {body}"
+                )));
+            }
+        }
+    }
+    Err(LoadError::Service(
+        "a purchase stayed unavailable for 5 s".into(),
+    ))
+}
+
+/// Pays for an order: `POST /v1/orders/{id}/confirm`, retried while the
+/// order is still being committed.
+async fn confirm(client: &reqwest::Client, base: &str, order: &str) -> Result<(), LoadError> {
+    for _ in 0..50 {
+        let answer = client
+            .post(format!("{base}/v1/orders/{order}/confirm"))
+            .send()
+            .await
+            .map_err(service_error)?;
+        match answer.status() {
+            StatusCode::OK => return Ok(()),
+            StatusCode::CONFLICT | StatusCode::SERVICE_UNAVAILABLE => {
+                let body = answer.text().await.unwrap_or_default();
+                if !body.contains("order_pending") && answer_is_final(&body) {
+                    return Err(LoadError::Service(format!(
+                        "confirming order {order} within its hold failed: {body}"
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            status => {
+                let body = answer.text().await.unwrap_or_default();
+                return Err(LoadError::Service(format!(
+                    "confirming order {order} answered HTTP {status}: {body}"
+                )));
+            }
+        }
+    }
+    Err(LoadError::Service(format!(
+        "order {order} could not be confirmed within 5 s"
+    )))
+}
+
+/// A 409 other than `order_pending` is final (`hold_expired`,
+/// `order_cancelled`).
+fn answer_is_final(body: &str) -> bool {
+    body.contains("hold_expired") || body.contains("order_cancelled")
+}
