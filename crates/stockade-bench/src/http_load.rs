@@ -42,6 +42,8 @@ pub struct LoadConfig {
     pub admin_token: String,
     /// The crowd.
     pub workload: Workload,
+    /// Create the sale with this payment hold (orders answered `held`).
+    pub hold_seconds: Option<u64>,
 }
 
 /// Why a load run could not take place.

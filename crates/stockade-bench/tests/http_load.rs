@@ -68,6 +68,7 @@ async fn the_over_demand_seed_over_http_sells_exactly_the_stock() {
     )
     .unwrap();
     let config = LoadConfig {
+        hold_seconds: None,
         url: service.url.clone(),
         admin_token: TOKEN.into(),
         workload,
@@ -90,6 +91,7 @@ async fn the_over_demand_seed_over_http_sells_exactly_the_stock() {
 async fn a_wrong_admin_token_is_refused_with_a_hint() {
     let service = serve().await;
     let config = LoadConfig {
+        hold_seconds: None,
         url: service.url.clone(),
         admin_token: "not-the-token".into(),
         workload: Workload::new(Some(Scenario::Seed100), &Overrides::default()).unwrap(),
@@ -98,6 +100,7 @@ async fn a_wrong_admin_token_is_refused_with_a_hint() {
     assert!(matches!(error, LoadError::Service(_)));
     assert!(error.to_string().contains("--admin-token"), "{error}");
     let bad_url = LoadConfig {
+        hold_seconds: None,
         url: "127.0.0.1:8080".into(),
         ..config
     };

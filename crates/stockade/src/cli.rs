@@ -310,6 +310,11 @@ pub struct LoadArgs {
     /// Print the result as one JSON object `{"results": [...]}`.
     #[arg(long)]
     pub json: bool,
+    /// Create the sale with a payment hold of this many seconds (1 to
+    /// 86400): orders are answered `held` (for comparing throughput with
+    /// and without holds).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub hold_seconds: Option<u64>,
 }
 
 fn parse_scenario(value: &str) -> Result<Scenario, String> {

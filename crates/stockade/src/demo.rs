@@ -138,6 +138,7 @@ async fn over_http(
     with_service(args, async |url, admin_token| {
         let load = http_load::run(
             &LoadConfig {
+                hold_seconds: None,
                 url,
                 admin_token,
                 workload,

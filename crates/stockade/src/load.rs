@@ -62,5 +62,6 @@ fn config(args: &LoadArgs) -> anyhow::Result<LoadConfig> {
         url: args.url.clone(),
         admin_token: args.admin_token.clone(),
         workload: Workload::new(scenario, &overrides)?,
+        hold_seconds: args.hold_seconds,
     })
 }
