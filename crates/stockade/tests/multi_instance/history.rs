@@ -114,6 +114,17 @@ pub struct Cancel {
     pub answer: Answer,
 }
 
+/// A confirm request (the buyer paid for a held order) and its answer.
+#[derive(Debug, Clone)]
+pub struct Confirm {
+    /// Which instance it went to.
+    pub instance: usize,
+    /// The order to confirm.
+    pub order_id: String,
+    /// What came back.
+    pub answer: Answer,
+}
+
 /// The complete history of one round.
 #[derive(Debug, Clone, Default)]
 pub struct History {
@@ -121,6 +132,8 @@ pub struct History {
     pub purchases: Vec<Purchase>,
     /// Every cancel.
     pub cancels: Vec<Cancel>,
+    /// Every confirm, retries included.
+    pub confirms: Vec<Confirm>,
 }
 
 impl History {
@@ -159,6 +172,11 @@ impl Recorder {
     /// Records a cancel and its answer.
     pub fn cancel(&self, cancel: Cancel) {
         self.history.lock().unwrap().cancels.push(cancel);
+    }
+
+    /// Records a confirm and its answer.
+    pub fn confirm(&self, confirm: Confirm) {
+        self.history.lock().unwrap().confirms.push(confirm);
     }
 
     /// 201s answered to the crowd so far.
