@@ -148,6 +148,16 @@ impl History {
         let parts: Vec<String> = counts.iter().map(|(l, n)| format!("{l}×{n}")).collect();
         format!("{total} purchases: {}", parts.join(", "))
     }
+
+    /// `label × count` of the confirm answers, for progress lines.
+    pub fn confirm_summary(&self) -> String {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for confirm in &self.confirms {
+            *counts.entry(confirm.answer.label()).or_default() += 1;
+        }
+        let parts: Vec<String> = counts.iter().map(|(l, n)| format!("{l}×{n}")).collect();
+        format!("{} confirms: {}", self.confirms.len(), parts.join(", "))
+    }
 }
 
 /// The shared recorder of a round: the history, the count of 201s of the

@@ -3,6 +3,7 @@
 //! checker; the first round with violations fails the test with all of
 //! them (and the instances' log tails).
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::checker;
@@ -117,10 +118,20 @@ async fn run_round(cluster: &Cluster, scenario: &Scenario, round: usize) {
         for index in 0..INSTANCES {
             after_healing.push(cluster.expired_counter(index, &sale).await);
         }
-        expiry_counters = Some(ExpiryCounters {
+        let counters = ExpiryCounters {
             after_healing,
             before_kills,
-        });
+        };
+        let mut statuses: BTreeMap<&str, usize> = BTreeMap::new();
+        for order in store.iter().flatten() {
+            *statuses.entry(order.status.as_str()).or_default() += 1;
+        }
+        eprintln!(
+            "{} round {round}: {}; store: {statuses:?}; expired counters: {counters:?}",
+            scenario.name,
+            recorder.history().confirm_summary()
+        );
+        expiry_counters = Some(counters);
     }
     let evidence = Evidence {
         terms: Terms {
