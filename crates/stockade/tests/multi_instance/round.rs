@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::checker;
-use crate::cluster::Cluster;
-use crate::cluster::INSTANCES;
+use crate::cluster::{Cluster, INSTANCES};
 use crate::crowd;
 use crate::evidence::{Evidence, ExpiryCounters, Terms};
 use crate::faults::{self, Step};
