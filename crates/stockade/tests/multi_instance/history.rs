@@ -139,25 +139,30 @@ pub struct History {
 impl History {
     /// `label × count` of the answers of one phase, for progress lines.
     pub fn summary(&self, phase: Phase) -> String {
-        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-        let mut total = 0;
-        for purchase in self.purchases.iter().filter(|p| p.request.phase == phase) {
-            *counts.entry(purchase.answer.label()).or_default() += 1;
-            total += 1;
-        }
-        let parts: Vec<String> = counts.iter().map(|(l, n)| format!("{l}×{n}")).collect();
-        format!("{total} purchases: {}", parts.join(", "))
+        let answers = self
+            .purchases
+            .iter()
+            .filter(|p| p.request.phase == phase)
+            .map(|p| &p.answer);
+        tally("purchases", answers)
     }
 
     /// `label × count` of the confirm answers, for progress lines.
     pub fn confirm_summary(&self) -> String {
-        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-        for confirm in &self.confirms {
-            *counts.entry(confirm.answer.label()).or_default() += 1;
-        }
-        let parts: Vec<String> = counts.iter().map(|(l, n)| format!("{l}×{n}")).collect();
-        format!("{} confirms: {}", self.confirms.len(), parts.join(", "))
+        tally("confirms", self.confirms.iter().map(|c| &c.answer))
     }
+}
+
+/// `N what: label×count, ...` of some answers.
+fn tally<'a>(what: &str, answers: impl Iterator<Item = &'a Answer>) -> String {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut total = 0;
+    for answer in answers {
+        *counts.entry(answer.label()).or_default() += 1;
+        total += 1;
+    }
+    let parts: Vec<String> = counts.iter().map(|(l, n)| format!("{l}×{n}")).collect();
+    format!("{total} {what}: {}", parts.join(", "))
 }
 
 /// The shared recorder of a round: the history, the count of 201s of the
