@@ -52,15 +52,19 @@ fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// `POST /v1/sales` (admin).
+/// `POST /v1/sales` (admin), with a payment hold of `hold_seconds` if given.
 pub async fn create_sale(
     client: &reqwest::Client,
     base: &str,
     sale: &str,
     stock: u64,
     per_user_limit: u64,
+    hold_seconds: Option<u64>,
 ) -> Answer {
-    let body = json!({"id": sale, "stock": stock, "per_user_limit": per_user_limit});
+    let mut body = json!({"id": sale, "stock": stock, "per_user_limit": per_user_limit});
+    if let Some(seconds) = hold_seconds {
+        body["hold_seconds"] = json!(seconds);
+    }
     answer(
         client
             .post(format!("{base}/v1/sales"))
@@ -101,6 +105,54 @@ pub async fn cancel(client: &reqwest::Client, base: &str, order_id: &str) -> Ans
     .await
 }
 
+/// `POST /v1/orders/{order_id}/confirm`: the payment arrived.
+pub async fn confirm(client: &reqwest::Client, base: &str, order_id: &str) -> Answer {
+    answer(
+        client
+            .post(format!("{base}/v1/orders/{order_id}/confirm"))
+            .send()
+            .await,
+    )
+    .await
+}
+
+/// `GET /metrics`: the Prometheus text, or why it could not be read.
+pub async fn metrics(client: &reqwest::Client, base: &str) -> Result<String, String> {
+    let response = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .map_err(|e| chain(&e))?;
+    let status = response.status();
+    let text = response.text().await.map_err(|e| chain(&e))?;
+    if status.is_success() {
+        Ok(text)
+    } else {
+        Err(format!("GET /metrics answered {status}"))
+    }
+}
+
+/// The value of `stockade_orders_total{sale,event}` in a Prometheus text
+/// (0 when the series is absent: nothing happened yet).
+pub fn orders_counter(metrics: &str, sale: &str, event: &str) -> u64 {
+    let (sale_label, event_label) = (format!("sale=\"{sale}\""), format!("event=\"{event}\""));
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("stockade_orders_total{"))
+        .filter_map(|l| {
+            let (labels, value) = l.rsplit_once('}')?;
+            let labels: Vec<&str> = labels
+                .trim_start_matches("stockade_orders_total{")
+                .split(',')
+                .collect();
+            (labels.contains(&sale_label.as_str()) && labels.contains(&event_label.as_str()))
+                .then(|| value.trim().parse::<f64>().ok())
+                .flatten()
+        })
+        .map(|v| v as u64)
+        .sum()
+}
+
 /// `GET /v1/sales/{sale}`.
 pub async fn get_sale(client: &reqwest::Client, base: &str, sale: &str) -> Answer {
     answer(client.get(format!("{base}/v1/sales/{sale}")).send().await).await
@@ -123,4 +175,15 @@ pub async fn orders_page(client: &reqwest::Client, base: &str, sale: &str, after
             .await,
     )
     .await
+}
+
+#[test]
+fn the_orders_counter_is_read_by_its_labels() {
+    let text = "# TYPE stockade_orders_total counter\n\
+                stockade_orders_total{sale=\"s-r1\",event=\"expired\"} 7\n\
+                stockade_orders_total{event=\"expired\",sale=\"s-r10\"} 3\n\
+                stockade_orders_total{sale=\"s-r1\",event=\"held\"} 40\n";
+    assert_eq!(orders_counter(text, "s-r1", "expired"), 7);
+    assert_eq!(orders_counter(text, "s-r10", "expired"), 3);
+    assert_eq!(orders_counter(text, "s-r2", "expired"), 0);
 }

@@ -2,12 +2,19 @@
 //! recorded answers and the store's orders. A plain function over plain
 //! data ([`check`]), unit-tested with hand-made bad histories in
 //! `checker_tests.rs`.
+//!
+//! Payment holds are judged under the same numbers: a confirm answer the
+//! store contradicts, or a confirmed order nobody paid for, is invariant 3
+//! (what the client was told); a hold left `held` at the end, or an
+//! `expired` counter above the store's expired orders (an expiry counted,
+//! and its items returned, more than once), is invariant 5 (expired orders
+//! returned, exactly once).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 
-use crate::evidence::{Evidence, StoreOrder};
-use crate::history::{Answer, Purchase};
+use crate::evidence::{Evidence, ExpiryCounters, StoreOrder};
+use crate::history::{Answer, Confirm, Purchase};
 
 /// Examples listed per violation; the rest are counted.
 const EXAMPLES: usize = 10;
@@ -53,6 +60,7 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
     };
     let by_id = index_store(store, &mut report);
     let terms = &evidence.terms;
+    let holds = terms.hold_seconds.is_some();
 
     // 1. No oversell.
     let live: u64 = store
@@ -115,7 +123,7 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
     let lost: Vec<String> = history
         .iter()
         .filter(|p| matches!(p.answer.status(), Some(200 | 201)))
-        .filter_map(|p| lost_acknowledgement(p, &by_id, &cancel_sent))
+        .filter_map(|p| lost_acknowledgement(p, &by_id, &cancel_sent, holds))
         .collect();
     let lost_cancels = evidence
         .history
@@ -141,6 +149,21 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
                     lost.len()
                 ),
                 &lost,
+            ),
+        );
+    }
+
+    // 3. Confirms (payments) and the store agree.
+    let payments = payments(&evidence.history.confirms, store, &by_id, holds);
+    if !payments.is_empty() {
+        report(
+            3,
+            listing(
+                &format!(
+                    "{} confirms (payments) and orders do not match",
+                    payments.len()
+                ),
+                &payments,
             ),
         );
     }
@@ -173,6 +196,25 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
                 terms.stock
             ),
         );
+    }
+    let unsettled = unsettled_holds(store, holds);
+    if !unsettled.is_empty() {
+        report(
+            5,
+            listing(
+                &format!(
+                    "{} orders neither confirmed nor returned after healing",
+                    unsettled.len()
+                ),
+                &unsettled,
+            ),
+        );
+    }
+    if let Some(counters) = &evidence.expiry_counters {
+        let expired = store.iter().filter(|o| o.status == "expired").count() as u64;
+        for problem in expiry_counted_once(counters, expired) {
+            report(5, problem);
+        }
     }
     for (instance, view) in healing.sale_views.iter().enumerate() {
         let body = view.body();
@@ -226,11 +268,14 @@ fn index_store<'a>(
 }
 
 /// Why an acknowledged purchase is not a confirmed order in the store, if
-/// it is not.
+/// it is not. In a sale with holds, the order may also be `expired` (or
+/// still `held`, which [`unsettled_holds`] reports): whether it should have
+/// been confirmed is judged by [`payments`].
 fn lost_acknowledgement(
     purchase: &Purchase,
     store: &HashMap<&str, &StoreOrder>,
     cancel_sent: &HashSet<&str>,
+    holds: bool,
 ) -> Option<String> {
     let who = who(purchase);
     let Some(order_id) = purchase.answer.order_id() else {
@@ -249,13 +294,119 @@ fn lost_acknowledgement(
         ));
     }
     let cancelled_by_us = order.status == "cancelled" && cancel_sent.contains(order_id);
-    if order.status != "confirmed" && !cancelled_by_us {
+    let unpaid_hold = holds && matches!(order.status.as_str(), "expired" | "held");
+    if order.status != "confirmed" && !cancelled_by_us && !unpaid_hold {
         return Some(format!(
             "{who} names order {order_id}, which is {} in the store",
             order.status
         ));
     }
     None
+}
+
+/// Confirm answers against the store: a 200 means the order is
+/// `confirmed`, a 409 `hold_expired` that it is `expired`; and in a sale
+/// with holds, a `confirmed` order had at least one confirm sent (nobody
+/// else may confirm it).
+fn payments(
+    confirms: &[Confirm],
+    store: &[StoreOrder],
+    by_id: &HashMap<&str, &StoreOrder>,
+    holds: bool,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    for confirm in confirms {
+        let expected = match (confirm.answer.status(), confirm.answer.code()) {
+            (Some(200), _) => "confirmed",
+            (Some(409), Some("hold_expired")) => "expired",
+            _ => continue,
+        };
+        let found = by_id.get(confirm.order_id.as_str());
+        if found.is_none_or(|o| o.status != expected) {
+            lines.push(format!(
+                "confirm of {} answered {} on instance {}, but the store has it {}",
+                confirm.order_id,
+                confirm.answer.label(),
+                confirm.instance,
+                found.map_or("nowhere", |o| o.status.as_str())
+            ));
+        }
+    }
+    if holds {
+        let paid: HashSet<&str> = confirms.iter().map(|c| c.order_id.as_str()).collect();
+        lines.extend(
+            store
+                .iter()
+                .filter(|o| o.status == "confirmed" && !paid.contains(o.order_id.as_str()))
+                .map(|o| {
+                    format!(
+                        "order {} of buyer {} is confirmed, but no confirm was ever sent for it",
+                        o.order_id, o.user_id
+                    )
+                }),
+        );
+    }
+    lines
+}
+
+/// Orders that should have been settled by now: any order still `held`,
+/// and `expired` orders of a sale without holds.
+fn unsettled_holds(store: &[StoreOrder], holds: bool) -> Vec<String> {
+    store
+        .iter()
+        .filter(|o| o.status == "held" || !holds && o.status == "expired")
+        .map(|o| {
+            format!(
+                "order {} of buyer {} ×{} is {}{}",
+                o.order_id,
+                o.user_id,
+                o.quantity,
+                o.status,
+                if holds {
+                    ""
+                } else {
+                    " in a sale without holds"
+                }
+            )
+        })
+        .collect()
+}
+
+/// The instances' `expired` counters against the store's `expired`
+/// orders. Each expiry is counted by the one instance whose transaction
+/// made it; a killed instance's counts since its last scrape are lost, so
+/// the sum may fall short of the store but never exceed it (that would be
+/// an expiry, and its items' return, done twice). Every instance must
+/// answer `/metrics` after healing.
+fn expiry_counted_once(counters: &ExpiryCounters, expired: u64) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut counted = 0;
+    let mut parts = Vec::new();
+    for (instance, count) in counters.after_healing.iter().enumerate() {
+        match count {
+            Ok(n) => {
+                counted += n;
+                parts.push(format!("instance {instance}: {n}"));
+            }
+            Err(error) => problems.push(format!(
+                "never healed: the expired counter of instance {instance} could not be read: {error}"
+            )),
+        }
+    }
+    for (instance, count) in &counters.before_kills {
+        if let Ok(n) = count {
+            counted += n;
+            parts.push(format!("instance {instance} before it was killed: {n}"));
+        }
+    }
+    if counted > expired {
+        problems.push(format!(
+            "the instances counted {counted} expiries ({}), but the store has {expired} \
+             expired orders: some hold was expired more than once",
+            parts.join(", ")
+        ));
+    }
+    problems
 }
 
 /// Invariant 4: per (buyer, key), every answer that names an order names

@@ -4,8 +4,8 @@
 use serde_json::json;
 
 use crate::checker::{Violation, check};
-use crate::evidence::{Evidence, Healing, StoreOrder, Terms};
-use crate::history::{Answer, Cancel, History, Phase, Purchase, PurchaseRequest};
+use crate::evidence::{Evidence, ExpiryCounters, Healing, StoreOrder, Terms};
+use crate::history::{Answer, Cancel, Confirm, History, Phase, Purchase, PurchaseRequest};
 
 fn purchase(
     instance: usize,
@@ -57,6 +57,7 @@ fn good() -> Evidence {
             sale: "s".into(),
             stock: 3,
             per_user_limit: 2,
+            hold_seconds: None,
         },
         history: History {
             purchases: vec![
@@ -67,12 +68,14 @@ fn good() -> Evidence {
                 purchase(1, "u3", 1, None, Answer::None("connection refused".into())),
             ],
             cancels: vec![],
+            confirms: vec![],
         },
         store: Ok(vec![
             stored("o1", "u1", 2, "confirmed"),
             stored("o2", "u2", 1, "confirmed"),
         ]),
         healing: Healing::healed(3, 3),
+        expiry_counters: None,
     }
 }
 
@@ -252,6 +255,180 @@ fn a_replay_denying_a_committed_order_is_reported() {
     assert_eq!(invariants(&violations), [4], "{}", report(&violations));
     assert!(
         violations[0].message.contains("order_failed") && violations[0].message.contains("o1"),
+        "{}",
+        report(&violations)
+    );
+}
+
+fn held(status: u16, id: &str, buyer: &str, quantity: u32) -> Answer {
+    Answer::Http {
+        status,
+        body: json!({"order_id": id, "user_id": buyer, "quantity": quantity, "status": "held"}),
+    }
+}
+
+fn confirm(instance: usize, id: &str, answer: Answer) -> Confirm {
+    Confirm {
+        instance,
+        order_id: id.into(),
+        answer,
+    }
+}
+
+/// Stock 3, limit 2, 2-second holds: u1 pays for o1 (after a confirm that
+/// got no answer), u2 never pays and o2 expires, u4 pays too late for o4,
+/// and u3 buys o2's returned item and pays. Instance 2 was killed after
+/// counting one expiry; instance 0 counted the other after healing.
+fn good_holds() -> Evidence {
+    Evidence {
+        terms: Terms {
+            sale: "h".into(),
+            stock: 3,
+            per_user_limit: 2,
+            hold_seconds: Some(2),
+        },
+        history: History {
+            purchases: vec![
+                purchase(0, "u1", 2, Some("k1"), held(201, "o1", "u1", 2)),
+                purchase(1, "u2", 1, None, held(201, "o2", "u2", 1)),
+                purchase(2, "u4", 1, None, held(201, "o4", "u4", 1)),
+                purchase(0, "u3", 1, None, error(409, "sold_out")),
+                purchase(1, "u3", 1, None, held(201, "o3", "u3", 1)),
+            ],
+            cancels: vec![],
+            confirms: vec![
+                confirm(1, "o1", Answer::None("connection reset".into())),
+                confirm(2, "o1", order(200, "o1", "u1", 2)),
+                confirm(0, "o4", error(409, "hold_expired")),
+                confirm(2, "o3", order(200, "o3", "u3", 1)),
+            ],
+        },
+        store: Ok(vec![
+            stored("o1", "u1", 2, "confirmed"),
+            stored("o2", "u2", 1, "expired"),
+            stored("o4", "u4", 1, "expired"),
+            stored("o3", "u3", 1, "confirmed"),
+        ]),
+        healing: Healing::healed(3, 3),
+        expiry_counters: Some(ExpiryCounters {
+            after_healing: vec![Ok(1), Ok(0), Ok(0)],
+            before_kills: vec![(2, Ok(1))],
+        }),
+    }
+}
+
+#[test]
+fn a_good_history_with_holds_passes() {
+    let violations = check(&good_holds());
+    assert!(violations.is_empty(), "{}", report(&violations));
+}
+
+#[test]
+fn a_confirm_answered_200_for_an_expired_order_is_reported() {
+    let mut evidence = good_holds();
+    evidence.store.as_mut().unwrap()[0].status = "expired".into();
+    let text = report(&check(&evidence));
+    assert!(
+        text.contains(
+            "invariant 3 (no lost acknowledgement): 1 confirms (payments) and orders do not match"
+        ) && text
+            .contains("confirm of o1 answered 200 on instance 2, but the store has it expired"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_hold_expired_answer_for_a_confirmed_order_is_reported() {
+    let mut evidence = good_holds();
+    evidence.store.as_mut().unwrap()[2].status = "confirmed".into();
+    let text = report(&check(&evidence));
+    assert!(
+        text.contains(
+            "confirm of o4 answered 409 hold_expired on instance 0, but the store has it confirmed"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_confirmed_order_nobody_paid_for_is_reported() {
+    let mut evidence = good_holds();
+    evidence.store.as_mut().unwrap()[1].status = "confirmed".into();
+    evidence.store.as_mut().unwrap()[3].status = "expired".into();
+    evidence.history.confirms.pop();
+    let violations = check(&evidence);
+    assert_eq!(invariants(&violations), [3], "{}", report(&violations));
+    assert!(
+        violations[0]
+            .message
+            .contains("order o2 of buyer u2 is confirmed, but no confirm was ever sent for it"),
+        "{}",
+        report(&violations)
+    );
+}
+
+#[test]
+fn a_hold_left_held_is_reported() {
+    let mut evidence = good_holds();
+    evidence.store.as_mut().unwrap()[1].status = "held".into();
+    evidence.store.as_mut().unwrap()[3].status = "expired".into();
+    evidence.history.confirms.pop();
+    evidence.expiry_counters = Some(ExpiryCounters {
+        after_healing: vec![Ok(1), Ok(0), Ok(0)],
+        before_kills: vec![],
+    });
+    let text = report(&check(&evidence));
+    assert!(
+        text.contains("1 orders neither confirmed nor returned after healing")
+            && text.contains("order o2 of buyer u2 ×1 is held"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_expired_order_in_a_sale_without_holds_is_reported() {
+    let mut evidence = good();
+    evidence.store.as_mut().unwrap()[1].status = "expired".into();
+    let text = report(&check(&evidence));
+    assert!(
+        text.contains("order o2 of buyer u2 ×1 is expired in a sale without holds"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_expiry_counted_twice_is_reported() {
+    let mut evidence = good_holds();
+    // Instance 1 expired o2 again after instance 0 had.
+    evidence.expiry_counters = Some(ExpiryCounters {
+        after_healing: vec![Ok(1), Ok(1), Ok(0)],
+        before_kills: vec![(2, Ok(1))],
+    });
+    let violations = check(&evidence);
+    assert_eq!(invariants(&violations), [5], "{}", report(&violations));
+    assert!(
+        violations[0].message.contains(
+            "the instances counted 3 expiries (instance 0: 1, instance 1: 1, instance 2: 0, \
+             instance 2 before it was killed: 1), but the store has 2 expired orders"
+        ),
+        "{}",
+        report(&violations)
+    );
+}
+
+#[test]
+fn an_unreadable_expiry_counter_is_reported() {
+    let mut evidence = good_holds();
+    evidence.expiry_counters = Some(ExpiryCounters {
+        after_healing: vec![Ok(1), Err("connection refused".into()), Ok(0)],
+        before_kills: vec![(2, Err("timed out".into()))],
+    });
+    let violations = check(&evidence);
+    assert_eq!(invariants(&violations), [5], "{}", report(&violations));
+    assert!(
+        violations[0]
+            .message
+            .contains("expired counter of instance 1 could not be read: connection refused"),
         "{}",
         report(&violations)
     );

@@ -102,15 +102,30 @@ impl Cluster {
         &self.client
     }
 
-    /// Creates a sale through the first instance that accepts it, trying
-    /// for up to 20 s. A sale that cannot be created is a harness failure.
-    pub async fn create_sale(&self, sale: &str, stock: u64, per_user_limit: u64) {
+    /// Creates a sale (with a payment hold of `hold_seconds` if given)
+    /// through the first instance that accepts it, trying for up to 20 s. A
+    /// sale that cannot be created is a harness failure.
+    pub async fn create_sale(
+        &self,
+        sale: &str,
+        stock: u64,
+        per_user_limit: u64,
+        hold_seconds: Option<u64>,
+    ) {
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut attempt = 0;
         loop {
             let index = attempt % INSTANCES;
             let url = self.endpoints.get(index);
-            let answer = api::create_sale(&self.client, &url, sale, stock, per_user_limit).await;
+            let answer = api::create_sale(
+                &self.client,
+                &url,
+                sale,
+                stock,
+                per_user_limit,
+                hold_seconds,
+            )
+            .await;
             if matches!(answer.status(), Some(200 | 201)) {
                 return;
             }
@@ -122,6 +137,15 @@ impl Cluster {
             attempt += 1;
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// Instance `index`'s `stockade_orders_total{sale,event="expired"}`.
+    pub async fn expired_counter(&self, index: usize, sale: &str) -> Result<u64, String> {
+        let url = self.endpoints.get(index);
+        let text = api::metrics(&self.client, &url)
+            .await
+            .map_err(|e| format!("instance {index}: {e}"))?;
+        Ok(api::orders_counter(&text, sale, "expired"))
     }
 
     /// Runs `f` on the Redis server on the keeper thread.

@@ -1,13 +1,16 @@
 //! Running the crowd of a round: the planned purchases sent by a bounded
-//! number of concurrent clients, every answer recorded.
+//! number of concurrent clients, every answer recorded. Buyers who pay
+//! confirm their held orders in the background, after their delay; the
+//! crowd is done once every payment has been answered.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::api;
 use crate::cluster::{Endpoints, INSTANCES};
 use crate::history::{Answer, Cancel, Phase, PurchaseRequest, Recorder};
+use crate::payment;
 use crate::plan::Planned;
 
 /// Purchases in flight at once.
@@ -27,6 +30,7 @@ pub async fn run(
     let plan = Arc::new(plan);
     let next = Arc::new(AtomicUsize::new(0));
     let deadline = Instant::now() + CROWD_DEADLINE;
+    let payments = Payments::default();
     let workers: Vec<_> = (0..IN_FLIGHT)
         .map(|_| {
             let worker = Worker {
@@ -34,6 +38,7 @@ pub async fn run(
                 endpoints: endpoints.clone(),
                 sale: sale.clone(),
                 recorder: recorder.clone(),
+                payments: payments.clone(),
             };
             let plan = Arc::clone(&plan);
             let next = Arc::clone(&next);
@@ -50,6 +55,10 @@ pub async fn run(
     for worker in workers {
         worker.await.expect("a crowd worker panicked");
     }
+    let pending = std::mem::take(&mut *payments.lock().unwrap());
+    for payment in pending {
+        payment.await.expect("a payment panicked");
+    }
     let sent = next.load(Ordering::Relaxed).min(plan.len());
     if sent < plan.len() {
         eprintln!(
@@ -61,11 +70,15 @@ pub async fn run(
     recorder.finish_crowd();
 }
 
+/// The payments under way, awaited before the crowd is done.
+type Payments = Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>;
+
 struct Worker {
     client: reqwest::Client,
     endpoints: Endpoints,
     sale: String,
     recorder: Recorder,
+    payments: Payments,
 }
 
 impl Worker {
@@ -94,6 +107,9 @@ impl Worker {
         };
         let order_id = answer.order_id().map(str::to_owned);
         let acknowledged = answer.status() == Some(201);
+        if let (Some(delay), Some(held)) = (planned.pays_after, payment::holds_an_order(&answer)) {
+            self.pay_later(planned.instance, held.to_owned(), delay);
+        }
         self.recorder.purchase(request, answer);
         if let (true, true, Some(order_id)) = (acknowledged, planned.cancel, order_id) {
             self.cancel(planned.instance, order_id).await;
@@ -102,6 +118,17 @@ impl Worker {
         if let Some(backoff) = backoff {
             tokio::time::sleep(backoff).await;
         }
+    }
+
+    /// Confirms a held order after `delay`, in the background.
+    fn pay_later(&self, bought_on: usize, order_id: String, delay: Duration) {
+        let (client, endpoints) = (self.client.clone(), self.endpoints.clone());
+        let recorder = self.recorder.clone();
+        let paying = tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            payment::pay(&client, &endpoints, &recorder, bought_on, &order_id).await;
+        });
+        self.payments.lock().unwrap().push(paying);
     }
 
     /// Cancels an acknowledged order through another instance.

@@ -15,6 +15,9 @@ pub struct Terms {
     pub stock: u64,
     /// Items one buyer may hold.
     pub per_user_limit: u64,
+    /// The sale's payment hold in seconds (`None`: orders are confirmed at
+    /// once).
+    pub hold_seconds: Option<u64>,
 }
 
 /// An order as the store lists it (`GET /v1/sales/{id}/orders`).
@@ -90,4 +93,18 @@ pub struct Evidence {
     pub store: Result<Vec<StoreOrder>, String>,
     /// After the faults.
     pub healing: Healing,
+    /// The instances' `expired` counters of the sale (`None` for a sale
+    /// without holds).
+    pub expiry_counters: Option<ExpiryCounters>,
+}
+
+/// `stockade_orders_total{sale,event="expired"}` as the instances' `/metrics`
+/// told it. A killed instance loses its counters, so its count is also
+/// scraped just before the kill; each `Err` says why a scrape failed.
+#[derive(Debug, Clone, Default)]
+pub struct ExpiryCounters {
+    /// Scraped once the store settled, in instance order.
+    pub after_healing: Vec<Result<u64, String>>,
+    /// Scraped from a victim just before it was SIGKILLed: (instance, count).
+    pub before_kills: Vec<(usize, Result<u64, String>)>,
 }

@@ -60,7 +60,17 @@ pub struct Step {
 }
 
 /// Injects the steps in order; every fault is healed before the next step.
-pub async fn run(cluster: &Cluster, steps: &[Step], recorder: &Recorder, round: usize) {
+/// For a sale with payment holds (`expiry_sale`), each instance about to be
+/// killed has its `expired` counter of the sale scraped first (its counters
+/// die with it); those counts are returned as (instance, count).
+pub async fn run(
+    cluster: &Cluster,
+    steps: &[Step],
+    recorder: &Recorder,
+    round: usize,
+    expiry_sale: Option<&str>,
+) -> Vec<(usize, Result<u64, String>)> {
+    let mut before_kills = Vec::new();
     for step in steps {
         let waiting = Instant::now();
         loop {
@@ -89,6 +99,9 @@ pub async fn run(cluster: &Cluster, steps: &[Step], recorder: &Recorder, round: 
             step.fault,
             recorder.acks()
         );
+        if let (Fault::KillInstance { index, .. }, Some(sale)) = (step.fault, expiry_sale) {
+            before_kills.push((index, cluster.expired_counter(index, sale).await));
+        }
         inject(cluster, step.fault).await;
         eprintln!(
             "round {round}: fault healed: {} (at {} acks)",
@@ -96,6 +109,7 @@ pub async fn run(cluster: &Cluster, steps: &[Step], recorder: &Recorder, round: 
             recorder.acks()
         );
     }
+    before_kills
 }
 
 async fn inject(cluster: &Cluster, fault: Fault) {

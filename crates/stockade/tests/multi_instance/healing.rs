@@ -2,6 +2,12 @@
 //! fresh buyers until every instance answers `sold_out`, wait for the store
 //! to settle, and read the sale on every instance. Every wait is bounded
 //! and, past its bound, says what it waited for.
+//!
+//! In a sale with payment holds the fresh buyers pay at once, and unpaid
+//! holds of the crowd keep expiring after the sale first sells out: their
+//! items come back on sale. So selling out is repeated, each time once the
+//! store has no `held` order left, until the confirmed orders hold the
+//! whole stock (at most [`SELL_OUT_PASSES`] times).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,6 +18,7 @@ use crate::cluster::{Cluster, INSTANCES};
 use crate::evidence::{Healing, StoreOrder};
 use crate::history::{Answer, Phase, PurchaseRequest, Recorder};
 use crate::instance::OUTBOX_GRACE_MS;
+use crate::payment;
 
 /// How long the instances may take to answer `/readyz` 200.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -22,6 +29,11 @@ const SELL_OUT_TIMEOUT_UNREADY: Duration = Duration::from_secs(10);
 const LATE_BUYERS: usize = 4_000;
 /// Concurrent buyers of the final phase.
 const LATE_WORKERS: usize = 6;
+/// Selling out rounds at most, in a sale with payment holds.
+const SELL_OUT_PASSES: usize = 4;
+/// How long the store may take to have no `held` order left (the holds of
+/// this suite last 2 s; unconfirmed ones expire at most 1 s later).
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the store may take to settle.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the live total must stay the same to count as settled: longer
@@ -30,10 +42,12 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 const STABLE_FOR: Duration = Duration::from_millis(OUTBOX_GRACE_MS + 1_500);
 
 /// Heals and observes; returns what happened and the store's orders.
+/// `holds`: the sale has payment holds (fresh buyers pay at once).
 pub async fn heal(
     cluster: &Cluster,
     sale: &str,
     stock: u64,
+    holds: bool,
     recorder: &Recorder,
     round: usize,
 ) -> (Healing, Result<Vec<StoreOrder>, String>) {
@@ -48,11 +62,29 @@ pub async fn heal(
     } else {
         SELL_OUT_TIMEOUT_UNREADY
     };
-    let sold_out_everywhere = sell_out(cluster, sale, recorder, bound).await;
-    eprintln!(
-        "round {round}: final phase: {} -> {sold_out_everywhere:?}",
-        recorder.history().summary(Phase::Final)
-    );
+    let mut sold_out_everywhere = Ok(());
+    for pass in 0..SELL_OUT_PASSES {
+        sold_out_everywhere = sell_out(cluster, sale, recorder, bound, pass, holds).await;
+        eprintln!(
+            "round {round}: final phase (pass {}): {} -> {sold_out_everywhere:?}",
+            pass + 1,
+            recorder.history().summary(Phase::Final)
+        );
+        if !holds || sold_out_everywhere.is_err() {
+            break;
+        }
+        match drain_holds(cluster, sale).await {
+            Ok(confirmed) if confirmed >= stock => break,
+            Ok(confirmed) => eprintln!(
+                "round {round}: no hold left, {confirmed} of {stock} items confirmed: \
+                 selling the returned items again"
+            ),
+            Err(error) => {
+                eprintln!("round {round}: {error}");
+                break;
+            }
+        }
+    }
     let (settled, store) = settle(cluster, sale, stock).await;
     eprintln!("round {round}: settled: {settled:?}");
     let sale_views = sale_views(cluster, sale).await;
@@ -94,11 +126,16 @@ async fn wait_ready(cluster: &Cluster) -> Result<(), String> {
 /// Fresh buyers (quantity 1, each with its own key) buy until every
 /// instance has answered `sold_out`; 503s and missing answers are retried
 /// with the same key, with backoff, on the next instance.
+///
+/// `pass` numbers the fresh buyers apart from those of earlier passes; with
+/// `holds`, each buyer confirms its held order at once.
 async fn sell_out(
     cluster: &Cluster,
     sale: &str,
     recorder: &Recorder,
     bound: Duration,
+    pass: usize,
+    holds: bool,
 ) -> Result<(), String> {
     let deadline = Instant::now() + bound;
     let seen: Arc<[AtomicBool; INSTANCES]> = Arc::new(Default::default());
@@ -116,6 +153,7 @@ async fn sell_out(
                     if n >= LATE_BUYERS {
                         return;
                     }
+                    let n = pass * LATE_BUYERS + n;
                     let (buyer, key) = (format!("late{n}"), format!("late-key-{n}"));
                     let mut instance = n % INSTANCES;
                     let mut backoff = Duration::from_millis(100);
@@ -132,6 +170,7 @@ async fn sell_out(
                             api::purchase(&client, &url, &sale, &buyer, 1, Some(&key)).await;
                         last.lock().unwrap()[instance] = answer.describe();
                         let (status, code) = (answer.status(), answer.code().map(str::to_owned));
+                        let held = payment::holds_an_order(&answer).map(str::to_owned);
                         let request = PurchaseRequest {
                             instance,
                             buyer: buyer.clone(),
@@ -140,6 +179,9 @@ async fn sell_out(
                             phase: Phase::Final,
                         };
                         recorder.purchase(request, answer);
+                        if let (true, Some(order_id)) = (holds, held) {
+                            payment::pay(&client, &endpoints, &recorder, instance, &order_id).await;
+                        }
                         match (status, code.as_deref()) {
                             (Some(409), Some("sold_out")) => {
                                 seen[instance].store(true, Ordering::Relaxed);
@@ -177,9 +219,9 @@ async fn sell_out(
     ))
 }
 
-/// Polls the store until its live total stops changing. Ok once it held
-/// still (at `stock`, or for twice as long at another value, which the
-/// checker then reports); Err if it never held still.
+/// Polls the store until its live total stops changing with no `held`
+/// order left. Ok once it held still (at `stock`, or for twice as long at
+/// another value, which the checker then reports); Err if it never did.
 async fn settle(
     cluster: &Cluster,
     sale: &str,
@@ -190,6 +232,7 @@ async fn settle(
     let mut total: Option<u64> = None;
     let mut since = Instant::now();
     let mut totals = Vec::new();
+    let mut held_orders = 0;
     loop {
         let read = read_store(cluster, sale).await;
         if let Ok(orders) = &read {
@@ -198,7 +241,12 @@ async fn settle(
                 .filter(|o| o.is_live())
                 .map(|o| o.quantity)
                 .sum();
-            if total != Some(now) {
+            held_orders = orders.iter().filter(|o| o.status == "held").count();
+            if held_orders > 0 {
+                // Not settled while a hold may still expire.
+                total = None;
+                since = Instant::now();
+            } else if total != Some(now) {
                 total = Some(now);
                 since = Instant::now();
                 totals.push(now);
@@ -214,6 +262,7 @@ async fn settle(
         }
         if started.elapsed() >= SETTLE_TIMEOUT {
             let why = match &last {
+                Ok(_) if held_orders > 0 => format!("{held_orders} orders are still held"),
                 Ok(_) => format!("its live total kept changing: {totals:?}"),
                 Err(e) => format!("it could not be read: {e}"),
             };
@@ -226,6 +275,36 @@ async fn settle(
             );
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Waits until the store has no `held` order of `sale` left; returns the
+/// items the confirmed orders then hold.
+async fn drain_holds(cluster: &Cluster, sale: &str) -> Result<u64, String> {
+    let deadline = Instant::now() + DRAIN_TIMEOUT;
+    loop {
+        let read = read_store(cluster, sale).await;
+        let held = match &read {
+            Ok(orders) => {
+                let held = orders.iter().filter(|o| o.status == "held").count();
+                if held == 0 {
+                    return Ok(orders
+                        .iter()
+                        .filter(|o| o.status == "confirmed")
+                        .map(|o| o.quantity)
+                        .sum());
+                }
+                format!("{held} orders still held")
+            }
+            Err(error) => error.clone(),
+        };
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "holds not drained within {} s: {held}",
+                DRAIN_TIMEOUT.as_secs()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 

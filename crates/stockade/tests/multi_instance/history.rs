@@ -114,6 +114,17 @@ pub struct Cancel {
     pub answer: Answer,
 }
 
+/// A confirm request (the buyer paid for a held order) and its answer.
+#[derive(Debug, Clone)]
+pub struct Confirm {
+    /// Which instance it went to.
+    pub instance: usize,
+    /// The order to confirm.
+    pub order_id: String,
+    /// What came back.
+    pub answer: Answer,
+}
+
 /// The complete history of one round.
 #[derive(Debug, Clone, Default)]
 pub struct History {
@@ -121,20 +132,37 @@ pub struct History {
     pub purchases: Vec<Purchase>,
     /// Every cancel.
     pub cancels: Vec<Cancel>,
+    /// Every confirm, retries included.
+    pub confirms: Vec<Confirm>,
 }
 
 impl History {
     /// `label × count` of the answers of one phase, for progress lines.
     pub fn summary(&self, phase: Phase) -> String {
-        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-        let mut total = 0;
-        for purchase in self.purchases.iter().filter(|p| p.request.phase == phase) {
-            *counts.entry(purchase.answer.label()).or_default() += 1;
-            total += 1;
-        }
-        let parts: Vec<String> = counts.iter().map(|(l, n)| format!("{l}×{n}")).collect();
-        format!("{total} purchases: {}", parts.join(", "))
+        let answers = self
+            .purchases
+            .iter()
+            .filter(|p| p.request.phase == phase)
+            .map(|p| &p.answer);
+        tally("purchases", answers)
     }
+
+    /// `label × count` of the confirm answers, for progress lines.
+    pub fn confirm_summary(&self) -> String {
+        tally("confirms", self.confirms.iter().map(|c| &c.answer))
+    }
+}
+
+/// `N what: label×count, ...` of some answers.
+fn tally<'a>(what: &str, answers: impl Iterator<Item = &'a Answer>) -> String {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut total = 0;
+    for answer in answers {
+        *counts.entry(answer.label()).or_default() += 1;
+        total += 1;
+    }
+    let parts: Vec<String> = counts.iter().map(|(l, n)| format!("{l}×{n}")).collect();
+    format!("{total} {what}: {}", parts.join(", "))
 }
 
 /// The shared recorder of a round: the history, the count of 201s of the
@@ -159,6 +187,11 @@ impl Recorder {
     /// Records a cancel and its answer.
     pub fn cancel(&self, cancel: Cancel) {
         self.history.lock().unwrap().cancels.push(cancel);
+    }
+
+    /// Records a confirm and its answer.
+    pub fn confirm(&self, confirm: Confirm) {
+        self.history.lock().unwrap().confirms.push(confirm);
     }
 
     /// 201s answered to the crowd so far.

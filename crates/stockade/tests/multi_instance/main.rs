@@ -18,6 +18,7 @@
 //! - `history`: what was asked and what came back.
 //! - `plan`: the crowd of a round (buyers, quantities, keys, instances).
 //! - `crowd`: sending the plan with bounded concurrency.
+//! - `payment`: confirming a held order (the buyer paid), with retries.
 //! - `faults`: the faults and the script that injects them.
 //! - `healing`: readiness, selling out and settling after the faults.
 //! - `evidence`: the checker's input, plain data.
@@ -37,6 +38,7 @@ mod healing;
 mod history;
 mod instance;
 mod keeper;
+mod payment;
 mod plan;
 mod round;
 mod scenarios;

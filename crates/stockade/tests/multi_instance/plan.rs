@@ -13,6 +13,7 @@
 //! (replays excepted, see above).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use crate::cluster::INSTANCES;
 
@@ -36,6 +37,9 @@ pub struct Planned {
     pub key: Option<String>,
     /// Whether the buyer cancels the order if this purchase gets a 201.
     pub cancel: bool,
+    /// For a sale with payment holds: whether (and how long after the
+    /// answer) the buyer confirms the held order this purchase gets.
+    pub pays_after: Option<Duration>,
 }
 
 /// A small deterministic generator (SplitMix64).
@@ -101,7 +105,60 @@ fn planned(buyer: &str, quantity: u32, key: Option<String>, cancel: bool) -> Pla
         quantity,
         key,
         cancel,
+        pays_after: None,
     }
+}
+
+/// The longest a paying buyer of the crowd takes to confirm (below the
+/// scenario's 2-second hold, so most payments beat the deadline and a few
+/// race it).
+pub const LONGEST_PAYMENT_DELAY: Duration = Duration::from_millis(1_500);
+
+/// Chooses, from `seed`, the buyers who pay for their holds: each buyer
+/// pays with probability `percent`%, and each of their purchases gets a
+/// delay below [`LONGEST_PAYMENT_DELAY`]. A buyer who cancels never pays.
+pub fn with_payments(seed: u64, mut plan: Vec<Planned>, percent: u64) -> Vec<Planned> {
+    let mut rng = Rng(seed ^ 0x5041_5945_5253);
+    let mut payers: HashMap<String, bool> = HashMap::new();
+    let longest = LONGEST_PAYMENT_DELAY.as_millis() as u64;
+    for request in &mut plan {
+        let pays = *payers
+            .entry(request.buyer.clone())
+            .or_insert_with(|| rng.below(100) < percent);
+        if pays && !request.cancel {
+            request.pays_after = Some(Duration::from_millis(rng.below(longest)));
+        }
+    }
+    plan
+}
+
+#[test]
+fn about_the_asked_share_of_buyers_pays_in_time() {
+    let plan = with_payments(7, crowd(7), 60);
+    let mut buyers: HashMap<&str, bool> = HashMap::new();
+    for request in &plan {
+        let pays = buyers.entry(&request.buyer).or_default();
+        *pays |= request.pays_after.is_some();
+        assert!(
+            request
+                .pays_after
+                .is_none_or(|delay| delay < LONGEST_PAYMENT_DELAY)
+        );
+    }
+    let paying = buyers.values().filter(|&&p| p).count();
+    let share = paying as f64 / buyers.len() as f64;
+    assert!(
+        (0.55..0.65).contains(&share),
+        "{paying} of {} pay",
+        buyers.len()
+    );
+    // The same seed, the same payers.
+    let again = with_payments(7, crowd(7), 60);
+    assert!(
+        plan.iter()
+            .zip(&again)
+            .all(|(a, b)| a.pays_after == b.pays_after)
+    );
 }
 
 #[test]

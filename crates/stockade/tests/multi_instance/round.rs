@@ -3,12 +3,13 @@
 //! checker; the first round with violations fails the test with all of
 //! them (and the instances' log tails).
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::checker;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, INSTANCES};
 use crate::crowd;
-use crate::evidence::{Evidence, Terms};
+use crate::evidence::{Evidence, ExpiryCounters, Terms};
 use crate::faults::{self, Step};
 use crate::flags::Engine;
 use crate::healing;
@@ -28,6 +29,18 @@ pub struct Scenario {
     pub rounds: usize,
     /// The faults of round `n` (1-based), in order.
     pub faults: fn(usize) -> Vec<Step>,
+    /// Payment holds of the sales, if any.
+    pub holds: Option<Holds>,
+}
+
+/// A sale with payment holds and the crowd's paying buyers.
+#[derive(Debug, Clone, Copy)]
+pub struct Holds {
+    /// The sale's `hold_seconds`.
+    pub seconds: u64,
+    /// Percent of the crowd's buyers who confirm their holds (chosen from
+    /// the round's seed); the others let them expire.
+    pub paying_percent: u64,
 }
 
 /// Runs every round of `scenario`; panics at the first round that breaks
@@ -54,18 +67,25 @@ pub async fn run(scenario: Scenario) {
 async fn run_round(cluster: &Cluster, scenario: &Scenario, round: usize) {
     let started = Instant::now();
     let sale = format!("{}-r{round}", scenario.name);
-    cluster.create_sale(&sale, STOCK, PER_USER_LIMIT).await;
+    let hold_seconds = scenario.holds.map(|h| h.seconds);
+    cluster
+        .create_sale(&sale, STOCK, PER_USER_LIMIT, hold_seconds)
+        .await;
     let seed = seed(scenario.name, round);
-    let plan = plan::crowd(seed);
+    let plan = match scenario.holds {
+        Some(holds) => plan::with_payments(seed, plan::crowd(seed), holds.paying_percent),
+        None => plan::crowd(seed),
+    };
     let steps = (scenario.faults)(round);
     let faults: Vec<String> = steps
         .iter()
         .map(|s| format!("{} at {} acks", s.fault, s.after_acks))
         .collect();
     eprintln!(
-        "{} round {round}: sale {sale} (stock {STOCK}, limit {PER_USER_LIMIT}), {} requests \
-         (seed {seed}); faults: {}",
+        "{} round {round}: sale {sale} (stock {STOCK}, limit {PER_USER_LIMIT}, holds {:?}), \
+         {} requests (seed {seed}); faults: {}",
         scenario.name,
+        scenario.holds,
         plan.len(),
         faults.join(", ")
     );
@@ -77,7 +97,8 @@ async fn run_round(cluster: &Cluster, scenario: &Scenario, round: usize) {
         plan,
         recorder.clone(),
     ));
-    faults::run(cluster, &steps, &recorder, round).await;
+    let expiry_sale = scenario.holds.map(|_| sale.as_str());
+    let before_kills = faults::run(cluster, &steps, &recorder, round, expiry_sale).await;
     let crowd_wait = tokio::time::timeout(Duration::from_secs(180), crowd).await;
     crowd_wait
         .expect("the crowd did not finish within 180 s")
@@ -88,16 +109,40 @@ async fn run_round(cluster: &Cluster, scenario: &Scenario, round: usize) {
         started.elapsed().as_secs_f64(),
         recorder.history().summary(Phase::Crowd)
     );
-    let (healing, store) = healing::heal(cluster, &sale, STOCK, &recorder, round).await;
+    let holds = scenario.holds.is_some();
+    let (healing, store) = healing::heal(cluster, &sale, STOCK, holds, &recorder, round).await;
+    let mut expiry_counters = None;
+    if holds {
+        let mut after_healing = Vec::new();
+        for index in 0..INSTANCES {
+            after_healing.push(cluster.expired_counter(index, &sale).await);
+        }
+        let counters = ExpiryCounters {
+            after_healing,
+            before_kills,
+        };
+        let mut statuses: BTreeMap<&str, usize> = BTreeMap::new();
+        for order in store.iter().flatten() {
+            *statuses.entry(order.status.as_str()).or_default() += 1;
+        }
+        eprintln!(
+            "{} round {round}: {}; store: {statuses:?}; expired counters: {counters:?}",
+            scenario.name,
+            recorder.history().confirm_summary()
+        );
+        expiry_counters = Some(counters);
+    }
     let evidence = Evidence {
         terms: Terms {
             sale: sale.clone(),
             stock: STOCK,
             per_user_limit: PER_USER_LIMIT,
+            hold_seconds,
         },
         history: recorder.history(),
         store,
         healing,
+        expiry_counters,
     };
     let violations = checker::check(&evidence);
     if violations.is_empty() {
