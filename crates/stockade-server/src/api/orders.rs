@@ -3,24 +3,44 @@
 use std::str::FromStr;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
 use serde::Deserialize;
-use stockade_core::OrderId;
+use stockade_core::{Order, OrderId};
 use utoipa::IntoParams;
 
-use super::auth::require_admin;
+use super::auth::Admin;
 use super::dto::{ErrorBody, OrderBody, OrderPage};
 use super::error::ApiError;
+use super::identity::Caller;
+use super::json::ApiPath;
 use super::sales::{sale_id, unknown_sale};
 use crate::state::AppState;
 use crate::store::releases::Cancel;
 
-fn order_id(raw: &str) -> Result<OrderId, ApiError> {
+/// Parses an order id from the path.
+pub fn order_id(raw: &str) -> Result<OrderId, ApiError> {
     OrderId::from_str(raw).map_err(|e| ApiError::invalid("order_id", e.reason))
 }
 
-fn unknown_order(id: OrderId) -> ApiError {
+/// The order `id` as its buyer (or the admin) may see it: committed, or
+/// still being committed (`pending`). Another buyer's order is answered
+/// exactly as a missing one, so order ids reveal nothing. Routes on one
+/// order (read, cancel, confirm) all start here.
+pub async fn visible_order(
+    state: &AppState,
+    caller: &Caller,
+    id: OrderId,
+) -> Result<Option<(Order, bool)>, ApiError> {
+    let found = match state.store().order(id).await? {
+        Some(order) => Some((order, true)),
+        None => state.queue().in_flight(id).map(|order| (order, false)),
+    };
+    Ok(found.filter(|(order, _)| caller.may_access(&order.user_id)))
+}
+
+/// 404 `unknown_order`.
+pub fn unknown_order(id: OrderId) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         "unknown_order",
@@ -32,27 +52,32 @@ fn unknown_order(id: OrderId) -> ApiError {
 /// committed as `pending`.
 #[utoipa::path(
     get, path = "/v1/orders/{order_id}", tag = "orders",
-    params(("order_id" = String, Path, description = "order id (UUID)")),
+    params(("order_id" = uuid::Uuid, Path, description = "order id")),
+    security((), ("buyer_jwt" = []), ("admin_token" = [])),
     responses(
         (status = 200, body = OrderBody),
-        (status = 404, description = "unknown_order, or order_failed: refused by the store, nothing sold", body = ErrorBody),
+        (status = 401, description = "unauthenticated: identity is on and the buyer's JWT is missing or invalid", body = ErrorBody),
+        (status = 404, description = "unknown_order (also another buyer's order), or order_failed: refused by the store, nothing sold", body = ErrorBody),
     )
 )]
 pub async fn get_order(
     State(state): State<AppState>,
-    Path(raw): Path<String>,
+    ApiPath(raw): ApiPath<String>,
+    caller: Caller,
 ) -> Result<Json<OrderBody>, ApiError> {
     let id = order_id(&raw)?;
-    if let Some(order) = state.store().order(id).await? {
-        return Ok(Json(OrderBody::from_order(&order)));
-    }
-    match state.queue().in_flight(id) {
-        Some(order) => Ok(Json(OrderBody::with_status(&order, "pending"))),
-        None if state.store().is_void(id).await? => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "order_failed",
-            format!("order {id} was refused by the order store: nothing was sold"),
-        )),
+    match visible_order(&state, &caller, id).await? {
+        Some((order, true)) => Ok(Json(OrderBody::from_order(&order))),
+        Some((order, false)) => Ok(Json(OrderBody::with_status(&order, "pending"))),
+        // A void order sold nothing and its buyer heard so when buying:
+        // with identity on, only the admin learns that it failed here.
+        None if !matches!(caller, Caller::Buyer(_)) && state.store().is_void(id).await? => {
+            Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "order_failed",
+                format!("order {id} was refused by the order store: nothing was sold"),
+            ))
+        }
         None => Err(unknown_order(id)),
     }
 }
@@ -61,18 +86,26 @@ pub async fn get_order(
 /// allowance. Cancelling again changes nothing.
 #[utoipa::path(
     post, path = "/v1/orders/{order_id}/cancel", tag = "orders",
-    params(("order_id" = String, Path, description = "order id (UUID)")),
+    params(("order_id" = uuid::Uuid, Path, description = "order id")),
+    security((), ("buyer_jwt" = []), ("admin_token" = [])),
     responses(
         (status = 200, description = "the cancelled order", body = OrderBody),
-        (status = 404, description = "unknown_order", body = ErrorBody),
+        (status = 401, description = "unauthenticated: identity is on and the buyer's JWT is missing or invalid", body = ErrorBody),
+        (status = 404, description = "unknown_order (also another buyer's order)", body = ErrorBody),
         (status = 409, description = "order_pending: not committed yet, retry shortly", body = ErrorBody),
     )
 )]
 pub async fn cancel_order(
     State(state): State<AppState>,
-    Path(raw): Path<String>,
+    ApiPath(raw): ApiPath<String>,
+    caller: Caller,
 ) -> Result<Json<OrderBody>, ApiError> {
     let id = order_id(&raw)?;
+    // A signed-in buyer cancels only their own orders (the lookup costs a
+    // read, so callers who may cancel any order skip it).
+    if matches!(caller, Caller::Buyer(_)) && visible_order(&state, &caller, id).await?.is_none() {
+        return Err(unknown_order(id));
+    }
     let cancel = state
         .store()
         .cancel(id, state.clock().now(), state.engine().is_some())
@@ -104,10 +137,16 @@ pub async fn cancel_order(
 /// Paging parameters of the order list.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct PageQuery {
-    /// Return orders after this order id (from `next_after`).
+    /// Return orders after this order id (a UUID, from `next_after`);
+    /// absent or empty: the first page.
+    #[param(
+        pattern = r"^$|^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+    )]
     pub after: Option<String>,
     /// Page size, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
 }
 
@@ -115,21 +154,23 @@ pub struct PageQuery {
 /// and audit.
 #[utoipa::path(
     get, path = "/v1/sales/{id}/orders", tag = "orders",
-    params(("id" = String, Path, description = "sale id"), PageQuery),
+    params(
+        ("id" = String, Path, description = "sale id", min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$"),
+        PageQuery,
+    ),
     security(("admin_token" = [])),
     responses(
         (status = 200, body = OrderPage),
-        (status = 401, body = ErrorBody),
+        (status = 401, description = "missing or wrong admin token", body = ErrorBody),
         (status = 404, description = "unknown_sale", body = ErrorBody),
     )
 )]
 pub async fn list_orders(
+    _admin: Admin,
     State(state): State<AppState>,
-    Path(raw): Path<String>,
-    headers: HeaderMap,
+    ApiPath(raw): ApiPath<String>,
     query: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<OrderPage>, ApiError> {
-    require_admin(&state, &headers)?;
     let Query(query) = query.map_err(|e| ApiError::invalid("query", e.body_text()))?;
     let sale = sale_id(&raw)?;
     let limit = query.limit.unwrap_or(100);
