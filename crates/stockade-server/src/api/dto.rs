@@ -88,6 +88,7 @@ pub struct PurchaseRequest {
     /// zero-width characters `stockade_core::validation::check_identifier`
     /// refuses.
     #[schema(
+        nullable = false,
         min_length = 1,
         max_length = 128,
         pattern = r"^[^\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF]*[^\s\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF][^\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF]*$"

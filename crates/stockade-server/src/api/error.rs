@@ -18,7 +18,8 @@ pub struct ApiError {
     message: String,
     retry_after: Option<u32>,
     extra: Option<(&'static str, Value)>,
-    headers: Vec<(HeaderName, HeaderValue)>,
+    /// Boxed: most errors have none, and the error stays small.
+    headers: Option<Box<[(HeaderName, HeaderValue)]>>,
 }
 
 impl ApiError {
@@ -30,7 +31,7 @@ impl ApiError {
             message: message.into(),
             retry_after: None,
             extra: None,
-            headers: Vec::new(),
+            headers: None,
         }
     }
 
@@ -59,7 +60,9 @@ impl ApiError {
 
     /// Adds a response header (e.g. `WWW-Authenticate`).
     pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
-        self.headers.push((name, value));
+        let mut headers = self.headers.take().map(Vec::from).unwrap_or_default();
+        headers.push((name, value));
+        self.headers = Some(headers.into_boxed_slice());
         self
     }
 
@@ -171,7 +174,7 @@ impl IntoResponse for ApiError {
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
-        for (name, value) in self.headers {
+        for (name, value) in self.headers.into_iter().flat_map(|h| h.into_vec()) {
             response.headers_mut().insert(name, value);
         }
         response

@@ -35,9 +35,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tower_http::trace::TraceLayer;
 use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::link::LinkBuilder;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, ResponseBuilder, Type};
+use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, ResponseBuilder, Schema, Type};
 use utoipa::{Modify, OpenApi};
 
 use crate::state::AppState;
@@ -103,9 +104,91 @@ impl Modify for DoorResponses {
             ];
             for operation in operations.into_iter().flatten() {
                 add_door_responses(operation, v1);
+                add_links(operation);
             }
         }
     }
+}
+
+/// OpenAPI links from the answers that carry an id to the routes that take
+/// it, so clients (and a fuzzer's stateful phase) can follow them.
+fn add_links(operation: &mut Operation) {
+    let (statuses, field, param, targets): (&[&str], _, _, &[&str]) =
+        match operation.operation_id.as_deref() {
+            Some("create_sale") => (
+                &["200", "201"],
+                "id",
+                "id",
+                &["get_sale", "purchase", "list_orders"],
+            ),
+            Some("purchase") => (
+                &["200", "201", "202"],
+                "order_id",
+                "order_id",
+                &["get_order", "cancel_order"],
+            ),
+            _ => return,
+        };
+    for status in statuses {
+        if let Some(RefOr::T(response)) = operation.responses.responses.get_mut(*status) {
+            for target in targets {
+                response.links.insert(
+                    target.to_string(),
+                    RefOr::T(
+                        LinkBuilder::new()
+                            .operation_id(*target)
+                            .parameter(param, format!("$response.body#/{field}"))
+                            .build(),
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// [`document`] as JSON. utoipa 5 writes a link's fields in snake case
+/// (`operation_id`); OpenAPI spells them `operationId`, `operationRef`,
+/// `requestBody`.
+pub fn document_json(state: &AppState) -> serde_json::Value {
+    let mut doc = serde_json::to_value(document(state)).unwrap_or_default();
+    let links = doc["paths"]
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|paths| paths.values_mut())
+        .filter_map(|item| item.as_object_mut())
+        .flat_map(|item| item.values_mut())
+        .filter_map(|operation| operation.get_mut("responses")?.as_object_mut())
+        .flat_map(|responses| responses.values_mut())
+        .filter_map(|response| response.get_mut("links")?.as_object_mut())
+        .flat_map(|links| links.values_mut())
+        .filter_map(|link| link.as_object_mut());
+    for link in links {
+        for (snake, camel) in [
+            ("operation_id", "operationId"),
+            ("operation_ref", "operationRef"),
+            ("request_body", "requestBody"),
+        ] {
+            if let Some(value) = link.remove(snake) {
+                link.insert(camel.to_owned(), value);
+            }
+        }
+    }
+    doc
+}
+
+/// The OpenAPI document of this deployment: while identity is off, a
+/// purchase must name its buyer (`user_id` required).
+pub fn document(state: &AppState) -> utoipa::openapi::OpenApi {
+    let mut doc = ApiDoc::openapi();
+    if state.identity().is_none()
+        && let Some(components) = doc.components.as_mut()
+        && let Some(RefOr::T(Schema::Object(request))) =
+            components.schemas.get_mut("PurchaseRequest")
+        && !request.required.iter().any(|r| r == "user_id")
+    {
+        request.required.push("user_id".to_owned());
+    }
+    doc
 }
 
 fn add_door_responses(operation: &mut Operation, v1: bool) {
