@@ -121,7 +121,13 @@ impl Order {
     /// The confirmed order an accepted purchase makes, decided under the
     /// purchase's epoch. (Payment holds are not implemented yet: every
     /// order is confirmed at once.)
+    ///
+    /// `created_at` is kept to the millisecond, the precision every store
+    /// and engine records, so the answer to the purchase, a later read and
+    /// a replay all show the same instant.
     pub fn confirmed(purchase: &Purchase, id: OrderId, created_at: DateTime<Utc>) -> Self {
+        use chrono::SubsecRound;
+        let created_at = created_at.trunc_subsecs(3);
         Self {
             id,
             sale_id: purchase.sale_id().clone(),

@@ -37,7 +37,8 @@ async fn main() -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            // Each cause once, even where a message already quotes its cause.
+            eprintln!("error: {}", stockade_server::redact::one_line(error.as_ref()));
             std::process::ExitCode::from(2)
         }
     }
