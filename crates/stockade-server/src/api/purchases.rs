@@ -121,7 +121,9 @@ async fn decide(
     for _ in 0..3 {
         purchase = purchase.at_epoch(route.epoch);
         let ticket = state.rejections().ticket(&sale);
-        let (outcome, decider) = match decider(state, route) {
+        // When the order was made: the instant the store records for it,
+        // and so the one its answer shows.
+        let (outcome, decider, accepted_at) = match decider(state, route) {
             Some(engine) => {
                 let Some(outcome) = engine_gate(state, engine, &purchase).await? else {
                     // The breaker is open and there is a fallback: move.
@@ -130,17 +132,18 @@ async fn decide(
                         .ok_or_else(|| unknown_sale(&sale))?;
                     continue;
                 };
-                (outcome, Decider::Engine)
+                (outcome, Decider::Engine, state.clock().now())
             }
             None => {
                 let started = Instant::now();
+                let now = state.clock().now();
                 let outcome = state
                     .store()
-                    .purchase(&purchase, OrderId::generate(), state.clock().now())
+                    .purchase(&purchase, OrderId::generate(), now)
                     .await?;
                 metrics::histogram!("stockade_engine_seconds", "op" => "store_purchase")
                     .record(started.elapsed().as_secs_f64());
-                (outcome, Decider::Store)
+                (outcome, Decider::Store, now)
             }
         };
         state.rejections().learn(&sale, ticket, &outcome);
@@ -171,7 +174,8 @@ async fn decide(
                 return Err(unknown_sale(&sale));
             }
             outcome => {
-                let response = answer(state, &purchase, route, outcome, decider).await?;
+                let response =
+                    answer(state, &purchase, route, outcome, decider, accepted_at).await?;
                 return Ok((outcome, response));
             }
         }
@@ -268,6 +272,7 @@ async fn answer(
     route: Route,
     outcome: PurchaseOutcome,
     decider: Decider,
+    accepted_at: chrono::DateTime<chrono::Utc>,
 ) -> Result<Response, ApiError> {
     let sale = purchase.sale_id();
     match outcome {
@@ -277,7 +282,7 @@ async fn answer(
         } => {
             metrics::gauge!("stockade_sale_remaining", "sale" => sale.to_string())
                 .set(f64::from(remaining));
-            let order = Order::confirmed(purchase, order_id, state.clock().now());
+            let order = Order::confirmed(purchase, order_id, accepted_at);
             let mut body = OrderBody::from_order(&order);
             body.remaining = Some(remaining);
             match decider {
