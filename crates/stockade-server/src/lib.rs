@@ -234,6 +234,7 @@ impl Service {
     ) -> Result<(), ServeError> {
         let served = listener::serve(listener, self.router(), self.http, shutdown).await;
         self.stop().await;
+        tracing::info!("stopped: every acknowledged order is committed");
         Ok(served?)
     }
 

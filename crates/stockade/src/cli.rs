@@ -413,3 +413,35 @@ pub struct ServeArgs {
     #[arg(long)]
     pub log_format: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+    use stockade_server::config::settings::SETTINGS;
+
+    use super::Cli;
+
+    #[test]
+    fn every_serve_flag_is_a_setting_with_a_variable_and_a_file_key() {
+        let command = Cli::command();
+        let serve = command.find_subcommand("serve").unwrap();
+        let flags: Vec<String> = serve
+            .get_arguments()
+            .filter_map(|a| a.get_long())
+            .filter(|long| *long != "config" && *long != "help")
+            .map(|long| format!("--{long}"))
+            .collect();
+        for flag in &flags {
+            let row = SETTINGS
+                .iter()
+                .find(|s| s.flag == Some(flag.as_str()))
+                .unwrap_or_else(|| panic!("{flag} has no row in config::settings::SETTINGS"));
+            assert!(row.env.starts_with("STOCKADE_") && !row.key.is_empty());
+        }
+        for row in SETTINGS {
+            if let Some(flag) = row.flag {
+                assert!(flags.iter().any(|f| f == flag), "{flag} is documented but not a flag");
+            }
+        }
+    }
+}

@@ -60,7 +60,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         );
     }
     service.serve(listener, shutdown_signal()).await?;
-    eprintln!("stockade stopped: every accepted order was committed");
     Ok(ExitCode::SUCCESS)
 }
 
