@@ -205,6 +205,37 @@ async fn shutdown_ends_within_its_bound_whatever_half_sent_requests_are_open() {
         ..RawConfig::default()
     })
     .await;
+    // A sale, and a purchase being received when the shutdown begins.
+    let sale = br#"{"id":"s","stock":10}"#;
+    let mut admin = TcpStream::connect(server.address).await.unwrap();
+    admin
+        .write_all(
+            format!(
+                "POST /v1/sales HTTP/1.1\r\nhost: test\r\nauthorization: Bearer {TOKEN}\r\n\
+                 content-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                sale.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    admin.write_all(sale).await.unwrap();
+    assert!(read_response(&mut admin).await.starts_with("HTTP/1.1 201"));
+    drop(admin);
+    let purchase = br#"{"user_id":"late-buyer"}"#;
+    let mut in_flight = TcpStream::connect(server.address).await.unwrap();
+    in_flight
+        .write_all(
+            format!(
+                "POST /v1/sales/s/purchases HTTP/1.1\r\nhost: test\r\n\
+                 content-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                purchase.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    in_flight.write_all(&purchase[..10]).await.unwrap();
     // Half a head.
     let mut half_head = TcpStream::connect(server.address).await.unwrap();
     half_head
@@ -231,6 +262,11 @@ async fn shutdown_ends_within_its_bound_whatever_half_sent_requests_are_open() {
     // Nothing in flight on these two: closed at once, not at the bound.
     assert!(time_until_closed(&mut idle, None).await < Duration::from_millis(1_000));
     assert!(time_until_closed(&mut half_head, None).await < Duration::from_millis(1_000));
+    // The purchase in flight is answered, and its connection then closed.
+    in_flight.write_all(&purchase[10..]).await.unwrap();
+    let answer = read_response(&mut in_flight).await;
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    assert!(answer.contains("late-buyer"), "{answer}");
     tokio::time::timeout(Duration::from_secs(10), server.task)
         .await
         .expect("the shutdown did not end within 10 s")
