@@ -285,7 +285,10 @@ impl ServerConfig {
             .or(file.map(|(_, raw)| raw).unwrap_or_default());
         let bad = |key: &str, reason: String| invalid(&sources.name(key), reason);
 
-        let listen_text = raw.listen.clone().unwrap_or_else(|| "127.0.0.1:8080".to_owned());
+        let listen_text = raw
+            .listen
+            .clone()
+            .unwrap_or_else(|| "127.0.0.1:8080".to_owned());
         let listen = listen_text.parse::<SocketAddr>().map_err(|_| {
             bad(
                 "listen",
@@ -468,7 +471,10 @@ fn resolve_http(
     let millis = |key: &str, value: Option<u64>, default: u64, max: u64| {
         let value = value.unwrap_or(default);
         if !(1..=max).contains(&value) {
-            return Err(bad(key, format!("must be between 1 and {max} (it is {value})")));
+            return Err(bad(
+                key,
+                format!("must be between 1 and {max} (it is {value})"),
+            ));
         }
         Ok(Duration::from_millis(value))
     };
@@ -723,27 +729,30 @@ mod tests {
             let row = settings::setting_of(key);
             let plain = literal.trim_matches('"');
             // A variable.
-            let err = ServerConfig::resolve(
-                RawConfig::default(),
-                env(&[(row.env, plain)]),
-                None,
-            )
-            .unwrap_err()
-            .to_string();
-            assert!(err.starts_with(&format!("invalid setting {}:", row.env)), "{key}: {err}");
+            let err = ServerConfig::resolve(RawConfig::default(), env(&[(row.env, plain)]), None)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(&format!("invalid setting {}:", row.env)),
+                "{key}: {err}"
+            );
             // A flag (the admin token has none).
             let given: RawConfig = toml::from_str(&format!("{key} = {literal}")).unwrap();
             let err = ServerConfig::resolve(given, RawConfig::default(), None)
                 .unwrap_err()
                 .to_string();
             let flag = row.flag.unwrap_or(row.env);
-            assert!(err.starts_with(&format!("invalid setting {flag}:")), "{key}: {err}");
+            assert!(
+                err.starts_with(&format!("invalid setting {flag}:")),
+                "{key}: {err}"
+            );
             // The file.
             let file = dir.path().join(format!("{key}.toml"));
             std::fs::write(&file, format!("{key} = {literal}\n")).unwrap();
-            let err = ServerConfig::resolve(RawConfig::default(), RawConfig::default(), Some(&file))
-                .unwrap_err()
-                .to_string();
+            let err =
+                ServerConfig::resolve(RawConfig::default(), RawConfig::default(), Some(&file))
+                    .unwrap_err()
+                    .to_string();
             assert!(
                 err.starts_with(&format!("invalid setting {key} in {}:", file.display())),
                 "{key}: {err}"
@@ -757,21 +766,33 @@ mod tests {
             serde_json::Value::Object(map) => map.keys().cloned().collect::<Vec<_>>(),
             other => panic!("{other}"),
         };
-        let keys: Vec<String> = settings::SETTINGS.iter().map(|s| s.key.to_owned()).collect();
+        let keys: Vec<String> = settings::SETTINGS
+            .iter()
+            .map(|s| s.key.to_owned())
+            .collect();
         let mut sorted_fields = fields.clone();
         sorted_fields.sort();
         let mut sorted_keys = keys.clone();
         sorted_keys.sort();
-        assert_eq!(sorted_fields, sorted_keys, "RawConfig fields vs SETTINGS rows");
+        assert_eq!(
+            sorted_fields, sorted_keys,
+            "RawConfig fields vs SETTINGS rows"
+        );
         for row in settings::SETTINGS {
             assert_eq!(row.env, format!("STOCKADE_{}", row.key.to_uppercase()));
             if let Some(flag) = row.flag {
                 assert_eq!(flag, format!("--{}", row.key.replace('_', "-")));
             }
             // from_env reads the row's variable into the row's field.
-            let raw = RawConfig::from_env(|name| (name == row.env).then(|| "1".to_owned())).unwrap();
+            let raw =
+                RawConfig::from_env(|name| (name == row.env).then(|| "1".to_owned())).unwrap();
             let set = serde_json::to_value(&raw).unwrap();
-            assert!(!set[row.key].is_null(), "{} is not read from {}", row.key, row.env);
+            assert!(
+                !set[row.key].is_null(),
+                "{} is not read from {}",
+                row.key,
+                row.env
+            );
             // And the help table lists all three spellings.
             let help = settings::help_table();
             assert!(help.contains(row.env) && help.contains(row.key), "{help}");

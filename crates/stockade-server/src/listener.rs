@@ -463,7 +463,10 @@ mod tests {
         let text = std::str::from_utf8(REFUSAL).unwrap();
         let (head, body) = text.split_once("\r\n\r\n").unwrap();
         assert!(head.starts_with("HTTP/1.1 503 "));
-        assert!(head.ends_with(&format!("content-length: {}", body.len())), "{head}");
+        assert!(
+            head.ends_with(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
         let body: serde_json::Value = serde_json::from_str(body).unwrap();
         assert_eq!(body["error"]["code"], "too_many_connections");
     }

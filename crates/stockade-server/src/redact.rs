@@ -178,9 +178,15 @@ mod tests {
         let url = "postgres://app:p%40ss@db:5432/orders";
         let text = format!("cannot connect to {url}: password p@ss rejected for p%40ss");
         let clean = scrub(&text, url);
-        assert!(!clean.contains("p@ss") && !clean.contains("p%40ss"), "{clean}");
+        assert!(
+            !clean.contains("p@ss") && !clean.contains("p%40ss"),
+            "{clean}"
+        );
         assert!(clean.contains("postgres://db:5432/orders"), "{clean}");
         let url = "redis://tokenonly@cache:6379";
-        assert_eq!(scrub("at redis://tokenonly@cache:6379", url), "at redis://cache:6379");
+        assert_eq!(
+            scrub("at redis://tokenonly@cache:6379", url),
+            "at redis://cache:6379"
+        );
     }
 }

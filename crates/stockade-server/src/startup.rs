@@ -118,10 +118,7 @@ async fn probe(target: &str) -> Result<(), Probe> {
             Ok(Ok(_)) => return Ok(()),
             Ok(Err(error)) => last = Probe::Transient(describe(&error)),
             Err(_) => {
-                last = Probe::Transient(format!(
-                    "no answer within {} s",
-                    PROBE_TIMEOUT.as_secs()
-                ));
+                last = Probe::Transient(format!("no answer within {} s", PROBE_TIMEOUT.as_secs()));
             }
         }
     }
@@ -161,7 +158,10 @@ mod tests {
     #[tokio::test]
     async fn a_listening_port_is_reached() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("redis://127.0.0.1:{}", listener.local_addr().unwrap().port());
+        let url = format!(
+            "redis://127.0.0.1:{}",
+            listener.local_addr().unwrap().port()
+        );
         reach(Backend::Redis, &url, Duration::ZERO).await.unwrap();
     }
 }

@@ -39,7 +39,10 @@ async fn one_instant_everywhere(setup: Setup) {
         assert_eq!(status, 200, "{read}");
         assert_eq!(created_at(&read), answered, "{setup:?}: GET");
         let (status, replayed) = server.buy("times", &user, 1, Some(&key)).await;
-        assert!(status == 200 || status == 201, "{setup:?}: {status} {replayed}");
+        assert!(
+            status == 200 || status == 201,
+            "{setup:?}: {status} {replayed}"
+        );
         assert_eq!(replayed["order_id"], bought["order_id"], "{setup:?}");
         assert_eq!(created_at(&replayed), answered, "{setup:?}: replay");
     }

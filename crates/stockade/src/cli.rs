@@ -440,7 +440,10 @@ mod tests {
         }
         for row in SETTINGS {
             if let Some(flag) = row.flag {
-                assert!(flags.iter().any(|f| f == flag), "{flag} is documented but not a flag");
+                assert!(
+                    flags.iter().any(|f| f == flag),
+                    "{flag} is documented but not a flag"
+                );
             }
         }
     }

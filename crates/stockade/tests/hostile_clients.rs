@@ -44,7 +44,10 @@ impl Serve {
         let mut command = match file_limit {
             Some(limit) => {
                 let mut command = Command::new("prlimit");
-                command.arg(format!("--nofile={limit}:{limit}")).arg("--").arg(binary);
+                command
+                    .arg(format!("--nofile={limit}:{limit}"))
+                    .arg("--")
+                    .arg(binary);
                 command
             }
             None => Command::new(binary),
@@ -106,11 +109,21 @@ async fn create_sale(client: &reqwest::Client, url: &str, id: &str, stock: u64) 
         .send()
         .await
         .unwrap();
-    assert_eq!(response.status().as_u16(), 201, "{:?}", response.text().await);
+    assert_eq!(
+        response.status().as_u16(),
+        201,
+        "{:?}",
+        response.text().await
+    );
 }
 
 /// One purchase; its status, body and latency.
-async fn buy(client: &reqwest::Client, url: &str, sale: &str, user: &str) -> (u16, Value, Duration) {
+async fn buy(
+    client: &reqwest::Client,
+    url: &str,
+    sale: &str,
+    user: &str,
+) -> (u16, Value, Duration) {
     let started = Instant::now();
     let response = client
         .post(format!("{url}/v1/sales/{sale}/purchases"))
@@ -135,8 +148,12 @@ async fn purchases_until(
     let next = Arc::new(AtomicUsize::new(0));
     let tasks: Vec<_> = (0..buyers)
         .map(|_| {
-            let (client, url, next, prefix) =
-                (client.clone(), url.to_owned(), Arc::clone(&next), prefix.to_owned());
+            let (client, url, next, prefix) = (
+                client.clone(),
+                url.to_owned(),
+                Arc::clone(&next),
+                prefix.to_owned(),
+            );
             tokio::spawn(async move {
                 let mut latencies = Vec::new();
                 while Instant::now() < stop {

@@ -16,6 +16,9 @@ use stockade_test_support::{PostgresServer, free_port};
 
 const PASSWORD: &str = "s3cret-pw";
 
+/// Environment variables to set.
+type Env<'a> = &'a [(&'a str, &'a str)];
+
 /// `stockade` with no `STOCKADE_*` from the environment, plus `env`.
 fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_stockade"));
@@ -48,7 +51,13 @@ fn closed_port() -> u16 {
 #[test]
 fn a_data_dir_that_cannot_be_created_fails_before_anything_is_announced() {
     let (output, _) = run(
-        &["serve", "--listen", "127.0.0.1:0", "--data-dir", "/proc/nope"],
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            "/proc/nope",
+        ],
         &[],
     );
     let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
@@ -59,7 +68,11 @@ fn a_data_dir_that_cannot_be_created_fails_before_anything_is_announced() {
     assert_eq!(errors.len(), 1, "{stderr}");
     assert!(errors[0].contains("/proc/nope"), "{stderr}");
     assert!(errors[0].contains("--data-dir"), "what to do: {stderr}");
-    assert_eq!(stderr.matches("os error").count(), 1, "the cause once: {stderr}");
+    assert_eq!(
+        stderr.matches("os error").count(),
+        1,
+        "the cause once: {stderr}"
+    );
 }
 
 #[test]
@@ -68,8 +81,17 @@ fn a_refused_redis_is_one_line_naming_host_port_and_what_to_do() {
     let url = format!("redis://:{PASSWORD}@127.0.0.1:{port}");
     let (output, took) = run(
         &[
-            "serve", "--listen", "127.0.0.1:0", "--data-dir", "/tmp/unused-stockade",
-            "--engine", "redis", "--redis-url", &url, "--startup-wait-ms", "0",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            "/tmp/unused-stockade",
+            "--engine",
+            "redis",
+            "--redis-url",
+            &url,
+            "--startup-wait-ms",
+            "0",
         ],
         &[],
     );
@@ -77,8 +99,15 @@ fn a_refused_redis_is_one_line_naming_host_port_and_what_to_do() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(output.stdout.is_empty(), "{}", text(&output.stdout));
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert_eq!(stderr.to_lowercase().matches("refused").count(), 1, "{stderr}");
-    assert!(stderr.contains(&format!("Redis at 127.0.0.1:{port}")), "{stderr}");
+    assert_eq!(
+        stderr.to_lowercase().matches("refused").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("Redis at 127.0.0.1:{port}")),
+        "{stderr}"
+    );
     assert!(stderr.contains("--redis-url"), "{stderr}");
     assert!(!stderr.contains(PASSWORD), "{stderr}");
     assert!(took < Duration::from_secs(10), "took {took:?}");
@@ -94,14 +123,23 @@ fn an_unreachable_backend_is_waited_for_once_then_named_once() {
     );
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    let waiting: Vec<&str> = stderr.lines().filter(|l| l.contains("waiting up to")).collect();
+    let waiting: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("waiting up to"))
+        .collect();
     assert_eq!(waiting.len(), 1, "{stderr}");
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(errors.len(), 1, "{stderr}");
-    assert!(errors[0].contains(&format!("PostgreSQL at 127.0.0.1:{port}")), "{stderr}");
+    assert!(
+        errors[0].contains(&format!("PostgreSQL at 127.0.0.1:{port}")),
+        "{stderr}"
+    );
     assert!(errors[0].contains("--database-url"), "{stderr}");
     assert!(!stderr.contains(PASSWORD), "{stderr}");
-    assert!(took >= Duration::from_millis(1_400), "did not wait: {took:?}");
+    assert!(
+        took >= Duration::from_millis(1_400),
+        "did not wait: {took:?}"
+    );
     assert!(took < Duration::from_secs(15), "took {took:?}");
 }
 
@@ -119,13 +157,24 @@ fn a_bad_database_url_is_one_error_naming_host_port_quickly() {
         ),
     ] {
         let (output, took) = run(
-            &["serve", "--listen", "127.0.0.1:0", "--database-url", url, "--startup-wait-ms", "0"],
+            &[
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--database-url",
+                url,
+                "--startup-wait-ms",
+                "0",
+            ],
             &[],
         );
         let stderr = text(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{stderr}");
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
-        assert!(stderr.contains(&format!("PostgreSQL at {endpoint}")), "{stderr}");
+        assert!(
+            stderr.contains(&format!("PostgreSQL at {endpoint}")),
+            "{stderr}"
+        );
         assert_eq!(stderr.matches(cause).count(), 1, "{stderr}");
         assert!(!stderr.contains(PASSWORD), "{stderr}");
         assert!(took < Duration::from_secs(10), "took {took:?}");
@@ -143,7 +192,14 @@ fn a_database_that_refuses_the_url_is_named_without_the_password() {
         "{}/stockade_no_such_database",
         url.rsplit_once('/').unwrap().0
     );
-    let port = url.split(':').nth(3).unwrap().split('/').next().unwrap().to_owned();
+    let port = url
+        .split(':')
+        .nth(3)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
     let (output, took) = run(
         &["serve", "--listen", "127.0.0.1:0", "--database-url", &url],
         &[],
@@ -153,7 +209,11 @@ fn a_database_that_refuses_the_url_is_named_without_the_password() {
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(errors.len(), 1, "{stderr}");
     assert!(errors[0].contains(&format!("127.0.0.1:{port}")), "{stderr}");
-    assert_eq!(stderr.matches("stockade_no_such_database").count(), 1, "{stderr}");
+    assert_eq!(
+        stderr.matches("stockade_no_such_database").count(),
+        1,
+        "{stderr}"
+    );
     assert!(!stderr.contains(PASSWORD), "{stderr}");
     // Not a connection failure: no waiting for it.
     assert!(took < Duration::from_secs(8), "took {took:?}");
@@ -165,7 +225,7 @@ fn a_setting_is_named_the_way_it_was_given() {
     let file = dir.path().join("stockade.toml");
     std::fs::write(&file, "commit_deadline_ms = 0\n").unwrap();
     let file = file.to_str().unwrap();
-    let cases: [(&[&str], &[(&str, &str)], String); 3] = [
+    let cases: [(&[&str], Env, String); 3] = [
         (
             &["serve"],
             &[("STOCKADE_COMMIT_DEADLINE_MS", "0")],
@@ -202,7 +262,8 @@ fn help_lists_every_setting_with_its_variable_and_file_key() {
     for row in SETTINGS {
         assert!(help.contains(row.env), "{} missing from --help", row.env);
         assert!(
-            help.lines().any(|l| l.contains(row.env) && l.contains(row.key)),
+            help.lines()
+                .any(|l| l.contains(row.env) && l.contains(row.key)),
             "{} missing from --help's table",
             row.key
         );
@@ -226,8 +287,17 @@ fn help_lists_every_setting_with_its_variable_and_file_key() {
 fn warning_output(terminal: bool, env: &[(&str, &str)]) -> String {
     let url = format!("redis://127.0.0.1:{}", closed_port());
     let args = [
-        "serve", "--listen", "127.0.0.1:0", "--data-dir", "/tmp/unused-stockade",
-        "--engine", "redis", "--redis-url", &url, "--startup-wait-ms", "300",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        "/tmp/unused-stockade",
+        "--engine",
+        "redis",
+        "--redis-url",
+        &url,
+        "--startup-wait-ms",
+        "300",
     ];
     let output = if terminal {
         let line = std::iter::once(env!("CARGO_BIN_EXE_stockade"))
@@ -242,7 +312,9 @@ fn warning_output(terminal: bool, env: &[(&str, &str)]) -> String {
             }
         }
         script.envs(env.iter().copied()).stdin(Stdio::null());
-        let output = script.output().expect("`script` (util-linux) runs a command on a terminal");
+        let output = script
+            .output()
+            .expect("`script` (util-linux) runs a command on a terminal");
         text(&output.stdout)
     } else {
         text(&command(&args, env).output().unwrap().stderr)
@@ -331,14 +403,24 @@ fn a_database_password_is_never_printed() {
     let dir = tempfile::tempdir().unwrap();
     let running = Running::start(
         &[
-            "serve", "--listen", "127.0.0.1:0", "--data-dir", dir.path().to_str().unwrap(),
-            "--engine", "postgres", "--database-url", &url,
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "--engine",
+            "postgres",
+            "--database-url",
+            &url,
         ],
         &[("RUST_LOG", "debug,sqlx=debug")],
     );
     let banner = running.banner.clone();
     let stderr = running.stop();
-    assert!(banner.contains("PostgreSQL store at postgres://127.0.0.1:"), "{banner}");
+    assert!(
+        banner.contains("PostgreSQL store at postgres://127.0.0.1:"),
+        "{banner}"
+    );
     assert!(!banner.contains(PASSWORD), "{banner}");
     assert!(!stderr.contains(PASSWORD), "{stderr}");
 }

@@ -179,7 +179,11 @@ pub fn help_table() -> String {
 
 /// The config-file keys, comma-separated.
 pub fn file_keys() -> String {
-    SETTINGS.iter().map(|s| s.key).collect::<Vec<_>>().join(", ")
+    SETTINGS
+        .iter()
+        .map(|s| s.key)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The keys a layer of settings sets.
