@@ -48,7 +48,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("cannot listen on {} (--listen)", config.listen))?;
     let address = listener.local_addr()?;
-    let service = Service::start(&config).await?;
+    let mut shutdown = Box::pin(shutdown_signal()?);
+    // A signal while the start waits for the store or Redis ends it there.
+    let service = tokio::select! {
+        service = Service::start(&config) => service?,
+        () = &mut shutdown => anyhow::bail!("interrupted before the service started"),
+    };
     println!(
         "stockade listening on http://{address} ({})",
         describe_backends(&config)
@@ -59,7 +64,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             config.admin.token
         );
     }
-    service.serve(listener, shutdown_signal()).await?;
+    service.serve(listener, shutdown).await?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -105,23 +110,19 @@ fn colour(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
     terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
-/// Completes on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+/// Catches Ctrl-C and SIGTERM from now on (so that a signal sent as soon as
+/// the address is announced stops the service gracefully rather than
+/// killing it) and returns a future that completes on the first of them.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate()).context("catching SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("catching SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
         }
-    };
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
-    }
+    })
 }
 
 #[cfg(test)]

@@ -10,8 +10,9 @@
 //! - SIGTERM with half-sent requests open: the process exits within its
 //!   shutdown bound, and every acknowledged order is committed.
 
+mod serve_process;
+
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -66,15 +67,7 @@ impl Serve {
             }
         }
         let mut child = command.spawn().expect("spawn stockade serve (and prlimit)");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .unwrap_or_else(|| panic!("no URL in {line:?}"))
-            .to_owned();
+        let url = serve_process::announced_url(&mut child);
         Self { child, url }
     }
 

@@ -20,7 +20,7 @@ const PASSWORD: &str = "s3cret-pw";
 type Env<'a> = &'a [(&'a str, &'a str)];
 
 /// `stockade` with no `STOCKADE_*` from the environment, plus `env`.
-fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
+fn command<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_stockade"));
     command.args(args);
     for (name, _) in std::env::vars() {
@@ -33,7 +33,7 @@ fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
 }
 
 /// Runs to completion; returns the output and how long it took.
-fn run(args: &[&str], env: &[(&str, &str)]) -> (Output, Duration) {
+fn run<S: AsRef<std::ffi::OsStr>>(args: &[S], env: &[(&str, &str)]) -> (Output, Duration) {
     let started = Instant::now();
     let output = command(args, env).output().unwrap();
     (output, started.elapsed())
@@ -41,6 +41,26 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> (Output, Duration) {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `serve` on the Redis engine at `url`, waiting `wait_ms` for it.
+fn redis_engine_args(url: &str, wait_ms: u64) -> Vec<String> {
+    let wait = wait_ms.to_string();
+    [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        "/tmp/unused-stockade",
+        "--engine",
+        "redis",
+        "--redis-url",
+        url,
+        "--startup-wait-ms",
+        &wait,
+    ]
+    .map(str::to_owned)
+    .to_vec()
 }
 
 /// A port nothing listens on.
@@ -79,22 +99,7 @@ fn a_data_dir_that_cannot_be_created_fails_before_anything_is_announced() {
 fn a_refused_redis_is_one_line_naming_host_port_and_what_to_do() {
     let port = closed_port();
     let url = format!("redis://:{PASSWORD}@127.0.0.1:{port}");
-    let (output, took) = run(
-        &[
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            "/tmp/unused-stockade",
-            "--engine",
-            "redis",
-            "--redis-url",
-            &url,
-            "--startup-wait-ms",
-            "0",
-        ],
-        &[],
-    );
+    let (output, took) = run(&redis_engine_args(&url, 0), &[]);
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(output.stdout.is_empty(), "{}", text(&output.stdout));
@@ -141,6 +146,35 @@ fn an_unreachable_backend_is_waited_for_once_then_named_once() {
         "did not wait: {took:?}"
     );
     assert!(took < Duration::from_secs(15), "took {took:?}");
+}
+
+#[test]
+fn a_signal_while_waiting_for_a_backend_ends_the_start_at_once() {
+    let url = format!("redis://127.0.0.1:{}", closed_port());
+    let mut child = command(&redis_engine_args(&url, 60_000), &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.contains("waiting up to 60 s"), "{line}");
+    let signalled = Instant::now();
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let status = child.wait().unwrap();
+    assert!(
+        signalled.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        signalled.elapsed()
+    );
+    assert_eq!(status.code(), Some(2), "{status}");
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    assert!(
+        rest.contains("interrupted before the service started"),
+        "{rest}"
+    );
 }
 
 #[test]
@@ -286,19 +320,8 @@ fn help_lists_every_setting_with_its_variable_and_file_key() {
 /// `terminal`. Returns what it wrote to stderr (the terminal's output).
 fn warning_output(terminal: bool, env: &[(&str, &str)]) -> String {
     let url = format!("redis://127.0.0.1:{}", closed_port());
-    let args = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--data-dir",
-        "/tmp/unused-stockade",
-        "--engine",
-        "redis",
-        "--redis-url",
-        &url,
-        "--startup-wait-ms",
-        "300",
-    ];
+    let owned = redis_engine_args(&url, 300);
+    let args: Vec<&str> = owned.iter().map(String::as_str).collect();
     let output = if terminal {
         let line = std::iter::once(env!("CARGO_BIN_EXE_stockade"))
             .chain(args)

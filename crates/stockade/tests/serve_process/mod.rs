@@ -1,0 +1,16 @@
+//! Reading the address a `stockade serve` child announces.
+
+use std::io::{BufRead, BufReader};
+use std::process::Child;
+
+/// Reads the child's first line (`stockade listening on http://ADDR (...)`)
+/// from its piped stdout and returns the base URL.
+pub fn announced_url(child: &mut Child) -> String {
+    let stdout = child.stdout.take().expect("the child's stdout is piped");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    line.split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no URL in {line:?}"))
+        .to_owned()
+}
