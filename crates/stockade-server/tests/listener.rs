@@ -293,3 +293,64 @@ async fn shutdown_ends_within_its_bound_whatever_half_sent_requests_are_open() {
     let mut rest = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(2), half_body.read_to_end(&mut rest)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_answer_is_not_idle_while_it_streams() {
+    use axum::body::{Body, Bytes};
+    use stockade_server::listener::{HttpLimits, serve};
+
+    // Ten chunks, 200 ms apart: two seconds of streaming under a 500 ms
+    // idle timeout.
+    let router = axum::Router::new().route(
+        "/stream",
+        axum::routing::get(|| async {
+            let chunks = futures::stream::unfold(0u32, |i| async move {
+                if i == 10 {
+                    return None;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                Some((
+                    Ok::<_, std::io::Error>(Bytes::from(format!("chunk {i}\n"))),
+                    i + 1,
+                ))
+            });
+            Body::from_stream(chunks)
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let limits = HttpLimits {
+        header_read_timeout: Duration::from_millis(500),
+        idle_timeout: Duration::from_millis(500),
+        max_connections: 16,
+        shutdown_timeout: Duration::from_secs(2),
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(serve(listener, router, limits, async {
+        let _ = stopped.await;
+    }));
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(b"GET /stream HTTP/1.1\r\nhost: test\r\n\r\n")
+        .await
+        .unwrap();
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !String::from_utf8_lossy(&received).contains("chunk 9\n") {
+        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut chunk))
+            .await
+            .expect("the stream stalled")
+            .unwrap();
+        assert!(
+            n > 0,
+            "cut mid-stream: {:?}",
+            String::from_utf8_lossy(&received)
+        );
+        received.extend_from_slice(&chunk[..n]);
+    }
+    // Once it has ended, the connection is idle and closed on time.
+    let took = time_until_closed(&mut stream, None).await;
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+}
