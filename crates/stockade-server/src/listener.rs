@@ -237,9 +237,15 @@ async fn connection(
         request.extensions_mut().insert(ConnectInfo(peer));
         let response = router.clone().oneshot(request);
         async move {
+            // Busy until the whole body is written: a streamed answer
+            // (server-sent events) is not idle while it streams.
             let response = response.await;
-            drop(busy);
-            response
+            response.map(|r| {
+                r.map(|body| TrackedBody {
+                    inner: body,
+                    _busy: busy,
+                })
+            })
         }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -375,8 +381,9 @@ impl Activity {
     }
 }
 
-/// Marks a request in flight for as long as it lives (dropped when the
-/// router answers, or when the connection is closed under it).
+/// Marks a request in flight for as long as it lives (dropped when its
+/// response body has been written, or when the connection is closed under
+/// it).
 struct BusyGuard(Arc<Activity>);
 
 impl BusyGuard {
@@ -389,6 +396,33 @@ impl BusyGuard {
 impl Drop for BusyGuard {
     fn drop(&mut self) {
         self.0.request_finished(Instant::now());
+    }
+}
+
+/// A response body that keeps its request [`BusyGuard`] until hyper has
+/// written it all (or the connection is dropped).
+struct TrackedBody {
+    inner: axum::body::Body,
+    _busy: BusyGuard,
+}
+
+impl http_body::Body for TrackedBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }
 
