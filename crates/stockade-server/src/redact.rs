@@ -90,6 +90,17 @@ pub fn scrub(text: &str, url: &str) -> String {
             text = text.replace(userinfo, "***");
         }
     }
+    // A password in the query (`?password=...`, libpq style).
+    if let Some((_, query)) = url.split_once('?') {
+        for pair in query.split(['&', '#']) {
+            if let Some(("password", value)) = pair.split_once('=')
+                && !value.is_empty()
+            {
+                text = text.replace(value, "***");
+                text = text.replace(&percent_decode(value), "***");
+            }
+        }
+    }
     text
 }
 
@@ -183,6 +194,9 @@ mod tests {
             "{clean}"
         );
         assert!(clean.contains("postgres://db:5432/orders"), "{clean}");
+        let url = "postgres://db:5432/orders?user=app&password=qu%3Fery";
+        let clean = scrub("auth failed for qu?ery (qu%3Fery)", url);
+        assert!(!clean.contains("qu?ery") && !clean.contains("qu%3Fery"), "{clean}");
         let url = "redis://tokenonly@cache:6379";
         assert_eq!(
             scrub("at redis://tokenonly@cache:6379", url),
