@@ -1,10 +1,10 @@
 //! `stockade serve`: the HTTP service.
 //!
-//! A purchase goes through the path of DESIGN.md: the engine decides it in
-//! one atomic step under the sale's epoch and records it in its outbox; the
-//! group-commit writer commits it to the order store with many others in
-//! one transaction, where the store checks it again; only then does the
-//! buyer hear 201. The store is the source of truth and the arbiter: every
+//! A purchase goes through one path (see `docs/consistency.md`): the engine
+//! decides it in one atomic step under the sale's epoch and records it in
+//! its outbox; the group-commit writer commits it to the order store with
+//! many others in one transaction, where the store checks it again; only
+//! then does the buyer hear 201. The store is the source of truth and the arbiter: every
 //! change of who decides a sale (a rebuild after Redis lost data, a move to
 //! the PostgreSQL fallback and back) is a fenced step that advances the
 //! sale's epoch, so any number of instances can run on one Redis and one

@@ -196,7 +196,10 @@ mod tests {
         assert!(clean.contains("postgres://db:5432/orders"), "{clean}");
         let url = "postgres://db:5432/orders?user=app&password=qu%3Fery";
         let clean = scrub("auth failed for qu?ery (qu%3Fery)", url);
-        assert!(!clean.contains("qu?ery") && !clean.contains("qu%3Fery"), "{clean}");
+        assert!(
+            !clean.contains("qu?ery") && !clean.contains("qu%3Fery"),
+            "{clean}"
+        );
         let url = "redis://tokenonly@cache:6379";
         assert_eq!(
             scrub("at redis://tokenonly@cache:6379", url),
