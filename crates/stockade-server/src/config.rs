@@ -246,11 +246,11 @@ impl ServerConfig {
         }
         let redis_url = raw.redis_url.filter(|u| !u.is_empty());
         if let Some(url) = &redis_url
-            && !(url.starts_with("redis://") || url.starts_with("rediss://"))
+            && let Err(error) = stockade_engine::RedisTopology::from_url(url)
         {
             return Err(invalid(
                 "--redis-url / STOCKADE_REDIS_URL",
-                format!("{url:?} must start with redis:// or rediss://"),
+                error.to_string(),
             ));
         }
         let store = match raw.database_url.clone().filter(|u| !u.is_empty()) {

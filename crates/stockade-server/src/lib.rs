@@ -53,7 +53,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stockade_core::{Clock, Engine, EngineError, SystemClock};
-use stockade_engine::{MemoryEngine, RedisEngine, RedisEngineConfig};
+use stockade_engine::{MemoryEngine, RedisEngine, RedisEngineConfig, RedisTopology};
 use stockade_lock::{LockError, Locks};
 use tokio::net::TcpListener;
 
@@ -132,11 +132,22 @@ impl Service {
         let store = open_store(&config.store.url()).await?;
         let (engine, redis, locks): (Option<Arc<dyn Engine>>, _, _) = match &config.engine {
             EngineChoice::Redis(url) => {
-                let redis = Arc::new(
-                    RedisEngine::connect(&RedisEngineConfig::new(url), Arc::clone(&clock)).await?,
-                );
-                let locks = Locks::builder().node(url).connect().await?;
-                (Some(redis.clone()), Some(redis), Some(locks))
+                let redis_config = RedisEngineConfig::from_url(url)
+                    .map_err(|e| EngineError::backend(format!("--redis-url: {e}")))?;
+                let redis =
+                    Arc::new(RedisEngine::connect(&redis_config, Arc::clone(&clock)).await?);
+                // The rebuild lock lives on a single Redis server. Under
+                // Sentinel or Cluster there is none to pin it to, and
+                // rebuilds rely on their epoch fencing alone, which keeps
+                // them safe when two instances rebuild one sale at once
+                // (docs/consistency.md); the lock only saves duplicate work.
+                let locks = match &redis_config.topology {
+                    RedisTopology::Standalone { url } => {
+                        Some(Locks::builder().node(url).connect().await?)
+                    }
+                    RedisTopology::Sentinel { .. } | RedisTopology::Cluster { .. } => None,
+                };
+                (Some(redis.clone()), Some(redis), locks)
             }
             EngineChoice::Memory => (
                 Some(Arc::new(MemoryEngine::new(Arc::clone(&clock)))),

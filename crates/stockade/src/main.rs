@@ -7,10 +7,17 @@
 //! - `demo`: `stockade demo`, a simulated flash sale.
 //! - `bench`: `stockade bench`, every strategy side by side.
 //! - `load`: `stockade load`, the same measures over HTTP.
+//!
+//! `demo`, `bench` and `load` need the cargo feature `bench` (on by
+//! default); without it the binary is the thin product build, `serve` only,
+//! linking none of the benchmark tool's dependencies.
 
+#[cfg(feature = "bench")]
 mod bench;
 mod cli;
+#[cfg(feature = "bench")]
 mod demo;
+#[cfg(feature = "bench")]
 mod load;
 mod serve;
 
@@ -30,8 +37,11 @@ async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve::run(args).await,
+        #[cfg(feature = "bench")]
         Command::Demo(args) => demo::run(args).await,
+        #[cfg(feature = "bench")]
         Command::Bench(args) => bench::run(args).await,
+        #[cfg(feature = "bench")]
         Command::Load(args) => load::run(args).await,
     };
     match result {

@@ -24,6 +24,16 @@ pub enum Fault {
     RedisUnreachable(Duration),
     /// PostgreSQL stopped for a while, then started again on its data.
     PostgresDown(Duration),
+    /// Redis Sentinel ordered to fail the primary over to its replica
+    /// (`SENTINEL FAILOVER`); healed once every sentinel names the new one.
+    SentinelFailover,
+    /// On a Redis Cluster: the sale's slot migrated to the next primary,
+    /// one key at a time with this pause after each (buyers meet the slot
+    /// half-migrated: ASK, TRYAGAIN).
+    MigrateSaleSlot {
+        /// The pause after each key.
+        pause: Duration,
+    },
     /// One instance SIGKILLed, then restarted with the same flags.
     KillInstance {
         /// Which instance.
@@ -41,6 +51,12 @@ impl fmt::Display for Fault {
             Fault::RedisRestartFromSnapshot => write!(f, "Redis restarted from the old snapshot"),
             Fault::RedisUnreachable(d) => write!(f, "Redis frozen for {} ms", d.as_millis()),
             Fault::PostgresDown(d) => write!(f, "PostgreSQL stopped for {} ms", d.as_millis()),
+            Fault::SentinelFailover => write!(f, "Redis Sentinel failover"),
+            Fault::MigrateSaleSlot { pause } => write!(
+                f,
+                "the sale's Redis Cluster slot migrated ({} ms per key)",
+                pause.as_millis()
+            ),
             Fault::KillInstance { index, down_for } => write!(
                 f,
                 "instance {index} SIGKILLed for {} ms",
@@ -59,8 +75,16 @@ pub struct Step {
     pub fault: Fault,
 }
 
-/// Injects the steps in order; every fault is healed before the next step.
-pub async fn run(cluster: &Cluster, steps: &[Step], recorder: &Recorder, round: usize) {
+/// Injects the steps in order into the round that sells `sale`; every
+/// fault is healed before the next step. Returns when each was injected.
+pub async fn run(
+    cluster: &Cluster,
+    sale: &str,
+    steps: &[Step],
+    recorder: &Recorder,
+    round: usize,
+) -> Vec<Instant> {
+    let mut injected = Vec::new();
     for step in steps {
         let waiting = Instant::now();
         loop {
@@ -89,17 +113,43 @@ pub async fn run(cluster: &Cluster, steps: &[Step], recorder: &Recorder, round: 
             step.fault,
             recorder.acks()
         );
-        inject(cluster, step.fault).await;
+        injected.push(Instant::now());
+        inject(cluster, sale, step.fault).await;
         eprintln!(
             "round {round}: fault healed: {} (at {} acks)",
             step.fault,
             recorder.acks()
         );
     }
+    injected
 }
 
-async fn inject(cluster: &Cluster, fault: Fault) {
+async fn inject(cluster: &Cluster, sale: &str, fault: Fault) {
     match fault {
+        Fault::SentinelFailover => {
+            let new = cluster
+                .sentinel(|group| group.failover().expect("a Sentinel failover"))
+                .await;
+            eprintln!("the Redis on port {new} is the primary now");
+        }
+        Fault::MigrateSaleSlot { pause } => {
+            let tag = format!("{{{sale}}}");
+            let (slot, from, to) = cluster
+                .redis_cluster(move |redis| {
+                    let slot = redis.slot_of(&tag).expect("CLUSTER KEYSLOT");
+                    let from = redis.owner_of(slot).expect("CLUSTER NODES");
+                    let ports = redis.ports();
+                    let next = ports.iter().position(|p| *p == from).expect("a primary") + 1;
+                    let to = ports[next % ports.len()];
+                    let moved = redis
+                        .migrate_slot(slot, to, pause)
+                        .expect("migrate the sale's slot");
+                    assert!(moved > 0, "the sale had no keys in slot {slot} to migrate");
+                    (slot, from, to)
+                })
+                .await;
+            eprintln!("slot {slot} moved from the primary on port {from} to {to}");
+        }
         Fault::RedisRestartEmpty => {
             cluster
                 .redis(|r| r.restart().expect("restart redis-server empty"))

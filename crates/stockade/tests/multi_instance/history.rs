@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -144,13 +145,19 @@ pub struct Recorder {
     history: Arc<Mutex<History>>,
     acks: Arc<AtomicUsize>,
     crowd_done: Arc<AtomicBool>,
+    /// When each crowd answer arrived and its status (None: no answer).
+    timeline: Arc<Mutex<Vec<(Instant, Option<u16>)>>>,
 }
 
 impl Recorder {
     /// Records a purchase and its answer.
     pub fn purchase(&self, request: PurchaseRequest, answer: Answer) {
-        if request.phase == Phase::Crowd && answer.status() == Some(201) {
-            self.acks.fetch_add(1, Ordering::Relaxed);
+        if request.phase == Phase::Crowd {
+            if answer.status() == Some(201) {
+                self.acks.fetch_add(1, Ordering::Relaxed);
+            }
+            let mut timeline = self.timeline.lock().unwrap();
+            timeline.push((Instant::now(), answer.status()));
         }
         let mut history = self.history.lock().unwrap();
         history.purchases.push(Purchase { request, answer });
@@ -174,6 +181,26 @@ impl Recorder {
     /// Whether the crowd has finished.
     pub fn crowd_done(&self) -> bool {
         self.crowd_done.load(Ordering::Relaxed)
+    }
+
+    /// How long the crowd took to heal from a fault injected at `fault`
+    /// (answers up to `until` count): from `fault` to the first 201 after
+    /// the last refusal (503 or no answer) that followed it. Zero if no
+    /// purchase was refused; None if none succeeded after the last refusal.
+    pub fn heal_time(&self, fault: Instant, until: Option<Instant>) -> Option<Duration> {
+        let timeline = self.timeline.lock().unwrap();
+        let window: Vec<&(Instant, Option<u16>)> = timeline
+            .iter()
+            .filter(|(at, _)| *at >= fault && until.is_none_or(|end| *at < end))
+            .collect();
+        let refused = |status: &Option<u16>| matches!(status, None | Some(503));
+        let Some(last_refusal) = window.iter().rposition(|(_, status)| refused(status)) else {
+            return Some(Duration::ZERO);
+        };
+        window[last_refusal..]
+            .iter()
+            .find(|(_, status)| *status == Some(201))
+            .map(|(at, _)| at.duration_since(fault))
     }
 
     /// A copy of the history so far.

@@ -40,8 +40,40 @@ pub async fn run(scenario: Scenario) {
         scenario.name,
         started.elapsed().as_secs_f64()
     );
+    let mut sales = Vec::new();
+    let mut heal_times = Vec::new();
     for round in 1..=scenario.rounds {
-        run_round(&cluster, &scenario, round).await;
+        let (sale, healed) = run_round(&cluster, &scenario, round).await;
+        sales.push(sale);
+        heal_times.extend(healed);
+    }
+    if scenario.engine == Engine::RedisCluster {
+        let mut primaries = cluster.primaries_of(sales.clone()).await;
+        eprintln!(
+            "{}: sales {sales:?} are on primaries {primaries:?}",
+            scenario.name
+        );
+        primaries.sort_unstable();
+        primaries.dedup();
+        assert_eq!(
+            primaries.len(),
+            stockade_test_support::redis_cluster::PRIMARIES,
+            "the sales must spread over every primary of the Redis Cluster"
+        );
+    }
+    if !heal_times.is_empty() {
+        heal_times.sort_unstable();
+        let seconds: Vec<String> = heal_times
+            .iter()
+            .map(|t| format!("{:.2}", t.as_secs_f64()))
+            .collect();
+        eprintln!(
+            "{}: healed in [{}] s (median {:.2} s): from each fault to the first 201 after \
+             its last refusal",
+            scenario.name,
+            seconds.join(", "),
+            heal_times[heal_times.len() / 2].as_secs_f64()
+        );
     }
     eprintln!(
         "{}: all {} rounds kept the invariants ({:.1} s)",
@@ -51,9 +83,17 @@ pub async fn run(scenario: Scenario) {
     );
 }
 
-async fn run_round(cluster: &Cluster, scenario: &Scenario, round: usize) {
+/// One round; returns its sale and how long the crowd took to heal from
+/// each fault (see [`Recorder::heal_time`]).
+async fn run_round(
+    cluster: &Cluster,
+    scenario: &Scenario,
+    round: usize,
+) -> (String, Vec<Duration>) {
     let started = Instant::now();
-    let sale = format!("{}-r{round}", scenario.name);
+    let sale = cluster
+        .sale_id(format!("{}-r{round}", scenario.name), round)
+        .await;
     cluster.create_sale(&sale, STOCK, PER_USER_LIMIT).await;
     let seed = seed(scenario.name, round);
     let plan = plan::crowd(seed);
@@ -77,11 +117,30 @@ async fn run_round(cluster: &Cluster, scenario: &Scenario, round: usize) {
         plan,
         recorder.clone(),
     ));
-    faults::run(cluster, &steps, &recorder, round).await;
+    let injected = faults::run(cluster, &sale, &steps, &recorder, round).await;
     let crowd_wait = tokio::time::timeout(Duration::from_secs(180), crowd).await;
     crowd_wait
         .expect("the crowd did not finish within 180 s")
         .expect("the crowd panicked");
+    let mut heal_times = Vec::new();
+    for (index, (at, step)) in injected.iter().zip(&steps).enumerate() {
+        let until = injected.get(index + 1).copied();
+        match recorder.heal_time(*at, until) {
+            Some(healed) => {
+                eprintln!(
+                    "{} round {round}: healed from \"{}\" in {:.2} s",
+                    scenario.name,
+                    step.fault,
+                    healed.as_secs_f64()
+                );
+                heal_times.push(healed);
+            }
+            None => eprintln!(
+                "{} round {round}: no purchase succeeded after \"{}\" during the crowd",
+                scenario.name, step.fault
+            ),
+        }
+    }
     eprintln!(
         "{} round {round}: crowd done after {:.1} s: {}",
         scenario.name,
@@ -106,7 +165,7 @@ async fn run_round(cluster: &Cluster, scenario: &Scenario, round: usize) {
             scenario.name,
             started.elapsed().as_secs_f64()
         );
-        return;
+        return (sale, heal_times);
     }
     eprintln!("{}", cluster.log_tails(15));
     let list: Vec<String> = violations.iter().map(|v| format!("  - {v}")).collect();

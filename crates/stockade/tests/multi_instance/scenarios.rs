@@ -1,5 +1,6 @@
 //! The scenarios: none (the baseline), one fault each (1-6), all of them in
-//! sequence (7), and the PostgreSQL engine (8).
+//! sequence (7), the PostgreSQL engine (8), and Redis high availability: a
+//! Sentinel failover (9) and a Redis Cluster slot migration (10).
 
 use std::time::Duration;
 
@@ -167,6 +168,45 @@ async fn postgres_engine_with_a_killed_instance_and_a_stopped_postgres() {
                 ),
                 step(300, Fault::PostgresDown(OUTAGE)),
             ]
+        },
+    })
+    .await;
+}
+
+/// Redis Sentinel fails the primary over to its replica mid-crowd: the
+/// instances follow the new primary (asking the sentinels again) and
+/// rebuild the sale from the store, as after a restart (the replica may
+/// lack the last writes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_sentinel_failover_mid_crowd() {
+    run(Scenario {
+        name: "sentinel-failover",
+        engine: Engine::RedisSentinel,
+        extra_args: Vec::new(),
+        rounds: ROUNDS,
+        faults: |_| vec![step(150, Fault::SentinelFailover)],
+    })
+    .await;
+}
+
+/// A three-primary Redis Cluster, each round's sale on another primary;
+/// mid-crowd the sale's slot migrates to the next primary key by key, so
+/// buyers meet it half-migrated (ASK, TRYAGAIN): at worst a 503 with
+/// Retry-After, never another error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_cluster_slot_migrated_mid_crowd() {
+    run(Scenario {
+        name: "cluster-reshard",
+        engine: Engine::RedisCluster,
+        extra_args: Vec::new(),
+        rounds: ROUNDS,
+        faults: |_| {
+            vec![step(
+                150,
+                Fault::MigrateSaleSlot {
+                    pause: Duration::from_millis(400),
+                },
+            )]
         },
     })
     .await;
