@@ -112,10 +112,30 @@ impl RedisSentinelGroup {
     /// new primary's port.
     pub fn failover(&self) -> Result<u16, TestSupportError> {
         let old = self.primary_port()?;
-        let reply = raw_command(self.sentinels[0].port, &["SENTINEL", "FAILOVER", SERVICE])?;
-        if !reply.starts_with("+OK") {
+        // Right after a failover the sentinels may not yet count the
+        // demoted server a good replica (-NOGOODSLAVE) or still finish the
+        // last one (-INPROG): wait for a synced replica and retry.
+        let mut reply = String::new();
+        let ordered = wait_until(Duration::from_secs(60), || {
+            let synced = self.servers.iter().any(|s| {
+                s.port() != old
+                    && s.command(&["INFO", "replication"])
+                        .is_ok_and(|info| info.contains("master_link_status:up"))
+            });
+            if !synced {
+                return false;
+            }
+            reply = raw_command(self.sentinels[0].port, &["SENTINEL", "FAILOVER", SERVICE])
+                .unwrap_or_else(|e| e.to_string());
+            if reply.starts_with("+OK") {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            false
+        });
+        if !ordered {
             return Err(TestSupportError::CommandFailed {
-                command: format!("SENTINEL FAILOVER {SERVICE}"),
+                command: format!("SENTINEL FAILOVER {SERVICE} (for 60 s)"),
                 output: reply,
             });
         }

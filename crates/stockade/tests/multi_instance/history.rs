@@ -138,6 +138,38 @@ impl History {
     }
 }
 
+/// The crowd's answers after a fault, as offsets from the fault.
+#[derive(Debug, Clone, Copy)]
+pub struct Aftermath {
+    /// Answers 503 or none.
+    pub refusals: usize,
+    /// The first refusal.
+    pub first_refusal: Option<Duration>,
+    /// The last refusal.
+    pub last_refusal: Option<Duration>,
+    /// The heal time: the first 201 after the last refusal (the first 201
+    /// at all if nothing was refused).
+    pub healed: Option<Duration>,
+    /// The last 201 of the crowd.
+    pub last_201: Option<Duration>,
+}
+
+impl std::fmt::Display for Aftermath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s =
+            |d: Option<Duration>| d.map_or("-".to_owned(), |d| format!("{:.2} s", d.as_secs_f64()));
+        write!(
+            f,
+            "{} refusals (first {}, last {}), first 201 after them {}, last 201 {}",
+            self.refusals,
+            s(self.first_refusal),
+            s(self.last_refusal),
+            s(self.healed),
+            s(self.last_201)
+        )
+    }
+}
+
 /// The shared recorder of a round: the history, the count of 201s of the
 /// crowd (what the fault script waits for), and whether the crowd is done.
 #[derive(Debug, Clone, Default)]
@@ -183,24 +215,37 @@ impl Recorder {
         self.crowd_done.load(Ordering::Relaxed)
     }
 
-    /// How long the crowd took to heal from a fault injected at `fault`
-    /// (answers up to `until` count): from `fault` to the first 201 after
-    /// the last refusal (503 or no answer) that followed it. Zero if no
-    /// purchase was refused; None if none succeeded after the last refusal.
-    pub fn heal_time(&self, fault: Instant, until: Option<Instant>) -> Option<Duration> {
+    /// How the crowd fared after a fault injected at `fault` (answers up
+    /// to `until` count).
+    pub fn aftermath(&self, fault: Instant, until: Option<Instant>) -> Aftermath {
         let timeline = self.timeline.lock().unwrap();
-        let window: Vec<&(Instant, Option<u16>)> = timeline
+        let window: Vec<(Duration, Option<u16>)> = timeline
             .iter()
             .filter(|(at, _)| *at >= fault && until.is_none_or(|end| *at < end))
+            .map(|(at, status)| (at.duration_since(fault), *status))
             .collect();
         let refused = |status: &Option<u16>| matches!(status, None | Some(503));
-        let Some(last_refusal) = window.iter().rposition(|(_, status)| refused(status)) else {
-            return Some(Duration::ZERO);
-        };
-        window[last_refusal..]
+        let refusals: Vec<Duration> = window
             .iter()
-            .find(|(_, status)| *status == Some(201))
-            .map(|(at, _)| at.duration_since(fault))
+            .filter(|(_, status)| refused(status))
+            .map(|(at, _)| *at)
+            .collect();
+        let last_refusal = refusals.last().copied();
+        let healed = window
+            .iter()
+            .find(|(at, status)| *status == Some(201) && last_refusal.is_none_or(|l| *at > l))
+            .map(|(at, _)| *at);
+        Aftermath {
+            refusals: refusals.len(),
+            first_refusal: refusals.first().copied(),
+            last_refusal,
+            healed,
+            last_201: window
+                .iter()
+                .rev()
+                .find(|(_, status)| *status == Some(201))
+                .map(|(at, _)| *at),
+        }
     }
 
     /// A copy of the history so far.

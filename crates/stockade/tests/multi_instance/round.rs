@@ -13,7 +13,7 @@ use crate::faults::{self, Step};
 use crate::flags::Engine;
 use crate::healing;
 use crate::history::{Phase, Recorder};
-use crate::plan::{self, PER_USER_LIMIT, STOCK};
+use crate::plan::{self, PER_USER_LIMIT};
 
 /// A scenario of the suite.
 pub struct Scenario {
@@ -26,6 +26,9 @@ pub struct Scenario {
     pub extra_args: Vec<String>,
     /// Rounds to run (at least 3).
     pub rounds: usize,
+    /// The stock of each round's sale (`plan::STOCK` unless the scenario
+    /// needs the crowd to outlast its faults).
+    pub stock: u64,
     /// The faults of round `n` (1-based), in order.
     pub faults: fn(usize) -> Vec<Step>,
 }
@@ -84,7 +87,7 @@ pub async fn run(scenario: Scenario) {
 }
 
 /// One round; returns its sale and how long the crowd took to heal from
-/// each fault (see [`Recorder::heal_time`]).
+/// each fault (see [`Recorder::aftermath`]).
 async fn run_round(
     cluster: &Cluster,
     scenario: &Scenario,
@@ -94,7 +97,9 @@ async fn run_round(
     let sale = cluster
         .sale_id(format!("{}-r{round}", scenario.name), round)
         .await;
-    cluster.create_sale(&sale, STOCK, PER_USER_LIMIT).await;
+    cluster
+        .create_sale(&sale, scenario.stock, PER_USER_LIMIT)
+        .await;
     let seed = seed(scenario.name, round);
     let plan = plan::crowd(seed);
     let steps = (scenario.faults)(round);
@@ -103,9 +108,10 @@ async fn run_round(
         .map(|s| format!("{} at {} acks", s.fault, s.after_acks))
         .collect();
     eprintln!(
-        "{} round {round}: sale {sale} (stock {STOCK}, limit {PER_USER_LIMIT}), {} requests \
+        "{} round {round}: sale {sale} (stock {}, limit {PER_USER_LIMIT}), {} requests \
          (seed {seed}); faults: {}",
         scenario.name,
+        scenario.stock,
         plan.len(),
         faults.join(", ")
     );
@@ -124,22 +130,12 @@ async fn run_round(
         .expect("the crowd panicked");
     let mut heal_times = Vec::new();
     for (index, (at, step)) in injected.iter().zip(&steps).enumerate() {
-        let until = injected.get(index + 1).copied();
-        match recorder.heal_time(*at, until) {
-            Some(healed) => {
-                eprintln!(
-                    "{} round {round}: healed from \"{}\" in {:.2} s",
-                    scenario.name,
-                    step.fault,
-                    healed.as_secs_f64()
-                );
-                heal_times.push(healed);
-            }
-            None => eprintln!(
-                "{} round {round}: no purchase succeeded after \"{}\" during the crowd",
-                scenario.name, step.fault
-            ),
-        }
+        let aftermath = recorder.aftermath(*at, injected.get(index + 1).copied());
+        eprintln!(
+            "{} round {round}: after \"{}\": {aftermath}",
+            scenario.name, step.fault
+        );
+        heal_times.extend(aftermath.healed);
     }
     eprintln!(
         "{} round {round}: crowd done after {:.1} s: {}",
@@ -147,11 +143,11 @@ async fn run_round(
         started.elapsed().as_secs_f64(),
         recorder.history().summary(Phase::Crowd)
     );
-    let (healing, store) = healing::heal(cluster, &sale, STOCK, &recorder, round).await;
+    let (healing, store) = healing::heal(cluster, &sale, scenario.stock, &recorder, round).await;
     let evidence = Evidence {
         terms: Terms {
             sale: sale.clone(),
-            stock: STOCK,
+            stock: scenario.stock,
             per_user_limit: PER_USER_LIMIT,
         },
         history: recorder.history(),

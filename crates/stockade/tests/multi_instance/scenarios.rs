@@ -6,12 +6,17 @@ use std::time::Duration;
 
 use crate::faults::{Fault, Step};
 use crate::flags::Engine;
+use crate::plan::STOCK;
 use crate::round::{Scenario, run};
 
 /// Rounds per scenario (same servers, a fresh sale each).
 const ROUNDS: usize = 3;
 /// How long Redis or PostgreSQL stays away.
 const OUTAGE: Duration = Duration::from_secs(3);
+/// The stock of the Redis high-availability scenarios: more than the crowd
+/// buys (about 3,000 items), so buyers are still being served when the
+/// fault heals and the heal time can be read off their answers.
+const HA_STOCK: u64 = 2_500;
 /// How long a killed instance stays dead before it is restarted.
 const DEAD_FOR: Duration = Duration::from_secs(1);
 
@@ -33,6 +38,7 @@ async fn baseline_without_faults() {
         engine: Engine::Redis,
         extra_args: Vec::new(),
         rounds: ROUNDS,
+        stock: STOCK,
         faults: |_| Vec::new(),
     })
     .await;
@@ -45,6 +51,7 @@ async fn redis_restarted_with_its_data_lost() {
         engine: Engine::Redis,
         extra_args: Vec::new(),
         rounds: ROUNDS,
+        stock: STOCK,
         faults: |_| vec![step(150, Fault::RedisRestartEmpty)],
     })
     .await;
@@ -57,6 +64,7 @@ async fn redis_restarted_from_a_stale_snapshot() {
         engine: Engine::Redis,
         extra_args: Vec::new(),
         rounds: ROUNDS,
+        stock: STOCK,
         faults: |_| {
             vec![
                 step(100, Fault::RedisSnapshot),
@@ -74,6 +82,7 @@ async fn redis_unreachable_without_fallback() {
         engine: Engine::Redis,
         extra_args: Vec::new(),
         rounds: ROUNDS,
+        stock: STOCK,
         faults: |_| vec![step(150, Fault::RedisUnreachable(OUTAGE))],
     })
     .await;
@@ -86,6 +95,7 @@ async fn redis_unreachable_with_postgres_fallback() {
         engine: Engine::RedisWithPostgresFallback,
         extra_args: Vec::new(),
         rounds: ROUNDS,
+        stock: STOCK,
         faults: |_| vec![step(150, Fault::RedisUnreachable(OUTAGE))],
     })
     .await;
@@ -98,6 +108,7 @@ async fn postgres_stopped_mid_crowd() {
         engine: Engine::Redis,
         extra_args: Vec::new(),
         rounds: ROUNDS,
+        stock: STOCK,
         faults: |_| vec![step(150, Fault::PostgresDown(OUTAGE))],
     })
     .await;
@@ -110,6 +121,7 @@ async fn one_instance_killed_and_restarted() {
         engine: Engine::Redis,
         extra_args: Vec::new(),
         rounds: ROUNDS,
+        stock: STOCK,
         faults: |round| {
             vec![step(
                 150,
@@ -130,6 +142,7 @@ async fn every_fault_in_sequence() {
         engine: Engine::Redis,
         extra_args: Vec::new(),
         rounds: ROUNDS,
+        stock: STOCK,
         faults: |round| {
             vec![
                 step(50, Fault::RedisSnapshot),
@@ -157,6 +170,7 @@ async fn postgres_engine_with_a_killed_instance_and_a_stopped_postgres() {
         engine: Engine::Postgres,
         extra_args: Vec::new(),
         rounds: ROUNDS,
+        stock: STOCK,
         faults: |round| {
             vec![
                 step(
@@ -184,6 +198,7 @@ async fn redis_sentinel_failover_mid_crowd() {
         engine: Engine::RedisSentinel,
         extra_args: Vec::new(),
         rounds: ROUNDS,
+        stock: HA_STOCK,
         faults: |_| vec![step(150, Fault::SentinelFailover)],
     })
     .await;
@@ -200,6 +215,7 @@ async fn redis_cluster_slot_migrated_mid_crowd() {
         engine: Engine::RedisCluster,
         extra_args: Vec::new(),
         rounds: ROUNDS,
+        stock: HA_STOCK,
         faults: |_| {
             vec![step(
                 150,
