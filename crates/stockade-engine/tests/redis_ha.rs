@@ -198,6 +198,13 @@ async fn sells_on_every_primary_of_a_cluster_and_through_a_slot_migration() {
         .collect();
     assert_eq!(owners, ports, "one sale per primary");
 
+    // The data set's identity names every primary, and a slot migration
+    // does not change it (no rebuild is needed: the keys move intact).
+    let identity = engine.server_run_id().await.unwrap();
+    for port in &ports {
+        assert!(identity.contains(&format!(":{port}=")), "{identity}");
+    }
+
     // A sale whose slot moves, key by key, while buyers run.
     let sale = sale_on(&cluster, ports[0], "moving");
     engine.create_sale(&spec(&sale, 100_000)).await.unwrap();
@@ -238,6 +245,7 @@ async fn sells_on_every_primary_of_a_cluster_and_through_a_slot_migration() {
     });
     assert!(moved >= 3, "the sale's keys moved ({moved})");
     assert_eq!(cluster.owner_of(slot).unwrap(), ports[1]);
+    assert_eq!(engine.server_run_id().await.unwrap(), identity);
     // Let the buyers go on on the new owner for a while.
     tokio::time::sleep(Duration::from_millis(500)).await;
     buyers_done.store(true, Ordering::Relaxed);

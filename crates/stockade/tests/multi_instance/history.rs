@@ -19,6 +19,8 @@ pub enum Answer {
         status: u16,
         /// The body.
         body: Value,
+        /// The `Retry-After` header, if any.
+        retry_after: Option<String>,
     },
 }
 
@@ -57,7 +59,20 @@ impl Answer {
     pub fn describe(&self) -> String {
         match self {
             Answer::None(error) => format!("no answer ({error})"),
-            Answer::Http { status, body } => format!("{status} {body}"),
+            Answer::Http { status, body, .. } => format!("{status} {body}"),
+        }
+    }
+
+    /// Whether the answer is one a buyer may meet while the service heals:
+    /// an order or a refusal for good (2xx, 409), or 503 with `Retry-After`.
+    pub fn is_orderly(&self) -> bool {
+        match self {
+            Answer::None(_) => false,
+            Answer::Http {
+                status,
+                retry_after,
+                ..
+            } => matches!(status, 200..=202 | 409) || (*status == 503 && retry_after.is_some()),
         }
     }
 

@@ -26,6 +26,9 @@ pub struct Scenario {
     pub extra_args: Vec<String>,
     /// Rounds to run (at least 3).
     pub rounds: usize,
+    /// Whether every crowd answer must be 2xx, 409, or 503 with
+    /// `Retry-After` (no other error, no missing answer).
+    pub orderly_answers_only: bool,
     /// The stock of each round's sale (`plan::STOCK` unless the scenario
     /// needs the crowd to outlast its faults).
     pub stock: u64,
@@ -128,6 +131,22 @@ async fn run_round(
     crowd_wait
         .expect("the crowd did not finish within 180 s")
         .expect("the crowd panicked");
+    if scenario.orderly_answers_only {
+        let history = recorder.history();
+        let disorderly: Vec<String> = history
+            .purchases
+            .iter()
+            .filter(|p| p.request.phase == Phase::Crowd && !p.answer.is_orderly())
+            .take(5)
+            .map(|p| p.answer.describe())
+            .collect();
+        assert!(
+            disorderly.is_empty(),
+            "{} round {round}: buyers met answers other than 2xx, 409 or 503 with Retry-After: {}",
+            scenario.name,
+            disorderly.join("; ")
+        );
+    }
     let mut heal_times = Vec::new();
     for (index, (at, step)) in injected.iter().zip(&steps).enumerate() {
         let aftermath = recorder.aftermath(*at, injected.get(index + 1).copied());

@@ -39,6 +39,7 @@ async fn baseline_without_faults() {
         extra_args: Vec::new(),
         rounds: ROUNDS,
         stock: STOCK,
+        orderly_answers_only: false,
         faults: |_| Vec::new(),
     })
     .await;
@@ -52,6 +53,7 @@ async fn redis_restarted_with_its_data_lost() {
         extra_args: Vec::new(),
         rounds: ROUNDS,
         stock: STOCK,
+        orderly_answers_only: false,
         faults: |_| vec![step(150, Fault::RedisRestartEmpty)],
     })
     .await;
@@ -65,6 +67,7 @@ async fn redis_restarted_from_a_stale_snapshot() {
         extra_args: Vec::new(),
         rounds: ROUNDS,
         stock: STOCK,
+        orderly_answers_only: false,
         faults: |_| {
             vec![
                 step(100, Fault::RedisSnapshot),
@@ -83,6 +86,7 @@ async fn redis_unreachable_without_fallback() {
         extra_args: Vec::new(),
         rounds: ROUNDS,
         stock: STOCK,
+        orderly_answers_only: false,
         faults: |_| vec![step(150, Fault::RedisUnreachable(OUTAGE))],
     })
     .await;
@@ -96,6 +100,7 @@ async fn redis_unreachable_with_postgres_fallback() {
         extra_args: Vec::new(),
         rounds: ROUNDS,
         stock: STOCK,
+        orderly_answers_only: false,
         faults: |_| vec![step(150, Fault::RedisUnreachable(OUTAGE))],
     })
     .await;
@@ -109,6 +114,7 @@ async fn postgres_stopped_mid_crowd() {
         extra_args: Vec::new(),
         rounds: ROUNDS,
         stock: STOCK,
+        orderly_answers_only: false,
         faults: |_| vec![step(150, Fault::PostgresDown(OUTAGE))],
     })
     .await;
@@ -122,6 +128,7 @@ async fn one_instance_killed_and_restarted() {
         extra_args: Vec::new(),
         rounds: ROUNDS,
         stock: STOCK,
+        orderly_answers_only: false,
         faults: |round| {
             vec![step(
                 150,
@@ -143,6 +150,7 @@ async fn every_fault_in_sequence() {
         extra_args: Vec::new(),
         rounds: ROUNDS,
         stock: STOCK,
+        orderly_answers_only: false,
         faults: |round| {
             vec![
                 step(50, Fault::RedisSnapshot),
@@ -171,6 +179,7 @@ async fn postgres_engine_with_a_killed_instance_and_a_stopped_postgres() {
         extra_args: Vec::new(),
         rounds: ROUNDS,
         stock: STOCK,
+        orderly_answers_only: false,
         faults: |round| {
             vec![
                 step(
@@ -199,6 +208,7 @@ async fn redis_sentinel_failover_mid_crowd() {
         extra_args: Vec::new(),
         rounds: ROUNDS,
         stock: HA_STOCK,
+        orderly_answers_only: true,
         faults: |_| vec![step(150, Fault::SentinelFailover)],
     })
     .await;
@@ -216,6 +226,7 @@ async fn redis_cluster_slot_migrated_mid_crowd() {
         extra_args: Vec::new(),
         rounds: ROUNDS,
         stock: HA_STOCK,
+        orderly_answers_only: true,
         faults: |_| {
             vec![step(
                 150,
