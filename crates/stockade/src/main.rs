@@ -34,6 +34,18 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
+    #[cfg(not(feature = "bench"))]
+    if let Some(command) = std::env::args()
+        .nth(1)
+        .filter(|c| matches!(c.as_str(), "bench" | "load" | "demo"))
+    {
+        eprintln!(
+            "error: `stockade {command}` is not in this build of stockade, the thin one built \
+             without the `bench` feature (`--no-default-features`); install the full tool \
+             with `cargo install stockade` to get bench, load and demo"
+        );
+        return std::process::ExitCode::from(2);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve::run(args).await,

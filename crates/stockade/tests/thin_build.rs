@@ -8,12 +8,14 @@ use std::process::Command;
 
 /// Crates only `stockade bench`, `load` and `demo` need: the strategy
 /// comparison (`deadpool`, `rslock`), its charts (`plotters`), its
-/// histograms and progress bars, and the throwaway servers.
-const BENCH_ONLY: [&str; 7] = [
+/// histograms, progress bars and HTTP client, and the throwaway servers.
+const BENCH_ONLY: [&str; 9] = [
     "rslock",
     "plotters",
     "deadpool",
+    "hdrhistogram",
     "indicatif",
+    "reqwest",
     "stockade-bench",
     "stockade-lock-bench",
     "stockade-test-support",

@@ -153,6 +153,9 @@ impl History {
     }
 }
 
+/// When a crowd answer arrived, and its status (None: no answer).
+type Arrival = (Instant, Option<u16>);
+
 /// The crowd's answers after a fault, as offsets from the fault.
 #[derive(Debug, Clone, Copy)]
 pub struct Aftermath {
@@ -193,7 +196,7 @@ pub struct Recorder {
     acks: Arc<AtomicUsize>,
     crowd_done: Arc<AtomicBool>,
     /// When each crowd answer arrived and its status (None: no answer).
-    timeline: Arc<Mutex<Vec<(Instant, Option<u16>)>>>,
+    timeline: Arc<Mutex<Vec<Arrival>>>,
 }
 
 impl Recorder {
