@@ -249,10 +249,13 @@ async fn sells_on_every_primary_of_a_cluster_and_through_a_slot_migration() {
     // Let the buyers go on on the new owner for a while.
     tokio::time::sleep(Duration::from_millis(500)).await;
     buyers_done.store(true, Ordering::Relaxed);
-    let mut purchased = 0;
+    let (mut purchased, mut retried) = (0, 0);
     for buyer in buyers {
-        purchased += buyer.await.unwrap().0;
+        let (bought, refused) = buyer.await.unwrap();
+        purchased += bought;
+        retried += refused;
     }
+    assert!(retried > 0, "the buyers met the slot half-migrated");
     let snapshot = engine
         .snapshot(&SaleId::new(&sale).unwrap())
         .await

@@ -19,8 +19,13 @@ use super::topology::{RedisTopology, redacted};
 
 /// How many times the Cluster client follows MOVED/ASK or waits out
 /// TRYAGAIN (a slot being migrated) before the request fails as
-/// unavailable (503 and Retry-After).
-const CLUSTER_RETRIES: u32 = 8;
+/// unavailable (503 and Retry-After). Four retries wait about 150 ms in
+/// all: a purchase that meets a slot in migration, which can take seconds,
+/// is answered at once rather than held until the response timeout.
+const CLUSTER_RETRIES: u32 = 4;
+/// Bounds of the Cluster client's wait before a retry, in ms (its default
+/// minimum, 1.28 s, would hold a purchase that long per TRYAGAIN).
+const CLUSTER_RETRY_WAIT_MS: (u64, u64) = (10, 200);
 
 /// A cheap-to-clone handle on the shared connection.
 #[derive(Clone)]
@@ -82,6 +87,8 @@ impl SharedConnection {
                     .response_timeout(config.response_timeout)
                     .connection_timeout(config.connection_timeout)
                     .retries(CLUSTER_RETRIES)
+                    .min_retry_wait(CLUSTER_RETRY_WAIT_MS.0)
+                    .max_retry_wait(CLUSTER_RETRY_WAIT_MS.1)
                     .build()
                     .map_err(failed)?;
                 Self::Cluster(client.get_async_connection().await.map_err(failed)?)
