@@ -86,7 +86,11 @@ impl CircuitBreaker {
         if self.healthy.load(Ordering::Acquire) {
             return;
         }
-        *self.state.lock() = State::Closed { failures: 0 };
+        let mut state = self.state.lock();
+        if !matches!(*state, State::Closed { .. }) {
+            metrics::gauge!("stockade_circuit_open").set(0.0);
+        }
+        *state = State::Closed { failures: 0 };
         self.healthy.store(true, Ordering::Release);
     }
 
@@ -100,6 +104,7 @@ impl CircuitBreaker {
             },
             _ => {
                 metrics::counter!("stockade_circuit_opened_total").increment(1);
+                metrics::gauge!("stockade_circuit_open").set(1.0);
                 State::Open {
                     until: now + self.cooldown,
                 }

@@ -47,6 +47,14 @@ pub struct RawConfig {
     /// `max_purchases_in_flight`: purchases decided at once on this
     /// instance; one more is answered 503 `overloaded` at once.
     pub max_purchases_in_flight: Option<u64>,
+    /// `--dashboard-session-ttl-s`, `STOCKADE_DASHBOARD_SESSION_TTL_S`,
+    /// `dashboard_session_ttl_s`: how long a dashboard login lasts (60 to
+    /// 604800 seconds; default 28800, eight hours).
+    pub dashboard_session_ttl_s: Option<u64>,
+    /// `--metrics-retention-s`, `STOCKADE_METRICS_RETENTION_S`,
+    /// `metrics_retention_s`: how long a series nobody updates any more (an
+    /// ended sale's) stays in `/metrics` (1 to 86400 seconds; default 900).
+    pub metrics_retention_s: Option<u64>,
 }
 
 /// A setting that cannot be used.
@@ -93,6 +101,8 @@ impl RawConfig {
             outbox_grace_ms: number("STOCKADE_OUTBOX_GRACE_MS")?,
             rejection_ttl_ms: number("STOCKADE_REJECTION_TTL_MS")?,
             max_purchases_in_flight: number("STOCKADE_MAX_PURCHASES_IN_FLIGHT")?,
+            dashboard_session_ttl_s: number("STOCKADE_DASHBOARD_SESSION_TTL_S")?,
+            metrics_retention_s: number("STOCKADE_METRICS_RETENTION_S")?,
         })
     }
 
@@ -121,6 +131,10 @@ impl RawConfig {
             max_purchases_in_flight: self
                 .max_purchases_in_flight
                 .or(lower.max_purchases_in_flight),
+            dashboard_session_ttl_s: self
+                .dashboard_session_ttl_s
+                .or(lower.dashboard_session_ttl_s),
+            metrics_retention_s: self.metrics_retention_s.or(lower.metrics_retention_s),
         }
     }
 }
@@ -213,6 +227,10 @@ pub struct ServerConfig {
     pub rejection_ttl: Duration,
     /// The most purchases in flight on this instance.
     pub max_purchases_in_flight: usize,
+    /// How long a dashboard login lasts.
+    pub dashboard_session_ttl: Duration,
+    /// How long an idle series (an ended sale's) stays in `/metrics`.
+    pub metrics_retention: Duration,
 }
 
 impl ServerConfig {
@@ -355,6 +373,20 @@ impl ServerConfig {
                 ),
             ));
         }
+        let dashboard_session_ttl = raw.dashboard_session_ttl_s.unwrap_or(8 * 3600);
+        if !(60..=7 * 24 * 3600).contains(&dashboard_session_ttl) {
+            return Err(invalid(
+                "--dashboard-session-ttl-s / STOCKADE_DASHBOARD_SESSION_TTL_S",
+                format!("must be between 60 and 604800 seconds (it is {dashboard_session_ttl})"),
+            ));
+        }
+        let metrics_retention = raw.metrics_retention_s.unwrap_or(900);
+        if !(1..=24 * 3600).contains(&metrics_retention) {
+            return Err(invalid(
+                "--metrics-retention-s / STOCKADE_METRICS_RETENTION_S",
+                format!("must be between 1 and 86400 seconds (it is {metrics_retention})"),
+            ));
+        }
         Ok(Self {
             listen,
             data_dir,
@@ -370,6 +402,8 @@ impl ServerConfig {
             outbox_grace,
             rejection_ttl,
             max_purchases_in_flight: max_in_flight as usize,
+            dashboard_session_ttl: Duration::from_secs(dashboard_session_ttl),
+            metrics_retention: Duration::from_secs(metrics_retention),
         })
     }
 }
@@ -528,6 +562,39 @@ mod tests {
             err.to_string().contains("--max-purchases-in-flight"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn dashboard_session_ttl_and_metrics_retention_are_bounded() {
+        let resolve = |raw: RawConfig| ServerConfig::resolve(raw, RawConfig::default(), None);
+        let defaults = resolve(RawConfig::default()).unwrap();
+        assert_eq!(
+            defaults.dashboard_session_ttl,
+            Duration::from_secs(8 * 3600)
+        );
+        assert_eq!(defaults.metrics_retention, Duration::from_secs(900));
+        let err = resolve(RawConfig {
+            dashboard_session_ttl_s: Some(59),
+            ..RawConfig::default()
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("--dashboard-session-ttl-s"),
+            "{err}"
+        );
+        let err = resolve(RawConfig {
+            metrics_retention_s: Some(0),
+            ..RawConfig::default()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("--metrics-retention-s"), "{err}");
+        let config = resolve(env(&[
+            ("STOCKADE_DASHBOARD_SESSION_TTL_S", "600"),
+            ("STOCKADE_METRICS_RETENTION_S", "30"),
+        ]))
+        .unwrap();
+        assert_eq!(config.dashboard_session_ttl, Duration::from_secs(600));
+        assert_eq!(config.metrics_retention, Duration::from_secs(30));
     }
 
     #[test]

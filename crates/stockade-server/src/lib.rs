@@ -35,7 +35,10 @@
 //! - [`state`]: what handlers share.
 //! - [`api`]: the router, handlers, JSON bodies, errors and OpenAPI document.
 //! - [`metrics`]: the Prometheus series.
+//! - [`activity`]: each sale's recent traffic, for the live dashboard.
+//! - [`sessions`]: the dashboard's logins.
 
+pub mod activity;
 pub mod api;
 pub mod breaker;
 pub mod config;
@@ -43,6 +46,7 @@ pub mod metrics;
 pub mod recovery;
 pub mod rejections;
 pub mod routing;
+pub mod sessions;
 pub mod shedding;
 pub mod state;
 pub mod store;
@@ -129,6 +133,7 @@ impl Service {
                 source,
             })?;
         }
+        crate::metrics::install(config.metrics_retention);
         let store = open_store(&config.store.url()).await?;
         let (engine, redis, locks): (Option<Arc<dyn Engine>>, _, _) = match &config.engine {
             EngineChoice::Redis(url) => {
@@ -162,6 +167,7 @@ impl Service {
             commit_deadline: config.commit_deadline,
             rejection_ttl: config.rejection_ttl,
             max_purchases_in_flight: config.max_purchases_in_flight,
+            dashboard_session_ttl: config.dashboard_session_ttl,
         });
         recover_at_start(&state).await?;
         state.mark_started();

@@ -11,6 +11,7 @@ use stockade_lock::Locks;
 use crate::breaker::CircuitBreaker;
 use crate::rejections::Rejections;
 use crate::routing::Routing;
+use crate::sessions::Sessions;
 use crate::shedding::Shedder;
 use crate::store::OrderStore;
 use crate::writer::CommitQueue;
@@ -37,6 +38,7 @@ struct Inner {
     stopping: AtomicBool,
     breaker: CircuitBreaker,
     metrics: PrometheusHandle,
+    sessions: Sessions,
 }
 
 impl std::fmt::Debug for AppState {
@@ -75,6 +77,8 @@ pub struct StateParts {
     pub rejection_ttl: Duration,
     /// The most purchases in flight at once.
     pub max_purchases_in_flight: usize,
+    /// How long a dashboard login lasts.
+    pub dashboard_session_ttl: Duration,
 }
 
 impl AppState {
@@ -97,6 +101,7 @@ impl AppState {
                 stopping: AtomicBool::new(false),
                 breaker: CircuitBreaker::default(),
                 metrics: crate::metrics::prometheus(),
+                sessions: Sessions::new(parts.dashboard_session_ttl),
             }),
         }
     }
@@ -152,6 +157,10 @@ impl AppState {
     /// The metrics registry.
     pub fn metrics(&self) -> &PrometheusHandle {
         &self.inner.metrics
+    }
+    /// The dashboard's login sessions.
+    pub fn sessions(&self) -> &Sessions {
+        &self.inner.sessions
     }
     /// Start-up recovery is done: the service may answer ready.
     pub fn mark_started(&self) {

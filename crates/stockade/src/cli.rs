@@ -347,7 +347,8 @@ pub struct ServeArgs {
     pub database_url: Option<String>,
     /// A TOML file with the same settings (listen, data_dir, engine,
     /// fallback, redis_url, database_url, commit_deadline_ms, batch_max,
-    /// batch_delay_ms, rejection_ttl_ms, max_purchases_in_flight).
+    /// batch_delay_ms, rejection_ttl_ms, max_purchases_in_flight,
+    /// dashboard_session_ttl_s, metrics_retention_s).
     #[arg(long)]
     pub config: Option<std::path::PathBuf>,
     /// How long a purchase waits for its commit before answering 202
@@ -372,4 +373,13 @@ pub struct ServeArgs {
     /// (STOCKADE_MAX_PURCHASES_IN_FLIGHT; default 4096, at least 1).
     #[arg(long)]
     pub max_purchases_in_flight: Option<u64>,
+    /// How long a login to the live dashboard (GET /dashboard) lasts, in
+    /// seconds (STOCKADE_DASHBOARD_SESSION_TTL_S; default 28800, 60 to 604800).
+    #[arg(long)]
+    pub dashboard_session_ttl_s: Option<u64>,
+    /// How long the /metrics series of a sale that ended (anything no longer
+    /// updated) are kept, in seconds (STOCKADE_METRICS_RETENTION_S; default
+    /// 900, 1 to 86400).
+    #[arg(long)]
+    pub metrics_retention_s: Option<u64>,
 }

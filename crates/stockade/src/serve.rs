@@ -31,6 +31,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         outbox_grace_ms: None,
         rejection_ttl_ms: args.rejection_ttl_ms,
         max_purchases_in_flight: args.max_purchases_in_flight,
+        dashboard_session_ttl_s: args.dashboard_session_ttl_s,
+        metrics_retention_s: args.metrics_retention_s,
     };
     let env = RawConfig::from_env(|name| std::env::var(name).ok())?;
     let config = ServerConfig::resolve(flags, env, args.config.as_deref())?;

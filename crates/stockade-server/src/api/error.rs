@@ -59,6 +59,12 @@ impl ApiError {
         self.status
     }
 
+    /// The stable error code (e.g. `sold_out`): the outcome label of a
+    /// refused purchase in the metrics.
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+
     /// An unexpected failure: logged in full, answered as a bare 500.
     pub fn internal(error: impl std::fmt::Display) -> Self {
         tracing::error!(%error, "internal error");

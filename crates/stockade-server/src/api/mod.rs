@@ -9,8 +9,10 @@
 //! | `GET /v1/orders/{order_id}` | anyone | one order |
 //! | `POST /v1/orders/{order_id}/cancel` | anyone | cancel an order |
 //! | `GET /healthz`, `/readyz`, `/metrics`, `/openapi.json` | anyone | operations |
+//! | `GET /dashboard` (+ `/dashboard/login`, `/logout`, `/api/overview`) | admin (session cookie) | the live dashboard |
 
 mod auth;
+pub mod dashboard;
 pub mod dto;
 pub mod error;
 pub mod json;
@@ -70,6 +72,11 @@ pub fn app(state: AppState) -> Router {
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
         .route("/openapi.json", get(ops::openapi))
+        .route("/dashboard", get(dashboard::show))
+        .route("/dashboard/login", post(dashboard::login))
+        .route("/dashboard/logout", post(dashboard::logout))
+        .route("/dashboard/api/overview", get(dashboard::overview))
+        .route("/dashboard/assets/{file}", get(dashboard::asset))
         .fallback(|| async {
             ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -85,6 +92,7 @@ pub fn app(state: AppState) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(json::MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(ops::count_responses))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
