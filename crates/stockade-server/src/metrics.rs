@@ -65,6 +65,7 @@ pub struct Series {
 /// Every purchase outcome counted in `stockade_purchases_total{outcome}`
 /// from the start. Other error codes of the API (e.g. `payload_too_large`)
 /// are counted under their own code when they happen.
+/// (Each label value is an API error code: a fixed set, never user input.)
 pub const PURCHASE_OUTCOMES: &[&str] = &[
     "purchased",
     "pending",
@@ -76,7 +77,10 @@ pub const PURCHASE_OUTCOMES: &[&str] = &[
     "ended",
     "unknown_sale",
     "invalid_request",
+    "invalid_json",
     "invalid_body",
+    "unsupported_media_type",
+    "payload_too_large",
     "idempotency_key_reused",
     "order_failed",
     "overloaded",
