@@ -171,6 +171,36 @@ mod tests {
     }
 
     #[test]
+    fn the_open_gauge_follows_the_breaker() {
+        use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+        // What `actions` set the gauge to, on a fresh recorder (a snapshot
+        // resets gauges, so each phase gets its own).
+        let gauge_after = |actions: &dyn Fn()| {
+            let recorder = DebuggingRecorder::new();
+            let snapshotter = recorder.snapshotter();
+            metrics::with_local_recorder(&recorder, actions);
+            snapshotter
+                .snapshot()
+                .into_vec()
+                .into_iter()
+                .find(|(key, ..)| key.key().name() == "stockade_circuit_open")
+                .map(|(.., value)| value)
+        };
+        let breaker = CircuitBreaker::new(2, Duration::from_secs(1));
+        let t0 = Instant::now();
+        assert_eq!(gauge_after(&|| breaker.failed(t0)), None, "not open yet");
+        assert_eq!(
+            gauge_after(&|| breaker.failed(t0)),
+            Some(DebugValue::Gauge(1.0.into()))
+        );
+        assert!(breaker.allow(t0 + Duration::from_secs(1)), "the trial");
+        assert_eq!(
+            gauge_after(&|| breaker.succeeded()),
+            Some(DebugValue::Gauge(0.0.into()))
+        );
+    }
+
+    #[test]
     fn a_success_resets_the_count() {
         let breaker = CircuitBreaker::new(2, Duration::from_secs(1));
         let t0 = Instant::now();
