@@ -5,17 +5,13 @@
 //! rebuild. Real Redis and PostgreSQL.
 
 mod common;
-mod embedded;
+mod scrape;
 
 use std::time::{Duration, Instant};
 
 use common::{Setup, TestServer, Timing};
-use embedded::Scrape;
+use scrape::{Scrape, scrape};
 use serde_json::json;
-
-async fn scrape(server: &TestServer) -> Scrape {
-    Scrape::parse(&server.metrics_text().await)
-}
 
 /// Polls `/metrics` until `check` holds; panics with `what` after 60 s.
 async fn wait_for(server: &TestServer, what: &str, check: impl Fn(&Scrape) -> bool) -> Scrape {

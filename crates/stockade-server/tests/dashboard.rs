@@ -4,23 +4,29 @@
 //! headless Chromium watching a sale sell out.
 
 mod common;
-mod embedded;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{TimeDelta, Utc};
-use common::TOKEN;
-use embedded::Embedded;
+use common::{Setup, TOKEN, TestServer, Timing};
 use fantoccini::Locator;
 use serde_json::{Value, json};
-use stockade_core::{ManualClock, SystemClock};
+use stockade_core::ManualClock;
 use stockade_test_support::browser::Chromedriver;
 
-/// Logs in; returns the `Set-Cookie` header and the `name=value` pair.
-async fn login(server: &Embedded, token: &str) -> reqwest::Response {
-    server
-        .client
+/// A client that shows redirects instead of following them.
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// Posts the login form.
+async fn login(server: &TestServer, token: &str) -> reqwest::Response {
+    client()
         .post(server.at("/dashboard/login"))
         .form(&[("token", token)])
         .send()
@@ -28,14 +34,15 @@ async fn login(server: &Embedded, token: &str) -> reqwest::Response {
         .unwrap()
 }
 
-async fn overview(server: &Embedded, cookie: Option<&str>) -> (u16, Value) {
-    let mut request = server.client.get(server.at("/dashboard/api/overview"));
+async fn overview(server: &TestServer, cookie: Option<&str>) -> (u16, Value) {
+    let mut request = client().get(server.at("/dashboard/api/overview"));
     if let Some(cookie) = cookie {
         request = request.header("cookie", cookie);
     }
     common::split(request.send().await.unwrap()).await
 }
 
+/// The `Set-Cookie` header and its `name=value` pair.
 fn session_pair(response: &reqwest::Response) -> (String, String) {
     let header = response
         .headers()
@@ -51,7 +58,9 @@ fn session_pair(response: &reqwest::Response) -> (String, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_login_trades_the_token_for_a_strict_http_only_session() {
     let clock = ManualClock::new(Utc::now());
-    let server = Embedded::start(
+    let server = TestServer::start_configured(
+        Setup::Embedded,
+        Timing::default(),
         |c| c.dashboard_session_ttl = Duration::from_secs(600),
         Arc::new(clock.clone()),
     )
@@ -88,8 +97,7 @@ async fn the_login_trades_the_token_for_a_strict_http_only_session() {
     assert!(wrong.headers().get("set-cookie").is_none());
     assert!(wrong.text().await.unwrap().contains("not the admin token"));
     // A body without the field: 400 and the form again.
-    let empty = server
-        .client
+    let empty = client()
         .post(server.at("/dashboard/login"))
         .header("content-type", "application/x-www-form-urlencoded")
         .body("password=x")
@@ -117,8 +125,7 @@ async fn the_login_trades_the_token_for_a_strict_http_only_session() {
     let (status, body) = overview(&server, Some(&pair)).await;
     assert_eq!(status, 200, "{body}");
     assert!(body["sales"].is_array());
-    let page = server
-        .client
+    let page = client()
         .get(server.at("/dashboard"))
         .header("cookie", &pair)
         .send()
@@ -142,8 +149,7 @@ async fn the_login_trades_the_token_for_a_strict_http_only_session() {
     // Logout ends the session and clears the cookie.
     let (_, pair) = session_pair(&login(&server, TOKEN).await);
     assert_eq!(overview(&server, Some(&pair)).await.0, 200);
-    let out = server
-        .client
+    let out = client()
         .post(server.at("/dashboard/logout"))
         .header("cookie", &pair)
         .send()
@@ -157,7 +163,7 @@ async fn the_login_trades_the_token_for_a_strict_http_only_session() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_overview_shows_a_sale_selling_out() {
-    let server = Embedded::start(|_| {}, Arc::new(SystemClock)).await;
+    let server = TestServer::start(Setup::Embedded).await;
     let (_, pair) = session_pair(&login(&server, TOKEN).await);
     let (status, _) = server
         .create_sale(json!({"id": "shoes", "stock": 4, "per_user_limit": 1}))
@@ -233,7 +239,7 @@ async fn wait_for_text(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn in_a_browser_the_dashboard_follows_a_sale_until_it_sells_out() {
-    let server = Embedded::start(|_| {}, Arc::new(SystemClock)).await;
+    let server = TestServer::start(Setup::Embedded).await;
     let driver = Chromedriver::start().unwrap();
     let browser = driver.session().await.unwrap();
 

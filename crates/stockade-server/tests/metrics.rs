@@ -5,7 +5,7 @@
 //! use exported by the service.
 
 mod common;
-mod embedded;
+mod scrape;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -13,15 +13,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{TimeDelta, Utc};
-use embedded::{Embedded, Scrape};
+use common::{Setup, TestServer, Timing};
+use scrape::{Scrape, scrape};
 use serde_json::json;
 use stockade_core::SystemClock;
 use stockade_server::metrics::{Kind, PURCHASE_OUTCOMES, SERIES, upkeep_rounds};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_documented_series_is_exported_before_any_event() {
-    let server = Embedded::default_settings().await;
-    let scrape = server.scrape().await;
+    let server = TestServer::start(Setup::Embedded).await;
+    let scrape = scrape(&server).await;
     for series in SERIES.iter().filter(|s| !s.per_sale) {
         assert!(
             scrape
@@ -74,7 +75,7 @@ async fn every_documented_series_is_exported_before_any_event() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purchases_are_counted_by_their_real_outcome() {
-    let server = Embedded::default_settings().await;
+    let server = TestServer::start(Setup::Embedded).await;
     let (status, _) = server
         .create_sale(json!({"id": "drop", "stock": 3, "per_user_limit": 2}))
         .await;
@@ -84,7 +85,7 @@ async fn purchases_are_counted_by_their_real_outcome() {
         .create_sale(json!({"id": "later", "stock": 3, "starts_at": later}))
         .await;
     assert_eq!(status, 201);
-    let before = server.scrape().await;
+    let before = scrape(&server).await;
 
     let answers = [
         (server.buy("drop", "ann", 2, Some("k1")).await.0, 201),
@@ -110,7 +111,7 @@ async fn purchases_are_counted_by_their_real_outcome() {
         .unwrap();
     assert_eq!(response.status().as_u16(), 400);
 
-    let after = server.scrape().await;
+    let after = scrape(&server).await;
     let delta = |outcome: &str| {
         let key = [("outcome", outcome)];
         after.value("stockade_purchases_total", &key).unwrap_or(0.0)
@@ -181,7 +182,7 @@ fn names_in(path: &Path) -> BTreeSet<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_series_the_grafana_dashboard_and_the_alerts_use_is_exported() {
-    let server = Embedded::default_settings().await;
+    let server = TestServer::start(Setup::Embedded).await;
     let (status, _) = server
         .create_sale(json!({"id": "watched", "stock": 2}))
         .await;
@@ -189,7 +190,7 @@ async fn every_series_the_grafana_dashboard_and_the_alerts_use_is_exported() {
     for user in ["a", "b", "c"] {
         server.buy("watched", user, 1, None).await;
     }
-    let scrape = server.scrape().await;
+    let scrape = scrape(&server).await;
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
     let mut used = names_in(&root.join("grafana/stockade.json"));
     used.extend(names_in(&root.join("prometheus/alerts.yml")));
@@ -215,7 +216,9 @@ async fn every_series_the_grafana_dashboard_and_the_alerts_use_is_exported() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ended_sales_series_are_dropped_after_the_retention() {
-    let server = Embedded::start(
+    let server = TestServer::start_configured(
+        Setup::Embedded,
+        Timing::default(),
         |c| c.metrics_retention = Duration::from_secs(2),
         Arc::new(SystemClock),
     )
@@ -231,14 +234,14 @@ async fn an_ended_sales_series_are_dropped_after_the_retention() {
     assert_eq!(status, 201);
     assert_eq!(server.buy("brief", "u1", 1, None).await.0, 201);
     assert_eq!(server.buy("lasting", "u1", 1, None).await.0, 201);
-    let scrape = server.scrape().await;
-    assert!(scrape.has_label("sale", "brief"), "{}", scrape.text);
+    let first = scrape(&server).await;
+    assert!(first.has_label("sale", "brief"), "{}", first.text);
 
     // The sale ends; its series go once idle for the retention (2 s), long
     // before the reconciler's margin for late outbox entries (100 s).
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let scrape = server.scrape().await;
+        let scrape = scrape(&server).await;
         if !scrape.has_label("sale", "brief") {
             // The open sale's stock is refreshed every second and stays, and
             // so does every documented series, idle or not.
@@ -277,7 +280,7 @@ async fn an_ended_sales_series_are_dropped_after_the_retention() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_recorder_upkeep_runs_without_scrapes() {
-    let _server = Embedded::default_settings().await;
+    let _server = TestServer::start(Setup::Embedded).await;
     let start = upkeep_rounds();
     let deadline = Instant::now() + Duration::from_secs(30);
     while upkeep_rounds() < start + 2 {

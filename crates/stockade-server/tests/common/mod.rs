@@ -4,9 +4,11 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use stockade_core::{Clock, SystemClock};
 use stockade_server::Service;
 use stockade_server::config::{RawConfig, ServerConfig};
 use stockade_test_support::{PostgresServer, RedisServer};
@@ -101,6 +103,17 @@ impl TestServer {
     }
 
     pub async fn start_with(setup: Setup, timing: Timing) -> Self {
+        Self::start_configured(setup, timing, |_| {}, Arc::new(SystemClock)).await
+    }
+
+    /// Starts with the settings changed by `tweak`, on `clock` (a restart
+    /// goes back to the plain settings and the system clock).
+    pub async fn start_configured(
+        setup: Setup,
+        timing: Timing,
+        tweak: impl FnOnce(&mut ServerConfig),
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let (redis, postgres, database_url) = match setup {
             Setup::Embedded => (None, None, None),
@@ -116,13 +129,14 @@ impl TestServer {
                 (None, Some(pg), Some(url))
             }
         };
-        let config = config(
+        let mut config = config(
             setup,
             dir.path(),
             redis.as_ref().map(RedisServer::url),
             database_url.clone(),
             timing,
         );
+        tweak(&mut config);
         let mut server = Self {
             setup,
             timing,
@@ -139,12 +153,16 @@ impl TestServer {
             postgres,
             database_url,
         };
-        server.launch(config).await;
+        server.launch_on(config, clock).await;
         server
     }
 
     async fn launch(&mut self, config: ServerConfig) {
-        let service = Service::start(&config).await.unwrap();
+        self.launch_on(config, Arc::new(SystemClock)).await;
+    }
+
+    async fn launch_on(&mut self, config: ServerConfig, clock: Arc<dyn Clock>) {
+        let service = Service::start_with_clock(&config, clock).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         self.url = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = oneshot::channel();
