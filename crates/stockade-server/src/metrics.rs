@@ -1,6 +1,6 @@
 //! Prometheus metrics. Every series is named `stockade_*` and listed once,
-//! in [`SERIES`]: the help text `/metrics` shows, the README table and the
-//! tests all come from that table.
+//! in [`SERIES`]: the help text `/metrics` shows, the table of
+//! `docs/metrics.md` (checked by a test) and the tests all come from it.
 //!
 //! - Every series in the table is exported from the start (counters and
 //!   gauges at zero, histograms empty), with each of its known label values,
@@ -465,5 +465,16 @@ mod tests {
             }
         }
         assert!(markdown_table().contains("`stockade_circuit_opened_total` | counter"));
+    }
+
+    #[test]
+    fn docs_metrics_md_holds_this_table() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/metrics.md");
+        let doc = std::fs::read_to_string(path).unwrap();
+        assert!(
+            doc.contains(&markdown_table()),
+            "docs/metrics.md is out of date: replace its table with\n{}",
+            markdown_table()
+        );
     }
 }
