@@ -47,6 +47,11 @@ pub struct RawConfig {
     /// `max_purchases_in_flight`: purchases decided at once on this
     /// instance; one more is answered 503 `overloaded` at once.
     pub max_purchases_in_flight: Option<u64>,
+    /// `STOCKADE_ADMISSION_SECRET`, `admission_secret` (never a flag): the
+    /// key that signs waiting-room admission tokens, at least 32
+    /// characters. Generated at start when absent, which suits one
+    /// instance only: every instance of a deployment must share it.
+    pub admission_secret: Option<String>,
 }
 
 /// A setting that cannot be used.
@@ -93,6 +98,7 @@ impl RawConfig {
             outbox_grace_ms: number("STOCKADE_OUTBOX_GRACE_MS")?,
             rejection_ttl_ms: number("STOCKADE_REJECTION_TTL_MS")?,
             max_purchases_in_flight: number("STOCKADE_MAX_PURCHASES_IN_FLIGHT")?,
+            admission_secret: lookup("STOCKADE_ADMISSION_SECRET"),
         })
     }
 
@@ -121,6 +127,7 @@ impl RawConfig {
             max_purchases_in_flight: self
                 .max_purchases_in_flight
                 .or(lower.max_purchases_in_flight),
+            admission_secret: self.admission_secret.or(lower.admission_secret),
         }
     }
 }
@@ -186,6 +193,25 @@ pub struct AdminToken {
     pub generated: bool,
 }
 
+/// The key that signs waiting-room admission tokens.
+#[derive(Clone)]
+pub struct AdmissionSecret {
+    /// The key bytes.
+    pub key: Vec<u8>,
+    /// True when none was configured and this one was generated: tokens
+    /// then verify only on this instance, until it restarts.
+    pub generated: bool,
+}
+
+impl std::fmt::Debug for AdmissionSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdmissionSecret")
+            .field("key", &"<redacted>")
+            .field("generated", &self.generated)
+            .finish()
+    }
+}
+
 /// Validated settings of `stockade serve`.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -213,6 +239,8 @@ pub struct ServerConfig {
     pub rejection_ttl: Duration,
     /// The most purchases in flight on this instance.
     pub max_purchases_in_flight: usize,
+    /// The key of waiting-room admission tokens.
+    pub admission_secret: AdmissionSecret,
 }
 
 impl ServerConfig {
@@ -355,6 +383,22 @@ impl ServerConfig {
                 ),
             ));
         }
+        let admission_secret = match raw.admission_secret {
+            Some(secret) if secret.len() < 32 => {
+                return Err(invalid(
+                    "STOCKADE_ADMISSION_SECRET",
+                    "must be at least 32 characters long (for example 64 hex digits from `openssl rand -hex 32`)",
+                ));
+            }
+            Some(secret) => AdmissionSecret {
+                key: secret.into_bytes(),
+                generated: false,
+            },
+            None => AdmissionSecret {
+                key: generate_token().into_bytes(),
+                generated: true,
+            },
+        };
         Ok(Self {
             listen,
             data_dir,
@@ -370,6 +414,7 @@ impl ServerConfig {
             outbox_grace,
             rejection_ttl,
             max_purchases_in_flight: max_in_flight as usize,
+            admission_secret,
         })
     }
 }
@@ -528,6 +573,24 @@ mod tests {
             err.to_string().contains("--max-purchases-in-flight"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn admission_secret_is_generated_or_long_enough() {
+        let resolve = |raw: RawConfig| ServerConfig::resolve(raw, RawConfig::default(), None);
+        let generated = resolve(RawConfig::default()).unwrap().admission_secret;
+        assert!(generated.generated);
+        assert_eq!(generated.key.len(), 48);
+        let err = resolve(env(&[("STOCKADE_ADMISSION_SECRET", "too-short")])).unwrap_err();
+        assert!(
+            err.to_string().contains("STOCKADE_ADMISSION_SECRET"),
+            "{err}"
+        );
+        let secret = "0123456789abcdef0123456789abcdef";
+        let config = resolve(env(&[("STOCKADE_ADMISSION_SECRET", secret)])).unwrap();
+        assert_eq!(config.admission_secret.key, secret.as_bytes());
+        assert!(!config.admission_secret.generated);
+        assert!(!format!("{:?}", config.admission_secret).contains(secret));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::rejections::Rejections;
 use crate::routing::Routing;
 use crate::shedding::Shedder;
 use crate::store::OrderStore;
+use crate::waiting_room::WaitingRooms;
 use crate::writer::CommitQueue;
 
 /// The service's shared state. Cheap to clone.
@@ -37,6 +38,7 @@ struct Inner {
     stopping: AtomicBool,
     breaker: CircuitBreaker,
     metrics: PrometheusHandle,
+    waiting_rooms: WaitingRooms,
 }
 
 impl std::fmt::Debug for AppState {
@@ -75,6 +77,8 @@ pub struct StateParts {
     pub rejection_ttl: Duration,
     /// The most purchases in flight at once.
     pub max_purchases_in_flight: usize,
+    /// The waiting rooms (their queue backend and token signer).
+    pub waiting_rooms: WaitingRooms,
 }
 
 impl AppState {
@@ -97,6 +101,7 @@ impl AppState {
                 stopping: AtomicBool::new(false),
                 breaker: CircuitBreaker::default(),
                 metrics: crate::metrics::prometheus(),
+                waiting_rooms: parts.waiting_rooms,
             }),
         }
     }
@@ -152,6 +157,17 @@ impl AppState {
     /// The metrics registry.
     pub fn metrics(&self) -> &PrometheusHandle {
         &self.inner.metrics
+    }
+    /// The waiting rooms.
+    pub fn waiting_rooms(&self) -> &WaitingRooms {
+        &self.inner.waiting_rooms
+    }
+    /// Stock came back to `sale` (a cancel, a release, a rebuild): this
+    /// instance stops answering sold_out at once, and the sale's waiting
+    /// room reopens and admits more.
+    pub fn stock_returned(&self, sale: &stockade_core::SaleId) {
+        self.inner.rejections.stock_returned(sale);
+        self.inner.waiting_rooms.stock_returned(sale);
     }
     /// Start-up recovery is done: the service may answer ready.
     pub fn mark_started(&self) {

@@ -31,6 +31,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         outbox_grace_ms: None,
         rejection_ttl_ms: args.rejection_ttl_ms,
         max_purchases_in_flight: args.max_purchases_in_flight,
+        admission_secret: None,
     };
     let env = RawConfig::from_env(|name| std::env::var(name).ok())?;
     let config = ServerConfig::resolve(flags, env, args.config.as_deref())?;
@@ -55,6 +56,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         println!(
             "admin token: {} (generated; set STOCKADE_ADMIN_TOKEN to choose one)",
             config.admin.token
+        );
+    }
+    if config.admission_secret.generated {
+        println!(
+            "waiting-room admission secret: generated (set STOCKADE_ADMISSION_SECRET, the same on every instance, to run several)"
         );
     }
     stockade_server::run(listener, config, shutdown_signal()).await?;

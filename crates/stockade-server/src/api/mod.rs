@@ -8,6 +8,9 @@
 //! | `GET /v1/sales/{id}/orders` | admin | committed orders, paged |
 //! | `GET /v1/orders/{order_id}` | anyone | one order |
 //! | `POST /v1/orders/{order_id}/cancel` | anyone | cancel an order |
+//! | `POST /v1/sales/{id}/queue` | anyone | join a sale's waiting room |
+//! | `GET /v1/queue/{ticket}` | anyone | a queue ticket (and its admission token) |
+//! | `GET /queue/{id}` | anyone | the waiting page of a sale |
 //! | `GET /healthz`, `/readyz`, `/metrics`, `/openapi.json` | anyone | operations |
 
 mod auth;
@@ -17,7 +20,10 @@ pub mod json;
 mod ops;
 mod orders;
 mod purchases;
+mod queue;
 mod sales;
+
+pub(crate) use sales::snapshot as sale_snapshot;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -37,10 +43,12 @@ use error::ApiError;
     paths(
         sales::create_sale, sales::get_sale, purchases::purchase,
         orders::get_order, orders::cancel_order, orders::list_orders,
+        queue::join_queue, queue::poll_ticket, queue::waiting_page,
         ops::healthz, ops::readyz, ops::metrics, ops::openapi,
     ),
     components(schemas(dto::CreateSale, dto::Sale, dto::PurchaseRequest, dto::OrderBody,
-                       dto::OrderPage, dto::ErrorBody, dto::ErrorDetail)),
+                       dto::OrderPage, dto::ErrorBody, dto::ErrorDetail,
+                       dto::WaitingRoom, dto::JoinQueue, dto::QueueTicket)),
     modifiers(&AdminToken),
 )]
 pub struct ApiDoc;
@@ -66,6 +74,11 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/sales/{id}/orders", get(orders::list_orders))
         .route("/v1/orders/{order_id}", get(orders::get_order))
         .route("/v1/orders/{order_id}/cancel", post(orders::cancel_order))
+        .route("/v1/sales/{id}/queue", post(queue::join_queue))
+        .route("/v1/queue/{ticket}", get(queue::poll_ticket))
+        .route("/queue/{id}", get(queue::waiting_page))
+        .route("/assets/queue.js", get(queue::waiting_page_script))
+        .route("/assets/queue.css", get(queue::waiting_page_style))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))

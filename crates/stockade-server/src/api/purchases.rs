@@ -50,12 +50,14 @@ use crate::store::authority::Authority;
     params(
         ("id" = String, Path, description = "sale id"),
         ("Idempotency-Key" = Option<String>, Header, description = "1 to 128 bytes; a replay returns the same order"),
+        ("Admission-Token" = Option<String>, Header, description = "required on a sale with a waiting room: the admission_token of the buyer's admitted queue ticket"),
     ),
     request_body = PurchaseRequest,
     responses(
         (status = 201, description = "purchased and committed", body = OrderBody),
         (status = 200, description = "replay of an idempotency key: the original order", body = OrderBody),
         (status = 202, description = "accepted, commit not confirmed within the deadline: status pending", body = OrderBody),
+        (status = 403, description = "admission_required: the sale has a waiting room and the Admission-Token is missing, expired, forged, or issued to another buyer or sale", body = ErrorBody),
         (status = 404, description = "unknown_sale", body = ErrorBody),
         (status = 409, description = "sold_out, insufficient_stock, limit_exceeded, not_started, ended, order_failed", body = ErrorBody),
         (status = 422, description = "invalid_request or idempotency_key_reused", body = ErrorBody),
@@ -112,6 +114,7 @@ async fn decide(
             .increment(1);
         return Err(rejection(&purchase, outcome));
     }
+    crate::waiting_room::door::check_admission(state, &purchase, headers).await?;
     // Held until the answer: the engine call, the commit and its wait.
     let _in_flight = state.shedder().admit()?;
     let mut route = known_route(state, &sale).await?;
