@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use stockade_core::{SaleId, UserId};
 use stockade_server::waiting_room::{
-    CloseReason, JoinOutcome, QueueBackend, RoomConfig, TicketId, TicketState, TicketView, Tick,
+    CloseReason, JoinOutcome, QueueBackend, RoomConfig, Tick, TicketId, TicketState, TicketView,
 };
 
 const T0: i64 = 1_800_000_000_000;
@@ -32,7 +32,12 @@ fn tick(now_ms: i64, remaining: u32, config: RoomConfig) -> Tick {
     }
 }
 
-async fn join(backend: &dyn QueueBackend, sale: &SaleId, who: usize, now_ms: i64) -> (TicketView, bool) {
+async fn join(
+    backend: &dyn QueueBackend,
+    sale: &SaleId,
+    who: usize,
+    now_ms: i64,
+) -> (TicketView, bool) {
     match backend.join(sale, &user(who), now_ms, false).await.unwrap() {
         JoinOutcome::Joined { view, created } => (view, created),
         JoinOutcome::Closed(reason) => panic!("the queue is closed: {reason:?}"),
@@ -43,13 +48,20 @@ async fn state(backend: &dyn QueueBackend, ticket: &TicketId, now_ms: i64) -> Ti
     backend.ticket(ticket, now_ms).await.unwrap().unwrap().state
 }
 
-pub async fn positions_count_from_the_front_and_a_buyer_keeps_one_ticket(backend: &dyn QueueBackend) {
+pub async fn positions_count_from_the_front_and_a_buyer_keeps_one_ticket(
+    backend: &dyn QueueBackend,
+) {
     let drop = sale("positions");
     let mut tickets = Vec::new();
     for i in 0..10 {
         let (view, created) = join(backend, &drop, i, T0).await;
         assert!(created);
-        assert_eq!(view.state, TicketState::Waiting { position: i as u64 + 1 });
+        assert_eq!(
+            view.state,
+            TicketState::Waiting {
+                position: i as u64 + 1
+            }
+        );
         assert_eq!(view.user, user(i));
         assert_eq!(view.ticket.sale(), drop);
         tickets.push(view.ticket);
@@ -62,19 +74,26 @@ pub async fn positions_count_from_the_front_and_a_buyer_keeps_one_ticket(backend
     let config = room(1_000, 60);
     let report = backend.tick(&drop, &tick(T0, 100, config)).await.unwrap();
     assert_eq!(report.admitted, tickets[..1].to_vec());
-    let report = backend.tick(&drop, &tick(T0 + 2, 100, config)).await.unwrap();
+    let report = backend
+        .tick(&drop, &tick(T0 + 2, 100, config))
+        .await
+        .unwrap();
     assert_eq!(report.admitted, tickets[1..3].to_vec());
     assert_eq!(report.waiting, 7);
     assert_eq!(report.outstanding, 3);
     for (i, ticket) in tickets.iter().enumerate().skip(3) {
         assert_eq!(
             state(backend, ticket, T0 + 3).await,
-            TicketState::Waiting { position: i as u64 - 2 }
+            TicketState::Waiting {
+                position: i as u64 - 2
+            }
         );
     }
     assert_eq!(
         state(backend, &tickets[0], T0 + 3).await,
-        TicketState::Admitted { until_ms: T0 + 60_000 }
+        TicketState::Admitted {
+            until_ms: T0 + 60_000
+        }
     );
     // An admitted buyer joining again gets the same (admitted) ticket.
     let (again, created) = join(backend, &drop, 0, T0 + 4).await;
@@ -82,9 +101,18 @@ pub async fn positions_count_from_the_front_and_a_buyer_keeps_one_ticket(backend
     assert_eq!(again.ticket, tickets[0]);
     assert!(matches!(again.state, TicketState::Admitted { .. }));
     // Tickets never issued, or of another sale, are unknown.
-    assert_eq!(backend.ticket(&TicketId::generate(&drop), T0).await.unwrap(), None);
     assert_eq!(
-        backend.ticket(&TicketId::generate(&sale("elsewhere")), T0).await.unwrap(),
+        backend
+            .ticket(&TicketId::generate(&drop), T0)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        backend
+            .ticket(&TicketId::generate(&sale("elsewhere")), T0)
+            .await
+            .unwrap(),
         None
     );
 }
@@ -102,7 +130,12 @@ pub async fn admissions_follow_the_rate_however_many_tickers(backend: &dyn Queue
         for step in 0..=100 {
             for offset in 0..tickers {
                 let now = T0 + step * 100 + offset * 7;
-                admitted += backend.tick(&drop, &tick(now, 10_000, config)).await.unwrap().admitted.len();
+                admitted += backend
+                    .tick(&drop, &tick(now, 10_000, config))
+                    .await
+                    .unwrap()
+                    .admitted
+                    .len();
             }
         }
         // 10 per second for 10 s, plus the one admitted at once.
@@ -118,12 +151,20 @@ pub async fn admissions_follow_the_rate_however_many_tickers(backend: &dyn Queue
     for i in 0..50 {
         join(backend, &drop, i, T0).await;
     }
-    backend.tick(&drop, &tick(T0, 10_000, config)).await.unwrap();
-    let report = backend.tick(&drop, &tick(T0 + 60_000, 10_000, config)).await.unwrap();
+    backend
+        .tick(&drop, &tick(T0, 10_000, config))
+        .await
+        .unwrap();
+    let report = backend
+        .tick(&drop, &tick(T0 + 60_000, 10_000, config))
+        .await
+        .unwrap();
     assert_eq!(report.admitted.len(), 5);
 }
 
-pub async fn outstanding_admissions_never_exceed_the_stock_times_the_factor(backend: &dyn QueueBackend) {
+pub async fn outstanding_admissions_never_exceed_the_stock_times_the_factor(
+    backend: &dyn QueueBackend,
+) {
     let drop = sale("stock-cap");
     let config = room(1_000, 60);
     let mut tickets = Vec::new();
@@ -132,7 +173,10 @@ pub async fn outstanding_admissions_never_exceed_the_stock_times_the_factor(back
     }
     let mut admitted = Vec::new();
     for step in 0..10 {
-        let report = backend.tick(&drop, &tick(T0 + step * 100, 10, config)).await.unwrap();
+        let report = backend
+            .tick(&drop, &tick(T0 + step * 100, 10, config))
+            .await
+            .unwrap();
         assert!(report.outstanding <= 15, "{report:?}");
         admitted.extend(report.admitted);
     }
@@ -142,25 +186,42 @@ pub async fn outstanding_admissions_never_exceed_the_stock_times_the_factor(back
         backend.consume(ticket).await.unwrap();
         backend.consume(ticket).await.unwrap();
     }
-    let report = backend.tick(&drop, &tick(T0 + 1_100, 5, config)).await.unwrap();
+    let report = backend
+        .tick(&drop, &tick(T0 + 1_100, 5, config))
+        .await
+        .unwrap();
     assert_eq!(report.outstanding, 10);
-    assert!(report.admitted.is_empty(), "5 left x 1.5 = 7 < 10 outstanding");
+    assert!(
+        report.admitted.is_empty(),
+        "5 left x 1.5 = 7 < 10 outstanding"
+    );
     // Two cancels: 7 left, cap 10, still none.
-    let report = backend.tick(&drop, &tick(T0 + 1_200, 7, config)).await.unwrap();
+    let report = backend
+        .tick(&drop, &tick(T0 + 1_200, 7, config))
+        .await
+        .unwrap();
     assert!(report.admitted.is_empty());
     // Stock comes back: 10 left, cap 15, five more.
-    let report = backend.tick(&drop, &tick(T0 + 1_300, 10, config)).await.unwrap();
+    let report = backend
+        .tick(&drop, &tick(T0 + 1_300, 10, config))
+        .await
+        .unwrap();
     assert_eq!(report.admitted, tickets[15..20].to_vec());
     assert_eq!(report.outstanding, 15);
     // The admissions expire unused: the cap is free again.
     let later = T0 + 1_300 + 60_000;
     let report = backend.tick(&drop, &tick(later, 10, config)).await.unwrap();
     assert_eq!(report.outstanding, report.admitted.len() as u64);
-    assert_eq!(report.admitted, tickets[20..20 + report.admitted.len()].to_vec());
+    assert_eq!(
+        report.admitted,
+        tickets[20..20 + report.admitted.len()].to_vec()
+    );
     assert!(report.admitted.len() <= 15);
 }
 
-pub async fn sold_out_closes_every_waiting_ticket_and_returned_stock_reopens(backend: &dyn QueueBackend) {
+pub async fn sold_out_closes_every_waiting_ticket_and_returned_stock_reopens(
+    backend: &dyn QueueBackend,
+) {
     let drop = sale("sell-out");
     let config = room(1_000, 60);
     let mut tickets = Vec::new();
@@ -168,9 +229,15 @@ pub async fn sold_out_closes_every_waiting_ticket_and_returned_stock_reopens(bac
         tickets.push(join(backend, &drop, i, T0).await.0.ticket);
     }
     backend.tick(&drop, &tick(T0, 3, config)).await.unwrap();
-    let report = backend.tick(&drop, &tick(T0 + 100, 3, config)).await.unwrap();
+    let report = backend
+        .tick(&drop, &tick(T0 + 100, 3, config))
+        .await
+        .unwrap();
     assert_eq!(report.outstanding, 4);
-    let report = backend.tick(&drop, &tick(T0 + 200, 0, config)).await.unwrap();
+    let report = backend
+        .tick(&drop, &tick(T0 + 200, 0, config))
+        .await
+        .unwrap();
     assert_eq!(report.closed, Some(CloseReason::SoldOut));
     assert_eq!(report.waiting, 0);
     for ticket in &tickets[4..] {
@@ -180,18 +247,30 @@ pub async fn sold_out_closes_every_waiting_ticket_and_returned_stock_reopens(bac
         );
     }
     // Admitted buyers keep their admission: their purchase gets an answer.
-    assert!(matches!(state(backend, &tickets[0], T0 + 300).await, TicketState::Admitted { .. }));
+    assert!(matches!(
+        state(backend, &tickets[0], T0 + 300).await,
+        TicketState::Admitted { .. }
+    ));
     for who in [5, 500] {
         assert_eq!(
-            backend.join(&drop, &user(who), T0 + 300, false).await.unwrap(),
+            backend
+                .join(&drop, &user(who), T0 + 300, false)
+                .await
+                .unwrap(),
             JoinOutcome::Closed(CloseReason::SoldOut)
         );
     }
     // Ticking again while sold out changes nothing.
-    let report = backend.tick(&drop, &tick(T0 + 400, 0, config)).await.unwrap();
+    let report = backend
+        .tick(&drop, &tick(T0 + 400, 0, config))
+        .await
+        .unwrap();
     assert_eq!(report.closed, Some(CloseReason::SoldOut));
     // A cancel brings one item back: the queue opens again.
-    let report = backend.tick(&drop, &tick(T0 + 500, 1, config)).await.unwrap();
+    let report = backend
+        .tick(&drop, &tick(T0 + 500, 1, config))
+        .await
+        .unwrap();
     assert_eq!(report.closed, None);
     let (fresh, created) = join(backend, &drop, 5, T0 + 600).await;
     assert!(created, "a buyer whose ticket closed queues again");
@@ -213,9 +292,19 @@ pub async fn an_ended_sale_closes_its_queue_for_good(backend: &dyn QueueBackend)
     let report = backend.tick(&drop, &ended).await.unwrap();
     assert_eq!(report.closed, Some(CloseReason::Ended));
     assert!(report.admitted.is_empty());
-    let report = backend.tick(&drop, &tick(T0 + 100, 10, config)).await.unwrap();
-    assert_eq!(report.closed, Some(CloseReason::Ended), "an ended sale never reopens");
-    assert_eq!(state(backend, &view.ticket, T0).await, TicketState::Closed(CloseReason::Ended));
+    let report = backend
+        .tick(&drop, &tick(T0 + 100, 10, config))
+        .await
+        .unwrap();
+    assert_eq!(
+        report.closed,
+        Some(CloseReason::Ended),
+        "an ended sale never reopens"
+    );
+    assert_eq!(
+        state(backend, &view.ticket, T0).await,
+        TicketState::Closed(CloseReason::Ended)
+    );
     assert_eq!(
         backend.join(&drop, &user(2), T0, false).await.unwrap(),
         JoinOutcome::Closed(CloseReason::Ended)
@@ -227,7 +316,12 @@ pub async fn an_unused_admission_expires_and_its_buyer_may_queue_again(backend: 
     let config = room(1_000, 5);
     let (view, _) = join(backend, &drop, 1, T0).await;
     backend.tick(&drop, &tick(T0, 10, config)).await.unwrap();
-    assert_eq!(state(backend, &view.ticket, T0 + 4_999).await, TicketState::Admitted { until_ms: T0 + 5_000 });
+    assert_eq!(
+        state(backend, &view.ticket, T0 + 4_999).await,
+        TicketState::Admitted {
+            until_ms: T0 + 5_000
+        }
+    );
     assert_eq!(
         state(backend, &view.ticket, T0 + 5_000).await,
         TicketState::Closed(CloseReason::AdmissionExpired)
@@ -235,9 +329,15 @@ pub async fn an_unused_admission_expires_and_its_buyer_may_queue_again(backend: 
     let (again, created) = join(backend, &drop, 1, T0 + 6_000).await;
     assert!(created);
     assert_ne!(again.ticket, view.ticket);
-    let report = backend.tick(&drop, &tick(T0 + 6_000, 10, config)).await.unwrap();
+    let report = backend
+        .tick(&drop, &tick(T0 + 6_000, 10, config))
+        .await
+        .unwrap();
     assert_eq!(report.admitted, vec![again.ticket]);
-    assert_eq!(report.outstanding, 1, "the expired admission no longer counts");
+    assert_eq!(
+        report.outstanding, 1,
+        "the expired admission no longer counts"
+    );
 }
 
 /// Four buyers join before the start and one after: over many sales, every
@@ -270,10 +370,23 @@ pub async fn early_joiners_get_a_uniformly_random_order_at_the_start(backend: &d
         positions.sort_unstable();
         assert_eq!(positions, vec![1, 2, 3, 4]);
         let (late, _) = join(backend, &drop, 4, T0 + 1_000).await;
-        let mut admitted = backend.tick(&drop, &tick(T0 + 1_000, 100, config)).await.unwrap().admitted;
-        admitted.extend(backend.tick(&drop, &tick(T0 + 1_010, 100, config)).await.unwrap().admitted);
+        let mut admitted = backend
+            .tick(&drop, &tick(T0 + 1_000, 100, config))
+            .await
+            .unwrap()
+            .admitted;
+        admitted.extend(
+            backend
+                .tick(&drop, &tick(T0 + 1_010, 100, config))
+                .await
+                .unwrap()
+                .admitted,
+        );
         assert_eq!(admitted.len(), 5);
-        assert_eq!(admitted[4], late.ticket, "later joins queue behind the pre-queue");
+        assert_eq!(
+            admitted[4], late.ticket,
+            "later joins queue behind the pre-queue"
+        );
         let order: Vec<usize> = admitted[..4]
             .iter()
             .map(|t| early.iter().position(|e| e == t).unwrap())
