@@ -26,8 +26,17 @@
     el.hidden = false;
   }
 
+  const closing = {
+    order: "Done: your purchase went through.",
+    sold_out: "There is nothing left to buy.",
+    ended: "The sale is over.",
+  };
+
   function finish(outcome, text) {
     $("buy").hidden = true;
+    $("position").textContent = "–";
+    $("wait").textContent = "–";
+    $("status").textContent = closing[outcome] || "";
     const result = $("result");
     result.dataset.outcome = outcome;
     show("result", text);
