@@ -18,7 +18,11 @@ async fn outcome(browser: &Client) -> Option<(String, String)> {
     if !result.is_displayed().await.unwrap() {
         return None;
     }
-    let outcome = result.attr("data-outcome").await.unwrap().unwrap_or_default();
+    let outcome = result
+        .attr("data-outcome")
+        .await
+        .unwrap()
+        .unwrap_or_default();
     Some((outcome, result.text().await.unwrap()))
 }
 
@@ -36,9 +40,21 @@ async fn five_browser_buyers_for_three_items_three_orders_two_sold_out() {
     for i in 0..5 {
         let browser = driver.session().await.unwrap();
         browser.goto(&server.at("/queue/launch")).await.unwrap();
-        let field = browser.find(Locator::Css("label[for=user-id] + input#user-id")).await.unwrap();
-        field.send_keys(&format!("browser-buyer-{i}")).await.unwrap();
-        browser.find(Locator::Id("join")).await.unwrap().click().await.unwrap();
+        let field = browser
+            .find(Locator::Css("label[for=user-id] + input#user-id"))
+            .await
+            .unwrap();
+        field
+            .send_keys(&format!("browser-buyer-{i}"))
+            .await
+            .unwrap();
+        browser
+            .find(Locator::Id("join"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
         browsers.push(browser);
     }
 
@@ -46,7 +62,10 @@ async fn five_browser_buyers_for_three_items_three_orders_two_sold_out() {
     let mut outcomes = vec![None; browsers.len()];
     let deadline = Instant::now() + Duration::from_secs(90);
     while outcomes.iter().any(Option::is_none) {
-        assert!(Instant::now() < deadline, "pages still waiting: {outcomes:?}");
+        assert!(
+            Instant::now() < deadline,
+            "pages still waiting: {outcomes:?}"
+        );
         for (browser, seen) in browsers.iter().zip(outcomes.iter_mut()) {
             if seen.is_some() {
                 continue;

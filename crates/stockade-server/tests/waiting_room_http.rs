@@ -156,6 +156,7 @@ on_both!(
     queue_routes_refuse_bad_input_and_change_nothing,
     the_admission_rate_is_kept_within_20_percent,
     a_sell_out_with_10000_queued_buyers_closes_the_queue,
+    stock_that_comes_back_reopens_the_queue_and_admits_more,
 );
 
 async fn purchases_need_a_valid_admission_token(front: Front) {
@@ -463,7 +464,7 @@ async fn a_sell_out_with_10000_queued_buyers_closes_the_queue(front: Front) {
     let mut answers: HashMap<String, u16> = HashMap::new();
     let mut closed = 0;
     let mut waiting: Vec<(String, String)> = tickets;
-    let deadline = Instant::now() + Duration::from_secs(300);
+    let deadline = Instant::now() + Duration::from_secs(120);
     while !waiting.is_empty() {
         assert!(
             Instant::now() < deadline,
@@ -523,4 +524,54 @@ async fn a_sell_out_with_10000_queued_buyers_closes_the_queue(front: Front) {
     assert_eq!(answers.len() + closed, BUYERS, "every buyer got an answer");
     let (status, body) = front.join(1, "crowd", "late-comer").await;
     assert_eq!((status, code(&body)), (409, "sold_out"), "{body}");
+}
+
+/// Admission factor 1: as many outstanding admissions as items left. Two
+/// buyers buy both items (using their admissions up), the queue closes;
+/// a cancel brings one back, the queue reopens and the next buyer is
+/// admitted and buys it.
+async fn stock_that_comes_back_reopens_the_queue_and_admits_more(front: Front) {
+    let (status, _) = front
+        .create_sale(json!({ "id": "back", "stock": 2,
+            "waiting_room": { "admit_per_second": 50, "admission_ttl_seconds": 600, "admission_factor": 1.0 } }))
+        .await;
+    assert_eq!(status, 201);
+    let mut orders = Vec::new();
+    for (n, user) in ["ann", "ben"].into_iter().enumerate() {
+        let (_, joined) = front.join(n, "back", user).await;
+        let token = front.admitted(joined["ticket"].as_str().unwrap()).await;
+        let (status, order) = front.buy(n, "back", user, Some(&token)).await;
+        assert_eq!(status, 201, "{order}");
+        orders.push(order["order_id"].as_str().unwrap().to_owned());
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = front.join(1, "back", "cat").await;
+        if status == 409 {
+            assert_eq!(code(&body), "sold_out", "{body}");
+            break;
+        }
+        // Joined before the ticker saw the sell-out: the ticket closes.
+        assert!(status == 201 || status == 200, "{status} {body}");
+        assert!(Instant::now() < deadline, "the queue never closed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let cancel = front
+        .client
+        .post(front.at(0, &format!("/v1/orders/{}/cancel", orders[0])));
+    let (status, body) = common::split(cancel.send().await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let ticket = loop {
+        let (status, body) = front.join(1, "back", "cat").await;
+        if status == 201 || status == 200 {
+            break body["ticket"].as_str().unwrap().to_owned();
+        }
+        assert_eq!(code(&body), "sold_out", "{body}");
+        assert!(Instant::now() < deadline, "the queue never reopened");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let token = front.admitted(&ticket).await;
+    let (status, order) = front.buy(0, "back", "cat", Some(&token)).await;
+    assert_eq!(status, 201, "{order}");
 }
