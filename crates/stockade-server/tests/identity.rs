@@ -87,29 +87,15 @@ async fn buy_as(server: &TestServer, sale: &str, token: Option<&str>, body: Valu
 }
 
 async fn get_as(server: &TestServer, path: &str, token: &str) -> (u16, Value) {
-    split(
-        server
-            .client
-            .get(server.at(path))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
+    call_as(server.client.get(server.at(path)), token).await
 }
 
 async fn post_as(server: &TestServer, path: &str, token: &str) -> (u16, Value) {
-    split(
-        server
-            .client
-            .post(server.at(path))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
+    call_as(server.client.post(server.at(path)), token).await
+}
+
+async fn call_as(request: reqwest::RequestBuilder, token: &str) -> (u16, Value) {
+    split(request.bearer_auth(token).send().await.unwrap()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -218,7 +218,7 @@ async fn clients_are_limited_by_address_and_forwarded_for_only_from_trusted_prox
     )
     .await;
     let statuses: Vec<u16> =
-        futures_statuses(&direct, &["192.0.2.1", "192.0.2.2", "192.0.2.3"]).await;
+        statuses_claiming(&direct, &["192.0.2.1", "192.0.2.2", "192.0.2.3"]).await;
     assert_eq!(
         statuses,
         vec![404, 404, 429],
@@ -226,7 +226,7 @@ async fn clients_are_limited_by_address_and_forwarded_for_only_from_trusted_prox
     );
 }
 
-async fn futures_statuses(server: &TestServer, claimed: &[&str]) -> Vec<u16> {
+async fn statuses_claiming(server: &TestServer, claimed: &[&str]) -> Vec<u16> {
     let mut statuses = Vec::new();
     for ip in claimed {
         let answer = send(
