@@ -5,9 +5,10 @@
 //!   is answered `503` with `Retry-After: 1` and closed at once, so the
 //!   process never runs out of file descriptors;
 //! - a header-read timeout: a client that has not sent a whole request head
-//!   this long after it connected (or after its previous response) is
-//!   disconnected, so slow-header clients (slowloris) cannot pin
-//!   connections;
+//!   this long after it connected (or after its previous response), or then
+//!   the whole body the head announced within the same time, is
+//!   disconnected, so clients that trickle a request (slowloris, or its
+//!   slow-body variant) cannot pin connections;
 //! - an idle timeout for keep-alive connections between requests;
 //! - a bounded shutdown: on the signal it stops accepting, closes every
 //!   connection that has no request in flight, lets requests in flight
@@ -16,8 +17,8 @@
 //!   clients do. The caller then flushes the writer.
 //!
 //! Each connection is HTTP/1.1 served by hyper; a small state machine
-//! ([`Activity`]) tracks whether it is reading a request head, busy with
-//! requests, or idle, and a watchdog closes it when the phase's deadline
+//! ([`Activity`]) tracks whether it is reading a request head or body, busy
+//! with a request, or idle, and a watchdog closes it when the phase's deadline
 //! passes.
 
 use std::future::Future;
@@ -53,7 +54,8 @@ pub const DEFAULT_MAX_CONNECTIONS: u64 = 10_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HttpLimits {
     /// How long a client may take to send a request head, counted from when
-    /// it connected or its previous response was sent.
+    /// it connected or its previous response was sent; and then its body,
+    /// counted from the end of the head.
     pub header_read_timeout: Duration,
     /// How long a keep-alive connection may stay open without a request.
     pub idle_timeout: Duration,
@@ -232,8 +234,15 @@ async fn connection(
         activity: Arc::clone(&activity),
     });
     let on_request = Arc::clone(&activity);
-    let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
-        let busy = BusyGuard::new(Arc::clone(&on_request));
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let body_pending = !http_body::Body::is_end_stream(request.body());
+        let busy = BusyGuard::new(Arc::clone(&on_request), body_pending);
+        let activity = Arc::clone(&on_request);
+        let mut request = request.map(|inner| TrackedRequestBody {
+            inner,
+            activity,
+            received: !body_pending,
+        });
         request.extensions_mut().insert(ConnectInfo(peer));
         let response = router.clone().oneshot(request);
         async move {
@@ -286,6 +295,9 @@ async fn connection(
 pub enum Phase {
     /// Waiting for (the rest of) a request head since this instant.
     ReadingHead(Instant),
+    /// A request handed to the router whose body has been arriving since
+    /// this instant (its head was read then).
+    ReadingBody(Instant),
     /// This many requests handed to the router and not yet answered.
     Busy(usize),
     /// Nothing received since the last response, sent at this instant.
@@ -316,7 +328,7 @@ impl Activity {
 
     /// Whether a request is in flight.
     pub fn is_busy(&self) -> bool {
-        matches!(self.phase(), Phase::Busy(_))
+        matches!(self.phase(), Phase::Busy(_) | Phase::ReadingBody(_))
     }
 
     /// Bytes arrived: an idle connection starts a request head.
@@ -329,13 +341,26 @@ impl Activity {
         }
     }
 
-    /// A request head was read and handed to the router.
-    pub fn request_started(&self) {
+    /// A request head was read at `now` and handed to the router; its body
+    /// is still to come when `body_pending`.
+    pub fn request_started(&self, now: Instant, body_pending: bool) {
         let mut phase = self.phase.lock();
         *phase = match *phase {
             Phase::Busy(n) => Phase::Busy(n + 1),
+            Phase::ReadingBody(_) => Phase::Busy(2),
+            _ if body_pending => Phase::ReadingBody(now),
             _ => Phase::Busy(1),
         };
+        drop(phase);
+        self.changed.notify_one();
+    }
+
+    /// The request's body has arrived (or will not be read).
+    pub fn body_received(&self) {
+        let mut phase = self.phase.lock();
+        if let Phase::ReadingBody(_) = *phase {
+            *phase = Phase::Busy(1);
+        }
         drop(phase);
         self.changed.notify_one();
     }
@@ -354,7 +379,9 @@ impl Activity {
     /// When the current phase times out (never while busy).
     fn deadline(&self, header_read_timeout: Duration, idle_timeout: Duration) -> Option<Instant> {
         match self.phase() {
-            Phase::ReadingHead(since) => Some(since + header_read_timeout),
+            Phase::ReadingHead(since) | Phase::ReadingBody(since) => {
+                Some(since + header_read_timeout)
+            }
             Phase::Idle(since) => Some(since + idle_timeout),
             Phase::Busy(_) => None,
         }
@@ -387,8 +414,8 @@ impl Activity {
 struct BusyGuard(Arc<Activity>);
 
 impl BusyGuard {
-    fn new(activity: Arc<Activity>) -> Self {
-        activity.request_started();
+    fn new(activity: Arc<Activity>, body_pending: bool) -> Self {
+        activity.request_started(Instant::now(), body_pending);
         Self(activity)
     }
 }
@@ -396,6 +423,57 @@ impl BusyGuard {
 impl Drop for BusyGuard {
     fn drop(&mut self) {
         self.0.request_finished(Instant::now());
+    }
+}
+
+/// A request body that tells the connection's [`Activity`] when it has
+/// arrived, so that a body trickled in slowly is timed like a slow head.
+struct TrackedRequestBody {
+    inner: Incoming,
+    activity: Arc<Activity>,
+    received: bool,
+}
+
+impl TrackedRequestBody {
+    fn mark_received(&mut self) {
+        if !self.received {
+            self.received = true;
+            self.activity.body_received();
+        }
+    }
+}
+
+impl http_body::Body for TrackedRequestBody {
+    type Data = axum::body::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(None | Some(Err(_))) => self.mark_received(),
+            Poll::Ready(Some(Ok(_))) if self.inner.is_end_stream() => self.mark_received(),
+            _ => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for TrackedRequestBody {
+    /// A body the handler never read (a request refused on its head) does
+    /// not keep the connection in the body phase.
+    fn drop(&mut self) {
+        self.mark_received();
     }
 }
 
@@ -506,6 +584,19 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_body_still_arriving_times_out_like_a_head_and_not_once_received() {
+        let activity = Activity::new(Instant::now());
+        activity.request_started(Instant::now(), true);
+        let started = Instant::now();
+        let phase = activity.expired(HEAD, IDLE).await;
+        assert!(matches!(phase, Phase::ReadingBody(_)), "{phase:?}");
+        assert_eq!(started.elapsed(), HEAD);
+        activity.body_received();
+        assert_eq!(activity.phase(), Phase::Busy(1));
+        assert_eq!(activity.deadline(HEAD, IDLE), None);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_slow_head_times_out_after_the_header_timeout() {
         let activity = Activity::new(Instant::now());
         let started = Instant::now();
@@ -520,7 +611,7 @@ mod tests {
     async fn an_idle_connection_times_out_after_the_idle_timeout_and_a_new_head_restarts_the_clock()
     {
         let activity = Arc::new(Activity::new(Instant::now()));
-        activity.request_started();
+        activity.request_started(Instant::now(), false);
         tokio::time::sleep(Duration::from_secs(600)).await;
         // Busy: never timed out, however long the request takes.
         assert!(activity.is_busy());
@@ -541,7 +632,7 @@ mod tests {
             Duration::from_secs(30) + HEAD,
             "the head's deadline, not the idle one"
         );
-        activity.request_started();
+        activity.request_started(Instant::now(), false);
         activity.request_finished(Instant::now());
         let since = Instant::now();
         let phase = activity.expired(HEAD, IDLE).await;

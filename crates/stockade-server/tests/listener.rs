@@ -139,6 +139,48 @@ async fn a_slow_request_head_is_cut_at_the_header_read_timeout() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_request_body_is_cut_like_a_slow_head() {
+    let server = serve(RawConfig {
+        header_read_timeout_ms: Some(500),
+        ..RawConfig::default()
+    })
+    .await;
+    let mut stream = TcpStream::connect(server.address).await.unwrap();
+    stream
+        .write_all(
+            b"POST /v1/sales/s/purchases HTTP/1.1\r\nhost: test\r\n\
+              content-type: application/json\r\ncontent-length: 4000\r\n\r\n{",
+        )
+        .await
+        .unwrap();
+    // One byte every 100 ms: the body never completes.
+    let took = time_until_closed(&mut stream, Some(b" ")).await;
+    assert!(
+        took >= Duration::from_millis(400),
+        "closed after {took:?}, before the timeout"
+    );
+    // A request whose body arrives in time is answered as usual.
+    let mut stream = TcpStream::connect(server.address).await.unwrap();
+    let body = br#"{"user_id":"on-time"}"#;
+    stream
+        .write_all(
+            format!(
+                "POST /v1/sales/nope/purchases HTTP/1.1\r\nhost: test\r\n\
+                 content-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stream.write_all(body).await.unwrap();
+    let answer = read_response(&mut stream).await;
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    assert!(answer.contains("unknown_sale"), "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_keep_alive_connection_lasts_the_idle_timeout_not_the_header_one() {
     let server = serve(RawConfig {
         header_read_timeout_ms: Some(300),
