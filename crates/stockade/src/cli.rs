@@ -387,8 +387,9 @@ pub struct ServeArgs {
     #[arg(long)]
     pub startup_wait_ms: Option<u64>,
     /// How long a client may take to send a request's headers, counted from
-    /// when it connected or got its previous answer; slower clients are
-    /// disconnected (STOCKADE_HEADER_READ_TIMEOUT_MS; default 5000).
+    /// when it connected or got its previous answer, and then the body they
+    /// announce; slower clients are disconnected
+    /// (STOCKADE_HEADER_READ_TIMEOUT_MS; default 5000).
     #[arg(long)]
     pub header_read_timeout_ms: Option<u64>,
     /// How long a keep-alive connection may stay open without a request
