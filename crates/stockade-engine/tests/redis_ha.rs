@@ -141,7 +141,10 @@ async fn the_run_id_follows_a_failover_without_a_failed_request() {
 #[tokio::test]
 async fn a_sentinel_url_naming_an_unknown_service_fails_clearly() {
     let group = RedisSentinelGroup::start().unwrap();
-    let url = group.url().replace("/mymaster", "/nosuch");
+    let url = group
+        .url()
+        .replace("/mymaster", "/nosuch")
+        .replace("redis+sentinel://", "redis+sentinel://:pw-s3cret@");
     let error = RedisEngine::connect(
         &RedisEngineConfig::from_url(&url).unwrap(),
         Arc::new(SystemClock),
@@ -151,6 +154,7 @@ async fn a_sentinel_url_naming_an_unknown_service_fails_clearly() {
     .to_string();
     assert!(error.contains("\"nosuch\""), "{error}");
     assert!(error.contains("Redis Sentinel at 127.0.0.1:"), "{error}");
+    assert!(!error.contains("s3cret"), "{error}");
 }
 
 /// A sale id whose keys live on the primary listening on `port`.
