@@ -44,9 +44,17 @@ impl SharedConnection {
     pub(super) async fn open(config: &RedisEngineConfig) -> Result<Self, EngineError> {
         let topology = &config.topology;
         let failed = |error: redis::RedisError| {
-            let error = redis_error(error);
-            let detail = format!("connecting to {topology}: {error}");
-            match error {
+            let hint = match error.kind() {
+                redis::ErrorKind::MasterNameNotFoundBySentinel => {
+                    " (the sentinels monitor no service by that name: check the name after the hosts in the URL)"
+                }
+                _ if error.is_connection_refusal() || error.is_timeout() => {
+                    " (is it running, and reachable from here?)"
+                }
+                _ => "",
+            };
+            let detail = format!("connecting to {topology}: {error}{hint}");
+            match redis_error(error) {
                 EngineError::Timeout(_) => EngineError::Timeout(detail),
                 EngineError::Unavailable(_) => EngineError::Unavailable(detail.into()),
                 _ => EngineError::backend(detail),
