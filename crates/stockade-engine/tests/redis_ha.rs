@@ -32,8 +32,13 @@ async fn buy(engine: &RedisEngine, sale: &str, user: &str) -> Result<PurchaseOut
         .await
 }
 
-/// The `run_id` of the server on `info`'s `INFO server` reply.
-fn run_id(info: &str) -> String {
+/// The `run_id` of the group's server on `port`.
+fn run_id_on(group: &RedisSentinelGroup, port: u16) -> String {
+    let info = group
+        .server(port)
+        .expect("a server of the group")
+        .command(&["INFO", "server"])
+        .unwrap();
     info.lines()
         .find_map(|l| l.strip_prefix("run_id:"))
         .expect("INFO server names the run id")
@@ -54,16 +59,7 @@ async fn follows_the_primary_across_a_sentinel_failover() {
         ));
     }
     let before = engine.server_run_id().await.unwrap();
-    assert_eq!(
-        before,
-        run_id(
-            &group
-                .server(old)
-                .unwrap()
-                .command(&["INFO", "server"])
-                .unwrap()
-        )
-    );
+    assert_eq!(before, run_id_on(&group, old));
     // Let the replica catch up, so the promoted one holds the sale.
     let primary = group.server(old).unwrap();
     assert!(
@@ -98,13 +94,7 @@ async fn follows_the_primary_across_a_sentinel_failover() {
     let after = engine.server_run_id().await.unwrap();
     assert_eq!(
         after,
-        run_id(
-            &group
-                .server(new)
-                .unwrap()
-                .command(&["INFO", "server"])
-                .unwrap()
-        ),
+        run_id_on(&group, new),
         "the engine talks to the new primary, and its run id says so"
     );
     assert_ne!(after, before);
@@ -126,16 +116,7 @@ async fn the_run_id_follows_a_failover_without_a_failed_request() {
     // primary (it asks the sentinels), even with no request failing.
     let after = engine.server_run_id().await.unwrap();
     assert_ne!(after, before);
-    assert_eq!(
-        after,
-        run_id(
-            &group
-                .server(new)
-                .unwrap()
-                .command(&["INFO", "server"])
-                .unwrap()
-        )
-    );
+    assert_eq!(after, run_id_on(&group, new));
 }
 
 #[tokio::test]
