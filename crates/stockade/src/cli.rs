@@ -362,7 +362,10 @@ pub struct ServeArgs {
     /// postgres:// --database-url).
     #[arg(long)]
     pub fallback: Option<String>,
-    /// The Redis of --engine redis (STOCKADE_REDIS_URL).
+    /// The Redis of --engine redis (STOCKADE_REDIS_URL): redis://host:6379
+    /// (rediss:// for TLS), redis+sentinel://host:26379,host2:26379/mymaster
+    /// (the primary Sentinel names, followed across failovers) or
+    /// redis+cluster://host:6379,host2:6379 (a Redis Cluster).
     #[arg(long)]
     pub redis_url: Option<String>,
     /// Keep orders in this PostgreSQL database (STOCKADE_DATABASE_URL).
