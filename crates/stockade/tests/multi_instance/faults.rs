@@ -76,14 +76,15 @@ pub struct Step {
 }
 
 /// Injects the steps in order into the round that sells `sale`; every
-/// fault is healed before the next step. Returns when each was injected.
+/// fault is healed before the next step. Returns when each was injected
+/// and when its injection (the outage, the failover, the migration) ended.
 pub async fn run(
     cluster: &Cluster,
     sale: &str,
     steps: &[Step],
     recorder: &Recorder,
     round: usize,
-) -> Vec<Instant> {
+) -> Vec<(Instant, Instant)> {
     let mut injected = Vec::new();
     for step in steps {
         let waiting = Instant::now();
@@ -113,8 +114,9 @@ pub async fn run(
             step.fault,
             recorder.acks()
         );
-        injected.push(Instant::now());
+        let start = Instant::now();
         inject(cluster, sale, step.fault).await;
+        injected.push((start, Instant::now()));
         eprintln!(
             "round {round}: fault healed: {} (at {} acks)",
             step.fault,

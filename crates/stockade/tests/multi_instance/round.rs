@@ -148,11 +148,13 @@ async fn run_round(
         );
     }
     let mut heal_times = Vec::new();
-    for (index, (at, step)) in injected.iter().zip(&steps).enumerate() {
-        let aftermath = recorder.aftermath(*at, injected.get(index + 1).copied());
+    for (index, ((at, ended), step)) in injected.iter().zip(&steps).enumerate() {
+        let aftermath = recorder.aftermath(*at, injected.get(index + 1).map(|(next, _)| *next));
         eprintln!(
-            "{} round {round}: after \"{}\": {aftermath}",
-            scenario.name, step.fault
+            "{} round {round}: after \"{}\" (injected in {:.2} s): {aftermath}",
+            scenario.name,
+            step.fault,
+            ended.duration_since(*at).as_secs_f64()
         );
         heal_times.extend(aftermath.healed);
     }
