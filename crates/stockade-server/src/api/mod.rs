@@ -23,7 +23,7 @@ mod purchases;
 mod queue;
 mod sales;
 
-pub(crate) use sales::snapshot as sale_snapshot;
+pub(crate) use sales::{snapshot as sale_snapshot, unknown_sale};
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;

@@ -114,7 +114,8 @@ async fn decide(
             .increment(1);
         return Err(rejection(&purchase, outcome));
     }
-    crate::waiting_room::door::check_admission(state, &purchase, headers).await?;
+    // Held until the purchase is decided, then the admission is used up.
+    let _admission = crate::waiting_room::door::check_admission(state, &purchase, headers).await?;
     // Held until the answer: the engine call, the commit and its wait.
     let _in_flight = state.shedder().admit()?;
     let mut route = known_route(state, &sale).await?;

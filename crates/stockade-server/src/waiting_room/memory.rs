@@ -71,6 +71,8 @@ struct Room {
     waiting: VecDeque<TicketId>,
     /// Outstanding admissions: (expiry, ticket).
     outstanding: BTreeSet<(i64, TicketId)>,
+    /// Admissions used by purchases so far.
+    used: u64,
     tickets: HashMap<TicketId, Ticket>,
     users: HashMap<UserId, TicketId>,
 }
@@ -217,7 +219,7 @@ impl QueueBackend for MemoryQueues {
             }
         }
         while let Some(first) = room.outstanding.first()
-            && first.0 <= tick.now_ms
+            && first.0 <= tick.expired_before_ms
         {
             room.outstanding.pop_first();
         }
@@ -244,10 +246,11 @@ impl QueueBackend for MemoryQueues {
                 .min(tick.config.burst());
         }
         room.last_ms = Some(room.last_ms.map_or(tick.now_ms, |l| l.max(tick.now_ms)));
+        let used_since = room.used.saturating_sub(tick.used_before);
         let room_left = tick
             .config
             .cap(tick.remaining)
-            .saturating_sub(room.outstanding.len() as u64);
+            .saturating_sub(room.outstanding.len() as u64 + used_since);
         let count = (credit.floor() as u64)
             .min(room_left)
             .min(room.waiting.len() as u64);
@@ -278,9 +281,15 @@ impl QueueBackend for MemoryQueues {
             }) = room.tickets.get(ticket)
         {
             let key = (*until_ms, ticket.clone());
-            room.outstanding.remove(&key);
+            if room.outstanding.remove(&key) {
+                room.used += 1;
+            }
         }
         Ok(())
+    }
+
+    async fn used(&self, sale: &SaleId) -> Result<u64, QueueError> {
+        Ok(self.rooms.lock().get(sale).map_or(0, |room| room.used))
     }
 
     async fn register(&self, sale: &SaleId) -> Result<(), QueueError> {

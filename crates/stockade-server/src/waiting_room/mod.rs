@@ -9,12 +9,18 @@
 //! admission ttl.
 //!
 //! **Outstanding admissions.** An admission is *outstanding* while it is
-//! admitted, its token has not expired and it has not been used to buy. A
-//! purchase uses it up as soon as it presents the token at the door,
-//! whatever the answer (the token stays valid until it expires, so a retry
-//! with the same `Idempotency-Key` still passes the door). The ticker never
-//! lets the outstanding admissions exceed `floor(remaining × factor)`:
-//! admission follows the stock. When the sale is sold out the queue
+//! admitted, its token has not expired (plus a grace of
+//! [`OUTSTANDING_GRACE`] for purchases that passed the door just before
+//! the expiry) and it has not been used to buy. A purchase that passes the
+//! door with the token uses it up once the purchase is decided, whatever
+//! the answer: after the engine took the stock, so the two never count the
+//! same item twice in the buyer's favour. The token stays valid until it
+//! expires, so a retry with the same `Idempotency-Key` still passes the
+//! door. The ticker never lets the outstanding admissions exceed
+//! `floor(remaining × factor)`: admission follows the stock. It reads the
+//! room's count of used admissions *before* it reads the stock, and counts
+//! the admissions used since as still outstanding, so a stock figure that
+//! went stale during the tick can only make it admit fewer. When the sale is sold out the queue
 //! closes (every waiting ticket becomes `closed`, joins answer 409
 //! `sold_out`); when stock comes back (a cancel, an expired hold, a
 //! rebuild), it opens again and admits more.
@@ -47,6 +53,11 @@ pub mod token;
 
 use std::fmt;
 use std::time::Duration;
+
+/// How long after its expiry an unused admission still counts as
+/// outstanding: a purchase that passed the door just before the expiry is
+/// decided within it.
+pub const OUTSTANDING_GRACE: Duration = Duration::from_secs(5);
 
 use async_trait::async_trait;
 use stockade_core::{SaleId, UserId, ValidationError};
@@ -259,8 +270,14 @@ pub struct Tick {
     pub started: bool,
     /// Whether the sale has ended (the queue closes for good).
     pub ended: bool,
-    /// Items left.
+    /// Items left, read after `used_before`.
     pub remaining: u32,
+    /// The room's count of used admissions ([`QueueBackend::used`]), read
+    /// before `remaining`: admissions used since count as outstanding.
+    pub used_before: u64,
+    /// Admissions that expired before this instant (ms) no longer count as
+    /// outstanding (`now_ms` minus [`OUTSTANDING_GRACE`] in service).
+    pub expired_before_ms: i64,
     /// The room's settings.
     pub config: RoomConfig,
 }
@@ -317,8 +334,13 @@ pub trait QueueBackend: Send + Sync + fmt::Debug {
     /// admits as many as the rate and the stock allow.
     async fn tick(&self, sale: &SaleId, tick: &Tick) -> Result<TickReport, QueueError>;
 
-    /// A purchase used this ticket's admission: it is no longer outstanding.
+    /// A purchase with this ticket's admission was decided: the admission
+    /// is no longer outstanding, and the room's count of used admissions
+    /// grows by one (the first time only).
     async fn consume(&self, ticket: &TicketId) -> Result<(), QueueError>;
+
+    /// How many admissions of the room were used so far.
+    async fn used(&self, sale: &SaleId) -> Result<u64, QueueError>;
 
     /// Lists `sale` among the rooms every instance's ticker serves.
     async fn register(&self, sale: &SaleId) -> Result<(), QueueError>;

@@ -27,6 +27,7 @@ fn script(body: &str) -> Script {
 static JOIN: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/join.lua")));
 static STATUS: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/status.lua")));
 static TICK: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/tick.lua")));
+static CONSUME: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/consume.lua")));
 
 /// Queues in one Redis.
 #[derive(Clone)]
@@ -234,6 +235,8 @@ impl QueueBackend for RedisQueues {
                     tick.config.ttl_ms().to_string(),
                     tick.config.cap(tick.remaining).to_string(),
                     tick.config.burst().to_string(),
+                    tick.used_before.to_string(),
+                    tick.expired_before_ms.to_string(),
                 ],
             )
             .await?;
@@ -258,14 +261,19 @@ impl QueueBackend for RedisQueues {
     }
 
     async fn consume(&self, ticket: &TicketId) -> Result<(), QueueError> {
-        let keys = self.keys(&ticket.sale());
-        let _: i64 = self
+        self.invoke(&CONSUME, &ticket.sale(), &[ticket.to_string()])
+            .await?;
+        Ok(())
+    }
+
+    async fn used(&self, sale: &SaleId) -> Result<u64, QueueError> {
+        let used: Option<u64> = self
             .connection
             .clone()
-            .zrem(&keys.0[4], ticket.as_str())
+            .hget(&self.keys(sale).0[0], "used")
             .await
             .map_err(redis_error)?;
-        Ok(())
+        Ok(used.unwrap_or(0))
     }
 
     async fn register(&self, sale: &SaleId) -> Result<(), QueueError> {

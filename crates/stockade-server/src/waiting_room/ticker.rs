@@ -58,6 +58,13 @@ async fn tick_sale(state: &AppState, sale: &SaleId) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string());
     };
+    // Used admissions first, then the stock: see the module docs of
+    // `waiting_room` (a stale stock figure can only admit fewer).
+    let used_before = rooms
+        .backend()
+        .used(sale)
+        .await
+        .map_err(|e| e.to_string())?;
     let Some(snapshot) = crate::api::sale_snapshot(state, sale)
         .await
         .map_err(|e| format!("{e:?}"))?
@@ -70,6 +77,8 @@ async fn tick_sale(state: &AppState, sale: &SaleId) -> Result<(), String> {
         started: room.spec.starts_at().is_none_or(|at| now >= at),
         ended: room.spec.ends_at().is_some_and(|at| now >= at),
         remaining: snapshot.remaining,
+        used_before,
+        expired_before_ms: now.timestamp_millis() - super::OUTSTANDING_GRACE.as_millis() as i64,
         config: room.config,
     };
     let report = rooms

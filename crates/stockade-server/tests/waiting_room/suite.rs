@@ -22,12 +22,16 @@ fn room(rate: u32, ttl_seconds: u64) -> RoomConfig {
     RoomConfig::new(rate, Duration::from_secs(ttl_seconds), 1_500).unwrap()
 }
 
+/// A tick with a fresh stock figure (no admission used since it was read)
+/// and no expiry grace.
 fn tick(now_ms: i64, remaining: u32, config: RoomConfig) -> Tick {
     Tick {
         now_ms,
         started: true,
         ended: false,
         remaining,
+        used_before: u64::MAX,
+        expired_before_ms: now_ms,
         config,
     }
 }
@@ -181,11 +185,28 @@ pub async fn outstanding_admissions_never_exceed_the_stock_times_the_factor(
         admitted.extend(report.admitted);
     }
     assert_eq!(admitted, tickets[..15].to_vec(), "10 left x 1.5");
-    // Five buy: their admissions are used, and five items are gone.
+    // Five buy: their admissions are used, and five items are gone. A
+    // ticker that read the stock (10) before they were used counts them
+    // as still outstanding.
+    let used_before = backend.used(&drop).await.unwrap();
+    assert_eq!(used_before, 0);
     for ticket in &admitted[..5] {
         backend.consume(ticket).await.unwrap();
         backend.consume(ticket).await.unwrap();
     }
+    assert_eq!(
+        backend.used(&drop).await.unwrap(),
+        5,
+        "each admission is used once"
+    );
+    let mut stale = tick(T0 + 1_050, 10, config);
+    stale.used_before = used_before;
+    let report = backend.tick(&drop, &stale).await.unwrap();
+    assert!(
+        report.admitted.is_empty(),
+        "a stale stock figure admitted {:?}",
+        report.admitted
+    );
     let report = backend
         .tick(&drop, &tick(T0 + 1_100, 5, config))
         .await
@@ -208,9 +229,18 @@ pub async fn outstanding_admissions_never_exceed_the_stock_times_the_factor(
         .unwrap();
     assert_eq!(report.admitted, tickets[15..20].to_vec());
     assert_eq!(report.outstanding, 15);
-    // The admissions expire unused: the cap is free again.
+    // The admissions expire unused; during the grace they still count.
     let later = T0 + 1_300 + 60_000;
-    let report = backend.tick(&drop, &tick(later, 10, config)).await.unwrap();
+    let mut in_grace = tick(later + 4_000, 10, config);
+    in_grace.expired_before_ms = T0;
+    let report = backend.tick(&drop, &in_grace).await.unwrap();
+    assert!(report.admitted.is_empty());
+    assert_eq!(report.outstanding, 15);
+    // Past it, the cap is free again.
+    let report = backend
+        .tick(&drop, &tick(later + 5_000, 10, config))
+        .await
+        .unwrap();
     assert_eq!(report.outstanding, report.admitted.len() as u64);
     assert_eq!(
         report.admitted,

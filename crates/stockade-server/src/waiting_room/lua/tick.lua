@@ -1,12 +1,14 @@
 -- Closes or reopens the queue as the stock and the window say, then admits
 -- as many as the rate credit and the stock allow, from the front.
 -- ARGV: now ms, started (1/0), ended (1/0), remaining, admit per second,
---       admission ttl ms, cap (floor(remaining x factor)), burst
+--       admission ttl ms, cap (floor(remaining x factor)), burst,
+--       admissions used when the stock was read, expired-before ms
 -- Reply: {closed reason or '', outstanding, waiting, admitted tickets...}
 local now = tonumber(ARGV[1])
 local started, ended = ARGV[2] == '1', ARGV[3] == '1'
 local remaining, rate, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local cap, burst = tonumber(ARGV[7]), tonumber(ARGV[8])
+local used_before, expired_before = tonumber(ARGV[9]), tonumber(ARGV[10])
 local closed = redis.call('HGET', KEYS[1], 'closed') or ''
 
 local function close(reason)
@@ -26,8 +28,10 @@ if closed ~= 'ended' then
     closed = ''
   end
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', expired_before)
 local outstanding = redis.call('ZCARD', KEYS[5])
+-- Used since the stock was read: their items may still be in that figure.
+local used_since = math.max(0, tonumber(redis.call('HGET', KEYS[1], 'used') or '0') - used_before)
 local waiting = redis.call('ZCARD', KEYS[2])
 if closed ~= '' or not started then return {closed, outstanding, waiting} end
 
@@ -39,7 +43,7 @@ if last >= 0 then
 end
 if now > last then redis.call('HSET', KEYS[1], 'last', now) end
 
-local count = math.min(math.floor(credit), cap - outstanding, waiting)
+local count = math.min(math.floor(credit), cap - outstanding - used_since, waiting)
 local reply = {closed, outstanding, waiting}
 if count > 0 then
   local until_ms = now + ttl

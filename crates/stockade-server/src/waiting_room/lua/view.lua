@@ -1,5 +1,5 @@
 -- Shared by the waiting-room scripts (prepended to each). Keys of one sale:
--- KEYS[1] room     hash: gen, seq, closed, close:<gen>, credit, last
+-- KEYS[1] room     hash: gen, seq, closed, close:<gen>, credit, last, used
 -- KEYS[2] waiting  zset: ticket -> place (pre-queue: random in [0, 1);
 --                  later joins: 1 + seq, so they queue behind)
 -- KEYS[3] tickets  hash: ticket -> "<gen>|<w or a>|<admitted until ms>|<user>"
