@@ -114,10 +114,12 @@ async fn decide(
             .increment(1);
         return Err(rejection(&purchase, outcome));
     }
-    // Held until the purchase is decided, then the admission is used up.
-    let _admission = crate::waiting_room::door::check_admission(state, &purchase, headers).await?;
+    // Armed once the purchase goes to be decided; used up when dropped.
+    let mut admission =
+        crate::waiting_room::door::check_admission(state, &purchase, headers).await?;
     // Held until the answer: the engine call, the commit and its wait.
     let _in_flight = state.shedder().admit()?;
+    admission.arm();
     let mut route = known_route(state, &sale).await?;
     let mut refreshed = false;
     // A route goes stale when another instance moves the sale; the answers

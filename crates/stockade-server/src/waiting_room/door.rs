@@ -14,16 +14,26 @@ use crate::state::AppState;
 /// The header that carries the token.
 pub const ADMISSION_TOKEN: &str = "admission-token";
 
-/// An admission a purchase passed the door with. Hold it until the
-/// purchase is decided: dropping it marks the admission used.
-#[must_use = "the admission is used up when this is dropped: hold it until the purchase is decided"]
+/// An admission a purchase passed the door with. [`Admission::arm`] it
+/// once the purchase goes to be decided and hold it until it is: dropping
+/// an armed admission marks it used. A purchase turned away before (503
+/// `overloaded`) leaves it outstanding.
+#[must_use = "arm it when the purchase goes to be decided, and hold it until it is"]
 pub struct Admission {
     used: Option<(Arc<dyn QueueBackend>, TicketId)>,
+    armed: bool,
+}
+
+impl Admission {
+    /// The purchase goes to the engine or the store now.
+    pub fn arm(&mut self) {
+        self.armed = true;
+    }
 }
 
 impl Drop for Admission {
     fn drop(&mut self) {
-        let Some((backend, ticket)) = self.used.take() else {
+        let Some((backend, ticket)) = self.used.take().filter(|_| self.armed) else {
             return;
         };
         // After the decision: the engine has taken the stock by now.
@@ -51,7 +61,12 @@ pub async fn check_admission(
     let read = state.rejections().unknown_ticket();
     match rooms.lookup(state.store(), sale).await? {
         RoomLookup::Room(_) => {}
-        RoomLookup::NoRoom => return Ok(Admission { used: None }),
+        RoomLookup::NoRoom => {
+            return Ok(Admission {
+                used: None,
+                armed: false,
+            });
+        }
         RoomLookup::UnknownSale => {
             // Remembered like the purchase path does, so a flood of
             // unknown ids costs one store read each, not two.
@@ -81,5 +96,6 @@ pub async fn check_admission(
         .map_err(|error| refuse(error.to_string()))?;
     Ok(Admission {
         used: Some((Arc::clone(rooms.backend()), ticket)),
+        armed: false,
     })
 }
