@@ -403,6 +403,49 @@ async fn queue_routes_refuse_bad_input_and_change_nothing(front: Front) {
         let response = front.client.get(front.at(1, asset)).send().await.unwrap();
         assert_eq!(response.status(), 200, "{asset}");
     }
+
+    // The OpenAPI document describes the routes and the header.
+    let (status, doc) = front.get(0, "/openapi.json").await;
+    assert_eq!(status, 200);
+    let paths = &doc["paths"];
+    for (path, method, statuses) in [
+        (
+            "/v1/sales/{id}/queue",
+            "post",
+            &["200", "201", "404", "409", "422", "503"][..],
+        ),
+        (
+            "/v1/queue/{ticket}",
+            "get",
+            &["200", "404", "422", "503"][..],
+        ),
+        ("/queue/{id}", "get", &["200", "422"][..]),
+        ("/v1/sales/{id}/purchases", "post", &["403"][..]),
+    ] {
+        let responses = &paths[path][method]["responses"];
+        for status in statuses {
+            assert!(
+                responses[status].is_object(),
+                "{method} {path} lacks {status}: {responses}"
+            );
+        }
+    }
+    let parameters = paths["/v1/sales/{id}/purchases"]["post"]["parameters"]
+        .as_array()
+        .unwrap();
+    assert!(
+        parameters
+            .iter()
+            .any(|p| p["name"] == "Admission-Token" && p["in"] == "header"),
+        "{parameters:?}"
+    );
+    let schemas = &doc["components"]["schemas"];
+    assert!(
+        schemas["CreateSale"]["properties"]["waiting_room"].is_object(),
+        "{}",
+        schemas["CreateSale"]
+    );
+    assert!(schemas["QueueTicket"]["properties"]["admission_token"].is_object());
 }
 
 /// Admissions at 20 per second, measured over three seconds of real time

@@ -71,9 +71,12 @@ async fn room_of(state: &AppState, sale: &SaleId) -> Result<std::sync::Arc<RoomI
         (status = 201, description = "a new ticket", body = QueueTicket),
         (status = 200, description = "the buyer's ticket (joined before)", body = QueueTicket),
         (status = 404, description = "unknown_sale, or no_waiting_room: buy directly", body = ErrorBody),
+        (status = 400, description = "invalid_json", body = ErrorBody),
         (status = 409, description = "sold_out or ended: the queue is closed", body = ErrorBody),
+        (status = 413, description = "payload_too_large", body = ErrorBody),
+        (status = 415, description = "unsupported_media_type: send JSON", body = ErrorBody),
         (status = 422, description = "invalid_request", body = ErrorBody),
-        (status = 503, description = "queue_unavailable: retry", body = ErrorBody),
+        (status = 503, description = "queue_unavailable or store_unavailable: retry (a ticket is kept)", body = ErrorBody),
     )
 )]
 pub async fn join_queue(
@@ -117,7 +120,7 @@ pub async fn join_queue(
         (status = 200, body = QueueTicket),
         (status = 404, description = "unknown_ticket", body = ErrorBody),
         (status = 422, description = "invalid_request: not a ticket", body = ErrorBody),
-        (status = 503, description = "queue_unavailable: retry", body = ErrorBody),
+        (status = 503, description = "queue_unavailable or store_unavailable: retry", body = ErrorBody),
     )
 )]
 pub async fn poll_ticket(
