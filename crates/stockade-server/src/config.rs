@@ -267,6 +267,8 @@ pub struct ServerConfig {
     pub http: HttpLimits,
     /// How log lines are written.
     pub log_format: LogFormat,
+    /// Where each setting came from, to name it in later errors.
+    pub sources: Sources,
 }
 
 impl ServerConfig {
@@ -456,6 +458,7 @@ impl ServerConfig {
             startup_wait,
             http,
             log_format,
+            sources,
         })
     }
 }

@@ -79,11 +79,13 @@ use writer::CommitQueue;
 pub enum ServeError {
     /// The data directory could not be created.
     #[error(
-        "cannot create the data directory {path} ({reason}); choose a writable directory with --data-dir / STOCKADE_DATA_DIR"
+        "cannot create the data directory {path} ({reason}); choose a writable directory with {setting}"
     )]
     DataDir {
         /// The directory.
         path: String,
+        /// The setting it came from, as it was given.
+        setting: String,
         /// Why.
         reason: std::io::Error,
     },
@@ -147,13 +149,26 @@ impl Service {
         {
             std::fs::create_dir_all(dir).map_err(|reason| ServeError::DataDir {
                 path: dir.display().to_string(),
+                setting: config
+                    .sources
+                    .name(if config.sources.is_set("database_url") {
+                        "database_url"
+                    } else {
+                        "data_dir"
+                    }),
                 reason,
             })?;
         }
-        let store = open_store(&config.store, config.startup_wait).await?;
+        let store = open_store(
+            &config.store,
+            &config.sources.name("database_url"),
+            config.startup_wait,
+        )
+        .await?;
         let (engine, redis, locks): (Option<Arc<dyn Engine>>, _, _) = match &config.engine {
             EngineChoice::Redis(url) => {
-                startup::reach(Backend::Redis, url, config.startup_wait).await?;
+                let setting = config.sources.name("redis_url");
+                startup::reach(Backend::Redis, url, &setting, config.startup_wait).await?;
                 let shown = |error: &dyn std::error::Error| {
                     format!(
                         "Redis at {}: {}",
@@ -274,14 +289,18 @@ pub async fn run(
 /// Opens the store. A PostgreSQL server that does not accept connections
 /// yet is waited for up to `wait` (an instance restarted while the database
 /// is briefly down); any other failure ends the start at once.
-async fn open_store(location: &StoreLocation, wait: Duration) -> Result<OrderStore, ServeError> {
+async fn open_store(
+    location: &StoreLocation,
+    setting: &str,
+    wait: Duration,
+) -> Result<OrderStore, ServeError> {
     let url = location.url();
     let shown_location = match location {
         StoreLocation::Postgres(url) => format!("PostgreSQL at {}", redact::endpoint(url)),
         StoreLocation::Sqlite(path) => format!("SQLite at {}", path.display()),
     };
     if let StoreLocation::Postgres(url) = location {
-        startup::reach(Backend::Postgres, url, wait).await?;
+        startup::reach(Backend::Postgres, url, setting, wait).await?;
     }
     let deadline = tokio::time::Instant::now() + wait;
     loop {

@@ -34,22 +34,13 @@ impl Backend {
             Self::Redis => "Redis",
         }
     }
-
-    /// The setting that names it.
-    pub fn setting(self) -> &'static str {
-        match self {
-            Self::Postgres => "--database-url / STOCKADE_DATABASE_URL",
-            Self::Redis => "--redis-url / STOCKADE_REDIS_URL",
-        }
-    }
 }
 
 /// Why a backend cannot be reached.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "cannot reach {} at {endpoint} ({}): {reason}; check that it is running there and that the URL is right{}",
+    "cannot reach {} at {endpoint} ({setting}): {reason}; check that it is running there and that the URL is right{}",
     backend.name(),
-    backend.setting(),
     waited.map_or(String::new(), |w| format!(" (waited {} s)", w.as_secs()))
 )]
 pub struct Unreachable {
@@ -57,16 +48,23 @@ pub struct Unreachable {
     pub backend: Backend,
     /// `host:port`.
     pub endpoint: String,
+    /// The setting the URL came from, as it was given.
+    pub setting: String,
     /// What the probe met: refused, timed out, unknown host.
     pub reason: String,
     /// How long the start waited for it, if it did.
     pub waited: Option<Duration>,
 }
 
-/// Waits until something accepts TCP connections at `url`'s host and port,
-/// for at most `wait`. URLs that name several hosts (Sentinel) or a socket
-/// path are left to the driver.
-pub async fn reach(backend: Backend, url: &str, wait: Duration) -> Result<(), Unreachable> {
+/// Waits until something accepts TCP connections at `url` (given as
+/// `setting`)'s host and port, for at most `wait`. URLs that name several
+/// hosts (Sentinel) or a socket path are left to the driver.
+pub async fn reach(
+    backend: Backend,
+    url: &str,
+    setting: &str,
+    wait: Duration,
+) -> Result<(), Unreachable> {
     let target = endpoint(url);
     if target.is_empty() || target.contains(',') || target.starts_with('(') {
         return Ok(());
@@ -80,7 +78,7 @@ pub async fn reach(backend: Backend, url: &str, wait: Duration) -> Result<(), Un
             Err(Probe::Transient(reason)) if started.elapsed() < wait => {
                 if !said_so {
                     tracing::warn!(
-                        "{} at {target} is not reachable yet ({reason}); waiting up to {} s for it (--startup-wait-ms)",
+                        "{} at {target} is not reachable yet ({reason}); waiting up to {} s for it (--startup-wait-ms / STOCKADE_STARTUP_WAIT_MS)",
                         backend.name(),
                         wait.as_secs()
                     );
@@ -94,6 +92,7 @@ pub async fn reach(backend: Backend, url: &str, wait: Duration) -> Result<(), Un
         return Err(Unreachable {
             backend,
             endpoint: target,
+            setting: setting.to_owned(),
             reason,
             waited: said_so.then(|| started.elapsed()),
         });
@@ -145,7 +144,7 @@ mod tests {
             listener.local_addr().unwrap().port()
         };
         let url = format!("postgres://app:s3cret@127.0.0.1:{port}/orders");
-        let error = reach(Backend::Postgres, &url, Duration::ZERO)
+        let error = reach(Backend::Postgres, &url, "--database-url", Duration::ZERO)
             .await
             .unwrap_err();
         let text = error.to_string();
@@ -162,6 +161,8 @@ mod tests {
             "redis://127.0.0.1:{}",
             listener.local_addr().unwrap().port()
         );
-        reach(Backend::Redis, &url, Duration::ZERO).await.unwrap();
+        reach(Backend::Redis, &url, "--redis-url", Duration::ZERO)
+            .await
+            .unwrap();
     }
 }

@@ -46,7 +46,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     init_logging(config.log_format);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
-        .with_context(|| format!("cannot listen on {} (--listen)", config.listen))?;
+        .with_context(|| {
+            format!(
+                "cannot listen on {} ({})",
+                config.listen,
+                config.sources.name("listen")
+            )
+        })?;
     let address = listener.local_addr()?;
     let mut shutdown = Box::pin(shutdown_signal()?);
     // A signal while the start waits for the store or Redis ends it there.

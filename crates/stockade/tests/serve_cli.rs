@@ -93,6 +93,14 @@ fn a_data_dir_that_cannot_be_created_fails_before_anything_is_announced() {
         1,
         "the cause once: {stderr}"
     );
+    // Named as given.
+    let (output, _) = run(
+        &["serve", "--listen", "127.0.0.1:0"],
+        &[("STOCKADE_DATA_DIR", "/proc/nope")],
+    );
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("STOCKADE_DATA_DIR"), "{stderr}");
+    assert!(!stderr.contains("--data-dir"), "{stderr}");
 }
 
 #[test]

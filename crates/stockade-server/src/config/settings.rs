@@ -219,6 +219,16 @@ impl Sources {
         }
     }
 
+    /// Whether any layer set `key`.
+    pub fn is_set(&self, key: &str) -> bool {
+        self.flags.contains(key)
+            || self.env.contains(key)
+            || self
+                .file
+                .as_ref()
+                .is_some_and(|(_, keys)| keys.contains(key))
+    }
+
     /// The setting `key` as its value was given.
     pub fn name(&self, key: &str) -> String {
         let row = setting_of(key);
