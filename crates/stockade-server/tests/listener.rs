@@ -58,6 +58,23 @@ async fn serve(settings: RawConfig) -> Server {
 
 const HEALTHZ: &[u8] = b"GET /healthz HTTP/1.1\r\nhost: test\r\n\r\n";
 
+/// Connects and sends the head of a JSON `POST` announcing `length` bytes
+/// of body (`extra` is more header lines, each ending in CRLF).
+async fn post_head(
+    address: std::net::SocketAddr,
+    path: &str,
+    length: usize,
+    extra: &str,
+) -> TcpStream {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: test\r\n{extra}\
+         content-type: application/json\r\ncontent-length: {length}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream
+}
+
 /// Reads one whole response (headers and a Content-Length body).
 async fn read_response(stream: &mut TcpStream) -> String {
     let mut buffer = Vec::new();
@@ -145,14 +162,8 @@ async fn a_slow_request_body_is_cut_like_a_slow_head() {
         ..RawConfig::default()
     })
     .await;
-    let mut stream = TcpStream::connect(server.address).await.unwrap();
-    stream
-        .write_all(
-            b"POST /v1/sales/s/purchases HTTP/1.1\r\nhost: test\r\n\
-              content-type: application/json\r\ncontent-length: 4000\r\n\r\n{",
-        )
-        .await
-        .unwrap();
+    let mut stream = post_head(server.address, "/v1/sales/s/purchases", 4_000, "").await;
+    stream.write_all(b"{").await.unwrap();
     // One byte every 100 ms: the body never completes.
     let took = time_until_closed(&mut stream, Some(b" ")).await;
     assert!(
@@ -160,19 +171,8 @@ async fn a_slow_request_body_is_cut_like_a_slow_head() {
         "closed after {took:?}, before the timeout"
     );
     // A request whose body arrives in time is answered as usual.
-    let mut stream = TcpStream::connect(server.address).await.unwrap();
     let body = br#"{"user_id":"on-time"}"#;
-    stream
-        .write_all(
-            format!(
-                "POST /v1/sales/nope/purchases HTTP/1.1\r\nhost: test\r\n\
-                 content-type: application/json\r\ncontent-length: {}\r\n\r\n",
-                body.len()
-            )
-            .as_bytes(),
-        )
-        .await
-        .unwrap();
+    let mut stream = post_head(server.address, "/v1/sales/nope/purchases", body.len(), "").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     stream.write_all(body).await.unwrap();
     let answer = read_response(&mut stream).await;
@@ -262,34 +262,14 @@ async fn shutdown_ends_within_its_bound_whatever_half_sent_requests_are_open() {
     .await;
     // A sale, and a purchase being received when the shutdown begins.
     let sale = br#"{"id":"s","stock":10}"#;
-    let mut admin = TcpStream::connect(server.address).await.unwrap();
-    admin
-        .write_all(
-            format!(
-                "POST /v1/sales HTTP/1.1\r\nhost: test\r\nauthorization: Bearer {TOKEN}\r\n\
-                 content-type: application/json\r\ncontent-length: {}\r\n\r\n",
-                sale.len()
-            )
-            .as_bytes(),
-        )
-        .await
-        .unwrap();
+    let authorization = format!("authorization: Bearer {TOKEN}\r\n");
+    let mut admin = post_head(server.address, "/v1/sales", sale.len(), &authorization).await;
     admin.write_all(sale).await.unwrap();
     assert!(read_response(&mut admin).await.starts_with("HTTP/1.1 201"));
     drop(admin);
     let purchase = br#"{"user_id":"late-buyer"}"#;
-    let mut in_flight = TcpStream::connect(server.address).await.unwrap();
-    in_flight
-        .write_all(
-            format!(
-                "POST /v1/sales/s/purchases HTTP/1.1\r\nhost: test\r\n\
-                 content-type: application/json\r\ncontent-length: {}\r\n\r\n",
-                purchase.len()
-            )
-            .as_bytes(),
-        )
-        .await
-        .unwrap();
+    let mut in_flight =
+        post_head(server.address, "/v1/sales/s/purchases", purchase.len(), "").await;
     in_flight.write_all(&purchase[..10]).await.unwrap();
     // Half a head.
     let mut half_head = TcpStream::connect(server.address).await.unwrap();
@@ -298,14 +278,8 @@ async fn shutdown_ends_within_its_bound_whatever_half_sent_requests_are_open() {
         .await
         .unwrap();
     // A whole head and a tenth of the body it announces.
-    let mut half_body = TcpStream::connect(server.address).await.unwrap();
-    half_body
-        .write_all(
-            b"POST /v1/sales/s/purchases HTTP/1.1\r\nhost: test\r\n\
-              content-type: application/json\r\ncontent-length: 100\r\n\r\n{\"user_id\"",
-        )
-        .await
-        .unwrap();
+    let mut half_body = post_head(server.address, "/v1/sales/s/purchases", 100, "").await;
+    half_body.write_all(br#"{"user_id""#).await.unwrap();
     // An idle keep-alive connection.
     let mut idle = TcpStream::connect(server.address).await.unwrap();
     idle.write_all(HEALTHZ).await.unwrap();
