@@ -112,9 +112,51 @@ impl RedisSentinelGroup {
     /// new primary's port.
     pub fn failover(&self) -> Result<u16, TestSupportError> {
         let old = self.primary_port()?;
-        // Right after a failover the sentinels may not yet count the
-        // demoted server a good replica (-NOGOODSLAVE) or still finish the
-        // last one (-INPROG): wait for a synced replica and retry.
+        let mut new = old;
+        let mut moved = false;
+        // A loaded machine can make the sentinels give up on the promotion
+        // (-failover-abort-slave-timeout): order the failover again.
+        for _attempt in 0..3 {
+            self.order_failover(old)?;
+            moved = wait_until(Duration::from_secs(25), || {
+                let ports: Vec<Option<u16>> = self
+                    .sentinels
+                    .iter()
+                    .map(|s| primary_named_by(s.port))
+                    .collect();
+                match ports.first().copied().flatten() {
+                    Some(port) if port != old && ports.iter().all(|p| *p == Some(port)) => {
+                        new = port;
+                        raw_command(port, &["INFO", "replication"])
+                            .is_ok_and(|info| info.contains("role:master"))
+                    }
+                    _ => false,
+                }
+            });
+            if moved {
+                break;
+            }
+        }
+        let demoted = moved
+            && wait_until(Duration::from_secs(60), || {
+                raw_command(old, &["INFO", "replication"])
+                    .is_ok_and(|info| info.contains("role:slave"))
+            });
+        if !demoted {
+            return Err(not_ready(
+                format!("failover away from port {old}"),
+                60,
+                &self.sentinels[0].log_path(),
+            ));
+        }
+        Ok(new)
+    }
+
+    /// Sends `SENTINEL FAILOVER` once a replica of `old` is in sync,
+    /// retrying while the sentinels refuse it (-NOGOODSLAVE right after a
+    /// failover, before they count the demoted server a good replica;
+    /// -INPROG while the last one finishes).
+    fn order_failover(&self, old: u16) -> Result<(), TestSupportError> {
         let mut reply = String::new();
         let ordered = wait_until(Duration::from_secs(60), || {
             let synced = self.servers.iter().any(|s| {
@@ -133,41 +175,13 @@ impl RedisSentinelGroup {
             std::thread::sleep(Duration::from_millis(200));
             false
         });
-        if !ordered {
-            return Err(TestSupportError::CommandFailed {
-                command: format!("SENTINEL FAILOVER {SERVICE} (for 60 s)"),
-                output: reply,
-            });
+        if ordered {
+            return Ok(());
         }
-        let mut new = old;
-        let moved = wait_until(Duration::from_secs(60), || {
-            let ports: Vec<Option<u16>> = self
-                .sentinels
-                .iter()
-                .map(|s| primary_named_by(s.port))
-                .collect();
-            match ports.first().copied().flatten() {
-                Some(port) if port != old && ports.iter().all(|p| *p == Some(port)) => {
-                    new = port;
-                    raw_command(port, &["INFO", "replication"])
-                        .is_ok_and(|info| info.contains("role:master"))
-                }
-                _ => false,
-            }
-        });
-        let demoted = moved
-            && wait_until(Duration::from_secs(60), || {
-                raw_command(old, &["INFO", "replication"])
-                    .is_ok_and(|info| info.contains("role:slave"))
-            });
-        if !demoted {
-            return Err(not_ready(
-                format!("failover away from port {old}"),
-                60,
-                &self.sentinels[0].log_path(),
-            ));
-        }
-        Ok(new)
+        Err(TestSupportError::CommandFailed {
+            command: format!("SENTINEL FAILOVER {SERVICE} (for 60 s)"),
+            output: reply,
+        })
     }
 
     /// The Redis server (primary or replica) listening on `port`.

@@ -14,9 +14,10 @@ const ROUNDS: usize = 3;
 /// How long Redis or PostgreSQL stays away.
 const OUTAGE: Duration = Duration::from_secs(3);
 /// The stock of the Redis high-availability scenarios: more than the crowd
-/// buys (about 3,000 items), so buyers are still being served when the
-/// fault heals and the heal time can be read off their answers.
-const HA_STOCK: u64 = 2_500;
+/// can buy (1,600 buyers, at most 2 each), so buyers are still being
+/// served when the fault heals and the heal time can be read off their
+/// answers; the final phase sells the rest.
+const HA_STOCK: u64 = 4_000;
 /// How long a killed instance stays dead before it is restarted.
 const DEAD_FOR: Duration = Duration::from_secs(1);
 
