@@ -321,22 +321,9 @@ impl ServerConfig {
                 ),
             ));
         }
-        let admin = match raw.admin_token {
-            Some(token) if token.len() < 16 => {
-                return Err(invalid(
-                    "STOCKADE_ADMIN_TOKEN",
-                    "must be at least 16 characters long",
-                ));
-            }
-            Some(token) => AdminToken {
-                token,
-                generated: false,
-            },
-            None => AdminToken {
-                token: generate_token(),
-                generated: true,
-            },
-        };
+        let (token, generated) =
+            secret_or_generated(raw.admin_token, "STOCKADE_ADMIN_TOKEN", 16, "")?;
+        let admin = AdminToken { token, generated };
         let commit_deadline = Duration::from_millis(raw.commit_deadline_ms.unwrap_or(2_000));
         if commit_deadline.is_zero() {
             return Err(invalid("--commit-deadline-ms", "must be at least 1"));
@@ -383,21 +370,15 @@ impl ServerConfig {
                 ),
             ));
         }
-        let admission_secret = match raw.admission_secret {
-            Some(secret) if secret.len() < 32 => {
-                return Err(invalid(
-                    "STOCKADE_ADMISSION_SECRET",
-                    "must be at least 32 characters long (for example 64 hex digits from `openssl rand -hex 32`)",
-                ));
-            }
-            Some(secret) => AdmissionSecret {
-                key: secret.into_bytes(),
-                generated: false,
-            },
-            None => AdmissionSecret {
-                key: generate_token().into_bytes(),
-                generated: true,
-            },
+        let (secret, generated) = secret_or_generated(
+            raw.admission_secret,
+            "STOCKADE_ADMISSION_SECRET",
+            32,
+            " (for example 64 hex digits from `openssl rand -hex 32`)",
+        )?;
+        let admission_secret = AdmissionSecret {
+            key: secret.into_bytes(),
+            generated,
         };
         Ok(Self {
             listen,
@@ -462,6 +443,24 @@ fn resolve_engine(
         ));
     }
     Ok(choice)
+}
+
+/// A configured secret of at least `min` characters, or a generated one
+/// (and true).
+fn secret_or_generated(
+    value: Option<String>,
+    setting: &str,
+    min: usize,
+    hint: &str,
+) -> Result<(String, bool), ConfigError> {
+    match value {
+        Some(secret) if secret.len() < min => Err(invalid(
+            setting,
+            format!("must be at least {min} characters long{hint}"),
+        )),
+        Some(secret) => Ok((secret, false)),
+        None => Ok((generate_token(), true)),
+    }
 }
 
 fn generate_token() -> String {
