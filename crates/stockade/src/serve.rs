@@ -58,11 +58,6 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             config.admin.token
         );
     }
-    if config.admission_secret.generated {
-        println!(
-            "waiting-room admission secret: generated (set STOCKADE_ADMISSION_SECRET, the same on every instance, to run several)"
-        );
-    }
     stockade_server::run(listener, config, shutdown_signal()).await?;
     eprintln!("stockade stopped: every accepted order was committed");
     Ok(ExitCode::SUCCESS)
