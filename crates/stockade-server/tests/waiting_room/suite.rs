@@ -331,6 +331,15 @@ pub async fn an_ended_sale_closes_its_queue_for_good(backend: &dyn QueueBackend)
         Some(CloseReason::Ended),
         "an ended sale never reopens"
     );
+    let report = backend
+        .tick(&drop, &tick(T0 + 200, 0, config))
+        .await
+        .unwrap();
+    assert_eq!(
+        report.closed,
+        Some(CloseReason::Ended),
+        "nor becomes sold out"
+    );
     assert_eq!(
         state(backend, &view.ticket, T0).await,
         TicketState::Closed(CloseReason::Ended)
