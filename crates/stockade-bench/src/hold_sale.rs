@@ -160,24 +160,8 @@ pub async fn run(
         .collect();
     let answers = futures::stream::iter(buyers)
         .map(|(buyer, pays, after)| {
-            let client = client.clone();
-            let base = base.clone();
-            let sale = config.sale.clone();
-            let progress = Arc::clone(&progress);
-            async move {
-                let order = buy(&client, &base, &sale, &buyer).await;
-                progress(Phase::Answered);
-                let order = order?;
-                let Some(order) = order else {
-                    return Ok::<_, LoadError>((false, false));
-                };
-                if !pays {
-                    return Ok((true, false));
-                }
-                tokio::time::sleep(after).await;
-                confirm(&client, &base, &order).await?;
-                Ok((true, true))
-            }
+            let pay_after = pays.then_some(after);
+            buy_then_pay(&client, &base, &config.sale, buyer, pay_after, &progress)
         })
         .buffer_unordered(config.concurrency)
         .collect::<Vec<_>>()
@@ -204,26 +188,24 @@ pub async fn run(
     let second: Vec<String> = (0..(back.max(0) as usize + 10))
         .map(|i| format!("second-{i}"))
         .collect();
-    let resold = futures::stream::iter(second)
+    let mut resold = 0;
+    let answers = futures::stream::iter(second)
         .map(|buyer| {
-            let client = client.clone();
-            let base = base.clone();
-            let sale = config.sale.clone();
-            let progress = Arc::clone(&progress);
-            async move {
-                let order = buy(&client, &base, &sale, &buyer).await;
-                progress(Phase::Answered);
-                match order? {
-                    Some(order) => confirm(&client, &base, &order).await.map(|()| 1u64),
-                    None => Ok(0),
-                }
-            }
+            buy_then_pay(
+                &client,
+                &base,
+                &config.sale,
+                buyer,
+                Some(Duration::ZERO),
+                &progress,
+            )
         })
         .buffer_unordered(config.concurrency)
         .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .sum::<Result<u64, LoadError>>()?;
+        .await;
+    for answer in answers {
+        resold += u64::from(answer?.1);
+    }
     let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
 
     // What the store says.
@@ -277,6 +259,29 @@ pub async fn run(
         elapsed_ms,
         problems,
     })
+}
+
+/// One buyer: buys one item and, with `pay_after`, pays for it after that
+/// long. Returns (got an order, paid).
+async fn buy_then_pay(
+    client: &reqwest::Client,
+    base: &str,
+    sale: &str,
+    buyer: String,
+    pay_after: Option<Duration>,
+    progress: &Arc<dyn Fn(Phase) + Send + Sync>,
+) -> Result<(bool, bool), LoadError> {
+    let order = buy(client, base, sale, &buyer).await;
+    progress(Phase::Answered);
+    let Some(order) = order? else {
+        return Ok((false, false));
+    };
+    let Some(after) = pay_after else {
+        return Ok((true, false));
+    };
+    tokio::time::sleep(after).await;
+    confirm(client, base, &order).await?;
+    Ok((true, true))
 }
 
 /// Progress of the simulation.

@@ -143,27 +143,34 @@ impl Order {
         }
     }
 
-    /// This newly accepted order under the sale's payment hold: `held`
-    /// until `created_at + hold` when the sale has one, `confirmed` at once
-    /// when it has none.
+    /// This newly accepted order under the sale's payment hold:
+    /// [`Order::terms_under_hold`] applied.
     pub fn under_hold(self, hold: Option<Duration>) -> Self {
+        let (status, expires_at) = Self::terms_under_hold(self.created_at, hold);
+        Self {
+            status,
+            expires_at,
+            ..self
+        }
+    }
+
+    /// The status and deadline of an order accepted at `created_at` in a
+    /// sale with payment hold `hold`: `held` until `created_at + hold` (to
+    /// the millisecond, as every store keeps instants) when the sale has
+    /// one, `confirmed` at once when it has none.
+    pub fn terms_under_hold(
+        created_at: DateTime<Utc>,
+        hold: Option<Duration>,
+    ) -> (OrderStatus, Option<DateTime<Utc>>) {
         match hold {
-            Some(hold) => Self {
-                status: OrderStatus::Held,
-                // To the millisecond, as every store keeps instants.
-                expires_at: Some(
-                    self.created_at
-                        .duration_trunc(TimeDelta::milliseconds(1))
-                        .unwrap_or(self.created_at)
-                        + TimeDelta::from_std(hold).unwrap_or(TimeDelta::MAX),
-                ),
-                ..self
-            },
-            None => Self {
-                status: OrderStatus::Confirmed,
-                expires_at: None,
-                ..self
-            },
+            Some(hold) => {
+                let accepted = created_at
+                    .duration_trunc(TimeDelta::milliseconds(1))
+                    .unwrap_or(created_at);
+                let hold = TimeDelta::from_std(hold).unwrap_or(TimeDelta::MAX);
+                (OrderStatus::Held, Some(accepted + hold))
+            }
+            None => (OrderStatus::Confirmed, None),
         }
     }
 }

@@ -143,23 +143,28 @@ pub async fn get_order(
         ));
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
+    let pending = match look_up(&state, id).await? {
+        Lookup::Committed(order) => return Ok(Json(OrderBody::from_order(&order))),
+        Lookup::Pending(order) => order,
+        Lookup::Void => return Err(order_failed(id)),
+        Lookup::Unknown => return Err(unknown_order(id)),
+    };
+    // Pending: from now on only its commit (or its refusal) can change
+    // the answer, and both show in the store.
     let mut pause = Duration::from_millis(20);
-    loop {
-        match look_up(&state, id).await? {
-            Lookup::Committed(order) => return Ok(Json(OrderBody::from_order(&order))),
-            Lookup::Pending(order) if tokio::time::Instant::now() >= deadline => {
-                return Ok(Json(OrderBody::with_status(&order, "pending")));
-            }
-            Lookup::Pending(_) => {
-                // Most commits take milliseconds: look again soon, then
-                // less and less often.
-                tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + pause)).await;
-                pause = (pause * 2).min(Duration::from_millis(250));
-            }
-            Lookup::Void => return Err(order_failed(id)),
-            Lookup::Unknown => return Err(unknown_order(id)),
+    while tokio::time::Instant::now() < deadline {
+        // Most commits take milliseconds: look again soon, then less and
+        // less often.
+        tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + pause)).await;
+        pause = (pause * 2).min(Duration::from_millis(250));
+        if let Some(order) = state.store().order(id).await? {
+            return Ok(Json(OrderBody::from_order(&order)));
+        }
+        if state.store().is_void(id).await? {
+            return Err(order_failed(id));
         }
     }
+    Ok(Json(OrderBody::with_status(&pending, "pending")))
 }
 
 fn order_failed(id: OrderId) -> ApiError {
@@ -168,6 +173,16 @@ fn order_failed(id: OrderId) -> ApiError {
         "order_failed",
         format!("order {id} was refused by the order store: nothing was sold"),
     )
+}
+
+/// Why `what` (a confirm, a cancel) found no committed order `id`.
+async fn not_in_store(state: &AppState, id: OrderId, what: &str) -> Result<ApiError, ApiError> {
+    Ok(match look_up(state, id).await? {
+        // Committed just now: the next try finds it.
+        Lookup::Pending(_) | Lookup::Committed(_) => order_pending(what),
+        Lookup::Void => order_failed(id),
+        Lookup::Unknown => unknown_order(id),
+    })
 }
 
 /// 409 `order_pending`: not committed yet.
@@ -224,12 +239,7 @@ pub async fn confirm_order(
             format!("order {id} was cancelled; it cannot be confirmed"),
         )
         .with("order_id", Value::String(id.to_string()))),
-        Confirm::Unknown => match look_up(&state, id).await? {
-            // Committed just now: the next try finds it.
-            Lookup::Pending(_) | Lookup::Committed(_) => Err(order_pending("confirm")),
-            Lookup::Void => Err(order_failed(id)),
-            Lookup::Unknown => Err(unknown_order(id)),
-        },
+        Confirm::Unknown => Err(not_in_store(&state, id, "confirm").await?),
     }
 }
 
@@ -268,12 +278,7 @@ pub async fn cancel_order(
             Ok(Json(OrderBody::from_order(&order)))
         }
         Cancel::AlreadyCancelled(order) => Ok(Json(OrderBody::from_order(&order))),
-        Cancel::Unknown => match look_up(&state, id).await? {
-            // Committed just now: the next try finds it.
-            Lookup::Pending(_) | Lookup::Committed(_) => Err(order_pending("cancel")),
-            Lookup::Void => Err(order_failed(id)),
-            Lookup::Unknown => Err(unknown_order(id)),
-        },
+        Cancel::Unknown => Err(not_in_store(&state, id, "cancel").await?),
     }
 }
 

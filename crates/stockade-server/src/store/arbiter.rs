@@ -157,16 +157,6 @@ impl OrderStore {
         let mut sales = bulk::lock_and_read_sales(kind, &mut tx, &sale_ids).await?;
         // The receiver may be gone (a plain `commit`): nobody waits then.
         let _ = locked.send(());
-        // Each order under its sale's payment hold: only the spec says
-        // whether the sale holds, and only the store has every spec.
-        let orders: Vec<Order> = orders
-            .iter()
-            .map(|order| {
-                let hold = sales.get(&order.sale_id).and_then(|s| s.spec.hold());
-                order.clone().under_hold(hold)
-            })
-            .collect();
-        let orders = &orders[..];
         let existing = bulk::read_existing(kind, &mut tx, orders).await?;
         let mut holdings = bulk::read_holdings(kind, &mut tx, orders).await?;
         let mut owners = bulk::read_key_owners(kind, &mut tx, orders).await?;
@@ -209,6 +199,9 @@ impl OrderStore {
                 .idempotency_key
                 .as_ref()
                 .is_none_or(|key| !owned.contains_key(&(order.user_id.clone(), key.clone())));
+            // Committed under its sale's payment hold: only the spec says
+            // whether the sale holds, and only the store has every spec.
+            let (status, expires_at) = Order::terms_under_hold(order.created_at, state.spec.hold());
             let verdict = judge(state, held, owned, order);
             if verdict == Verdict::Committed {
                 let change = changes.entry(order.sale_id.clone()).or_default();
@@ -218,7 +211,8 @@ impl OrderStore {
                     .insert(order.user_id.clone(), held[&order.user_id]);
                 rows.push(NewRow {
                     order,
-                    status: order.status.as_str(),
+                    status: status.as_str(),
+                    expires_at,
                     keeps_key: true,
                 });
             } else {
@@ -231,6 +225,7 @@ impl OrderStore {
                 rows.push(NewRow {
                     order,
                     status: VOID,
+                    expires_at: None,
                     keeps_key,
                 });
             }
@@ -298,6 +293,7 @@ impl OrderStore {
             &[NewRow {
                 order: &order,
                 status: order.status.as_str(),
+                expires_at: order.expires_at,
                 keeps_key: true,
             }],
         )
@@ -446,7 +442,7 @@ pub(super) fn placeholders(start: usize, count: usize) -> String {
 /// At most this many ids per `IN (…)` list.
 const IN_CHUNK: usize = 500;
 
-async fn read_sales(
+pub(super) async fn read_sales(
     conn: &mut sqlx::AnyConnection,
     sales: &[&SaleId],
 ) -> Result<HashMap<SaleId, SaleState>, StoreError> {
@@ -480,7 +476,7 @@ pub(super) fn sale_state_from_row(row: &AnyRow) -> Result<SaleState, StoreError>
     })
 }
 
-async fn read_holdings(
+pub(super) async fn read_holdings(
     conn: &mut sqlx::AnyConnection,
     sale: &SaleId,
     users: &[&UserId],

@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{Any, Row, Transaction};
 use stockade_core::{IdempotencyKey, Order, OrderId, SaleId, UserId};
@@ -262,6 +263,8 @@ pub(super) async fn read_key_owners(
 pub(super) struct NewRow<'a> {
     pub(super) order: &'a Order,
     pub(super) status: &'static str,
+    /// A held order's deadline.
+    pub(super) expires_at: Option<DateTime<Utc>>,
     /// False for an order voided because its key names another order.
     pub(super) keeps_key: bool,
 }
@@ -310,7 +313,7 @@ pub(super) async fn insert_orders(
                 .map(IdempotencyKey::as_str),
             status: row.status,
             created_at_ms: order.created_at.timestamp_millis(),
-            expires_at_ms: order.expires_at.map(|t| t.timestamp_millis()),
+            expires_at_ms: row.expires_at.map(|t| t.timestamp_millis()),
             epoch: order.epoch.as_i64(),
         }
     }))?;

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{Any, Row, Transaction};
 use stockade_core::{Epoch, Order, OrderId, SaleId, UserId};
 
-use super::arbiter::{write_holdings, write_sold};
+use super::arbiter::{read_holdings, read_sales, write_holdings, write_sold};
 use super::authority::Authority;
 use super::{OrderStore, StoreError, corrupt, epoch_of};
 
@@ -137,37 +137,35 @@ pub(super) async fn give_back(
     if orders.is_empty() {
         return Ok(None);
     }
-    let row = sqlx::query("SELECT epoch, authority, sold FROM sales WHERE id = $1")
-        .bind(sale.as_str())
-        .fetch_one(&mut **tx)
-        .await?;
-    let epoch = epoch_of(row.try_get("epoch")?)?;
-    let authority: Authority = row.try_get::<String, _>("authority")?.parse()?;
-    let sold: i64 = row.try_get("sold")?;
-    let mut returned: HashMap<&UserId, i64> = HashMap::new();
+    let state = read_sales(tx, &[sale])
+        .await?
+        .remove(sale)
+        .ok_or_else(|| StoreError::Failed(format!("sale {sale} vanished while giving back")))?;
+    let mut returned: HashMap<&UserId, u32> = HashMap::new();
     for order in orders {
-        *returned.entry(&order.user_id).or_default() += i64::from(order.quantity);
+        *returned.entry(&order.user_id).or_default() += order.quantity;
     }
+    let users: Vec<&UserId> = returned.keys().copied().collect();
+    let held = read_holdings(tx, sale, &users).await?;
     let mut holdings = HashMap::with_capacity(returned.len());
     for (user, quantity) in returned {
-        let held: Option<i64> =
-            sqlx::query("SELECT quantity FROM holdings WHERE sale_id = $1 AND user_id = $2")
-                .bind(sale.as_str())
-                .bind(user.as_str())
-                .fetch_optional(&mut **tx)
-                .await?
-                .map(|row| row.try_get("quantity"))
-                .transpose()?;
-        let left = u32::try_from(held.unwrap_or(0) - quantity)
-            .map_err(|_| corrupt("holding", format!("{user} holds less than {quantity}")))?;
+        let left = held
+            .get(user)
+            .copied()
+            .unwrap_or(0)
+            .checked_sub(quantity)
+            .ok_or_else(|| corrupt("holding", format!("{user} holds less than {quantity}")))?;
         holdings.insert(user.clone(), left);
     }
-    let total: i64 = orders.iter().map(|o| i64::from(o.quantity)).sum();
-    let left = u32::try_from(sold - total)
-        .map_err(|_| corrupt("sold count", format!("{sold} < {total} given back")))?;
+    let total: u32 = orders.iter().map(|o| o.quantity).sum();
+    let left = state
+        .sold
+        .checked_sub(total)
+        .ok_or_else(|| corrupt("sold count", format!("{} < {total} given back", state.sold)))?;
     write_sold(tx, sale, left).await?;
     write_holdings(tx, sale, &holdings).await?;
-    let release = (authority == Authority::Primary && engine_decides_primary).then_some(epoch);
+    let release =
+        (state.authority == Authority::Primary && engine_decides_primary).then_some(state.epoch);
     if let Some(epoch) = release {
         for order in orders {
             sqlx::query(
