@@ -66,6 +66,8 @@ pub struct LoadReport {
     /// Answers by HTTP status (and error code for 4xx/5xx), e.g.
     /// `201`, `409 sold_out`.
     pub statuses: BTreeMap<String, u64>,
+    /// The sale the run created (`load-<uuid>`).
+    pub sale: String,
 }
 
 impl LoadReport {
@@ -321,7 +323,7 @@ pub async fn run(
         &config.admin_token,
         &sale,
         workload.stock,
-        None,
+        config.hold_seconds,
     )
     .await?;
     let service = Arc::new(HttpSale::new(
@@ -355,7 +357,11 @@ pub async fn run(
         result.ok = false;
     }
     let statuses = service.statuses();
-    Ok(LoadReport { result, statuses })
+    Ok(LoadReport {
+        result,
+        statuses,
+        sale: service.sale.clone(),
+    })
 }
 
 /// A keep-alive HTTP/1.1 client for `connections` requests in flight.

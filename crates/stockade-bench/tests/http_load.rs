@@ -87,6 +87,47 @@ async fn the_over_demand_seed_over_http_sells_exactly_the_stock() {
     service.stop().await;
 }
 
+/// `--hold-seconds`: the sale is created with the hold, so every order of
+/// the run is `held` (what the throughput comparison with holds measures).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_with_a_hold_makes_held_orders() {
+    let service = serve().await;
+    let config = LoadConfig {
+        hold_seconds: Some(600),
+        url: service.url.clone(),
+        admin_token: TOKEN.into(),
+        workload: Workload::new(Some(Scenario::Seed100), &Overrides::default()).unwrap(),
+    };
+    let report = http_load::run(&config, Arc::new(|| {})).await.unwrap();
+    assert!(report.result.ok, "{:?}", report.result.problems);
+    let client = reqwest::Client::new();
+    let sale: serde_json::Value = client
+        .get(format!("{}/v1/sales/{}", service.url, report.sale))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(sale["hold_seconds"], 600, "{sale}");
+    let page: serde_json::Value = client
+        .get(format!(
+            "{}/v1/sales/{}/orders?limit=1000",
+            service.url, report.sale
+        ))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let orders = page["orders"].as_array().unwrap();
+    assert_eq!(orders.len(), 100);
+    assert!(orders.iter().all(|o| o["status"] == "held"), "{page}");
+    service.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_admin_token_is_refused_with_a_hint() {
     let service = serve().await;
