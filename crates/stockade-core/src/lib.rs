@@ -23,7 +23,8 @@
 //! - [`clock`]: injectable time, so windows and holds are testable.
 //! - [`engine`]: the [`Engine`] contract and its error type.
 //! - [`rebuild`]: deriving engine state from the store's orders, checked once.
-//! - [`validation`]: the error every constructor returns.
+//! - [`validation`]: the error every constructor returns, and the one check
+//!   of client-sent identifiers.
 
 pub mod clock;
 pub mod engine;

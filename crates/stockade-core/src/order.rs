@@ -12,15 +12,27 @@ use uuid::Uuid;
 use crate::{Epoch, IdempotencyKey, Purchase, SaleId, UserId, ValidationError};
 
 /// A time-ordered unique order id (UUIDv7): sorting ids sorts orders by the
-/// instant they were accepted, which keeps store indexes append-only.
+/// millisecond they were accepted, which keeps store indexes append-only.
+/// The 74 bits after the timestamp are random, so an order id cannot be
+/// guessed from another one or from the time of a sale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct OrderId(Uuid);
 
 impl OrderId {
-    /// A new id for an order accepted now.
+    /// A new id for an order accepted now: the Unix time in milliseconds,
+    /// then 74 random bits (RFC 9562 UUIDv7 without a counter).
+    ///
+    /// Not `Uuid::now_v7`: for ordering within a millisecond it fills 42 of
+    /// those bits with a counter that is reseeded each millisecond and then
+    /// incremented, which leaves 32 bits to guess for an id minted next to
+    /// a known one. Ids minted in the same millisecond are in random order.
     pub fn generate() -> Self {
-        Self(Uuid::now_v7())
+        let millis = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let random: [u8; 10] = rand::random();
+        Self(uuid::Builder::from_unix_timestamp_millis(millis, &random).into_uuid())
     }
 
     /// Wraps an existing UUID (from the store or an engine reply).
@@ -43,6 +55,15 @@ impl fmt::Display for OrderId {
 impl FromStr for OrderId {
     type Err = ValidationError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        // Only the hyphenated form ids are shown in (what `format: uuid`
+        // means), not the braced, URN or bare-hex spellings.
+        let hyphenated = s.len() == 36 && [8, 13, 18, 23].iter().all(|&i| s.as_bytes()[i] == b'-');
+        if !hyphenated {
+            return Err(ValidationError::new(
+                "order_id",
+                "is not a UUID like 0193a5b2-7c1d-7e4f-8a9b-0c1d2e3f4a5b",
+            ));
+        }
         Uuid::parse_str(s)
             .map(Self)
             .map_err(|e| ValidationError::new("order_id", format!("is not a UUID: {e}")))
@@ -180,11 +201,45 @@ mod tests {
     use super::*;
 
     #[test]
-    fn order_ids_sort_by_creation() {
-        let ids: Vec<OrderId> = (0..1000).map(|_| OrderId::generate()).collect();
+    fn order_ids_sort_by_the_millisecond_of_creation() {
+        let mut ids = Vec::new();
+        for _ in 0..20 {
+            ids.push(OrderId::generate());
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
         let mut sorted = ids.clone();
         sorted.sort();
         assert_eq!(ids, sorted);
+        let (seconds, _) = ids[0].as_uuid().get_timestamp().unwrap().to_unix();
+        let now = chrono::Utc::now().timestamp() as u64;
+        assert!(now.abs_diff(seconds) < 60, "{seconds} vs {now}");
+    }
+
+    /// The 12 bits of `rand_a` and the 62 of `rand_b`, as one number.
+    fn random_bits(id: OrderId) -> u128 {
+        let value = id.as_uuid().as_u128();
+        let rand_a = (value >> 64) & 0xFFF;
+        let rand_b = value & ((1u128 << 62) - 1);
+        (rand_a << 62) | rand_b
+    }
+
+    #[test]
+    fn order_ids_carry_74_random_bits() {
+        // Ids minted back to back (mostly in the same millisecond) must not
+        // be guessable from each other: each of the 74 bits is set about
+        // half the time, and none repeats as a whole.
+        let n = 4_000;
+        let bits: Vec<u128> = (0..n).map(|_| random_bits(OrderId::generate())).collect();
+        for position in 0..74 {
+            let ones = bits.iter().filter(|b| (*b >> position) & 1 == 1).count();
+            assert!(
+                (n * 2 / 5..=n * 3 / 5).contains(&ones),
+                "bit {position} of the random part was set {ones} times in {n} ids"
+            );
+        }
+        let distinct: std::collections::HashSet<u128> = bits.iter().copied().collect();
+        assert_eq!(distinct.len(), n);
+        assert_eq!(OrderId::generate().as_uuid().get_version_num(), 7);
     }
 
     #[test]
@@ -192,6 +247,12 @@ mod tests {
         let id = OrderId::generate();
         assert_eq!(id.to_string().parse::<OrderId>().unwrap(), id);
         assert_eq!("nope".parse::<OrderId>().unwrap_err().field, "order_id");
+        let bare = id.as_uuid().simple().to_string();
+        assert!(bare.parse::<OrderId>().is_err(), "{bare}");
+        let braced = id.as_uuid().braced().to_string();
+        assert!(braced.parse::<OrderId>().is_err(), "{braced}");
+        let upper = id.to_string().to_uppercase();
+        assert_eq!(upper.parse::<OrderId>().unwrap(), id);
     }
 
     #[test]

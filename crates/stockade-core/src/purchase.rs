@@ -13,25 +13,6 @@ pub const MAX_USER_ID_BYTES: usize = 128;
 /// The longest idempotency key, in bytes.
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 128;
 
-/// Checks a free-form identifier: `min..=max` bytes of UTF-8 with no control
-/// characters (a NUL cannot be stored in PostgreSQL text, and a newline in a
-/// user id only ever means a bug upstream).
-fn check_text(field: &'static str, value: &str, max: usize) -> Result<(), ValidationError> {
-    if value.is_empty() || value.len() > max {
-        return Err(ValidationError::new(
-            field,
-            format!("must be 1 to {max} bytes long (got {})", value.len()),
-        ));
-    }
-    if value.chars().any(char::is_control) {
-        return Err(ValidationError::new(
-            field,
-            "must not contain control characters",
-        ));
-    }
-    Ok(())
-}
-
 macro_rules! text_id {
     ($(#[$doc:meta])* $name:ident, $field:literal, $max:expr) => {
         $(#[$doc])*
@@ -43,7 +24,7 @@ macro_rules! text_id {
             /// Validates and wraps the value.
             pub fn new(value: impl Into<String>) -> Result<Self, ValidationError> {
                 let value = value.into();
-                check_text($field, &value, $max)?;
+                crate::validation::check_identifier($field, &value, $max)?;
                 Ok(Self(value))
             }
 
@@ -75,7 +56,8 @@ macro_rules! text_id {
 }
 
 text_id!(
-    /// A buyer: 1 to 128 bytes of UTF-8 without control characters.
+    /// A buyer: 1 to 128 bytes of UTF-8, not blank, without control,
+    /// bidirectional-override or zero-width characters.
     UserId,
     "user_id",
     MAX_USER_ID_BYTES

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::api::identity::Identity;
+use crate::rate_limit::{Limit, RateLimits, TrustedProxies};
 use crate::writer::WriterConfig;
 
 /// Settings as given, every one optional. The same shape is read from
@@ -47,6 +49,36 @@ pub struct RawConfig {
     /// `max_purchases_in_flight`: purchases decided at once on this
     /// instance; one more is answered 503 `overloaded` at once.
     pub max_purchases_in_flight: Option<u64>,
+    /// `--jwt-secret`, `STOCKADE_JWT_SECRET`, `jwt_secret`: buyers prove
+    /// who they are with HS256 JWTs signed with this secret (32+ bytes).
+    pub jwt_secret: Option<String>,
+    /// `--jwt-public-key`, `STOCKADE_JWT_PUBLIC_KEY`, `jwt_public_key`: a
+    /// PEM file; buyers' JWTs are RS256 (RSA key) or ES256 (EC P-256 key).
+    pub jwt_public_key: Option<PathBuf>,
+    /// `--jwt-issuer`, `STOCKADE_JWT_ISSUER`, `jwt_issuer`: the `iss`
+    /// buyers' JWTs must carry.
+    pub jwt_issuer: Option<String>,
+    /// `--jwt-audience`, `STOCKADE_JWT_AUDIENCE`, `jwt_audience`: the `aud`
+    /// buyers' JWTs must carry.
+    pub jwt_audience: Option<String>,
+    /// `--rate-limit-buyer`, `STOCKADE_RATE_LIMIT_BUYER`,
+    /// `rate_limit_buyer`: requests per buyer, e.g. `5/s`, `60/m`.
+    pub rate_limit_buyer: Option<String>,
+    /// `--rate-limit-buyer-burst`, `STOCKADE_RATE_LIMIT_BUYER_BURST`,
+    /// `rate_limit_buyer_burst`: a buyer's requests at once (default: the
+    /// rate's count).
+    pub rate_limit_buyer_burst: Option<u64>,
+    /// `--rate-limit-ip`, `STOCKADE_RATE_LIMIT_IP`, `rate_limit_ip`:
+    /// requests per client address (an IPv6 client by its /64).
+    pub rate_limit_ip: Option<String>,
+    /// `--rate-limit-ip-burst`, `STOCKADE_RATE_LIMIT_IP_BURST`,
+    /// `rate_limit_ip_burst`: a client's requests at once (default: the
+    /// rate's count).
+    pub rate_limit_ip_burst: Option<u64>,
+    /// `--trusted-proxies`, `STOCKADE_TRUSTED_PROXIES`, `trusted_proxies`:
+    /// comma-separated addresses and CIDR ranges whose `X-Forwarded-For`
+    /// names the client.
+    pub trusted_proxies: Option<String>,
 }
 
 /// A setting that cannot be used.
@@ -93,6 +125,15 @@ impl RawConfig {
             outbox_grace_ms: number("STOCKADE_OUTBOX_GRACE_MS")?,
             rejection_ttl_ms: number("STOCKADE_REJECTION_TTL_MS")?,
             max_purchases_in_flight: number("STOCKADE_MAX_PURCHASES_IN_FLIGHT")?,
+            jwt_secret: lookup("STOCKADE_JWT_SECRET"),
+            jwt_public_key: lookup("STOCKADE_JWT_PUBLIC_KEY").map(PathBuf::from),
+            jwt_issuer: lookup("STOCKADE_JWT_ISSUER"),
+            jwt_audience: lookup("STOCKADE_JWT_AUDIENCE"),
+            rate_limit_buyer: lookup("STOCKADE_RATE_LIMIT_BUYER"),
+            rate_limit_buyer_burst: number("STOCKADE_RATE_LIMIT_BUYER_BURST")?,
+            rate_limit_ip: lookup("STOCKADE_RATE_LIMIT_IP"),
+            rate_limit_ip_burst: number("STOCKADE_RATE_LIMIT_IP_BURST")?,
+            trusted_proxies: lookup("STOCKADE_TRUSTED_PROXIES"),
         })
     }
 
@@ -121,6 +162,15 @@ impl RawConfig {
             max_purchases_in_flight: self
                 .max_purchases_in_flight
                 .or(lower.max_purchases_in_flight),
+            jwt_secret: self.jwt_secret.or(lower.jwt_secret),
+            jwt_public_key: self.jwt_public_key.or(lower.jwt_public_key),
+            jwt_issuer: self.jwt_issuer.or(lower.jwt_issuer),
+            jwt_audience: self.jwt_audience.or(lower.jwt_audience),
+            rate_limit_buyer: self.rate_limit_buyer.or(lower.rate_limit_buyer),
+            rate_limit_buyer_burst: self.rate_limit_buyer_burst.or(lower.rate_limit_buyer_burst),
+            rate_limit_ip: self.rate_limit_ip.or(lower.rate_limit_ip),
+            rate_limit_ip_burst: self.rate_limit_ip_burst.or(lower.rate_limit_ip_burst),
+            trusted_proxies: self.trusted_proxies.or(lower.trusted_proxies),
         }
     }
 }
@@ -213,6 +263,11 @@ pub struct ServerConfig {
     pub rejection_ttl: Duration,
     /// The most purchases in flight on this instance.
     pub max_purchases_in_flight: usize,
+    /// How buyers prove who they are; None (the default): the service
+    /// trusts its caller to name the buyer.
+    pub identity: Option<Identity>,
+    /// Per-buyer and per-client rate limits (none by default).
+    pub rate_limits: RateLimits,
 }
 
 impl ServerConfig {
@@ -227,6 +282,8 @@ impl ServerConfig {
             .transpose()?
             .unwrap_or_default();
         let raw = flags.or(env).or(file);
+        let identity = resolve_identity(&raw)?;
+        let rate_limits = resolve_rate_limits(&raw)?;
 
         let listen_text = raw.listen.unwrap_or_else(|| "127.0.0.1:8080".to_owned());
         let listen = listen_text.parse::<SocketAddr>().map_err(|_| {
@@ -370,8 +427,82 @@ impl ServerConfig {
             outbox_grace,
             rejection_ttl,
             max_purchases_in_flight: max_in_flight as usize,
+            identity,
+            rate_limits,
         })
     }
+}
+
+/// `--jwt-*`: identity is on when a secret or a public key is given.
+fn resolve_identity(raw: &RawConfig) -> Result<Option<Identity>, ConfigError> {
+    let secret = raw.jwt_secret.as_deref().filter(|s| !s.is_empty());
+    let key_file = raw
+        .jwt_public_key
+        .as_deref()
+        .filter(|p| !p.as_os_str().is_empty());
+    let issuer = raw.jwt_issuer.as_deref().filter(|s| !s.is_empty());
+    let audience = raw.jwt_audience.as_deref().filter(|s| !s.is_empty());
+    match (secret, key_file) {
+        (Some(_), Some(_)) => Err(invalid(
+            "--jwt-secret / STOCKADE_JWT_SECRET",
+            "give either a secret (HS256) or --jwt-public-key (RS256/ES256), not both",
+        )),
+        (Some(secret), None) => Identity::hs256(secret.as_bytes(), issuer, audience)
+            .map(Some)
+            .map_err(|reason| invalid("--jwt-secret / STOCKADE_JWT_SECRET", reason)),
+        (None, Some(path)) => {
+            let setting = "--jwt-public-key / STOCKADE_JWT_PUBLIC_KEY";
+            let pem = std::fs::read(path)
+                .map_err(|e| invalid(setting, format!("cannot read {}: {e}", path.display())))?;
+            Identity::public_key_pem(&pem, issuer, audience)
+                .map(Some)
+                .map_err(|reason| invalid(setting, format!("{}: {reason}", path.display())))
+        }
+        (None, None) if issuer.is_some() || audience.is_some() => Err(invalid(
+            "--jwt-issuer / --jwt-audience",
+            "need --jwt-secret or --jwt-public-key to verify tokens with",
+        )),
+        (None, None) => Ok(None),
+    }
+}
+
+/// `--rate-limit-*` and `--trusted-proxies`.
+fn resolve_rate_limits(raw: &RawConfig) -> Result<RateLimits, ConfigError> {
+    let limit = |rate: &Option<String>,
+                 burst: Option<u64>,
+                 setting: &str,
+                 burst_setting: &str|
+     -> Result<Option<Limit>, ConfigError> {
+        match rate.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
+            None if burst.is_some() => Err(invalid(
+                burst_setting,
+                format!("needs a rate: set {setting} too (e.g. 5/s)"),
+            )),
+            None => Ok(None),
+            Some(rate) => Limit::parse(rate, burst)
+                .map(Some)
+                .map_err(|reason| invalid(setting, reason)),
+        }
+    };
+    let buyer = limit(
+        &raw.rate_limit_buyer,
+        raw.rate_limit_buyer_burst,
+        "--rate-limit-buyer / STOCKADE_RATE_LIMIT_BUYER",
+        "--rate-limit-buyer-burst / STOCKADE_RATE_LIMIT_BUYER_BURST",
+    )?;
+    let ip = limit(
+        &raw.rate_limit_ip,
+        raw.rate_limit_ip_burst,
+        "--rate-limit-ip / STOCKADE_RATE_LIMIT_IP",
+        "--rate-limit-ip-burst / STOCKADE_RATE_LIMIT_IP_BURST",
+    )?;
+    let trusted_proxies = TrustedProxies::parse(raw.trusted_proxies.as_deref().unwrap_or(""))
+        .map_err(|reason| invalid("--trusted-proxies / STOCKADE_TRUSTED_PROXIES", reason))?;
+    Ok(RateLimits {
+        buyer,
+        ip,
+        trusted_proxies,
+    })
 }
 
 /// `--engine` with the URLs it needs; the engine is never implied by which

@@ -28,6 +28,8 @@
 //! - [`rejections`]: sold-out, not-started, ended and unknown sales answered
 //!   without asking the engine or the store.
 //! - [`shedding`]: the bound on purchases in flight (503 `overloaded`).
+//! - [`rate_limit`]: per-buyer and per-client GCRA limits (429), in
+//!   process or shared through Redis.
 //! - [`writer`]: the group-commit writer.
 //! - [`breaker`]: the circuit breaker in front of the engine.
 //! - [`holds`]: the sweeper that expires unpaid holds.
@@ -42,6 +44,7 @@ pub mod breaker;
 pub mod config;
 pub mod holds;
 pub mod metrics;
+pub mod rate_limit;
 pub mod recovery;
 pub mod rejections;
 pub mod routing;
@@ -61,6 +64,7 @@ use tokio::net::TcpListener;
 
 pub use api::app;
 use config::{EngineChoice, ServerConfig, StoreLocation};
+use rate_limit::RateLimiter;
 use recovery::RecoveryError;
 use state::{AppState, StateParts};
 use store::{OrderStore, StoreError};
@@ -86,6 +90,9 @@ pub enum ServeError {
     /// The rebuild lock's Redis connection could not be made.
     #[error("cannot connect the rebuild lock to Redis: {0}")]
     Lock(#[from] LockError),
+    /// The rate limiter's Redis connection could not be made.
+    #[error(transparent)]
+    RateLimit(#[from] rate_limit::RateLimitError),
     /// Recovery at start failed.
     #[error("cannot recover the engine from the store: {0}")]
     Recovery(#[from] RecoveryError),
@@ -153,6 +160,16 @@ impl Service {
             None => None,
         };
         let (queue, writer_task) = CommitQueue::start(store.clone(), engine.clone(), config.writer);
+        // Limits are shared through the engine's Redis when there is one.
+        let limits = config.rate_limits.clone();
+        let rate_limiter = match &config.engine {
+            EngineChoice::Redis(url) => {
+                RateLimiter::shared(limits, url, Arc::clone(&clock)).await?
+            }
+            EngineChoice::Memory | EngineChoice::Postgres => {
+                RateLimiter::local(limits, Arc::clone(&clock))
+            }
+        };
         let state = AppState::new(StateParts {
             engine,
             fallback: config.fallback,
@@ -164,6 +181,8 @@ impl Service {
             commit_deadline: config.commit_deadline,
             rejection_ttl: config.rejection_ttl,
             max_purchases_in_flight: config.max_purchases_in_flight,
+            identity: config.identity.clone(),
+            rate_limiter,
         });
         recover_at_start(&state).await?;
         state.mark_started();
@@ -197,7 +216,12 @@ impl Service {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
-        let served = axum::serve(listener, self.router())
+        // The peer address is the client's (or its proxy's), for the
+        // per-client rate limit.
+        let app = self
+            .router()
+            .into_make_service_with_connect_info::<std::net::SocketAddr>();
+        let served = axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
             .await;
         self.stop().await;

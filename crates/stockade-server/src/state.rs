@@ -8,7 +8,9 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use stockade_core::{Clock, Engine};
 use stockade_lock::Locks;
 
+use crate::api::identity::Identity;
 use crate::breaker::CircuitBreaker;
+use crate::rate_limit::RateLimiter;
 use crate::rejections::Rejections;
 use crate::routing::Routing;
 use crate::shedding::Shedder;
@@ -37,6 +39,8 @@ struct Inner {
     stopping: AtomicBool,
     breaker: CircuitBreaker,
     metrics: PrometheusHandle,
+    identity: Option<Identity>,
+    rate_limiter: RateLimiter,
 }
 
 impl std::fmt::Debug for AppState {
@@ -75,6 +79,10 @@ pub struct StateParts {
     pub rejection_ttl: Duration,
     /// The most purchases in flight at once.
     pub max_purchases_in_flight: usize,
+    /// How buyers prove who they are (None: the caller is trusted).
+    pub identity: Option<Identity>,
+    /// The per-buyer and per-client limits.
+    pub rate_limiter: RateLimiter,
 }
 
 impl AppState {
@@ -97,6 +105,8 @@ impl AppState {
                 stopping: AtomicBool::new(false),
                 breaker: CircuitBreaker::default(),
                 metrics: crate::metrics::prometheus(),
+                identity: parts.identity,
+                rate_limiter: parts.rate_limiter,
             }),
         }
     }
@@ -148,6 +158,14 @@ impl AppState {
     /// The circuit breaker in front of the engine's purchases.
     pub fn breaker(&self) -> &CircuitBreaker {
         &self.inner.breaker
+    }
+    /// How buyers prove who they are; None while identity is off.
+    pub fn identity(&self) -> Option<&Identity> {
+        self.inner.identity.as_ref()
+    }
+    /// The per-buyer and per-client rate limits.
+    pub fn rate_limiter(&self) -> &RateLimiter {
+        &self.inner.rate_limiter
     }
     /// The metrics registry.
     pub fn metrics(&self) -> &PrometheusHandle {

@@ -361,7 +361,10 @@ pub struct ServeArgs {
     pub database_url: Option<String>,
     /// A TOML file with the same settings (listen, data_dir, engine,
     /// fallback, redis_url, database_url, commit_deadline_ms, batch_max,
-    /// batch_delay_ms, rejection_ttl_ms, max_purchases_in_flight).
+    /// batch_delay_ms, rejection_ttl_ms, max_purchases_in_flight,
+    /// jwt_secret, jwt_public_key, jwt_issuer, jwt_audience,
+    /// rate_limit_buyer, rate_limit_buyer_burst, rate_limit_ip,
+    /// rate_limit_ip_burst, trusted_proxies).
     #[arg(long)]
     pub config: Option<std::path::PathBuf>,
     /// How long a purchase waits for its commit before answering 202
@@ -386,4 +389,44 @@ pub struct ServeArgs {
     /// (STOCKADE_MAX_PURCHASES_IN_FLIGHT; default 4096, at least 1).
     #[arg(long)]
     pub max_purchases_in_flight: Option<u64>,
+    /// Verify buyers: HS256 JWTs signed with this secret, at least 32
+    /// bytes (STOCKADE_JWT_SECRET; prefer the variable, a flag shows in
+    /// `ps`). Purchases and order routes then need Authorization: Bearer
+    /// <jwt> and the buyer is its sub. Default: off, the service trusts
+    /// its caller to name the buyer.
+    #[arg(long)]
+    pub jwt_secret: Option<String>,
+    /// Verify buyers: RS256 or ES256 JWTs checked with this PEM public key
+    /// file (STOCKADE_JWT_PUBLIC_KEY).
+    #[arg(long, value_name = "FILE")]
+    pub jwt_public_key: Option<std::path::PathBuf>,
+    /// The iss buyers' JWTs must carry (STOCKADE_JWT_ISSUER).
+    #[arg(long)]
+    pub jwt_issuer: Option<String>,
+    /// The aud buyers' JWTs must carry (STOCKADE_JWT_AUDIENCE).
+    #[arg(long)]
+    pub jwt_audience: Option<String>,
+    /// Requests per buyer, e.g. 5/s, 60/m, 1000/h; over it 429
+    /// rate_limited (STOCKADE_RATE_LIMIT_BUYER; default: no limit).
+    /// Shared by every instance through Redis with --engine redis.
+    #[arg(long, value_name = "RATE")]
+    pub rate_limit_buyer: Option<String>,
+    /// A buyer's requests accepted at once after a quiet spell
+    /// (STOCKADE_RATE_LIMIT_BUYER_BURST; default: the rate's count).
+    #[arg(long, value_name = "N")]
+    pub rate_limit_buyer_burst: Option<u64>,
+    /// Requests per client address (an IPv6 client by its /64), e.g. 50/s
+    /// (STOCKADE_RATE_LIMIT_IP; default: no limit). The admin token is
+    /// never limited.
+    #[arg(long, value_name = "RATE")]
+    pub rate_limit_ip: Option<String>,
+    /// A client's requests accepted at once (STOCKADE_RATE_LIMIT_IP_BURST;
+    /// default: the rate's count).
+    #[arg(long, value_name = "N")]
+    pub rate_limit_ip_burst: Option<u64>,
+    /// Proxies whose X-Forwarded-For names the client: comma-separated
+    /// addresses and CIDR ranges, e.g. 10.0.0.0/8,192.168.1.7
+    /// (STOCKADE_TRUSTED_PROXIES; default: none, the header is ignored).
+    #[arg(long, value_name = "LIST")]
+    pub trusted_proxies: Option<String>,
 }

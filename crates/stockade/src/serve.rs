@@ -31,6 +31,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         outbox_grace_ms: None,
         rejection_ttl_ms: args.rejection_ttl_ms,
         max_purchases_in_flight: args.max_purchases_in_flight,
+        jwt_secret: args.jwt_secret,
+        jwt_public_key: args.jwt_public_key,
+        jwt_issuer: args.jwt_issuer,
+        jwt_audience: args.jwt_audience,
+        rate_limit_buyer: args.rate_limit_buyer,
+        rate_limit_buyer_burst: args.rate_limit_buyer_burst,
+        rate_limit_ip: args.rate_limit_ip,
+        rate_limit_ip_burst: args.rate_limit_ip_burst,
+        trusted_proxies: args.trusted_proxies,
     };
     let env = RawConfig::from_env(|name| std::env::var(name).ok())?;
     let config = ServerConfig::resolve(flags, env, args.config.as_deref())?;
@@ -51,6 +60,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         StoreLocation::Sqlite(path) => format!("SQLite store at {}", path.display()),
     };
     println!("stockade listening on http://{address} ({engine}, {store})");
+    match &config.identity {
+        Some(identity) => println!("buyers: verified {} JWTs", identity.algorithm()),
+        None => println!(
+            "buyers: trusted as named (no --jwt-secret / --jwt-public-key): run behind a gateway that authenticates them"
+        ),
+    }
     if config.admin.generated {
         println!(
             "admin token: {} (generated; set STOCKADE_ADMIN_TOKEN to choose one)",

@@ -10,10 +10,13 @@ use utoipa::ToSchema;
 #[serde(deny_unknown_fields)]
 pub struct CreateSale {
     /// 1 to 64 characters from `A-Za-z0-9_-`.
+    #[schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$")]
     pub id: String,
     /// Items on sale, 1 to 1,000,000,000.
+    #[schema(minimum = 1, maximum = 1_000_000_000)]
     pub stock: u32,
     /// Items one buyer may hold (default 1).
+    #[schema(minimum = 1)]
     pub per_user_limit: Option<u32>,
     /// When buying opens (RFC 3339).
     pub starts_at: Option<DateTime<Utc>>,
@@ -23,6 +26,7 @@ pub struct CreateSale {
     /// (`POST /v1/orders/{id}/confirm`) and expire unpaid after this long,
     /// their items going back to the stock. Without it, orders are
     /// confirmed at once.
+    #[schema(minimum = 1, maximum = 86_400)]
     pub hold_seconds: Option<u64>,
 }
 
@@ -78,17 +82,31 @@ fn one() -> u32 {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PurchaseRequest {
-    /// The buyer: 1 to 128 bytes.
-    pub user_id: String,
+    /// The buyer: 1 to 128 bytes, not blank, without control,
+    /// bidirectional or zero-width characters. Required unless the request
+    /// carries a buyer's JWT (the buyer is then its `sub`; naming anyone
+    /// else is 403 `user_mismatch`). The pattern: some character that is
+    /// not whitespace, and none of the control, bidirectional or
+    /// zero-width characters `stockade_core::validation::check_identifier`
+    /// refuses.
+    #[schema(
+        nullable = false,
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF]*[^\s\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF][^\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF]*$"
+    )]
+    pub user_id: Option<String>,
     /// Items to buy (default 1).
     #[serde(default = "one")]
+    #[schema(minimum = 1, maximum = 1_000_000_000)]
     pub quantity: u32,
 }
 
 /// An order.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct OrderBody {
-    /// Time-ordered unique id (UUIDv7).
+    /// Time-ordered unique id (UUIDv7, 74 random bits).
+    #[schema(format = Uuid)]
     pub order_id: String,
     /// The sale.
     pub sale_id: String,
@@ -139,6 +157,7 @@ pub struct OrderPage {
     pub orders: Vec<OrderBody>,
     /// Pass as `after` for the next page; absent on the last page.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = Uuid)]
     pub next_after: Option<String>,
 }
 

@@ -2,11 +2,12 @@
 //! stable code. Internal failures are logged and answered without details.
 
 use axum::Json;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use stockade_core::{EngineError, ValidationError};
 
+use crate::rate_limit::Limited;
 use crate::store::StoreError;
 
 /// An API error: status, stable code, message for the client.
@@ -17,6 +18,8 @@ pub struct ApiError {
     message: String,
     retry_after: Option<u32>,
     extra: Option<(&'static str, Value)>,
+    /// Boxed: most errors have none, and the error stays small.
+    headers: Option<Box<[(HeaderName, HeaderValue)]>>,
 }
 
 impl ApiError {
@@ -28,6 +31,7 @@ impl ApiError {
             message: message.into(),
             retry_after: None,
             extra: None,
+            headers: None,
         }
     }
 
@@ -54,6 +58,19 @@ impl ApiError {
         self
     }
 
+    /// Adds a response header (e.g. `WWW-Authenticate`).
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        let mut headers = self.headers.take().map(Vec::from).unwrap_or_default();
+        headers.push((name, value));
+        self.headers = Some(headers.into_boxed_slice());
+        self
+    }
+
+    /// The stable code, e.g. `sold_out`.
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+
     /// The status code.
     pub fn status(&self) -> StatusCode {
         self.status
@@ -73,6 +90,35 @@ impl ApiError {
 impl From<ValidationError> for ApiError {
     fn from(error: ValidationError) -> Self {
         Self::invalid(error.field, error.reason)
+    }
+}
+
+/// 429 `rate_limited` with `Retry-After` and the IETF draft's
+/// `RateLimit-Policy` and `RateLimit` headers.
+impl From<Limited> for ApiError {
+    fn from(limited: Limited) -> Self {
+        let retry = limited.retry_after_seconds();
+        let who = match limited.scope {
+            crate::rate_limit::Scope::Buyer => "this buyer",
+            crate::rate_limit::Scope::Ip => "this client address",
+        };
+        let mut error = Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            format!("too many requests from {who}; nothing was done; retry after {retry} s"),
+        );
+        error.retry_after = Some(u32::try_from(retry).unwrap_or(u32::MAX));
+        let header_value =
+            |text: String| HeaderValue::try_from(text).unwrap_or(HeaderValue::from_static(""));
+        error
+            .with_header(
+                HeaderName::from_static("ratelimit-policy"),
+                header_value(limited.policy_header()),
+            )
+            .with_header(
+                HeaderName::from_static("ratelimit"),
+                header_value(limited.header()),
+            )
     }
 }
 
@@ -127,6 +173,9 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        for (name, value) in self.headers.into_iter().flat_map(|h| h.into_vec()) {
+            response.headers_mut().insert(name, value);
         }
         response
     }

@@ -1,9 +1,11 @@
-//! A JSON body extractor whose every failure is a clear 4xx in the API's
-//! error shape: wrong content type 415, too large 413, malformed 400,
-//! well-formed but invalid 422 naming the field.
+//! Extractors whose every failure is a clear 4xx in the API's error shape.
+//! A JSON body: wrong content type 415, too large 413, malformed 400,
+//! well-formed but invalid 422 naming the field. A path segment: not UTF-8
+//! after percent-decoding 400 (axum's own answer is `text/plain`).
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use serde::de::DeserializeOwned;
 
@@ -55,6 +57,28 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
                 }
             })?;
         parse(&bytes).map(ApiJson)
+    }
+}
+
+/// A path parameter of type `T` (a `String` for one segment).
+#[derive(Debug)]
+pub struct ApiPath<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(value)) => Ok(ApiPath(value)),
+            Err(rejection) => Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_path",
+                format!(
+                    "{}; path segments must be UTF-8 after percent-decoding",
+                    rejection.body_text()
+                ),
+            )),
+        }
     }
 }
 

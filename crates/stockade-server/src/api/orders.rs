@@ -5,22 +5,25 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::Value;
 use stockade_core::{Order, OrderId};
 use utoipa::IntoParams;
 
-use super::auth::require_admin;
+use super::auth::Admin;
 use super::dto::{ErrorBody, OrderBody, OrderPage};
 use super::error::ApiError;
+use super::identity::Caller;
+use super::json::ApiPath;
 use super::sales::{sale_id, unknown_sale};
 use crate::state::AppState;
 use crate::store::holds::Confirm;
 use crate::store::releases::Cancel;
 
-fn order_id(raw: &str) -> Result<OrderId, ApiError> {
+/// Parses an order id from the path.
+pub fn order_id(raw: &str) -> Result<OrderId, ApiError> {
     OrderId::from_str(raw).map_err(|e| ApiError::invalid("order_id", e.reason))
 }
 
@@ -65,7 +68,26 @@ enum Lookup {
 /// Where an order is: committed in the store, being committed by this
 /// instance, or (for an id minted in the last minutes) waiting in an open
 /// sale's outbox, being committed by another instance.
-async fn look_up(state: &AppState, id: OrderId) -> Result<Lookup, ApiError> {
+///
+/// Another buyer's order is `Unknown`, exactly as a missing one, so order
+/// ids reveal nothing; a void order sold nothing and its buyer heard so
+/// when buying, so with identity on only the admin learns that it failed.
+/// Every route on one order (read, confirm, cancel) starts here.
+async fn look_up(state: &AppState, caller: &Caller, id: OrderId) -> Result<Lookup, ApiError> {
+    let found = found(state, id).await?;
+    Ok(match found {
+        Lookup::Committed(ref order) | Lookup::Pending(ref order)
+            if !caller.may_access(&order.user_id) =>
+        {
+            Lookup::Unknown
+        }
+        Lookup::Void if matches!(caller, Caller::Buyer(_)) => Lookup::Unknown,
+        found => found,
+    })
+}
+
+/// [`look_up`] for anyone.
+async fn found(state: &AppState, id: OrderId) -> Result<Lookup, ApiError> {
     if let Some(order) = state.store().order(id).await? {
         return Ok(Lookup::Committed(order));
     }
@@ -122,15 +144,18 @@ async fn in_an_outbox(state: &AppState, id: OrderId) -> Result<Option<Order>, Ap
 /// is committed (long poll).
 #[utoipa::path(
     get, path = "/v1/orders/{order_id}", tag = "orders",
-    params(("order_id" = String, Path, description = "order id (UUID)"), WaitQuery),
+    params(("order_id" = uuid::Uuid, Path, description = "order id"), WaitQuery),
+    security((), ("buyer_jwt" = []), ("admin_token" = [])),
     responses(
         (status = 200, body = OrderBody),
-        (status = 404, description = "unknown_order, or order_failed: refused by the store, nothing sold", body = ErrorBody),
+        (status = 401, description = "unauthenticated: identity is on and the buyer's JWT is missing or invalid", body = ErrorBody),
+        (status = 404, description = "unknown_order (also another buyer's order), or order_failed: refused by the store, nothing sold", body = ErrorBody),
     )
 )]
 pub async fn get_order(
     State(state): State<AppState>,
-    Path(raw): Path<String>,
+    ApiPath(raw): ApiPath<String>,
+    caller: Caller,
     query: Result<Query<WaitQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<OrderBody>, ApiError> {
     let id = order_id(&raw)?;
@@ -143,7 +168,7 @@ pub async fn get_order(
         ));
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
-    let pending = match look_up(&state, id).await? {
+    let pending = match look_up(&state, &caller, id).await? {
         Lookup::Committed(order) => return Ok(Json(OrderBody::from_order(&order))),
         Lookup::Pending(order) => order,
         Lookup::Void => return Err(order_failed(id)),
@@ -176,13 +201,30 @@ fn order_failed(id: OrderId) -> ApiError {
 }
 
 /// Why `what` (a confirm, a cancel) found no committed order `id`.
-async fn not_in_store(state: &AppState, id: OrderId, what: &str) -> Result<ApiError, ApiError> {
-    Ok(match look_up(state, id).await? {
+async fn not_in_store(
+    state: &AppState,
+    caller: &Caller,
+    id: OrderId,
+    what: &str,
+) -> Result<ApiError, ApiError> {
+    Ok(match look_up(state, caller, id).await? {
         // Committed just now: the next try finds it.
         Lookup::Pending(_) | Lookup::Committed(_) => order_pending(what),
         Lookup::Void => order_failed(id),
         Lookup::Unknown => unknown_order(id),
     })
+}
+
+/// A signed-in buyer confirms and cancels only their own orders; others
+/// are told the order does not exist. (The check costs a read, so callers
+/// who may act on any order skip it.)
+async fn ensure_own_order(state: &AppState, caller: &Caller, id: OrderId) -> Result<(), ApiError> {
+    if matches!(caller, Caller::Buyer(_))
+        && matches!(look_up(state, caller, id).await?, Lookup::Unknown)
+    {
+        return Err(unknown_order(id));
+    }
+    Ok(())
 }
 
 /// 409 `order_pending`: not committed yet.
@@ -199,18 +241,22 @@ fn order_pending(what: &str) -> ApiError {
 /// without holds, answers the confirmed order and changes nothing.
 #[utoipa::path(
     post, path = "/v1/orders/{order_id}/confirm", tag = "orders",
-    params(("order_id" = String, Path, description = "order id (UUID)")),
+    params(("order_id" = uuid::Uuid, Path, description = "order id")),
+    security((), ("buyer_jwt" = []), ("admin_token" = [])),
     responses(
+        (status = 401, description = "unauthenticated: identity is on and the buyer's JWT is missing or invalid", body = ErrorBody),
         (status = 200, description = "the confirmed order", body = OrderBody),
-        (status = 404, description = "unknown_order", body = ErrorBody),
+        (status = 404, description = "unknown_order (also another buyer's order)", body = ErrorBody),
         (status = 409, description = "hold_expired (the hold ran out first: its items went back on sale), order_cancelled, or order_pending (not committed yet, retry shortly)", body = ErrorBody),
     )
 )]
 pub async fn confirm_order(
     State(state): State<AppState>,
-    Path(raw): Path<String>,
+    ApiPath(raw): ApiPath<String>,
+    caller: Caller,
 ) -> Result<Json<OrderBody>, ApiError> {
     let id = order_id(&raw)?;
+    ensure_own_order(&state, &caller, id).await?;
     let confirm = state
         .store()
         .confirm(id, state.clock().now(), state.engine().is_some())
@@ -239,7 +285,7 @@ pub async fn confirm_order(
             format!("order {id} was cancelled; it cannot be confirmed"),
         )
         .with("order_id", Value::String(id.to_string()))),
-        Confirm::Unknown => Err(not_in_store(&state, id, "confirm").await?),
+        Confirm::Unknown => Err(not_in_store(&state, &caller, id, "confirm").await?),
     }
 }
 
@@ -247,8 +293,10 @@ pub async fn confirm_order(
 /// allowance. Cancelling again changes nothing.
 #[utoipa::path(
     post, path = "/v1/orders/{order_id}/cancel", tag = "orders",
-    params(("order_id" = String, Path, description = "order id (UUID)")),
+    params(("order_id" = uuid::Uuid, Path, description = "order id")),
+    security((), ("buyer_jwt" = []), ("admin_token" = [])),
     responses(
+        (status = 401, description = "unauthenticated: identity is on and the buyer's JWT is missing or invalid", body = ErrorBody),
         (status = 200, description = "the cancelled order", body = OrderBody),
         (status = 404, description = "unknown_order", body = ErrorBody),
         (status = 409, description = "order_pending: not committed yet, retry shortly", body = ErrorBody),
@@ -256,9 +304,11 @@ pub async fn confirm_order(
 )]
 pub async fn cancel_order(
     State(state): State<AppState>,
-    Path(raw): Path<String>,
+    ApiPath(raw): ApiPath<String>,
+    caller: Caller,
 ) -> Result<Json<OrderBody>, ApiError> {
     let id = order_id(&raw)?;
+    ensure_own_order(&state, &caller, id).await?;
     let cancel = state
         .store()
         .cancel(id, state.clock().now(), state.engine().is_some())
@@ -278,17 +328,23 @@ pub async fn cancel_order(
             Ok(Json(OrderBody::from_order(&order)))
         }
         Cancel::AlreadyCancelled(order) => Ok(Json(OrderBody::from_order(&order))),
-        Cancel::Unknown => Err(not_in_store(&state, id, "cancel").await?),
+        Cancel::Unknown => Err(not_in_store(&state, &caller, id, "cancel").await?),
     }
 }
 
 /// Paging parameters of the order list.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct PageQuery {
-    /// Return orders after this order id (from `next_after`).
+    /// Return orders after this order id (a UUID, from `next_after`);
+    /// absent or empty: the first page.
+    #[param(
+        pattern = r"^$|^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+    )]
     pub after: Option<String>,
     /// Page size, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
 }
 
@@ -296,21 +352,23 @@ pub struct PageQuery {
 /// and audit.
 #[utoipa::path(
     get, path = "/v1/sales/{id}/orders", tag = "orders",
-    params(("id" = String, Path, description = "sale id"), PageQuery),
+    params(
+        ("id" = String, Path, description = "sale id", min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$"),
+        PageQuery,
+    ),
     security(("admin_token" = [])),
     responses(
         (status = 200, body = OrderPage),
-        (status = 401, body = ErrorBody),
+        (status = 401, description = "missing or wrong admin token", body = ErrorBody),
         (status = 404, description = "unknown_sale", body = ErrorBody),
     )
 )]
 pub async fn list_orders(
+    _admin: Admin,
     State(state): State<AppState>,
-    Path(raw): Path<String>,
-    headers: HeaderMap,
+    ApiPath(raw): ApiPath<String>,
     query: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<OrderPage>, ApiError> {
-    require_admin(&state, &headers)?;
     let Query(query) = query.map_err(|e| ApiError::invalid("query", e.body_text()))?;
     let sale = sale_id(&raw)?;
     let limit = query.limit.unwrap_or(100);

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
@@ -35,7 +35,8 @@ use stockade_core::{
 
 use super::dto::{ErrorBody, OrderBody, PurchaseRequest};
 use super::error::ApiError;
-use super::json::ApiJson;
+use super::identity::Caller;
+use super::json::{ApiJson, ApiPath};
 use super::sales::{sale_id, unknown_sale};
 use crate::recovery::{move_to_fallback, request_rebuild};
 use crate::routing::Route;
@@ -48,29 +49,36 @@ use crate::store::authority::Authority;
 #[utoipa::path(
     post, path = "/v1/sales/{id}/purchases", tag = "purchases",
     params(
-        ("id" = String, Path, description = "sale id"),
-        ("Idempotency-Key" = Option<String>, Header, description = "1 to 128 bytes; a replay returns the same order"),
+        ("id" = String, Path, description = "sale id", min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$"),
+        ("Idempotency-Key" = Option<String>, Header, description = "1 to 128 bytes; a replay returns the same order", min_length = 1, max_length = 128),
         ("Prefer" = Option<String>, Header, description = "`respond-async`: answer 202 `pending` as soon as the engine accepted the order, without waiting for its commit; poll `GET /v1/orders/{order_id}?wait=N`"),
     ),
     request_body = PurchaseRequest,
+    security((), ("buyer_jwt" = []), ("admin_token" = [])),
     responses(
         (status = 201, description = "purchased and committed: status `confirmed`, or `held` until `expires_at` for a sale with a payment hold", body = OrderBody),
         (status = 200, description = "replay of an idempotency key: the original order with its current status", body = OrderBody),
         (status = 202, description = "accepted, not committed yet (`Prefer: respond-async`, or the commit deadline passed): status `pending`; `Location` names the order", body = OrderBody),
+        (status = 401, description = "unauthenticated: identity is on and the buyer's JWT is missing or invalid", body = ErrorBody),
+        (status = 403, description = "user_mismatch: user_id names another buyer than the JWT's sub", body = ErrorBody),
         (status = 404, description = "unknown_sale", body = ErrorBody),
         (status = 409, description = "sold_out, insufficient_stock, limit_exceeded, not_started, ended, order_failed", body = ErrorBody),
         (status = 422, description = "invalid_request or idempotency_key_reused", body = ErrorBody),
-        (status = 503, description = "engine_unavailable, store_unavailable (with order_id: kept, committed later) or rebuilding (nothing sold); see Retry-After", body = ErrorBody),
+        (status = 503, description = "engine_unavailable, store_unavailable (with order_id: kept, committed later), rebuilding or overloaded (nothing sold); see Retry-After", body = ErrorBody,
+            headers(("Retry-After" = u32, description = "seconds to wait"))),
     )
 )]
 pub async fn purchase(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     headers: HeaderMap,
+    caller: Caller,
     ApiJson(body): ApiJson<PurchaseRequest>,
 ) -> Result<Response, ApiError> {
+    // The door: who buys (and their rate limit), before any other work.
+    let user = caller.buyer(&state, body.user_id).await?;
     let started = Instant::now();
-    let result = decide(&state, &id, &headers, body).await;
+    let result = decide(&state, &id, &headers, user, body.quantity).await;
     let label = match &result {
         Ok((outcome, _)) => outcome.label(),
         Err(_) => "error",
@@ -84,7 +92,8 @@ async fn decide(
     state: &AppState,
     id: &str,
     headers: &HeaderMap,
-    body: PurchaseRequest,
+    user: UserId,
+    quantity: u32,
 ) -> Result<(PurchaseOutcome, Response), ApiError> {
     let sale = sale_id(id)?;
     let key = match headers.get("idempotency-key") {
@@ -100,8 +109,7 @@ async fn decide(
         }
     };
     let respond_async = prefers_async(headers);
-    let user = UserId::new(body.user_id)?;
-    let mut purchase = Purchase::from_parts(sale.clone(), user, body.quantity)?;
+    let mut purchase = Purchase::from_parts(sale.clone(), user, quantity)?;
     if let Some(key) = key {
         purchase = purchase.with_key(key);
     }

@@ -3,14 +3,14 @@
 use std::time::Duration;
 
 use axum::Json;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::State;
+use axum::http::StatusCode;
 use stockade_core::{EngineError, Epoch, SaleId, SaleSnapshot, SaleSpec};
 
-use super::auth::require_admin;
+use super::auth::Admin;
 use super::dto::{CreateSale, ErrorBody, Sale};
 use super::error::ApiError;
-use super::json::ApiJson;
+use super::json::{ApiJson, ApiPath};
 use crate::recovery::request_rebuild;
 use crate::state::AppState;
 use crate::store::SaveSale;
@@ -52,11 +52,10 @@ fn spec(body: CreateSale) -> Result<SaleSpec, ApiError> {
     )
 )]
 pub async fn create_sale(
+    _admin: Admin,
     State(state): State<AppState>,
-    headers: HeaderMap,
     ApiJson(body): ApiJson<CreateSale>,
 ) -> Result<(StatusCode, Json<Sale>), ApiError> {
-    require_admin(&state, &headers)?;
     let spec = spec(body)?;
     // The store is the source of truth: record the sale there first.
     let status = match state.store().save_sale(&spec, state.clock().now()).await? {
@@ -104,7 +103,7 @@ pub async fn create_sale(
 /// Reads a sale's stock and status.
 #[utoipa::path(
     get, path = "/v1/sales/{id}", tag = "sales",
-    params(("id" = String, Path, description = "sale id")),
+    params(("id" = String, Path, description = "sale id", min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$")),
     responses(
         (status = 200, body = Sale),
         (status = 404, description = "unknown_sale", body = ErrorBody),
@@ -113,7 +112,7 @@ pub async fn create_sale(
 )]
 pub async fn get_sale(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Sale>, ApiError> {
     let id = sale_id(&id)?;
     let snapshot = snapshot(&state, &id)

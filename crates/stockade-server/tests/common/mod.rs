@@ -106,12 +106,24 @@ impl TestServer {
     }
 
     pub async fn start_with(setup: Setup, timing: Timing) -> Self {
-        Self::start_with_clock(setup, timing, Arc::new(SystemClock)).await
+        Self::start_adjusted(setup, timing, Arc::new(SystemClock), |_| {}).await
     }
 
     /// A server reading time from `clock` (a `ManualClock` in tests of
     /// windows and holds).
     pub async fn start_with_clock(setup: Setup, timing: Timing, clock: Arc<dyn Clock>) -> Self {
+        Self::start_adjusted(setup, timing, clock, |_| {}).await
+    }
+
+    /// A server on `clock` with `adjust`ed settings (identity, rate
+    /// limits...); a [`TestServer::restart`] keeps the clock and goes back
+    /// to the default settings.
+    pub async fn start_adjusted(
+        setup: Setup,
+        timing: Timing,
+        clock: Arc<dyn Clock>,
+        adjust: impl FnOnce(&mut ServerConfig),
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let (redis, postgres, database_url) = match setup {
             Setup::Embedded => (None, None, None),
@@ -127,13 +139,14 @@ impl TestServer {
                 (None, Some(pg), Some(url))
             }
         };
-        let config = config(
+        let mut config = config(
             setup,
             dir.path(),
             redis.as_ref().map(RedisServer::url),
             database_url.clone(),
             timing,
         );
+        adjust(&mut config);
         let mut server = Self {
             setup,
             timing,

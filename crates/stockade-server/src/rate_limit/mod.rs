@@ -1,0 +1,172 @@
+//! Rate limits at the front door: per client IP and per buyer, each a GCRA
+//! (generic cell rate algorithm) with a burst.
+//!
+//! A request over a limit is answered 429 `rate_limited` with
+//! `Retry-After` and the IETF draft's `RateLimit-Policy` and `RateLimit`
+//! headers before any engine or store work. On the embedded default the
+//! limits live in this process ([`governor`]); with the Redis engine they
+//! live in Redis, one atomic script call per check (`gcra.lua`), so every
+//! instance on that Redis shares them.
+//!
+//! # Layout
+//! - [`policy`]: a limit's rate and burst, parsed from settings, and the
+//!   answer to a request over it.
+//! - [`client_ip`]: who the client is, believing `X-Forwarded-For` only
+//!   from trusted proxies.
+//! - [`local`] and [`shared`]: the in-process and the Redis backends.
+
+pub mod client_ip;
+mod local;
+pub mod policy;
+mod shared;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use stockade_core::{Clock, UserId};
+
+pub use client_ip::TrustedProxies;
+pub use policy::{Limit, Limited};
+
+/// The limits of one service, as configured.
+#[derive(Debug, Clone, Default)]
+pub struct RateLimits {
+    /// Requests per buyer (None: unlimited).
+    pub buyer: Option<Limit>,
+    /// Requests per client IP (None: unlimited).
+    pub ip: Option<Limit>,
+    /// The proxies whose `X-Forwarded-For` is believed.
+    pub trusted_proxies: TrustedProxies,
+}
+
+/// What a limit counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// One buyer (the JWT's `sub`, or the body's `user_id` when identity
+    /// is off).
+    Buyer,
+    /// One client address (an IPv6 client by its /64).
+    Ip,
+}
+
+impl Scope {
+    /// The policy name in the `RateLimit-Policy` header.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Buyer => "buyer",
+            Self::Ip => "ip",
+        }
+    }
+}
+
+/// Where the limits' state lives.
+enum Backend {
+    /// In this process.
+    Local(local::LocalLimits),
+    /// In Redis, shared by every instance.
+    Shared(shared::SharedLimits),
+}
+
+/// The service's rate limiter. Cheap to clone.
+#[derive(Clone)]
+pub struct RateLimiter {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    limits: RateLimits,
+    backend: Backend,
+}
+
+impl std::fmt::Debug for RateLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimiter")
+            .field("limits", &self.inner.limits)
+            .field(
+                "backend",
+                &match self.inner.backend {
+                    Backend::Local(_) => "local",
+                    Backend::Shared(_) => "redis",
+                },
+            )
+            .finish()
+    }
+}
+
+/// The rate limiter could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot connect the rate limiter to Redis: {0}")]
+pub struct RateLimitError(#[from] redis::RedisError);
+
+impl RateLimiter {
+    /// Limits kept in this process, on `clock`.
+    pub fn local(limits: RateLimits, clock: Arc<dyn Clock>) -> Self {
+        let backend = Backend::Local(local::LocalLimits::new(&limits, clock));
+        Self {
+            inner: Arc::new(Inner { limits, backend }),
+        }
+    }
+
+    /// Limits kept in the Redis at `url`, shared by every instance using
+    /// it; the time is `clock`'s (keep instances' clocks in sync).
+    pub async fn shared(
+        limits: RateLimits,
+        url: &str,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, RateLimitError> {
+        let backend = Backend::Shared(shared::SharedLimits::connect(url, clock).await?);
+        Ok(Self {
+            inner: Arc::new(Inner { limits, backend }),
+        })
+    }
+
+    /// No limits at all.
+    pub fn unlimited(clock: Arc<dyn Clock>) -> Self {
+        Self::local(RateLimits::default(), clock)
+    }
+
+    /// The configured limits.
+    pub fn limits(&self) -> &RateLimits {
+        &self.inner.limits
+    }
+
+    /// Whether a per-IP limit is set.
+    pub fn limits_ips(&self) -> bool {
+        self.inner.limits.ip.is_some()
+    }
+
+    /// Counts one request of `buyer`; Err when the buyer is over the limit.
+    pub async fn check_buyer(&self, buyer: &UserId) -> Result<(), Limited> {
+        match self.inner.limits.buyer {
+            Some(limit) => self.check(Scope::Buyer, limit, buyer.as_str()).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Counts one request from `ip`; Err when that client is over the limit.
+    pub async fn check_ip(&self, ip: IpAddr) -> Result<(), Limited> {
+        match self.inner.limits.ip {
+            Some(limit) => {
+                let key = client_ip::limit_key(ip);
+                self.check(Scope::Ip, limit, &key).await
+            }
+            None => Ok(()),
+        }
+    }
+
+    async fn check(&self, scope: Scope, limit: Limit, key: &str) -> Result<(), Limited> {
+        let wait: Option<Duration> = match &self.inner.backend {
+            Backend::Local(local) => local.check(scope, key),
+            Backend::Shared(shared) => shared.check(scope, limit, key).await,
+        };
+        match wait {
+            None => Ok(()),
+            Some(wait) => {
+                metrics::counter!("stockade_rate_limited_total", "scope" => scope.name())
+                    .increment(1);
+                Err(Limited { scope, limit, wait })
+            }
+        }
+    }
+}

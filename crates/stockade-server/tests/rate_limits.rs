@@ -1,0 +1,347 @@
+//! Rate limits (issue 11, item 2): a burst, then 429 `rate_limited` with
+//! `Retry-After` and the IETF draft headers; recovery once the window has
+//! passed (a manual clock, no sleeping); per client address with
+//! `X-Forwarded-For` believed only from trusted proxies; shared by two
+//! instances on one Redis; and a limited request costs no engine or store
+//! work (Redis commands and PostgreSQL statements counted).
+
+mod common;
+mod instances;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use chrono::{TimeDelta, Utc};
+use common::{Setup, TOKEN, TestServer, Timing, split};
+use instances::{Backends, Instance};
+use serde_json::{Value, json};
+use stockade_core::ManualClock;
+use stockade_server::config::ServerConfig;
+use stockade_server::rate_limit::{Limit, RateLimits, TrustedProxies};
+
+/// `count/m` with a burst of `burst`: slow enough that a test never sees
+/// the limit replenish by itself.
+fn per_minute(count: u32, burst: u64) -> Limit {
+    Limit::parse(&format!("{count}/m"), Some(burst)).unwrap()
+}
+
+struct Answer {
+    status: u16,
+    body: Value,
+    headers: reqwest::header::HeaderMap,
+}
+
+async fn send(request: reqwest::RequestBuilder) -> Answer {
+    let response = request.send().await.unwrap();
+    let headers = response.headers().clone();
+    let (status, body) = split(response).await;
+    Answer {
+        status,
+        body,
+        headers,
+    }
+}
+
+fn header<'a>(answer: &'a Answer, name: &str) -> &'a str {
+    answer
+        .headers
+        .get(name)
+        .unwrap_or_else(|| panic!("no {name} header: {:?}", answer.headers))
+        .to_str()
+        .unwrap()
+}
+
+async fn purchase(url: &str, client: &reqwest::Client, sale: &str, user: &str) -> Answer {
+    send(
+        client
+            .post(format!("{url}/v1/sales/{sale}/purchases"))
+            .json(&json!({"user_id": user, "quantity": 1})),
+    )
+    .await
+}
+
+/// An embedded server on a manual clock with `limits`.
+async fn embedded(clock: &ManualClock, limits: RateLimits) -> TestServer {
+    TestServer::start_adjusted(
+        Setup::Embedded,
+        Timing::default(),
+        Arc::new(clock.clone()),
+        move |c: &mut ServerConfig| c.rate_limits = limits,
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_buyer_gets_a_burst_then_429_and_more_once_the_window_passes() {
+    let clock = ManualClock::new(Utc::now());
+    let server = embedded(
+        &clock,
+        RateLimits {
+            buyer: Some(per_minute(6, 3)),
+            ..RateLimits::default()
+        },
+    )
+    .await;
+    let (status, _) = server
+        .create_sale(json!({"id": "limited", "stock": 100, "per_user_limit": 100}))
+        .await;
+    assert_eq!(status, 201);
+    for i in 0..3 {
+        let answer = purchase(&server.url, &server.client, "limited", "greedy").await;
+        assert_eq!(answer.status, 201, "purchase {i}: {}", answer.body);
+    }
+    let engine_before = purchases_decided(&server).await;
+    let limited = purchase(&server.url, &server.client, "limited", "greedy").await;
+    assert_eq!(limited.status, 429, "{}", limited.body);
+    assert_eq!(limited.body["error"]["code"], "rate_limited");
+    // One request every 10 s: the next one in 10 s, the whole burst back in 30 s.
+    assert_eq!(header(&limited, "retry-after"), "10");
+    assert_eq!(header(&limited, "ratelimit-policy"), "\"buyer\";q=3;w=30");
+    assert_eq!(header(&limited, "ratelimit"), "\"buyer\";r=0;t=30");
+    // Limited requests never reach the purchase path.
+    for _ in 0..20 {
+        let answer = purchase(&server.url, &server.client, "limited", "greedy").await;
+        assert_eq!(answer.status, 429);
+    }
+    assert_eq!(purchases_decided(&server).await, engine_before);
+    let (_, sale) = server.get("/v1/sales/limited").await;
+    assert_eq!(sale["sold"], 3, "{sale}");
+    // Another buyer has their own allowance.
+    let other = purchase(&server.url, &server.client, "limited", "patient").await;
+    assert_eq!(other.status, 201, "{}", other.body);
+    // Not yet...
+    clock.advance(TimeDelta::seconds(9));
+    let early = purchase(&server.url, &server.client, "limited", "greedy").await;
+    assert_eq!((early.status, header(&early, "retry-after")), (429, "1"));
+    // ...then one request's worth is back, and after the window the burst.
+    clock.advance(TimeDelta::seconds(1));
+    let again = purchase(&server.url, &server.client, "limited", "greedy").await;
+    assert_eq!(again.status, 201, "{}", again.body);
+    assert_eq!(
+        purchase(&server.url, &server.client, "limited", "greedy")
+            .await
+            .status,
+        429
+    );
+    clock.advance(TimeDelta::seconds(30));
+    for i in 0..3 {
+        let answer = purchase(&server.url, &server.client, "limited", "greedy").await;
+        assert_eq!(
+            answer.status, 201,
+            "after the window, purchase {i}: {}",
+            answer.body
+        );
+    }
+    assert_eq!(
+        purchase(&server.url, &server.client, "limited", "greedy")
+            .await
+            .status,
+        429
+    );
+}
+
+/// Purchases that reached the purchase path (every outcome), from /metrics.
+async fn purchases_decided(server: &TestServer) -> f64 {
+    server
+        .metrics_text()
+        .await
+        .lines()
+        .filter(|l| l.starts_with("stockade_purchases_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_are_limited_by_address_and_forwarded_for_only_from_trusted_proxies() {
+    let clock = ManualClock::new(Utc::now());
+    let behind_proxy = embedded(
+        &clock,
+        RateLimits {
+            ip: Some(per_minute(1, 2)),
+            trusted_proxies: TrustedProxies::parse("127.0.0.0/8").unwrap(),
+            ..RateLimits::default()
+        },
+    )
+    .await;
+    let url = &behind_proxy.url;
+    let client = &behind_proxy.client;
+    let from = |ip: &str| {
+        client
+            .get(format!("{url}/v1/sales/nothing-here"))
+            .header("X-Forwarded-For", format!("198.51.100.200, {ip}"))
+    };
+    // The proxy (loopback, trusted) says who the client is.
+    for _ in 0..2 {
+        assert_eq!(send(from("203.0.113.1")).await.status, 404);
+    }
+    let limited = send(from("203.0.113.1")).await;
+    assert_eq!(limited.status, 429, "{}", limited.body);
+    assert_eq!(header(&limited, "ratelimit-policy"), "\"ip\";q=2;w=120");
+    // Another client behind the same proxy is not affected.
+    assert_eq!(send(from("203.0.113.2")).await.status, 404);
+    // Every /v1 route counts, buyers' and anonymous alike; the admin never.
+    let purchase = send(
+        client
+            .post(format!("{url}/v1/sales/s/purchases"))
+            .header("X-Forwarded-For", "203.0.113.1")
+            .json(&json!({"user_id": "u"})),
+    )
+    .await;
+    assert_eq!(purchase.status, 429);
+    for _ in 0..5 {
+        let admin = send(
+            client
+                .get(format!("{url}/v1/sales/nothing-here"))
+                .header("X-Forwarded-For", "203.0.113.1")
+                .bearer_auth(TOKEN),
+        )
+        .await;
+        assert_eq!(admin.status, 404);
+    }
+    // Operations endpoints are not limited.
+    let health = send(
+        client
+            .get(format!("{url}/healthz"))
+            .header("X-Forwarded-For", "203.0.113.1"),
+    )
+    .await;
+    assert_eq!(health.status, 200);
+
+    // Without trusted proxies the header is anyone's word: ignored, and
+    // every request here comes from 127.0.0.1.
+    let direct = embedded(
+        &clock,
+        RateLimits {
+            ip: Some(per_minute(1, 2)),
+            ..RateLimits::default()
+        },
+    )
+    .await;
+    let statuses: Vec<u16> =
+        statuses_claiming(&direct, &["192.0.2.1", "192.0.2.2", "192.0.2.3"]).await;
+    assert_eq!(
+        statuses,
+        vec![404, 404, 429],
+        "X-Forwarded-For must be ignored"
+    );
+}
+
+async fn statuses_claiming(server: &TestServer, claimed: &[&str]) -> Vec<u16> {
+    let mut statuses = Vec::new();
+    for ip in claimed {
+        let answer = send(
+            server
+                .client
+                .get(server.at("/v1/sales/nothing-here"))
+                .header("X-Forwarded-For", *ip),
+        )
+        .await;
+        statuses.push(answer.status);
+    }
+    statuses
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_instances_on_one_redis_share_a_buyers_limit_and_limited_requests_cost_nothing() {
+    let backends = Backends::start(true).await;
+    let clock = ManualClock::new(Utc::now());
+    let limits = RateLimits {
+        buyer: Some(per_minute(6, 4)),
+        ..RateLimits::default()
+    };
+    let adjust = |c: &mut ServerConfig| c.rate_limits = limits.clone();
+    let a = Instance::start_with_clock(&backends, Arc::new(clock.clone()), adjust).await;
+    let b = Instance::start_with_clock(&backends, Arc::new(clock.clone()), adjust).await;
+    let (status, _) = a
+        .create_sale(json!({"id": "shared", "stock": 1000, "per_user_limit": 1000}))
+        .await;
+    assert_eq!(status, 201);
+    // The burst of 4 is spent across both instances.
+    for instance in [&a, &b, &a, &b] {
+        let answer = purchase(&instance.url, &instance.client, "shared", "busy").await;
+        assert_eq!(answer.status, 201, "{}", answer.body);
+    }
+    for instance in [&a, &b] {
+        let answer = purchase(&instance.url, &instance.client, "shared", "busy").await;
+        assert_eq!(answer.status, 429, "{}", answer.body);
+        assert_eq!(header(&answer, "retry-after"), "10");
+    }
+
+    // 200 limited requests: one limiter call each, no engine script, no
+    // store statement (beyond what the reconcilers do meanwhile).
+    let commands_before = backends.redis_commands();
+    let scripts_before = script_calls(&backends);
+    let statements_before = backends.statements().await;
+    let decided_before = a.metric("stockade_purchases_total").await;
+    let started = Instant::now();
+    let mut limited = 0;
+    for i in 0..200 {
+        let instance = if i % 2 == 0 { &a } else { &b };
+        let answer = purchase(&instance.url, &instance.client, "shared", "busy").await;
+        assert_eq!(answer.status, 429, "{}", answer.body);
+        limited += 1;
+    }
+    let elapsed = started.elapsed();
+    let commands = backends.redis_commands() - commands_before;
+    let scripts = script_calls(&backends) - scripts_before;
+    let statements = backends.statements().await - statements_before;
+    eprintln!(
+        "{limited} limited requests in {elapsed:?}: {commands} Redis commands ({scripts} script calls), {statements} store statements"
+    );
+    // Each check is one script call, which reads its key (INFO counts the
+    // GET inside the script too) and, being over the limit, writes nothing.
+    let background = 5 * (elapsed.as_secs() + 2);
+    assert!(
+        (limited..=limited + background).contains(&scripts),
+        "{scripts} script calls for {limited} limited requests"
+    );
+    assert!(
+        commands <= 2 * limited + background,
+        "{commands} Redis commands for {limited} limited requests"
+    );
+    assert!(
+        statements <= 12 * (elapsed.as_secs() as i64 + 2),
+        "{statements} store statements for {limited} limited requests"
+    );
+    assert_eq!(a.metric("stockade_purchases_total").await, decided_before);
+    let (_, sale) = a.get("/v1/sales/shared").await;
+    assert_eq!(sale["sold"], 4, "{sale}");
+
+    // After the window, the buyer's whole burst is back on both.
+    clock.advance(TimeDelta::seconds(40));
+    for instance in [&b, &a, &b, &a] {
+        let answer = purchase(&instance.url, &instance.client, "shared", "busy").await;
+        assert_eq!(answer.status, 201, "{}", answer.body);
+    }
+    assert_eq!(
+        purchase(&a.url, &a.client, "shared", "busy").await.status,
+        429
+    );
+    // The limiter's key expires with its window: nothing is left behind.
+    let reply = backends
+        .redis
+        .command(&["PTTL", "stockade:limit:buyer:busy"])
+        .unwrap();
+    let ttl: i64 = reply.trim().trim_start_matches(':').parse().unwrap();
+    assert!(
+        ttl > 0 && ttl <= 60_000,
+        "the key outlives its window: {reply:?}"
+    );
+}
+
+/// EVALSHA and EVAL calls Redis has executed so far.
+fn script_calls(backends: &Backends) -> u64 {
+    let stats = backends.redis.command(&["INFO", "commandstats"]).unwrap();
+    stats
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
