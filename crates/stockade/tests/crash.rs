@@ -54,9 +54,11 @@ impl Serve {
             command.args(["--database-url", url]);
         }
         let mut child = command.spawn().expect("spawn stockade serve");
-        let stdout = child.stdout.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
+        stdout.read_line(&mut line).unwrap();
+        // Keep reading what else it announces: a closed pipe would kill it.
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
         let url = line
             .split_whitespace()
             .find(|w| w.starts_with("http://"))
