@@ -150,7 +150,13 @@ impl Order {
     /// epoch: confirmed, until [`Order::under_hold`] applies the sale's
     /// payment hold (the store does, when it commits the order, because
     /// only the sale's spec says whether it holds).
+    ///
+    /// `created_at` is kept to the millisecond, the precision every store
+    /// and engine records, so the answer to the purchase, a later read and
+    /// a replay all show the same instant.
     pub fn accepted(purchase: &Purchase, id: OrderId, created_at: DateTime<Utc>) -> Self {
+        use chrono::SubsecRound;
+        let created_at = created_at.trunc_subsecs(3);
         Self {
             id,
             sale_id: purchase.sale_id().clone(),

@@ -1,20 +1,29 @@
 //! Raw settings from flags, environment and an optional TOML file, resolved
 //! (in that order of precedence) into a validated [`ServerConfig`]. Invalid
-//! settings fail at start with a message naming the setting.
+//! settings fail at start with a message naming the setting the way the
+//! user gave it (flag, variable or file key; see [`settings`]).
+//!
+//! To add a setting: a [`RawConfig`] field, its row in
+//! [`settings::SETTINGS`], its variable in [`RawConfig::from_env`], its
+//! line in [`RawConfig::or`] and its check in [`ServerConfig::resolve`].
+
+pub mod settings;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::api::identity::Identity;
+use crate::listener::HttpLimits;
 use crate::rate_limit::{Limit, RateLimits, TrustedProxies};
 use crate::writer::WriterConfig;
+use settings::Sources;
 
 /// Settings as given, every one optional. The same shape is read from
 /// flags, from `STOCKADE_*` variables and from the TOML file.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
     /// `--listen`, `STOCKADE_LISTEN`, `listen`.
@@ -79,6 +88,26 @@ pub struct RawConfig {
     /// comma-separated addresses and CIDR ranges whose `X-Forwarded-For`
     /// names the client.
     pub trusted_proxies: Option<String>,
+    /// `--startup-wait-ms`, `STOCKADE_STARTUP_WAIT_MS`, `startup_wait_ms`:
+    /// how long start waits for an unreachable database or Redis to come
+    /// up (0: fail at once).
+    pub startup_wait_ms: Option<u64>,
+    /// `--header-read-timeout-ms`, `STOCKADE_HEADER_READ_TIMEOUT_MS`,
+    /// `header_read_timeout_ms`: how long a client may take to send a
+    /// request's headers before its connection is closed.
+    pub header_read_timeout_ms: Option<u64>,
+    /// `--idle-timeout-ms`, `STOCKADE_IDLE_TIMEOUT_MS`, `idle_timeout_ms`:
+    /// how long a keep-alive connection may sit without a request.
+    pub idle_timeout_ms: Option<u64>,
+    /// `--max-connections`, `STOCKADE_MAX_CONNECTIONS`, `max_connections`:
+    /// open connections at most; one more is answered 503 and closed at once.
+    pub max_connections: Option<u64>,
+    /// `--shutdown-timeout-ms`, `STOCKADE_SHUTDOWN_TIMEOUT_MS`,
+    /// `shutdown_timeout_ms`: how long a shutdown waits for requests in
+    /// flight before closing every connection.
+    pub shutdown_timeout_ms: Option<u64>,
+    /// `--log-format`, `STOCKADE_LOG_FORMAT`, `log_format`: text or json.
+    pub log_format: Option<String>,
 }
 
 /// A setting that cannot be used.
@@ -134,6 +163,12 @@ impl RawConfig {
             rate_limit_ip: lookup("STOCKADE_RATE_LIMIT_IP"),
             rate_limit_ip_burst: number("STOCKADE_RATE_LIMIT_IP_BURST")?,
             trusted_proxies: lookup("STOCKADE_TRUSTED_PROXIES"),
+            startup_wait_ms: number("STOCKADE_STARTUP_WAIT_MS")?,
+            header_read_timeout_ms: number("STOCKADE_HEADER_READ_TIMEOUT_MS")?,
+            idle_timeout_ms: number("STOCKADE_IDLE_TIMEOUT_MS")?,
+            max_connections: number("STOCKADE_MAX_CONNECTIONS")?,
+            shutdown_timeout_ms: number("STOCKADE_SHUTDOWN_TIMEOUT_MS")?,
+            log_format: lookup("STOCKADE_LOG_FORMAT"),
         })
     }
 
@@ -141,7 +176,14 @@ impl RawConfig {
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
         let setting = format!("--config {}", path.display());
         let text = std::fs::read_to_string(path).map_err(|e| invalid(&setting, e.to_string()))?;
-        toml::from_str(&text).map_err(|e| invalid(&setting, e.to_string()))
+        toml::from_str(&text).map_err(|e| {
+            let reason = e.message().trim_end().to_owned();
+            let at = e
+                .span()
+                .map(|span| text[..span.start].lines().count().max(1))
+                .map_or(String::new(), |line| format!(" (line {line})"));
+            invalid(&format!("{setting}{at}"), reason)
+        })
     }
 
     /// Fills every setting this one lacks from `lower`.
@@ -171,6 +213,12 @@ impl RawConfig {
             rate_limit_ip: self.rate_limit_ip.or(lower.rate_limit_ip),
             rate_limit_ip_burst: self.rate_limit_ip_burst.or(lower.rate_limit_ip_burst),
             trusted_proxies: self.trusted_proxies.or(lower.trusted_proxies),
+            startup_wait_ms: self.startup_wait_ms.or(lower.startup_wait_ms),
+            header_read_timeout_ms: self.header_read_timeout_ms.or(lower.header_read_timeout_ms),
+            idle_timeout_ms: self.idle_timeout_ms.or(lower.idle_timeout_ms),
+            max_connections: self.max_connections.or(lower.max_connections),
+            shutdown_timeout_ms: self.shutdown_timeout_ms.or(lower.shutdown_timeout_ms),
+            log_format: self.log_format.or(lower.log_format),
         }
     }
 }
@@ -268,6 +316,14 @@ pub struct ServerConfig {
     pub identity: Option<Identity>,
     /// Per-buyer and per-client rate limits (none by default).
     pub rate_limits: RateLimits,
+    /// How long start waits for an unreachable database or Redis.
+    pub startup_wait: Duration,
+    /// Timeouts, the connection cap and the shutdown bound of the HTTP server.
+    pub http: HttpLimits,
+    /// How log lines are written.
+    pub log_format: LogFormat,
+    /// Where each setting came from, to name it in later errors.
+    pub sources: Sources,
 }
 
 impl ServerConfig {
@@ -278,36 +334,43 @@ impl ServerConfig {
         file: Option<&Path>,
     ) -> Result<Self, ConfigError> {
         let file = file
-            .map(RawConfig::from_file)
-            .transpose()?
-            .unwrap_or_default();
-        let raw = flags.or(env).or(file);
-        let identity = resolve_identity(&raw)?;
-        let rate_limits = resolve_rate_limits(&raw)?;
+            .map(|path| RawConfig::from_file(path).map(|raw| (path, raw)))
+            .transpose()?;
+        let sources = Sources::new(&flags, &env, file.as_ref().map(|(p, raw)| (*p, raw)));
+        let raw = flags
+            .or(env)
+            .or(file.map(|(_, raw)| raw).unwrap_or_default());
+        let bad = |key: &str, reason: String| invalid(&sources.name(key), reason);
+        let identity = resolve_identity(&raw, &sources)?;
+        let rate_limits = resolve_rate_limits(&raw, &sources)?;
 
-        let listen_text = raw.listen.unwrap_or_else(|| "127.0.0.1:8080".to_owned());
+        let listen_text = raw
+            .listen
+            .clone()
+            .unwrap_or_else(|| "127.0.0.1:8080".to_owned());
         let listen = listen_text.parse::<SocketAddr>().map_err(|_| {
-            invalid(
-                "--listen / STOCKADE_LISTEN",
+            bad(
+                "listen",
                 format!("{listen_text:?} is not an address like 127.0.0.1:8080"),
             )
         })?;
         let data_dir = raw
             .data_dir
+            .clone()
             .unwrap_or_else(|| PathBuf::from("./stockade-data"));
         if data_dir.as_os_str().is_empty() {
-            return Err(invalid(
-                "--data-dir / STOCKADE_DATA_DIR",
-                "must not be empty",
-            ));
+            return Err(bad("data_dir", "must not be empty".into()));
         }
-        let redis_url = raw.redis_url.filter(|u| !u.is_empty());
+        let redis_url = raw.redis_url.clone().filter(|u| !u.is_empty());
         if let Some(url) = &redis_url
             && !(url.starts_with("redis://") || url.starts_with("rediss://"))
         {
-            return Err(invalid(
-                "--redis-url / STOCKADE_REDIS_URL",
-                format!("{url:?} must start with redis:// or rediss://"),
+            return Err(bad(
+                "redis_url",
+                format!(
+                    "{:?} must start with redis:// or rediss://",
+                    crate::redact::redact_url(url)
+                ),
             ));
         }
         let store = match raw.database_url.clone().filter(|u| !u.is_empty()) {
@@ -320,19 +383,22 @@ impl ServerConfig {
                     .trim_start_matches("sqlite:"),
             )),
             Some(url) => {
-                return Err(invalid(
-                    "--database-url / STOCKADE_DATABASE_URL",
-                    format!("{url:?} must start with postgres:// (or sqlite:)"),
+                return Err(bad(
+                    "database_url",
+                    format!(
+                        "{:?} must start with postgres:// (or sqlite:)",
+                        crate::redact::redact_url(&url)
+                    ),
                 ));
             }
         };
-        let engine = resolve_engine(raw.engine.as_deref(), redis_url, &store)?;
+        let engine = resolve_engine(raw.engine.as_deref(), redis_url, &store, &sources)?;
         let fallback = match raw.fallback.as_deref().map(str::trim) {
             None | Some("" | "none") => false,
             Some("postgres") => true,
             Some(other) => {
-                return Err(invalid(
-                    "--fallback / STOCKADE_FALLBACK",
+                return Err(bad(
+                    "fallback",
                     format!("{other:?} is not one of: none, postgres"),
                 ));
             }
@@ -341,8 +407,8 @@ impl ServerConfig {
             && !(matches!(engine, EngineChoice::Redis(_))
                 && matches!(store, StoreLocation::Postgres(_)))
         {
-            return Err(invalid(
-                "--fallback / STOCKADE_FALLBACK",
+            return Err(bad(
+                "fallback",
                 format!(
                     "postgres needs --engine redis and a postgres:// --database-url (the engine is {}, the store {})",
                     engine.name(),
@@ -350,11 +416,11 @@ impl ServerConfig {
                 ),
             ));
         }
-        let admin = match raw.admin_token {
+        let admin = match raw.admin_token.clone() {
             Some(token) if token.len() < 16 => {
-                return Err(invalid(
-                    "STOCKADE_ADMIN_TOKEN",
-                    "must be at least 16 characters long",
+                return Err(bad(
+                    "admin_token",
+                    "must be at least 16 characters long".into(),
                 ));
             }
             Some(token) => AdminToken {
@@ -368,32 +434,36 @@ impl ServerConfig {
         };
         let commit_deadline = Duration::from_millis(raw.commit_deadline_ms.unwrap_or(2_000));
         if commit_deadline.is_zero() {
-            return Err(invalid("--commit-deadline-ms", "must be at least 1"));
+            return Err(bad("commit_deadline_ms", "must be at least 1".into()));
         }
         let defaults = WriterConfig::default();
         let max_batch = raw.batch_max.unwrap_or(defaults.max_batch);
         if !(1..=10_000).contains(&max_batch) {
-            return Err(invalid("--batch-max", "must be between 1 and 10000"));
+            return Err(bad("batch_max", "must be between 1 and 10000".into()));
         }
         let max_delay = raw
             .batch_delay_ms
             .map_or(defaults.max_delay, Duration::from_millis);
         if max_delay > Duration::from_secs(1) {
-            return Err(invalid("--batch-delay-ms", "must be at most 1000"));
+            return Err(bad("batch_delay_ms", "must be at most 1000".into()));
         }
         let outbox_grace = Duration::from_millis(raw.outbox_grace_ms.unwrap_or(10_000));
         if outbox_grace <= commit_deadline {
-            return Err(invalid(
-                "STOCKADE_OUTBOX_GRACE_MS",
-                "must be longer than the commit deadline, or the reconciler would race the writer",
+            return Err(bad(
+                "outbox_grace_ms",
+                format!(
+                    "must be longer than the commit deadline ({} = {} ms), or the reconciler would race the writer",
+                    sources.name("commit_deadline_ms"),
+                    commit_deadline.as_millis()
+                ),
             ));
         }
         let rejection_ttl = raw
             .rejection_ttl_ms
             .map_or(crate::rejections::DEFAULT_TTL, Duration::from_millis);
         if rejection_ttl > crate::rejections::MAX_TTL {
-            return Err(invalid(
-                "--rejection-ttl-ms / STOCKADE_REJECTION_TTL_MS",
+            return Err(bad(
+                "rejection_ttl_ms",
                 format!(
                     "must be at most {} (the bound on how long another instance's cancel may go unseen)",
                     crate::rejections::MAX_TTL.as_millis()
@@ -404,14 +474,29 @@ impl ServerConfig {
             .max_purchases_in_flight
             .unwrap_or(crate::shedding::DEFAULT_MAX_IN_FLIGHT as u64);
         if !(1..=crate::shedding::MAX_IN_FLIGHT_LIMIT as u64).contains(&max_in_flight) {
-            return Err(invalid(
-                "--max-purchases-in-flight / STOCKADE_MAX_PURCHASES_IN_FLIGHT",
+            return Err(bad(
+                "max_purchases_in_flight",
                 format!(
                     "must be between 1 and {} (it is {max_in_flight})",
                     crate::shedding::MAX_IN_FLIGHT_LIMIT
                 ),
             ));
         }
+        let startup_wait = Duration::from_millis(raw.startup_wait_ms.unwrap_or(10_000));
+        if startup_wait > Duration::from_secs(600) {
+            return Err(bad("startup_wait_ms", "must be at most 600000".into()));
+        }
+        let http = resolve_http(&raw, commit_deadline, &sources)?;
+        let log_format = match raw.log_format.as_deref().map(str::trim) {
+            None | Some("" | "text") => LogFormat::Text,
+            Some("json") => LogFormat::Json,
+            Some(other) => {
+                return Err(bad(
+                    "log_format",
+                    format!("{other:?} is not one of: text, json"),
+                ));
+            }
+        };
         Ok(Self {
             listen,
             data_dir,
@@ -429,12 +514,17 @@ impl ServerConfig {
             max_purchases_in_flight: max_in_flight as usize,
             identity,
             rate_limits,
+            startup_wait,
+            http,
+            log_format,
+            sources,
         })
     }
 }
 
 /// `--jwt-*`: identity is on when a secret or a public key is given.
-fn resolve_identity(raw: &RawConfig) -> Result<Option<Identity>, ConfigError> {
+fn resolve_identity(raw: &RawConfig, sources: &Sources) -> Result<Option<Identity>, ConfigError> {
+    let bad = |key: &str, reason: String| invalid(&sources.name(key), reason);
     let secret = raw.jwt_secret.as_deref().filter(|s| !s.is_empty());
     let key_file = raw
         .jwt_public_key
@@ -443,66 +533,153 @@ fn resolve_identity(raw: &RawConfig) -> Result<Option<Identity>, ConfigError> {
     let issuer = raw.jwt_issuer.as_deref().filter(|s| !s.is_empty());
     let audience = raw.jwt_audience.as_deref().filter(|s| !s.is_empty());
     match (secret, key_file) {
-        (Some(_), Some(_)) => Err(invalid(
-            "--jwt-secret / STOCKADE_JWT_SECRET",
-            "give either a secret (HS256) or --jwt-public-key (RS256/ES256), not both",
+        (Some(_), Some(_)) => Err(bad(
+            "jwt_secret",
+            format!(
+                "give either a secret (HS256) or {} (RS256/ES256), not both",
+                sources.name("jwt_public_key")
+            ),
         )),
         (Some(secret), None) => Identity::hs256(secret.as_bytes(), issuer, audience)
             .map(Some)
-            .map_err(|reason| invalid("--jwt-secret / STOCKADE_JWT_SECRET", reason)),
+            .map_err(|reason| bad("jwt_secret", reason.to_string())),
         (None, Some(path)) => {
-            let setting = "--jwt-public-key / STOCKADE_JWT_PUBLIC_KEY";
-            let pem = std::fs::read(path)
-                .map_err(|e| invalid(setting, format!("cannot read {}: {e}", path.display())))?;
+            let pem = std::fs::read(path).map_err(|e| {
+                bad(
+                    "jwt_public_key",
+                    format!("cannot read {}: {e}", path.display()),
+                )
+            })?;
             Identity::public_key_pem(&pem, issuer, audience)
                 .map(Some)
-                .map_err(|reason| invalid(setting, format!("{}: {reason}", path.display())))
+                .map_err(|reason| bad("jwt_public_key", format!("{}: {reason}", path.display())))
         }
-        (None, None) if issuer.is_some() || audience.is_some() => Err(invalid(
-            "--jwt-issuer / --jwt-audience",
-            "need --jwt-secret or --jwt-public-key to verify tokens with",
+        (None, None) if issuer.is_some() || audience.is_some() => Err(bad(
+            if issuer.is_some() {
+                "jwt_issuer"
+            } else {
+                "jwt_audience"
+            },
+            "needs --jwt-secret or --jwt-public-key to verify tokens with".to_owned(),
         )),
         (None, None) => Ok(None),
     }
 }
 
 /// `--rate-limit-*` and `--trusted-proxies`.
-fn resolve_rate_limits(raw: &RawConfig) -> Result<RateLimits, ConfigError> {
+fn resolve_rate_limits(raw: &RawConfig, sources: &Sources) -> Result<RateLimits, ConfigError> {
+    let bad = |key: &str, reason: String| invalid(&sources.name(key), reason);
     let limit = |rate: &Option<String>,
                  burst: Option<u64>,
                  setting: &str,
                  burst_setting: &str|
      -> Result<Option<Limit>, ConfigError> {
         match rate.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
-            None if burst.is_some() => Err(invalid(
+            None if burst.is_some() => Err(bad(
                 burst_setting,
-                format!("needs a rate: set {setting} too (e.g. 5/s)"),
+                format!("needs a rate: set {} too (e.g. 5/s)", sources.name(setting)),
             )),
             None => Ok(None),
             Some(rate) => Limit::parse(rate, burst)
                 .map(Some)
-                .map_err(|reason| invalid(setting, reason)),
+                .map_err(|reason| bad(setting, reason.to_string())),
         }
     };
     let buyer = limit(
         &raw.rate_limit_buyer,
         raw.rate_limit_buyer_burst,
-        "--rate-limit-buyer / STOCKADE_RATE_LIMIT_BUYER",
-        "--rate-limit-buyer-burst / STOCKADE_RATE_LIMIT_BUYER_BURST",
+        "rate_limit_buyer",
+        "rate_limit_buyer_burst",
     )?;
     let ip = limit(
         &raw.rate_limit_ip,
         raw.rate_limit_ip_burst,
-        "--rate-limit-ip / STOCKADE_RATE_LIMIT_IP",
-        "--rate-limit-ip-burst / STOCKADE_RATE_LIMIT_IP_BURST",
+        "rate_limit_ip",
+        "rate_limit_ip_burst",
     )?;
     let trusted_proxies = TrustedProxies::parse(raw.trusted_proxies.as_deref().unwrap_or(""))
-        .map_err(|reason| invalid("--trusted-proxies / STOCKADE_TRUSTED_PROXIES", reason))?;
+        .map_err(|reason| bad("trusted_proxies", reason.to_string()))?;
     Ok(RateLimits {
         buyer,
         ip,
         trusted_proxies,
     })
+}
+
+/// The HTTP server's limits: timeouts within bounds, the connection cap
+/// within the open-file limit, a shutdown long enough to answer purchases.
+fn resolve_http(
+    raw: &RawConfig,
+    commit_deadline: Duration,
+    sources: &Sources,
+) -> Result<HttpLimits, ConfigError> {
+    let bad = |key: &str, reason: String| invalid(&sources.name(key), reason);
+    let millis = |key: &str, value: Option<u64>, default: u64, max: u64| {
+        let value = value.unwrap_or(default);
+        if !(1..=max).contains(&value) {
+            return Err(bad(
+                key,
+                format!("must be between 1 and {max} (it is {value})"),
+            ));
+        }
+        Ok(Duration::from_millis(value))
+    };
+    let header_read_timeout = millis(
+        "header_read_timeout_ms",
+        raw.header_read_timeout_ms,
+        5_000,
+        300_000,
+    )?;
+    let idle_timeout = millis("idle_timeout_ms", raw.idle_timeout_ms, 75_000, 3_600_000)?;
+    let shutdown_timeout = millis(
+        "shutdown_timeout_ms",
+        raw.shutdown_timeout_ms,
+        10_000,
+        600_000,
+    )?;
+    if shutdown_timeout <= commit_deadline {
+        return Err(bad(
+            "shutdown_timeout_ms",
+            format!(
+                "must be longer than the commit deadline ({} = {} ms), or purchases in flight at shutdown could go unanswered",
+                sources.name("commit_deadline_ms"),
+                commit_deadline.as_millis()
+            ),
+        ));
+    }
+    let file_limit = crate::listener::open_file_limit();
+    let max_connections = match raw.max_connections {
+        None => HttpLimits::default_max_connections(file_limit),
+        Some(n) => {
+            let most = HttpLimits::most_connections(file_limit);
+            if !(1..=most as u64).contains(&n) {
+                return Err(bad(
+                    "max_connections",
+                    format!(
+                        "must be between 1 and {most} (it is {n}): each connection is a file descriptor and the process may open {file_limit} (ulimit -n), {} of which are kept for the store, Redis and logs; raise the limit or lower the setting",
+                        crate::listener::RESERVED_FILES
+                    ),
+                ));
+            }
+            n as usize
+        }
+    };
+    Ok(HttpLimits {
+        header_read_timeout,
+        idle_timeout,
+        max_connections,
+        shutdown_timeout,
+    })
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// For people: coloured on a terminal, plain otherwise.
+    #[default]
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
 }
 
 /// `--engine` with the URLs it needs; the engine is never implied by which
@@ -511,8 +688,9 @@ fn resolve_engine(
     engine: Option<&str>,
     redis_url: Option<String>,
     store: &StoreLocation,
+    sources: &Sources,
 ) -> Result<EngineChoice, ConfigError> {
-    let setting = "--engine / STOCKADE_ENGINE";
+    let setting = &sources.name("engine");
     let choice = match engine.map(str::trim).unwrap_or("memory") {
         "memory" => EngineChoice::Memory,
         "redis" => match redis_url.clone() {
@@ -534,7 +712,7 @@ fn resolve_engine(
     };
     if redis_url.is_some() && !matches!(choice, EngineChoice::Redis(_)) {
         return Err(invalid(
-            "--redis-url / STOCKADE_REDIS_URL",
+            &sources.name("redis_url"),
             format!(
                 "is set but the engine is {}; add --engine redis, or drop the Redis URL",
                 choice.name()
@@ -656,8 +834,165 @@ mod tests {
         let err = ServerConfig::resolve(RawConfig::default(), RawConfig::default(), Some(&file))
             .unwrap_err();
         assert!(
-            err.to_string().contains("--max-purchases-in-flight"),
+            err.to_string()
+                .contains(&format!("max_purchases_in_flight in {}", file.display())),
             "{err}"
+        );
+    }
+
+    /// A value each setting refuses, as a TOML literal.
+    const REFUSED: &[(&str, &str)] = &[
+        ("listen", "\"nowhere\""),
+        ("data_dir", "\"\""),
+        ("engine", "\"oracle\""),
+        ("fallback", "\"mysql\""),
+        ("redis_url", "\"http://cache\""),
+        ("database_url", "\"mysql://db\""),
+        ("admin_token", "\"short\""),
+        ("commit_deadline_ms", "0"),
+        ("batch_max", "0"),
+        ("batch_delay_ms", "5000"),
+        ("outbox_grace_ms", "1"),
+        ("rejection_ttl_ms", "5000"),
+        ("max_purchases_in_flight", "0"),
+        ("startup_wait_ms", "999999999"),
+        ("header_read_timeout_ms", "0"),
+        ("idle_timeout_ms", "0"),
+        ("max_connections", "0"),
+        ("shutdown_timeout_ms", "1"),
+        ("log_format", "\"xml\""),
+        ("jwt_secret", "\"short\""),
+        ("jwt_public_key", "\"/nonexistent/key.pem\""),
+        ("jwt_issuer", "\"https://issuer.example\""),
+        ("jwt_audience", "\"stockade\""),
+        ("rate_limit_buyer", "\"fast\""),
+        ("rate_limit_buyer_burst", "5"),
+        ("rate_limit_ip", "\"5/fortnight\""),
+        ("rate_limit_ip_burst", "5"),
+        ("trusted_proxies", "\"10.0.0.0/33\""),
+    ];
+
+    #[test]
+    fn every_setting_is_named_by_where_its_value_came_from() {
+        assert_eq!(
+            REFUSED.len(),
+            settings::SETTINGS.len(),
+            "every setting needs a refused value here"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        for (key, literal) in REFUSED {
+            let row = settings::setting_of(key);
+            let plain = literal.trim_matches('"');
+            // A variable.
+            let err = ServerConfig::resolve(RawConfig::default(), env(&[(row.env, plain)]), None)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with(&format!("invalid setting {}:", row.env)),
+                "{key}: {err}"
+            );
+            // A flag (the admin token has none).
+            let given: RawConfig = toml::from_str(&format!("{key} = {literal}")).unwrap();
+            let err = ServerConfig::resolve(given, RawConfig::default(), None)
+                .unwrap_err()
+                .to_string();
+            let flag = row.flag.unwrap_or(row.env);
+            assert!(
+                err.starts_with(&format!("invalid setting {flag}:")),
+                "{key}: {err}"
+            );
+            // The file.
+            let file = dir.path().join(format!("{key}.toml"));
+            std::fs::write(&file, format!("{key} = {literal}\n")).unwrap();
+            let err =
+                ServerConfig::resolve(RawConfig::default(), RawConfig::default(), Some(&file))
+                    .unwrap_err()
+                    .to_string();
+            assert!(
+                err.starts_with(&format!("invalid setting {key} in {}:", file.display())),
+                "{key}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_settings_table_covers_every_field_and_variable() {
+        let fields = match serde_json::to_value(RawConfig::default()).unwrap() {
+            serde_json::Value::Object(map) => map.keys().cloned().collect::<Vec<_>>(),
+            other => panic!("{other}"),
+        };
+        let keys: Vec<String> = settings::SETTINGS
+            .iter()
+            .map(|s| s.key.to_owned())
+            .collect();
+        let mut sorted_fields = fields.clone();
+        sorted_fields.sort();
+        let mut sorted_keys = keys.clone();
+        sorted_keys.sort();
+        assert_eq!(
+            sorted_fields, sorted_keys,
+            "RawConfig fields vs SETTINGS rows"
+        );
+        for row in settings::SETTINGS {
+            assert_eq!(row.env, format!("STOCKADE_{}", row.key.to_uppercase()));
+            if let Some(flag) = row.flag {
+                assert_eq!(flag, format!("--{}", row.key.replace('_', "-")));
+            }
+            // from_env reads the row's variable into the row's field.
+            let raw =
+                RawConfig::from_env(|name| (name == row.env).then(|| "1".to_owned())).unwrap();
+            let set = serde_json::to_value(&raw).unwrap();
+            assert!(
+                !set[row.key].is_null(),
+                "{} is not read from {}",
+                row.key,
+                row.env
+            );
+            // And the help table lists all three spellings.
+            let help = settings::help_table();
+            assert!(help.contains(row.env) && help.contains(row.key), "{help}");
+        }
+    }
+
+    #[test]
+    fn http_limits_default_and_stay_inside_the_file_limit() {
+        let config =
+            ServerConfig::resolve(RawConfig::default(), RawConfig::default(), None).unwrap();
+        assert_eq!(config.http.header_read_timeout, Duration::from_secs(5));
+        assert_eq!(config.http.idle_timeout, Duration::from_secs(75));
+        assert_eq!(config.http.shutdown_timeout, Duration::from_secs(10));
+        let limit = crate::listener::open_file_limit();
+        assert_eq!(
+            config.http.max_connections,
+            HttpLimits::default_max_connections(limit)
+        );
+        let err = ServerConfig::resolve(
+            RawConfig {
+                max_connections: Some(limit),
+                ..RawConfig::default()
+            },
+            RawConfig::default(),
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("ulimit -n"), "{err}");
+        // A default that another setting makes wrong is named as a default.
+        let err = ServerConfig::resolve(
+            RawConfig::default(),
+            env(&[
+                ("STOCKADE_COMMIT_DEADLINE_MS", "20000"),
+                ("STOCKADE_OUTBOX_GRACE_MS", "60000"),
+            ]),
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            err,
+            "invalid setting --shutdown-timeout-ms / STOCKADE_SHUTDOWN_TIMEOUT_MS / shutdown_timeout_ms (default 10000): \
+             must be longer than the commit deadline (STOCKADE_COMMIT_DEADLINE_MS = 20000 ms), \
+             or purchases in flight at shutdown could go unanswered"
         );
     }
 

@@ -1,10 +1,10 @@
 //! `stockade serve`: the HTTP service.
 //!
-//! A purchase goes through the path of DESIGN.md: the engine decides it in
-//! one atomic step under the sale's epoch and records it in its outbox; the
-//! group-commit writer commits it to the order store with many others in
-//! one transaction, where the store checks it again; only then does the
-//! buyer hear 201. The store is the source of truth and the arbiter: every
+//! A purchase goes through one path (see `docs/consistency.md`): the engine
+//! decides it in one atomic step under the sale's epoch and records it in
+//! its outbox; the group-commit writer commits it to the order store with
+//! many others in one transaction, where the store checks it again; only
+//! then does the buyer hear 201. The store is the source of truth and the arbiter: every
 //! change of who decides a sale (a rebuild after Redis lost data, a move to
 //! the PostgreSQL fallback and back) is a fenced step that advances the
 //! sale's epoch, so any number of instances can run on one Redis and one
@@ -22,6 +22,10 @@
 //!
 //! # Layout
 //! - [`config`]: flags, environment and file resolved into [`config::ServerConfig`].
+//! - [`listener`]: the HTTP server: connection cap, header-read and idle
+//!   timeouts, bounded shutdown.
+//! - [`startup`]: reaching the database and Redis at start.
+//! - [`redact`]: URLs and errors as they may be shown (no passwords).
 //! - [`store`]: the order store (PostgreSQL or SQLite), the source of truth
 //!   and the arbiter of every commit; epochs and releases.
 //! - [`routing`]: which authority decides each sale, as this instance knows.
@@ -43,12 +47,15 @@ pub mod api;
 pub mod breaker;
 pub mod config;
 pub mod holds;
+pub mod listener;
 pub mod metrics;
 pub mod rate_limit;
 pub mod recovery;
+pub mod redact;
 pub mod rejections;
 pub mod routing;
 pub mod shedding;
+pub mod startup;
 pub mod state;
 pub mod store;
 pub mod writer;
@@ -64,32 +71,47 @@ use tokio::net::TcpListener;
 
 pub use api::app;
 use config::{EngineChoice, ServerConfig, StoreLocation};
+use listener::HttpLimits;
 use rate_limit::RateLimiter;
 use recovery::RecoveryError;
+use startup::{Backend, Unreachable};
 use state::{AppState, StateParts};
 use store::{OrderStore, StoreError};
 use writer::CommitQueue;
 
-/// Why the service could not start or stopped with an error.
+/// Why the service could not start or stopped with an error. Messages name
+/// what failed, where (host and port, never a password) and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// The data directory could not be created.
-    #[error("cannot create the data directory {path}: {source}")]
+    #[error(
+        "cannot create the data directory {path} ({reason}); choose a writable directory with {setting}"
+    )]
     DataDir {
         /// The directory.
         path: String,
+        /// The setting it came from, as it was given.
+        setting: String,
         /// Why.
-        source: std::io::Error,
+        reason: std::io::Error,
     },
+    /// The database or Redis does not answer at its host and port.
+    #[error(transparent)]
+    Unreachable(#[from] Unreachable),
     /// The order store could not be opened.
-    #[error("cannot open the order store: {0}")]
-    Store(#[from] StoreError),
+    #[error("cannot open the order store ({location}): {reason}")]
+    Store {
+        /// `sqlite FILE` or PostgreSQL's `host:port`.
+        location: String,
+        /// Why, with any password removed.
+        reason: String,
+    },
     /// The engine could not connect.
     #[error("cannot connect the stock engine: {0}")]
-    Engine(#[from] EngineError),
+    Engine(String),
     /// The rebuild lock's Redis connection could not be made.
     #[error("cannot connect the rebuild lock to Redis: {0}")]
-    Lock(#[from] LockError),
+    Lock(String),
     /// The rate limiter's Redis connection could not be made.
     #[error(transparent)]
     RateLimit(#[from] rate_limit::RateLimitError),
@@ -106,6 +128,7 @@ pub enum ServeError {
 /// [`Service::router`] directly in tests.
 pub struct Service {
     state: AppState,
+    http: HttpLimits,
     writer_task: tokio::task::JoinHandle<()>,
     reconciler: tokio::task::JoinHandle<()>,
 }
@@ -133,18 +156,45 @@ impl Service {
         if let StoreLocation::Sqlite(path) = &config.store
             && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
         {
-            std::fs::create_dir_all(dir).map_err(|source| ServeError::DataDir {
+            std::fs::create_dir_all(dir).map_err(|reason| ServeError::DataDir {
                 path: dir.display().to_string(),
-                source,
+                setting: config
+                    .sources
+                    .name(if config.sources.is_set("database_url") {
+                        "database_url"
+                    } else {
+                        "data_dir"
+                    }),
+                reason,
             })?;
         }
-        let store = open_store(&config.store.url()).await?;
+        let store = open_store(
+            &config.store,
+            &config.sources.name("database_url"),
+            config.startup_wait,
+        )
+        .await?;
         let (engine, redis, locks): (Option<Arc<dyn Engine>>, _, _) = match &config.engine {
             EngineChoice::Redis(url) => {
+                let setting = config.sources.name("redis_url");
+                startup::reach(Backend::Redis, url, &setting, config.startup_wait).await?;
+                let shown = |error: &dyn std::error::Error| {
+                    format!(
+                        "Redis at {}: {}",
+                        redact::endpoint(url),
+                        redact::scrub(&error.to_string(), url)
+                    )
+                };
                 let redis = Arc::new(
-                    RedisEngine::connect(&RedisEngineConfig::new(url), Arc::clone(&clock)).await?,
+                    RedisEngine::connect(&RedisEngineConfig::new(url), Arc::clone(&clock))
+                        .await
+                        .map_err(|e: EngineError| ServeError::Engine(shown(&e)))?,
                 );
-                let locks = Locks::builder().node(url).connect().await?;
+                let locks = Locks::builder()
+                    .node(url)
+                    .connect()
+                    .await
+                    .map_err(|e: LockError| ServeError::Lock(shown(&e)))?;
                 (Some(redis.clone()), Some(redis), Some(locks))
             }
             EngineChoice::Memory => (
@@ -194,6 +244,7 @@ impl Service {
         ));
         Ok(Self {
             state,
+            http: config.http,
             writer_task,
             reconciler,
         })
@@ -209,22 +260,17 @@ impl Service {
         app(self.state.clone())
     }
 
-    /// Serves on `listener` until `shutdown` completes, then finishes
-    /// in-flight requests and flushes the writer.
+    /// Serves on `listener` until `shutdown` completes, then answers the
+    /// requests in flight (closing every connection after the shutdown
+    /// timeout, whatever its client does) and flushes the writer.
     pub async fn serve(
         self,
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
-        // The peer address is the client's (or its proxy's), for the
-        // per-client rate limit.
-        let app = self
-            .router()
-            .into_make_service_with_connect_info::<std::net::SocketAddr>();
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await;
+        let served = listener::serve(listener, self.router(), self.http, shutdown).await;
         self.stop().await;
+        tracing::info!("stopped: every acknowledged order is committed");
         Ok(served?)
     }
 
@@ -236,6 +282,7 @@ impl Service {
             state,
             writer_task,
             reconciler,
+            ..
         } = self;
         state.mark_stopping();
         reconciler.abort();
@@ -260,18 +307,36 @@ pub async fn run(
         .await
 }
 
-/// Opens the store, retrying for up to 30 s: an instance restarted while the
-/// database is briefly down (a failover, a restart) waits for it.
-async fn open_store(url: &str) -> Result<OrderStore, ServeError> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+/// Opens the store. A PostgreSQL server that does not accept connections
+/// yet is waited for up to `wait` (an instance restarted while the database
+/// is briefly down); any other failure ends the start at once.
+async fn open_store(
+    location: &StoreLocation,
+    setting: &str,
+    wait: Duration,
+) -> Result<OrderStore, ServeError> {
+    let url = location.url();
+    let shown_location = match location {
+        StoreLocation::Postgres(url) => format!("PostgreSQL at {}", redact::endpoint(url)),
+        StoreLocation::Sqlite(path) => format!("SQLite at {}", path.display()),
+    };
+    if let StoreLocation::Postgres(url) = location {
+        startup::reach(Backend::Postgres, url, setting, wait).await?;
+    }
+    let deadline = tokio::time::Instant::now() + wait;
     loop {
-        match OrderStore::open(url).await {
+        match OrderStore::open(&url).await {
             Ok(store) => return Ok(store),
-            Err(error) if tokio::time::Instant::now() < deadline => {
-                tracing::warn!(%error, "cannot open the order store yet; retrying");
+            // Listening but not accepting yet (starting up, shutting down).
+            Err(StoreError::Unavailable(_)) if tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
-            Err(error) => return Err(error.into()),
+            Err(error) => {
+                return Err(ServeError::Store {
+                    location: shown_location,
+                    reason: redact::scrub(&redact::one_line(&error), &url),
+                });
+            }
         }
     }
 }

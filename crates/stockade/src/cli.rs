@@ -22,7 +22,7 @@ pub struct Cli {
 pub enum Command {
     /// Run the HTTP service. With no settings: the in-memory engine and a
     /// SQLite order store in ./stockade-data.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Simulate a flash sale: start the service in-process, then N buyers
     /// with distinct ids arrive at once over HTTP for S items; print what
     /// happened and check that nothing was oversold and every 201 was
@@ -331,8 +331,11 @@ fn parse_duration(value: &str) -> Result<Duration, String> {
 
 /// `stockade serve`. Every flag also reads from its `STOCKADE_*` variable
 /// and from the `--config` file; flags win, then variables, then the file.
-/// The admin token comes from `STOCKADE_ADMIN_TOKEN` only.
+/// The admin token comes from `STOCKADE_ADMIN_TOKEN` (or the file's
+/// `admin_token`) only. The table after the flags in `--help` is generated
+/// from `stockade_server::config::settings::SETTINGS`.
 #[derive(Debug, Args)]
+#[command(after_help = stockade_server::config::settings::help_table())]
 pub struct ServeArgs {
     /// Address to listen on (STOCKADE_LISTEN; default 127.0.0.1:8080).
     #[arg(long)]
@@ -353,18 +356,16 @@ pub struct ServeArgs {
     /// postgres:// --database-url).
     #[arg(long)]
     pub fallback: Option<String>,
-    /// The Redis of --engine redis (STOCKADE_REDIS_URL).
+    /// The Redis of --engine redis (STOCKADE_REDIS_URL). Shown only as
+    /// host:port in messages.
     #[arg(long)]
     pub redis_url: Option<String>,
     /// Keep orders in this PostgreSQL database (STOCKADE_DATABASE_URL).
+    /// Shown only as host:port in messages.
     #[arg(long)]
     pub database_url: Option<String>,
-    /// A TOML file with the same settings (listen, data_dir, engine,
-    /// fallback, redis_url, database_url, commit_deadline_ms, batch_max,
-    /// batch_delay_ms, rejection_ttl_ms, max_purchases_in_flight,
-    /// jwt_secret, jwt_public_key, jwt_issuer, jwt_audience,
-    /// rate_limit_buyer, rate_limit_buyer_burst, rate_limit_ip,
-    /// rate_limit_ip_burst, trusted_proxies).
+    /// A TOML file with the same settings, under the keys of the table
+    /// below (e.g. commit_deadline_ms = 3000).
     #[arg(long)]
     pub config: Option<std::path::PathBuf>,
     /// How long a purchase waits for its commit before answering 202
@@ -377,6 +378,11 @@ pub struct ServeArgs {
     /// Longest wait for a batch to fill (STOCKADE_BATCH_DELAY_MS; default 2).
     #[arg(long)]
     pub batch_delay_ms: Option<u64>,
+    /// How old an accepted order still missing from the store must be
+    /// before the reconciler commits it itself; longer than the commit
+    /// deadline (STOCKADE_OUTBOX_GRACE_MS; default 10000).
+    #[arg(long)]
+    pub outbox_grace_ms: Option<u64>,
     /// How long this instance answers sold_out and unknown_sale from what
     /// it learned, without asking Redis or the database
     /// (STOCKADE_REJECTION_TTL_MS; default 500, at most 1000, 0: never).
@@ -429,4 +435,71 @@ pub struct ServeArgs {
     /// (STOCKADE_TRUSTED_PROXIES; default: none, the header is ignored).
     #[arg(long, value_name = "LIST")]
     pub trusted_proxies: Option<String>,
+    /// How long start waits for a database or Redis that does not accept
+    /// connections yet (STOCKADE_STARTUP_WAIT_MS; default 10000, 0: fail at
+    /// once).
+    #[arg(long)]
+    pub startup_wait_ms: Option<u64>,
+    /// How long a client may take to send a request's headers, counted from
+    /// when it connected or got its previous answer, and then the body they
+    /// announce; slower clients are disconnected
+    /// (STOCKADE_HEADER_READ_TIMEOUT_MS; default 5000).
+    #[arg(long)]
+    pub header_read_timeout_ms: Option<u64>,
+    /// How long a keep-alive connection may stay open without a request
+    /// (STOCKADE_IDLE_TIMEOUT_MS; default 75000: longer than a load
+    /// balancer's usual 60 s, so the balancer closes first).
+    #[arg(long)]
+    pub idle_timeout_ms: Option<u64>,
+    /// Most open connections; one more is answered 503 with Retry-After: 1
+    /// and closed at once (STOCKADE_MAX_CONNECTIONS; default: the open-file
+    /// limit less 128, at most 10000).
+    #[arg(long)]
+    pub max_connections: Option<u64>,
+    /// On SIGTERM or Ctrl-C: how long requests in flight get to finish
+    /// before every connection is closed; then the writer commits what it
+    /// holds and the process exits (STOCKADE_SHUTDOWN_TIMEOUT_MS; default
+    /// 10000, longer than the commit deadline).
+    #[arg(long)]
+    pub shutdown_timeout_ms: Option<u64>,
+    /// Log lines as text (coloured on a terminal, plain otherwise; NO_COLOR
+    /// turns colour off) or json, one object per line, for log shippers
+    /// (STOCKADE_LOG_FORMAT; default text). RUST_LOG picks what is logged.
+    #[arg(long)]
+    pub log_format: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+    use stockade_server::config::settings::SETTINGS;
+
+    use super::Cli;
+
+    #[test]
+    fn every_serve_flag_is_a_setting_with_a_variable_and_a_file_key() {
+        let command = Cli::command();
+        let serve = command.find_subcommand("serve").unwrap();
+        let flags: Vec<String> = serve
+            .get_arguments()
+            .filter_map(|a| a.get_long())
+            .filter(|long| *long != "config" && *long != "help")
+            .map(|long| format!("--{long}"))
+            .collect();
+        for flag in &flags {
+            let row = SETTINGS
+                .iter()
+                .find(|s| s.flag == Some(flag.as_str()))
+                .unwrap_or_else(|| panic!("{flag} has no row in config::settings::SETTINGS"));
+            assert!(row.env.starts_with("STOCKADE_") && !row.key.is_empty());
+        }
+        for row in SETTINGS {
+            if let Some(flag) = row.flag {
+                assert!(
+                    flags.iter().any(|f| f == flag),
+                    "{flag} is documented but not a flag"
+                );
+            }
+        }
+    }
 }

@@ -29,7 +29,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve(args) => serve::run(args).await,
+        Command::Serve(args) => serve::run(*args).await,
         Command::Demo(args) => demo::run(args).await,
         Command::Bench(args) => bench::run(args).await,
         Command::Load(args) => load::run(args).await,
@@ -37,7 +37,11 @@ async fn main() -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            // Each cause once, even where a message already quotes its cause.
+            eprintln!(
+                "error: {}",
+                stockade_server::redact::one_line(error.as_ref())
+            );
             std::process::ExitCode::from(2)
         }
     }

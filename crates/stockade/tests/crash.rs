@@ -7,8 +7,9 @@
 //! And a cancel whose engine release failed (Redis frozen) survives the
 //! SIGKILL of the instance that took it: another instance applies it.
 
+mod serve_process;
+
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -54,16 +55,7 @@ impl Serve {
             command.args(["--database-url", url]);
         }
         let mut child = command.spawn().expect("spawn stockade serve");
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        // Keep reading what else it announces: a closed pipe would kill it.
-        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .unwrap_or_else(|| panic!("no URL in {line:?}"))
-            .to_owned();
+        let url = serve_process::announced_url(&mut child);
         Self { child, url }
     }
 

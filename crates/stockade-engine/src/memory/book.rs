@@ -29,8 +29,12 @@ pub(super) struct SaleBook {
     /// Idempotency keys, scoped to their buyer.
     keys: DashMap<(UserId, IdempotencyKey), OrderId>,
     orders: DashMap<OrderId, OrderEntry>,
-    /// Accepted orders not yet acknowledged as committed nor released.
-    outbox: DashMap<OrderId, Order>,
+    /// Accepted orders not yet acknowledged as committed nor released,
+    /// each with its place in the order of acceptance (ids minted in the
+    /// same millisecond are in random order).
+    outbox: DashMap<OrderId, (u64, Order)>,
+    /// The next place in the order of acceptance.
+    accepted: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -51,6 +55,7 @@ impl SaleBook {
             keys: DashMap::new(),
             orders: DashMap::new(),
             outbox: DashMap::new(),
+            accepted: AtomicU64::new(0),
         }
     }
 
@@ -125,8 +130,9 @@ impl SaleBook {
                 live: true,
             },
         );
+        let place = self.accepted.fetch_add(1, Ordering::Relaxed);
         self.outbox
-            .insert(order_id, Order::accepted(purchase, order_id, now));
+            .insert(order_id, (place, Order::accepted(purchase, order_id, now)));
         PurchaseOutcome::Purchased {
             order_id,
             remaining,
@@ -135,9 +141,9 @@ impl SaleBook {
 
     pub(super) fn outbox(&self) -> Vec<Order> {
         let _spec = self.spec.read();
-        let mut orders: Vec<Order> = self.outbox.iter().map(|e| e.value().clone()).collect();
-        orders.sort_by_key(|o| o.id);
-        orders
+        let mut orders: Vec<(u64, Order)> = self.outbox.iter().map(|e| e.value().clone()).collect();
+        orders.sort_by_key(|(place, _)| *place);
+        orders.into_iter().map(|(_, order)| order).collect()
     }
 
     pub(super) fn acknowledge(&self, orders: &[OrderId]) {

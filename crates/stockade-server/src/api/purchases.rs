@@ -131,7 +131,9 @@ async fn decide(
     for _ in 0..3 {
         purchase = purchase.at_epoch(route.epoch);
         let ticket = state.rejections().ticket(&sale);
-        let (outcome, decider) = match decider(state, route) {
+        // When the order was made: the instant the store records for it,
+        // and so the one its answer shows.
+        let (outcome, decider, accepted_at) = match decider(state, route) {
             Some(engine) => {
                 let Some(outcome) = engine_gate(state, engine, &purchase).await? else {
                     // The breaker is open and there is a fallback: move.
@@ -140,17 +142,18 @@ async fn decide(
                         .ok_or_else(|| unknown_sale(&sale))?;
                     continue;
                 };
-                (outcome, Decider::Engine)
+                (outcome, Decider::Engine, state.clock().now())
             }
             None => {
                 let started = Instant::now();
+                let now = state.clock().now();
                 let outcome = state
                     .store()
-                    .purchase(&purchase, OrderId::generate(), state.clock().now())
+                    .purchase(&purchase, OrderId::generate(), now)
                     .await?;
                 metrics::histogram!("stockade_engine_seconds", "op" => "store_purchase")
                     .record(started.elapsed().as_secs_f64());
-                (outcome, Decider::Store)
+                (outcome, Decider::Store, now)
             }
         };
         state.rejections().learn(&sale, ticket, &outcome);
@@ -181,8 +184,16 @@ async fn decide(
                 return Err(unknown_sale(&sale));
             }
             outcome => {
-                let response =
-                    answer(state, &purchase, route, outcome, decider, respond_async).await?;
+                let response = answer(
+                    state,
+                    &purchase,
+                    route,
+                    outcome,
+                    decider,
+                    accepted_at,
+                    respond_async,
+                )
+                .await?;
                 return Ok((outcome, response));
             }
         }
@@ -279,6 +290,7 @@ async fn answer(
     route: Route,
     outcome: PurchaseOutcome,
     decider: Decider,
+    accepted_at: chrono::DateTime<chrono::Utc>,
     respond_async: bool,
 ) -> Result<Response, ApiError> {
     let sale = purchase.sale_id();
@@ -290,7 +302,7 @@ async fn answer(
             metrics::gauge!("stockade_sale_remaining", "sale" => sale.to_string())
                 .set(f64::from(remaining));
             // The store applies the same hold when it commits the order.
-            let order = Order::accepted(purchase, order_id, state.clock().now())
+            let order = Order::accepted(purchase, order_id, accepted_at)
                 .under_hold(state.rejections().hold(sale));
             let mut body = OrderBody::from_order(&order);
             body.remaining = Some(remaining);
