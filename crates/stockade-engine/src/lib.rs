@@ -36,4 +36,4 @@ pub mod redis;
 
 pub use memory::MemoryEngine;
 pub use postgres::PostgresEngine;
-pub use redis::{RedisEngine, RedisEngineConfig};
+pub use redis::{RedisEngine, RedisEngineConfig, RedisTopology, RedisUrlError};

@@ -1,6 +1,6 @@
 //! The Redis engine under the faults of DESIGN.md: script cache flushed,
-//! server restarted with its data lost, server unresponsive; and on Redis
-//! Cluster. Each test runs its own throwaway redis-server.
+//! server restarted with its data lost, server unresponsive (Sentinel and
+//! Cluster: `redis_ha.rs`). Each test runs its own throwaway redis-server.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -213,53 +213,4 @@ async fn every_accepted_order_is_in_the_outbox_stream() {
     let first = &entries.ids[0];
     assert_eq!(first.get::<String>(&accepted[0]).unwrap(), "a\n1\n");
     assert_eq!(first.get::<u64>("epoch").unwrap(), 1);
-}
-
-#[tokio::test]
-async fn works_on_redis_cluster() {
-    let server = RedisServer::start_with(&["--cluster-enabled", "yes"]).unwrap();
-    // A one-node cluster that owns every slot.
-    assert!(
-        server
-            .command(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"])
-            .unwrap()
-            .contains("OK")
-    );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !server
-        .command(&["CLUSTER", "INFO"])
-        .unwrap()
-        .contains("cluster_state:ok")
-    {
-        assert!(Instant::now() < deadline, "cluster did not become ok");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let engine = Arc::new(
-        RedisEngine::connect(
-            &RedisEngineConfig::cluster([server.url()]),
-            Arc::new(SystemClock),
-        )
-        .await
-        .unwrap(),
-    );
-    engine.create_sale(&spec("cluster", 100)).await.unwrap();
-    let tasks: Vec<_> = (0..150)
-        .map(|i| {
-            let engine = Arc::clone(&engine);
-            tokio::spawn(async move { buy(&engine, "cluster", &format!("u{i}")).await.unwrap() })
-        })
-        .collect();
-    let mut purchased = 0;
-    for task in tasks {
-        if matches!(task.await.unwrap(), PurchaseOutcome::Purchased { .. }) {
-            purchased += 1;
-        }
-    }
-    assert_eq!(purchased, 100);
-    let snapshot = engine
-        .snapshot(&SaleId::new("cluster").unwrap())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(snapshot.remaining, 0);
 }

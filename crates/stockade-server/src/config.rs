@@ -363,15 +363,9 @@ impl ServerConfig {
         }
         let redis_url = raw.redis_url.clone().filter(|u| !u.is_empty());
         if let Some(url) = &redis_url
-            && !(url.starts_with("redis://") || url.starts_with("rediss://"))
+            && let Err(error) = stockade_engine::RedisTopology::from_url(url)
         {
-            return Err(bad(
-                "redis_url",
-                format!(
-                    "{:?} must start with redis:// or rediss://",
-                    crate::redact::redact_url(url)
-                ),
-            ));
+            return Err(bad("redis_url", error.to_string()));
         }
         let store = match raw.database_url.clone().filter(|u| !u.is_empty()) {
             None => StoreLocation::Sqlite(data_dir.join("orders.db")),

@@ -65,7 +65,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stockade_core::{Clock, Engine, EngineError, SystemClock};
-use stockade_engine::{MemoryEngine, RedisEngine, RedisEngineConfig};
+use stockade_engine::{MemoryEngine, RedisEngine, RedisEngineConfig, RedisTopology};
 use stockade_lock::{LockError, Locks};
 use tokio::net::TcpListener;
 
@@ -112,9 +112,6 @@ pub enum ServeError {
     /// The rebuild lock's Redis connection could not be made.
     #[error("cannot connect the rebuild lock to Redis: {0}")]
     Lock(String),
-    /// The rate limiter's Redis connection could not be made.
-    #[error(transparent)]
-    RateLimit(#[from] rate_limit::RateLimitError),
     /// Recovery at start failed.
     #[error("cannot recover the engine from the store: {0}")]
     Recovery(#[from] RecoveryError),
@@ -177,7 +174,6 @@ impl Service {
         let (engine, redis, locks): (Option<Arc<dyn Engine>>, _, _) = match &config.engine {
             EngineChoice::Redis(url) => {
                 let setting = config.sources.name("redis_url");
-                startup::reach(Backend::Redis, url, &setting, config.startup_wait).await?;
                 let shown = |error: &dyn std::error::Error| {
                     format!(
                         "Redis at {}: {}",
@@ -185,17 +181,34 @@ impl Service {
                         redact::scrub(&error.to_string(), url)
                     )
                 };
+                let redis_config = RedisEngineConfig::from_url(url)
+                    .map_err(|e| ServeError::Engine(format!("{setting}: {e}")))?;
+                // A single server is waited for at start; Sentinel and
+                // Cluster URLs name several nodes, left to the driver.
+                if let RedisTopology::Standalone { url } = &redis_config.topology {
+                    startup::reach(Backend::Redis, url, &setting, config.startup_wait).await?;
+                }
                 let redis = Arc::new(
-                    RedisEngine::connect(&RedisEngineConfig::new(url), Arc::clone(&clock))
+                    RedisEngine::connect(&redis_config, Arc::clone(&clock))
                         .await
                         .map_err(|e: EngineError| ServeError::Engine(shown(&e)))?,
                 );
-                let locks = Locks::builder()
-                    .node(url)
-                    .connect()
-                    .await
-                    .map_err(|e: LockError| ServeError::Lock(shown(&e)))?;
-                (Some(redis.clone()), Some(redis), Some(locks))
+                // The rebuild lock lives on a single Redis server. Under
+                // Sentinel or Cluster there is none to pin it to, and
+                // rebuilds rely on their epoch fencing alone, which keeps
+                // them safe when two instances rebuild one sale at once
+                // (docs/consistency.md); the lock only saves duplicate work.
+                let locks = match &redis_config.topology {
+                    RedisTopology::Standalone { url } => Some(
+                        Locks::builder()
+                            .node(url)
+                            .connect()
+                            .await
+                            .map_err(|e: LockError| ServeError::Lock(shown(&e)))?,
+                    ),
+                    RedisTopology::Sentinel { .. } | RedisTopology::Cluster { .. } => None,
+                };
+                (Some(redis.clone()), Some(redis), locks)
             }
             EngineChoice::Memory => (
                 Some(Arc::new(MemoryEngine::new(Arc::clone(&clock)))),
@@ -212,13 +225,9 @@ impl Service {
         let (queue, writer_task) = CommitQueue::start(store.clone(), engine.clone(), config.writer);
         // Limits are shared through the engine's Redis when there is one.
         let limits = config.rate_limits.clone();
-        let rate_limiter = match &config.engine {
-            EngineChoice::Redis(url) => {
-                RateLimiter::shared(limits, url, Arc::clone(&clock)).await?
-            }
-            EngineChoice::Memory | EngineChoice::Postgres => {
-                RateLimiter::local(limits, Arc::clone(&clock))
-            }
+        let rate_limiter = match &redis {
+            Some(redis) => RateLimiter::shared(limits, redis.connection(), Arc::clone(&clock)),
+            None => RateLimiter::local(limits, Arc::clone(&clock)),
         };
         let state = AppState::new(StateParts {
             engine,

@@ -24,6 +24,10 @@
 //! - [`binaries`]: finding `redis-server`, `postgres`, `initdb` on the machine.
 //! - [`process`]: the child-process handle shared by both servers.
 //! - [`redis_server`]: the throwaway [`RedisServer`].
+//! - [`redis_sentinel`]: [`RedisSentinelGroup`], a primary, a replica and
+//!   three sentinels, with an ordered failover.
+//! - [`redis_cluster`]: [`RedisCluster`], three primaries, with the
+//!   migration of a slot under load.
 //! - [`postgres_server`]: [`PostgresServer`] (initdb + postgres, or a fresh
 //!   database on the server named by `DATABASE_URL`).
 
@@ -32,10 +36,14 @@ pub mod browser;
 mod error;
 pub mod postgres_server;
 pub mod process;
+pub mod redis_cluster;
+pub mod redis_sentinel;
 pub mod redis_server;
 
 pub use error::TestSupportError;
 pub use postgres_server::PostgresServer;
+pub use redis_cluster::RedisCluster;
+pub use redis_sentinel::RedisSentinelGroup;
 pub use redis_server::RedisServer;
 
 /// Asks the kernel for a free TCP port on the loopback interface.

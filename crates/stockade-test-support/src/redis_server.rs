@@ -216,8 +216,28 @@ fn spawn(dir: &Path, port: u16, extra_args: &[String]) -> Result<ServerProcess, 
     Ok(process)
 }
 
+/// Sends `command` to the server on `port` over a fresh connection and
+/// parses the reply, for replies [`raw_command`] cannot read (nested arrays).
+pub(crate) fn query<T: redis::FromRedisValue>(
+    port: u16,
+    command: &redis::Cmd,
+) -> Result<T, TestSupportError> {
+    let failed = |e: redis::RedisError| TestSupportError::CommandFailed {
+        command: format!("{command:?} on redis port {port}"),
+        output: e.to_string(),
+    };
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).map_err(failed)?;
+    let mut connection = client
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .map_err(failed)?;
+    connection
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(failed)?;
+    command.query(&mut connection).map_err(failed)
+}
+
 /// Sends one RESP command and reads whatever the server answers first.
-fn raw_command(port: u16, args: &[&str]) -> Result<String, TestSupportError> {
+pub(crate) fn raw_command(port: u16, args: &[&str]) -> Result<String, TestSupportError> {
     let io = |what: &str, e| TestSupportError::Io(format!("{what} redis on port {port}"), e);
     let mut stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| io("connecting to", e))?;
     stream

@@ -1,10 +1,14 @@
 //! The command-line grammar.
 
+#[cfg(feature = "bench")]
 use std::path::PathBuf;
+#[cfg(feature = "bench")]
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+#[cfg(feature = "bench")]
 use stockade_bench::scenario::{Overrides, Scenario};
+#[cfg(feature = "bench")]
 use stockade_bench::strategy::StrategyKind;
 
 /// Stockade sells limited stock to a stampede: flash sales, coupon drops,
@@ -23,11 +27,13 @@ pub enum Command {
     /// Run the HTTP service. With no settings: the in-memory engine and a
     /// SQLite order store in ./stockade-data.
     Serve(Box<ServeArgs>),
+    #[cfg(feature = "bench")]
     /// Simulate a flash sale: start the service in-process, then N buyers
     /// with distinct ids arrive at once over HTTP for S items; print what
     /// happened and check that nothing was oversold and every 201 was
     /// committed.
     Demo(DemoArgs),
+    #[cfg(feature = "bench")]
     /// Compare every way of selling limited stock side by side in one run:
     /// the founding articles' strategies (row lock, conditional update,
     /// Redis lock, DECR, Lua script) and Stockade's engines, on the same
@@ -37,12 +43,14 @@ pub enum Command {
     /// limit: --buyers 50000 --stock 20000 --concurrency 256 --strategies
     /// redis-lua,stockade-redis).
     Bench(BenchArgs),
+    #[cfg(feature = "bench")]
     /// Drive a running `stockade serve` over HTTP: create a sale through the
     /// admin API, send a crowd of buyers over keep-alive connections, and
     /// report the same measures and checks as `bench`, plus status codes.
     Load(LoadArgs),
 }
 
+#[cfg(feature = "bench")]
 /// `stockade demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -86,6 +94,7 @@ pub struct DemoArgs {
     pub pay_ratio: f64,
 }
 
+#[cfg(feature = "bench")]
 /// The engines `stockade demo` can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DemoEngine {
@@ -97,6 +106,7 @@ pub enum DemoEngine {
     Postgres,
 }
 
+#[cfg(feature = "bench")]
 impl DemoEngine {
     /// The name used on the command line and in reports.
     pub fn as_str(self) -> &'static str {
@@ -108,6 +118,7 @@ impl DemoEngine {
     }
 }
 
+#[cfg(feature = "bench")]
 /// `stockade bench`.
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -146,6 +157,7 @@ pub struct BenchArgs {
     pub chart: Option<PathBuf>,
 }
 
+#[cfg(feature = "bench")]
 /// The other benchmarks of `stockade bench`.
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -164,6 +176,7 @@ pub enum BenchCommand {
     HttpBaseline(HttpBaselineArgs),
 }
 
+#[cfg(feature = "bench")]
 /// `stockade bench http`.
 #[derive(Debug, Args)]
 pub struct HttpArgs {
@@ -192,6 +205,7 @@ pub struct HttpArgs {
     pub json: bool,
 }
 
+#[cfg(feature = "bench")]
 /// The `stockade serve` setups `stockade bench http` can drive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ServeSetup {
@@ -204,6 +218,7 @@ pub enum ServeSetup {
     RedisPostgres,
 }
 
+#[cfg(feature = "bench")]
 impl ServeSetup {
     /// The name used in reports.
     pub fn as_str(self) -> &'static str {
@@ -215,6 +230,7 @@ impl ServeSetup {
     }
 }
 
+#[cfg(feature = "bench")]
 /// `stockade bench http-baseline`.
 #[derive(Debug, Args)]
 pub struct HttpBaselineArgs {
@@ -223,6 +239,7 @@ pub struct HttpBaselineArgs {
     pub listen: String,
 }
 
+#[cfg(feature = "bench")]
 /// `stockade bench lock`.
 #[derive(Debug, Args)]
 pub struct LockArgs {
@@ -244,6 +261,7 @@ pub struct LockArgs {
     pub json: bool,
 }
 
+#[cfg(feature = "bench")]
 /// The crowd of `bench` and `load`.
 #[derive(Debug, Args)]
 pub struct WorkloadArgs {
@@ -273,6 +291,7 @@ pub struct WorkloadArgs {
     pub taps: Option<usize>,
 }
 
+#[cfg(feature = "bench")]
 impl WorkloadArgs {
     /// The named scenario, or the article's seed when nothing describes a
     /// custom run.
@@ -294,6 +313,7 @@ impl WorkloadArgs {
     }
 }
 
+#[cfg(feature = "bench")]
 /// `stockade load`.
 #[derive(Debug, Args)]
 pub struct LoadArgs {
@@ -317,14 +337,17 @@ pub struct LoadArgs {
     pub hold_seconds: Option<u64>,
 }
 
+#[cfg(feature = "bench")]
 fn parse_scenario(value: &str) -> Result<Scenario, String> {
     value.parse()
 }
 
+#[cfg(feature = "bench")]
 fn parse_strategy(value: &str) -> Result<StrategyKind, String> {
     value.trim().parse()
 }
 
+#[cfg(feature = "bench")]
 fn parse_duration(value: &str) -> Result<Duration, String> {
     stockade_bench::scenario::parse_duration(value)
 }
@@ -356,8 +379,10 @@ pub struct ServeArgs {
     /// postgres:// --database-url).
     #[arg(long)]
     pub fallback: Option<String>,
-    /// The Redis of --engine redis (STOCKADE_REDIS_URL). Shown only as
-    /// host:port in messages.
+    /// The Redis of --engine redis (STOCKADE_REDIS_URL): redis://host:6379
+    /// (rediss:// for TLS), redis+sentinel://host:26379,host2:26379/mymaster
+    /// (the primary Sentinel names, followed across failovers) or
+    /// redis+cluster://host:6379,host2:6379 (a Redis Cluster).
     #[arg(long)]
     pub redis_url: Option<String>,
     /// Keep orders in this PostgreSQL database (STOCKADE_DATABASE_URL).

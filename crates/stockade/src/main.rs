@@ -7,10 +7,17 @@
 //! - `demo`: `stockade demo`, a simulated flash sale.
 //! - `bench`: `stockade bench`, every strategy side by side.
 //! - `load`: `stockade load`, the same measures over HTTP.
+//!
+//! `demo`, `bench` and `load` need the cargo feature `bench` (on by
+//! default); without it the binary is the thin product build, `serve` only,
+//! linking none of the benchmark tool's dependencies.
 
+#[cfg(feature = "bench")]
 mod bench;
 mod cli;
+#[cfg(feature = "bench")]
 mod demo;
+#[cfg(feature = "bench")]
 mod load;
 mod serve;
 
@@ -27,11 +34,26 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
+    #[cfg(not(feature = "bench"))]
+    if let Some(command) = std::env::args()
+        .nth(1)
+        .filter(|c| matches!(c.as_str(), "bench" | "load" | "demo"))
+    {
+        eprintln!(
+            "error: `stockade {command}` is not in this build of stockade, the thin one built \
+             without the `bench` feature (`--no-default-features`); install the full tool \
+             with `cargo install stockade` to get bench, load and demo"
+        );
+        return std::process::ExitCode::from(2);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve::run(*args).await,
+        #[cfg(feature = "bench")]
         Command::Demo(args) => demo::run(args).await,
+        #[cfg(feature = "bench")]
         Command::Bench(args) => bench::run(args).await,
+        #[cfg(feature = "bench")]
         Command::Load(args) => load::run(args).await,
     };
     match result {

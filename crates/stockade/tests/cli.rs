@@ -164,3 +164,26 @@ fn demo_refuses_bad_hold_settings_and_says_why() {
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn a_bad_sentinel_or_cluster_url_is_refused_without_its_password() {
+    let cases = [
+        (
+            "redis+sentinel://:pw-s3cret@10.0.0.1:26379,10.0.0.2",
+            "name the monitored service",
+        ),
+        (
+            "redis+cluster://:pw-s3cret@h:7000,,g",
+            "list at least one host",
+        ),
+        ("redis+cluster://:pw-s3cret@h:99999", "is not a port"),
+        ("rediss+sentinal://:pw-s3cret@h/m", "unknown scheme"),
+    ];
+    for (url, expected) in cases {
+        let (code, stdout, stderr) = stockade(&["serve", "--engine", "redis", "--redis-url", url]);
+        assert_eq!(code, 2, "{url}: {stdout} {stderr}");
+        assert!(stderr.contains("--redis-url"), "{url}: {stderr}");
+        assert!(stderr.contains(expected), "{url}: {stderr}");
+        assert!(!stderr.contains("s3cret"), "{url}: {stderr}");
+    }
+}

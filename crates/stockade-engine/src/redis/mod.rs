@@ -16,13 +16,14 @@ mod connection;
 pub mod keys;
 mod outbox;
 mod scripts;
+mod sentinel;
+pub mod topology;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::AsyncCommands;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use stockade_core::{
     Clock, CreateOutcome, Engine, EngineError, Epoch, Order, OrderId, Purchase, PurchaseOutcome,
     RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
@@ -30,13 +31,14 @@ use stockade_core::{
 
 use crate::batching::{BatchRunner, BatchedPurchase, Batcher};
 use crate::codes;
-use connection::SharedConnection;
+pub use connection::SharedConnection;
 pub use keys::SaleKeys;
 use outbox::OutboxIndex;
 use scripts::{
     CLOSE, CREATE_SALE, PURCHASE, REBUILD_BEGIN, REBUILD_CHUNK, REBUILD_FINISH, RELEASE,
     redis_error,
 };
+pub use topology::{RedisTopology, RedisUrlError};
 
 /// At most this many entries (holdings, keys, orders) per rebuild script
 /// call, so rebuilding a sale with millions of orders never blocks Redis
@@ -51,11 +53,8 @@ pub const DEFAULT_MAX_BATCH: usize = 256;
 /// How to reach Redis.
 #[derive(Debug, Clone)]
 pub struct RedisEngineConfig {
-    /// `redis://` or `rediss://` URLs: one for a standalone server, the seed
-    /// nodes for a Cluster.
-    pub urls: Vec<String>,
-    /// Whether `urls` name a Redis Cluster.
-    pub cluster: bool,
+    /// The deployment: a standalone server, Sentinel or Cluster.
+    pub topology: RedisTopology,
     /// Prefix of every key (default `stockade:`), to share a server safely.
     pub key_prefix: String,
     /// How long to wait for a reply before reporting a timeout.
@@ -71,8 +70,7 @@ impl RedisEngineConfig {
     /// A standalone server at `url`, with default prefix and timeouts.
     pub fn new(url: impl Into<String>) -> Self {
         Self {
-            urls: vec![url.into()],
-            cluster: false,
+            topology: RedisTopology::Standalone { url: url.into() },
             key_prefix: "stockade:".to_owned(),
             response_timeout: Duration::from_secs(2),
             connection_timeout: Duration::from_secs(2),
@@ -83,10 +81,21 @@ impl RedisEngineConfig {
     /// A Redis Cluster reachable through any of `urls`.
     pub fn cluster(urls: impl IntoIterator<Item = impl Into<String>>) -> Self {
         Self {
-            urls: urls.into_iter().map(Into::into).collect(),
-            cluster: true,
+            topology: RedisTopology::Cluster {
+                nodes: urls.into_iter().map(Into::into).collect(),
+            },
             ..Self::new("")
         }
+    }
+
+    /// The deployment a `redis://`, `redis+sentinel://` or `redis+cluster://`
+    /// URL names ([`RedisTopology::from_url`]), with default prefix and
+    /// timeouts.
+    pub fn from_url(url: &str) -> Result<Self, RedisUrlError> {
+        Ok(Self {
+            topology: RedisTopology::from_url(url)?,
+            ..Self::new("")
+        })
     }
 
     /// Sets the key prefix.
@@ -214,39 +223,20 @@ impl std::fmt::Debug for RedisEngine {
 }
 
 impl RedisEngine {
+    /// The engine's one shared connection (it follows Sentinel failovers
+    /// and Cluster redirections), for other users of the same Redis, such
+    /// as the service's shared rate limits.
+    pub fn connection(&self) -> SharedConnection {
+        self.connection.clone()
+    }
+
     /// Connects to Redis. Fails with [`EngineError::Unavailable`] if it
     /// cannot be reached.
     pub async fn connect(
         config: &RedisEngineConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, EngineError> {
-        let invalid = |e: redis::RedisError| {
-            EngineError::backend(format!("invalid Redis URL in {:?}: {e}", config.urls))
-        };
-        let connection = if config.cluster {
-            let client = redis::cluster::ClusterClientBuilder::new(config.urls.clone())
-                .response_timeout(config.response_timeout)
-                .connection_timeout(config.connection_timeout)
-                .build()
-                .map_err(invalid)?;
-            SharedConnection::Cluster(client.get_async_connection().await.map_err(redis_error)?)
-        } else {
-            let [url] = config.urls.as_slice() else {
-                return Err(EngineError::backend(
-                    "a standalone Redis engine needs exactly one URL",
-                ));
-            };
-            let client = redis::Client::open(url.as_str()).map_err(invalid)?;
-            let manager_config = ConnectionManagerConfig::new()
-                .set_response_timeout(Some(config.response_timeout))
-                .set_connection_timeout(Some(config.connection_timeout))
-                .set_number_of_retries(2);
-            SharedConnection::Standalone(
-                ConnectionManager::new_with_config(client, manager_config)
-                    .await
-                    .map_err(redis_error)?,
-            )
-        };
+        let connection = SharedConnection::open(config).await?;
         let outbox_index = Arc::new(OutboxIndex::default());
         Ok(Self {
             purchase_script: Arc::new(PurchaseScript {
@@ -271,16 +261,11 @@ impl RedisEngine {
 
     /// An identity of the Redis data set that changes whenever the server
     /// restarts or another node takes over: the `run_id` of `INFO server`
-    /// (on a Cluster, that of the node that answers). The
-    /// service compares it over time to know when to rebuild from the store.
+    /// (under Sentinel, of the primary the sentinels name now, switching
+    /// to it if it moved; on a Cluster, of every primary). The service
+    /// compares it over time to know when to rebuild from the store.
     pub async fn server_run_id(&self) -> Result<String, EngineError> {
-        let info: redis::InfoDict = redis::cmd("INFO")
-            .arg("server")
-            .query_async(&mut self.connection.clone())
-            .await
-            .map_err(redis_error)?;
-        info.get::<String>("run_id")
-            .ok_or_else(|| EngineError::backend("INFO server has no run_id"))
+        self.connection.run_id().await
     }
 }
 

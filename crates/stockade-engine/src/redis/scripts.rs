@@ -25,7 +25,9 @@ pub(super) static REBUILD_FINISH: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/rebuild_finish.lua")));
 
 /// Sorts a Redis error into "retry later" (unavailable, timeout) and
-/// "will not get better" (backend).
+/// "will not get better" (backend). A slot in migration or moved (TRYAGAIN,
+/// ASK, MOVED left after the Cluster client's retries), a primary demoted
+/// to replica (READONLY) or not yet confirmed (MASTERDOWN) are transient.
 pub(super) fn redis_error(error: RedisError) -> EngineError {
     if error.is_timeout() {
         return EngineError::Timeout(error.to_string());
@@ -38,6 +40,8 @@ pub(super) fn redis_error(error: RedisError) -> EngineError {
             ErrorKind::Server(
                 ServerErrorKind::BusyLoading
                     | ServerErrorKind::TryAgain
+                    | ServerErrorKind::Moved
+                    | ServerErrorKind::Ask
                     | ServerErrorKind::ClusterDown
                     | ServerErrorKind::MasterDown
                     | ServerErrorKind::ReadOnly

@@ -434,8 +434,15 @@ async fn voided(
 ) -> Result<Response, ApiError> {
     let sale = purchase.sale_id();
     match reason {
-        // The buyer's key names an order the engine had forgotten.
-        VoidReason::KeyTaken { original } => replay(state, purchase, original).await,
+        // The buyer's key names an order the engine had forgotten (one the
+        // store voided after the engine's last rebuild read the orders, as
+        // when instances briefly write to two Redis primaries during a
+        // Sentinel failover), and the engine took stock for this refused
+        // order: it is out of line, like an oversell.
+        VoidReason::KeyTaken { original } => {
+            request_rebuild(state, sale, route.epoch, "store_refused");
+            replay(state, purchase, original).await
+        }
         // Another authority decides the sale now.
         VoidReason::StaleEpoch { .. } => {
             state.routing().forget(sale);

@@ -94,11 +94,6 @@ impl std::fmt::Debug for RateLimiter {
     }
 }
 
-/// The rate limiter could not be set up.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot connect the rate limiter to Redis: {0}")]
-pub struct RateLimitError(#[from] redis::RedisError);
-
 impl RateLimiter {
     /// Limits kept in this process, on `clock`.
     pub fn local(limits: RateLimits, clock: Arc<dyn Clock>) -> Self {
@@ -108,17 +103,18 @@ impl RateLimiter {
         }
     }
 
-    /// Limits kept in the Redis at `url`, shared by every instance using
-    /// it; the time is `clock`'s (keep instances' clocks in sync).
-    pub async fn shared(
+    /// Limits kept in the Redis on the other end of `connection` (the
+    /// engine's), shared by every instance using it; the time is `clock`'s
+    /// (keep instances' clocks in sync).
+    pub fn shared(
         limits: RateLimits,
-        url: &str,
+        connection: stockade_engine::redis::SharedConnection,
         clock: Arc<dyn Clock>,
-    ) -> Result<Self, RateLimitError> {
-        let backend = Backend::Shared(shared::SharedLimits::connect(url, clock).await?);
-        Ok(Self {
+    ) -> Self {
+        let backend = Backend::Shared(shared::SharedLimits::new(connection, clock));
+        Self {
             inner: Arc::new(Inner { limits, backend }),
-        })
+        }
     }
 
     /// No limits at all.

@@ -6,8 +6,8 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use redis::Script;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use stockade_core::Clock;
+use stockade_engine::redis::SharedConnection;
 
 use super::{Limit, Scope};
 
@@ -18,22 +18,15 @@ pub const KEY_PREFIX: &str = "stockade:limit:";
 
 /// The Redis limits.
 pub(super) struct SharedLimits {
-    connection: ConnectionManager,
+    connection: SharedConnection,
     clock: Arc<dyn Clock>,
 }
 
 impl SharedLimits {
-    pub(super) async fn connect(
-        url: &str,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Self, redis::RedisError> {
-        let client = redis::Client::open(url)?;
-        let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(Duration::from_secs(1)))
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_number_of_retries(1);
-        let connection = ConnectionManager::new_with_config(client, config).await?;
-        Ok(Self { connection, clock })
+    /// Limits on the engine's own connection (standalone, Sentinel or
+    /// Cluster alike: each check touches one key).
+    pub(super) fn new(connection: SharedConnection, clock: Arc<dyn Clock>) -> Self {
+        Self { connection, clock }
     }
 
     /// None if the request conforms, else how long until it would. When

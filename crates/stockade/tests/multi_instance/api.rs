@@ -26,10 +26,16 @@ async fn answer(sent: Result<reqwest::Response, reqwest::Error>) -> Answer {
         Err(error) => return Answer::None(chain(&error)),
     };
     let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     match response.bytes().await {
         Ok(bytes) => Answer::Http {
             status,
             body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            retry_after,
         },
         // A cut body tells the client nothing it can use.
         Err(error) => Answer::None(format!(

@@ -30,6 +30,7 @@ fn order(status: u16, id: &str, buyer: &str, quantity: u32) -> Answer {
     Answer::Http {
         status,
         body: json!({"order_id": id, "user_id": buyer, "quantity": quantity, "status": "confirmed"}),
+        retry_after: None,
     }
 }
 
@@ -37,6 +38,7 @@ fn error(status: u16, code: &str) -> Answer {
     Answer::Http {
         status,
         body: json!({"error": {"code": code, "message": "..."}}),
+        retry_after: None,
     }
 }
 
@@ -209,6 +211,7 @@ fn never_healing_and_a_wrong_sale_view_are_reported() {
     evidence.healing.sale_views[2] = Answer::Http {
         status: 200,
         body: json!({"stock": 3, "remaining": 1, "sold": 2}),
+        retry_after: None,
     };
     let violations = check(&evidence);
     assert_eq!(invariants(&violations), [5, 5], "{}", report(&violations));
@@ -250,6 +253,7 @@ fn a_replay_denying_a_committed_order_is_reported() {
     evidence.history.purchases[1].answer = Answer::Http {
         status: 409,
         body: json!({"error": {"code": "order_failed", "message": "...", "order_id": "o1"}}),
+        retry_after: None,
     };
     let violations = check(&evidence);
     assert_eq!(invariants(&violations), [4], "{}", report(&violations));
@@ -264,6 +268,7 @@ fn held(status: u16, id: &str, buyer: &str, quantity: u32) -> Answer {
     Answer::Http {
         status,
         body: json!({"order_id": id, "user_id": buyer, "quantity": quantity, "status": "held"}),
+        retry_after: None,
     }
 }
 

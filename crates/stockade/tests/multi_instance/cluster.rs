@@ -1,11 +1,12 @@
 //! The cluster of a scenario: one throwaway PostgreSQL database, one Redis
-//! (unless the engine is PostgreSQL), three `stockade serve` instances on
-//! them, and the blocking server operations the faults need.
+//! deployment (unless the engine is PostgreSQL: a server, a Sentinel group
+//! or a Redis Cluster), three `stockade serve` instances on them, and the
+//! blocking server operations the faults need.
 
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use stockade_test_support::{PostgresServer, RedisServer};
+use stockade_test_support::{PostgresServer, RedisCluster, RedisSentinelGroup, RedisServer};
 
 use crate::api;
 use crate::flags::Engine;
@@ -32,6 +33,40 @@ impl Endpoints {
     }
 }
 
+/// The Redis the instances share.
+pub enum Redis {
+    /// One server.
+    Single(RedisServer),
+    /// A primary, a replica and three sentinels.
+    Sentinel(RedisSentinelGroup),
+    /// Three primaries.
+    Cluster(RedisCluster),
+}
+
+impl Redis {
+    /// Starts the deployment `engine` runs on. Blocking.
+    fn start(engine: Engine) -> Self {
+        match engine {
+            Engine::RedisSentinel => {
+                Self::Sentinel(RedisSentinelGroup::start().expect("start a Sentinel group"))
+            }
+            Engine::RedisCluster => {
+                Self::Cluster(RedisCluster::start().expect("start a Redis Cluster"))
+            }
+            _ => Self::Single(RedisServer::start().expect("start redis-server")),
+        }
+    }
+
+    /// The URL `--redis-url` takes.
+    fn url(&self) -> String {
+        match self {
+            Self::Single(server) => server.url(),
+            Self::Sentinel(group) => group.url(),
+            Self::Cluster(cluster) => cluster.url(),
+        }
+    }
+}
+
 /// The servers and instances of one scenario, shared by all its rounds.
 ///
 /// Fields drop in order: the instances first, then the servers, then the
@@ -40,7 +75,7 @@ pub struct Cluster {
     instances: Vec<Arc<Mutex<Instance>>>,
     endpoints: Endpoints,
     client: reqwest::Client,
-    redis: Option<Arc<Mutex<RedisServer>>>,
+    redis: Option<Arc<Mutex<Redis>>>,
     postgres: Arc<Mutex<PostgresServer>>,
     /// Last, so that it outlives the servers it started.
     keeper: Keeper,
@@ -59,15 +94,11 @@ impl Cluster {
             .await
             .expect("a fresh PostgreSQL database");
         let redis = if engine.needs_redis() {
-            Some(
-                keeper
-                    .run(|| RedisServer::start().expect("start redis-server"))
-                    .await,
-            )
+            Some(keeper.run(move || Redis::start(engine)).await)
         } else {
             None
         };
-        let mut args = engine.serve_args(redis.as_ref().map(|r| r.url()).as_deref(), &database);
+        let mut args = engine.serve_args(redis.as_ref().map(Redis::url).as_deref(), &database);
         args.extend_from_slice(extra_args);
         eprintln!(
             "cluster: {INSTANCES} instances of `stockade serve {}`",
@@ -153,8 +184,94 @@ impl Cluster {
         &self,
         f: impl FnOnce(&mut RedisServer) -> T + Send + 'static,
     ) -> T {
+        self.on_redis(move |redis| match redis {
+            Redis::Single(server) => f(server),
+            _ => panic!("this scenario's Redis is not a single server"),
+        })
+        .await
+    }
+
+    /// Runs `f` on the Sentinel group on the keeper thread.
+    pub async fn sentinel<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&RedisSentinelGroup) -> T + Send + 'static,
+    ) -> T {
+        self.on_redis(move |redis| match redis {
+            Redis::Sentinel(group) => f(group),
+            _ => panic!("this scenario's Redis is not a Sentinel group"),
+        })
+        .await
+    }
+
+    /// Runs `f` on the Redis Cluster on the keeper thread.
+    pub async fn redis_cluster<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&RedisCluster) -> T + Send + 'static,
+    ) -> T {
+        self.on_redis(move |redis| match redis {
+            Redis::Cluster(cluster) => f(cluster),
+            _ => panic!("this scenario's Redis is not a Redis Cluster"),
+        })
+        .await
+    }
+
+    fn runs_on_redis_cluster(&self) -> bool {
+        self.redis
+            .as_ref()
+            .is_some_and(|redis| matches!(*redis.lock().unwrap(), Redis::Cluster(_)))
+    }
+
+    /// On a Redis Cluster: the primary (port) holding the keys of each of
+    /// `sales` now, checked on the node itself (`EXISTS` of the sale hash).
+    pub async fn primaries_of(&self, sales: Vec<String>) -> Vec<u16> {
+        self.redis_cluster(move |cluster| {
+            sales
+                .iter()
+                .map(|sale| {
+                    let key = format!("stockade:{{{sale}}}:sale");
+                    let slot = cluster.slot_of(&key).expect("CLUSTER KEYSLOT");
+                    let owner = cluster.owner_of(slot).expect("CLUSTER NODES");
+                    let node = cluster.node(owner).expect("the owner is a node");
+                    let exists = node.command(&["EXISTS", &key]).expect("EXISTS");
+                    assert!(
+                        exists.starts_with(":1"),
+                        "sale {sale}: slot {slot} belongs to port {owner}, which lacks {key}: {exists}"
+                    );
+                    owner
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn on_redis<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Redis) -> T + Send + 'static,
+    ) -> T {
         let redis = Arc::clone(self.redis.as_ref().expect("this scenario has no Redis"));
         self.keeper.run(move || f(&mut redis.lock().unwrap())).await
+    }
+
+    /// The sale id of a round: `{base}`, or on a Redis Cluster `{base}` with
+    /// the first suffix that puts the sale's keys on primary `round - 1`
+    /// (mod 3), so the rounds' sales spread over every primary.
+    pub async fn sale_id(&self, base: String, round: usize) -> String {
+        if !self.runs_on_redis_cluster() {
+            return base;
+        }
+        self.redis_cluster(move |cluster| {
+            let target = cluster.ports()[(round - 1) % cluster.ports().len()];
+            (0..1_000)
+                .map(|n| format!("{base}-{n}"))
+                .find(|sale| {
+                    let slot = cluster
+                        .slot_of(&format!("{{{sale}}}"))
+                        .expect("CLUSTER KEYSLOT");
+                    cluster.owner_of(slot).expect("CLUSTER NODES") == target
+                })
+                .expect("one of 1,000 names hashes to each primary")
+        })
+        .await
     }
 
     /// Runs `f` on the PostgreSQL server on the keeper thread.

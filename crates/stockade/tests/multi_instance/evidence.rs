@@ -71,6 +71,7 @@ impl Healing {
         let view = Answer::Http {
             status: 200,
             body: serde_json::json!({"stock": stock, "remaining": 0, "sold": stock}),
+            retry_after: None,
         };
         Self {
             ready: Ok(()),

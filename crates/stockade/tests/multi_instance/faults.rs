@@ -24,6 +24,16 @@ pub enum Fault {
     RedisUnreachable(Duration),
     /// PostgreSQL stopped for a while, then started again on its data.
     PostgresDown(Duration),
+    /// Redis Sentinel ordered to fail the primary over to its replica
+    /// (`SENTINEL FAILOVER`); healed once every sentinel names the new one.
+    SentinelFailover,
+    /// On a Redis Cluster: the sale's slot migrated to the next primary,
+    /// one key at a time with this pause after each (buyers meet the slot
+    /// half-migrated: ASK, TRYAGAIN).
+    MigrateSaleSlot {
+        /// The pause after each key.
+        pause: Duration,
+    },
     /// One instance SIGKILLed, then restarted with the same flags.
     KillInstance {
         /// Which instance.
@@ -41,6 +51,12 @@ impl fmt::Display for Fault {
             Fault::RedisRestartFromSnapshot => write!(f, "Redis restarted from the old snapshot"),
             Fault::RedisUnreachable(d) => write!(f, "Redis frozen for {} ms", d.as_millis()),
             Fault::PostgresDown(d) => write!(f, "PostgreSQL stopped for {} ms", d.as_millis()),
+            Fault::SentinelFailover => write!(f, "Redis Sentinel failover"),
+            Fault::MigrateSaleSlot { pause } => write!(
+                f,
+                "the sale's Redis Cluster slot migrated ({} ms per key)",
+                pause.as_millis()
+            ),
             Fault::KillInstance { index, down_for } => write!(
                 f,
                 "instance {index} SIGKILLed for {} ms",
@@ -59,18 +75,30 @@ pub struct Step {
     pub fault: Fault,
 }
 
-/// Injects the steps in order; every fault is healed before the next step.
-/// For a sale with payment holds (`expiry_sale`), each instance about to be
-/// killed has its `expired` counter of the sale scraped first (its counters
-/// die with it); those counts are returned as (instance, count).
+/// What [`run`] did.
+#[derive(Debug, Default)]
+pub struct Injected {
+    /// When each step was injected, and when its injection ended.
+    pub times: Vec<(Instant, Instant)>,
+    /// The `expired` counter of each killed instance just before its kill.
+    pub before_kills: Vec<(usize, Result<u64, String>)>,
+}
+
+/// Injects the steps in order into the round that sells `sale`; every
+/// fault is healed before the next step. Returns when each was injected
+/// and when its injection (the outage, the failover, the migration) ended;
+/// and, for a sale with payment holds (`holds`), the `expired` counter of
+/// the sale each instance about to be killed had (its counters die with
+/// it), as (instance, count).
 pub async fn run(
     cluster: &Cluster,
+    sale: &str,
     steps: &[Step],
     recorder: &Recorder,
     round: usize,
-    expiry_sale: Option<&str>,
-) -> Vec<(usize, Result<u64, String>)> {
-    let mut before_kills = Vec::new();
+    holds: bool,
+) -> Injected {
+    let mut injected = Injected::default();
     for step in steps {
         let waiting = Instant::now();
         loop {
@@ -99,21 +127,49 @@ pub async fn run(
             step.fault,
             recorder.acks()
         );
-        if let (Fault::KillInstance { index, .. }, Some(sale)) = (step.fault, expiry_sale) {
-            before_kills.push((index, cluster.expired_counter(index, sale).await));
+        if let (Fault::KillInstance { index, .. }, true) = (step.fault, holds) {
+            injected
+                .before_kills
+                .push((index, cluster.expired_counter(index, sale).await));
         }
-        inject(cluster, step.fault).await;
+        let start = Instant::now();
+        inject(cluster, sale, step.fault).await;
+        injected.times.push((start, Instant::now()));
         eprintln!(
             "round {round}: fault healed: {} (at {} acks)",
             step.fault,
             recorder.acks()
         );
     }
-    before_kills
+    injected
 }
 
-async fn inject(cluster: &Cluster, fault: Fault) {
+async fn inject(cluster: &Cluster, sale: &str, fault: Fault) {
     match fault {
+        Fault::SentinelFailover => {
+            let new = cluster
+                .sentinel(|group| group.failover().expect("a Sentinel failover"))
+                .await;
+            eprintln!("the Redis on port {new} is the primary now");
+        }
+        Fault::MigrateSaleSlot { pause } => {
+            let tag = format!("{{{sale}}}");
+            let (slot, from, to) = cluster
+                .redis_cluster(move |redis| {
+                    let slot = redis.slot_of(&tag).expect("CLUSTER KEYSLOT");
+                    let from = redis.owner_of(slot).expect("CLUSTER NODES");
+                    let ports = redis.ports();
+                    let next = ports.iter().position(|p| *p == from).expect("a primary") + 1;
+                    let to = ports[next % ports.len()];
+                    let moved = redis
+                        .migrate_slot(slot, to, pause)
+                        .expect("migrate the sale's slot");
+                    assert!(moved > 0, "the sale had no keys in slot {slot} to migrate");
+                    (slot, from, to)
+                })
+                .await;
+            eprintln!("slot {slot} moved from the primary on port {from} to {to}");
+        }
         Fault::RedisRestartEmpty => {
             cluster
                 .redis(|r| r.restart().expect("restart redis-server empty"))

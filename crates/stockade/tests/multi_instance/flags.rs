@@ -9,6 +9,12 @@ pub enum Engine {
     RedisWithPostgresFallback,
     /// The PostgreSQL engine only: no Redis at all.
     Postgres,
+    /// The Redis engine on the primary of a Sentinel group (a primary, a
+    /// replica, three sentinels), through a `redis+sentinel://` URL.
+    RedisSentinel,
+    /// The Redis engine on a three-primary Redis Cluster, through a
+    /// `redis+cluster://` URL.
+    RedisCluster,
 }
 
 impl Engine {
@@ -22,7 +28,9 @@ impl Engine {
     pub fn serve_args(self, redis_url: Option<&str>, database_url: &str) -> Vec<String> {
         let mut args: Vec<&str> = Vec::new();
         match self {
-            Engine::Redis => args.extend(["--engine", "redis"]),
+            Engine::Redis | Engine::RedisSentinel | Engine::RedisCluster => {
+                args.extend(["--engine", "redis"]);
+            }
             Engine::RedisWithPostgresFallback => {
                 args.extend(["--engine", "redis", "--fallback", "postgres"]);
             }

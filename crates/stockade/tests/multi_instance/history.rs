@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -18,6 +19,8 @@ pub enum Answer {
         status: u16,
         /// The body.
         body: Value,
+        /// The `Retry-After` header, if any.
+        retry_after: Option<String>,
     },
 }
 
@@ -56,7 +59,20 @@ impl Answer {
     pub fn describe(&self) -> String {
         match self {
             Answer::None(error) => format!("no answer ({error})"),
-            Answer::Http { status, body } => format!("{status} {body}"),
+            Answer::Http { status, body, .. } => format!("{status} {body}"),
+        }
+    }
+
+    /// Whether the answer is one a buyer may meet while the service heals:
+    /// an order or a refusal for good (2xx, 409), or 503 with `Retry-After`.
+    pub fn is_orderly(&self) -> bool {
+        match self {
+            Answer::None(_) => false,
+            Answer::Http {
+                status,
+                retry_after,
+                ..
+            } => matches!(status, 200..=202 | 409) || (*status == 503 && retry_after.is_some()),
         }
     }
 
@@ -165,6 +181,41 @@ fn tally<'a>(what: &str, answers: impl Iterator<Item = &'a Answer>) -> String {
     format!("{total} {what}: {}", parts.join(", "))
 }
 
+/// When a crowd answer arrived, and its status (None: no answer).
+type Arrival = (Instant, Option<u16>);
+
+/// The crowd's answers after a fault, as offsets from the fault.
+#[derive(Debug, Clone, Copy)]
+pub struct Aftermath {
+    /// Answers 503 or none.
+    pub refusals: usize,
+    /// The first refusal.
+    pub first_refusal: Option<Duration>,
+    /// The last refusal.
+    pub last_refusal: Option<Duration>,
+    /// The heal time: the first 201 after the last refusal (the first 201
+    /// at all if nothing was refused).
+    pub healed: Option<Duration>,
+    /// The last 201 of the crowd.
+    pub last_201: Option<Duration>,
+}
+
+impl std::fmt::Display for Aftermath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s =
+            |d: Option<Duration>| d.map_or("-".to_owned(), |d| format!("{:.2} s", d.as_secs_f64()));
+        write!(
+            f,
+            "{} refusals (first {}, last {}), first 201 after them {}, last 201 {}",
+            self.refusals,
+            s(self.first_refusal),
+            s(self.last_refusal),
+            s(self.healed),
+            s(self.last_201)
+        )
+    }
+}
+
 /// The shared recorder of a round: the history, the count of 201s of the
 /// crowd (what the fault script waits for), and whether the crowd is done.
 #[derive(Debug, Clone, Default)]
@@ -172,13 +223,19 @@ pub struct Recorder {
     history: Arc<Mutex<History>>,
     acks: Arc<AtomicUsize>,
     crowd_done: Arc<AtomicBool>,
+    /// When each crowd answer arrived and its status (None: no answer).
+    timeline: Arc<Mutex<Vec<Arrival>>>,
 }
 
 impl Recorder {
     /// Records a purchase and its answer.
     pub fn purchase(&self, request: PurchaseRequest, answer: Answer) {
-        if request.phase == Phase::Crowd && answer.status() == Some(201) {
-            self.acks.fetch_add(1, Ordering::Relaxed);
+        if request.phase == Phase::Crowd {
+            if answer.status() == Some(201) {
+                self.acks.fetch_add(1, Ordering::Relaxed);
+            }
+            let mut timeline = self.timeline.lock().unwrap();
+            timeline.push((Instant::now(), answer.status()));
         }
         let mut history = self.history.lock().unwrap();
         history.purchases.push(Purchase { request, answer });
@@ -207,6 +264,39 @@ impl Recorder {
     /// Whether the crowd has finished.
     pub fn crowd_done(&self) -> bool {
         self.crowd_done.load(Ordering::Relaxed)
+    }
+
+    /// How the crowd fared after a fault injected at `fault` (answers up
+    /// to `until` count).
+    pub fn aftermath(&self, fault: Instant, until: Option<Instant>) -> Aftermath {
+        let timeline = self.timeline.lock().unwrap();
+        let window: Vec<(Duration, Option<u16>)> = timeline
+            .iter()
+            .filter(|(at, _)| *at >= fault && until.is_none_or(|end| *at < end))
+            .map(|(at, status)| (at.duration_since(fault), *status))
+            .collect();
+        let refused = |status: &Option<u16>| matches!(status, None | Some(503));
+        let refusals: Vec<Duration> = window
+            .iter()
+            .filter(|(_, status)| refused(status))
+            .map(|(at, _)| *at)
+            .collect();
+        let last_refusal = refusals.last().copied();
+        let healed = window
+            .iter()
+            .find(|(at, status)| *status == Some(201) && last_refusal.is_none_or(|l| *at > l))
+            .map(|(at, _)| *at);
+        Aftermath {
+            refusals: refusals.len(),
+            first_refusal: refusals.first().copied(),
+            last_refusal,
+            healed,
+            last_201: window
+                .iter()
+                .rev()
+                .find(|(_, status)| *status == Some(201))
+                .map(|(at, _)| *at),
+        }
     }
 
     /// A copy of the history so far.

@@ -14,7 +14,7 @@ use crate::faults::{self, Step};
 use crate::flags::Engine;
 use crate::healing;
 use crate::history::{Phase, Recorder};
-use crate::plan::{self, PER_USER_LIMIT, STOCK};
+use crate::plan::{self, PER_USER_LIMIT};
 
 /// A scenario of the suite.
 pub struct Scenario {
@@ -27,6 +27,12 @@ pub struct Scenario {
     pub extra_args: Vec<String>,
     /// Rounds to run (at least 3).
     pub rounds: usize,
+    /// Whether every crowd answer must be 2xx, 409, or 503 with
+    /// `Retry-After` (no other error, no missing answer).
+    pub orderly_answers_only: bool,
+    /// The stock of each round's sale (`plan::STOCK` unless the scenario
+    /// needs the crowd to outlast its faults).
+    pub stock: u64,
     /// The faults of round `n` (1-based), in order.
     pub faults: fn(usize) -> Vec<Step>,
     /// Payment holds of the sales, if any.
@@ -53,8 +59,40 @@ pub async fn run(scenario: Scenario) {
         scenario.name,
         started.elapsed().as_secs_f64()
     );
+    let mut sales = Vec::new();
+    let mut heal_times = Vec::new();
     for round in 1..=scenario.rounds {
-        run_round(&cluster, &scenario, round).await;
+        let (sale, healed) = run_round(&cluster, &scenario, round).await;
+        sales.push(sale);
+        heal_times.extend(healed);
+    }
+    if scenario.engine == Engine::RedisCluster {
+        let mut primaries = cluster.primaries_of(sales.clone()).await;
+        eprintln!(
+            "{}: sales {sales:?} are on primaries {primaries:?}",
+            scenario.name
+        );
+        primaries.sort_unstable();
+        primaries.dedup();
+        assert_eq!(
+            primaries.len(),
+            stockade_test_support::redis_cluster::PRIMARIES,
+            "the sales must spread over every primary of the Redis Cluster"
+        );
+    }
+    if !heal_times.is_empty() {
+        heal_times.sort_unstable();
+        let seconds: Vec<String> = heal_times
+            .iter()
+            .map(|t| format!("{:.2}", t.as_secs_f64()))
+            .collect();
+        eprintln!(
+            "{}: healed in [{}] s (median {:.2} s): from each fault to the first 201 after \
+             its last refusal",
+            scenario.name,
+            seconds.join(", "),
+            heal_times[heal_times.len() / 2].as_secs_f64()
+        );
     }
     eprintln!(
         "{}: all {} rounds kept the invariants ({:.1} s)",
@@ -64,12 +102,20 @@ pub async fn run(scenario: Scenario) {
     );
 }
 
-async fn run_round(cluster: &Cluster, scenario: &Scenario, round: usize) {
+/// One round; returns its sale and how long the crowd took to heal from
+/// each fault (see [`Recorder::aftermath`]).
+async fn run_round(
+    cluster: &Cluster,
+    scenario: &Scenario,
+    round: usize,
+) -> (String, Vec<Duration>) {
     let started = Instant::now();
-    let sale = format!("{}-r{round}", scenario.name);
+    let sale = cluster
+        .sale_id(format!("{}-r{round}", scenario.name), round)
+        .await;
     let hold_seconds = scenario.holds.map(|h| h.seconds);
     cluster
-        .create_sale(&sale, STOCK, PER_USER_LIMIT, hold_seconds)
+        .create_sale(&sale, scenario.stock, PER_USER_LIMIT, hold_seconds)
         .await;
     let seed = seed(scenario.name, round);
     let plan = match scenario.holds {
@@ -82,9 +128,10 @@ async fn run_round(cluster: &Cluster, scenario: &Scenario, round: usize) {
         .map(|s| format!("{} at {} acks", s.fault, s.after_acks))
         .collect();
     eprintln!(
-        "{} round {round}: sale {sale} (stock {STOCK}, limit {PER_USER_LIMIT}, holds {:?}), \
+        "{} round {round}: sale {sale} (stock {}, limit {PER_USER_LIMIT}, holds {:?}), \
          {} requests (seed {seed}); faults: {}",
         scenario.name,
+        scenario.stock,
         scenario.holds,
         plan.len(),
         faults.join(", ")
@@ -97,12 +144,47 @@ async fn run_round(cluster: &Cluster, scenario: &Scenario, round: usize) {
         plan,
         recorder.clone(),
     ));
-    let expiry_sale = scenario.holds.map(|_| sale.as_str());
-    let before_kills = faults::run(cluster, &steps, &recorder, round, expiry_sale).await;
+    let injected = faults::run(
+        cluster,
+        &sale,
+        &steps,
+        &recorder,
+        round,
+        scenario.holds.is_some(),
+    )
+    .await;
     let crowd_wait = tokio::time::timeout(Duration::from_secs(180), crowd).await;
     crowd_wait
         .expect("the crowd did not finish within 180 s")
         .expect("the crowd panicked");
+    if scenario.orderly_answers_only {
+        let history = recorder.history();
+        let disorderly: Vec<String> = history
+            .purchases
+            .iter()
+            .filter(|p| p.request.phase == Phase::Crowd && !p.answer.is_orderly())
+            .take(5)
+            .map(|p| p.answer.describe())
+            .collect();
+        assert!(
+            disorderly.is_empty(),
+            "{} round {round}: buyers met answers other than 2xx, 409 or 503 with Retry-After: {}",
+            scenario.name,
+            disorderly.join("; ")
+        );
+    }
+    let mut heal_times = Vec::new();
+    let times = &injected.times;
+    for (index, ((at, ended), step)) in times.iter().zip(&steps).enumerate() {
+        let aftermath = recorder.aftermath(*at, times.get(index + 1).map(|(next, _)| *next));
+        eprintln!(
+            "{} round {round}: after \"{}\" (injected in {:.2} s): {aftermath}",
+            scenario.name,
+            step.fault,
+            ended.duration_since(*at).as_secs_f64()
+        );
+        heal_times.extend(aftermath.healed);
+    }
     eprintln!(
         "{} round {round}: crowd done after {:.1} s: {}",
         scenario.name,
@@ -110,7 +192,8 @@ async fn run_round(cluster: &Cluster, scenario: &Scenario, round: usize) {
         recorder.history().summary(Phase::Crowd)
     );
     let holds = scenario.holds.is_some();
-    let (healing, store) = healing::heal(cluster, &sale, STOCK, holds, &recorder, round).await;
+    let (healing, store) =
+        healing::heal(cluster, &sale, scenario.stock, holds, &recorder, round).await;
     let mut expiry_counters = None;
     if holds {
         let mut after_healing = Vec::new();
@@ -119,7 +202,7 @@ async fn run_round(cluster: &Cluster, scenario: &Scenario, round: usize) {
         }
         let counters = ExpiryCounters {
             after_healing,
-            before_kills,
+            before_kills: injected.before_kills,
         };
         let mut statuses: BTreeMap<&str, usize> = BTreeMap::new();
         for order in store.iter().flatten() {
@@ -135,7 +218,7 @@ async fn run_round(cluster: &Cluster, scenario: &Scenario, round: usize) {
     let evidence = Evidence {
         terms: Terms {
             sale: sale.clone(),
-            stock: STOCK,
+            stock: scenario.stock,
             per_user_limit: PER_USER_LIMIT,
             hold_seconds,
         },
@@ -151,7 +234,7 @@ async fn run_round(cluster: &Cluster, scenario: &Scenario, round: usize) {
             scenario.name,
             started.elapsed().as_secs_f64()
         );
-        return;
+        return (sale, heal_times);
     }
     eprintln!("{}", cluster.log_tails(15));
     let list: Vec<String> = violations.iter().map(|v| format!("  - {v}")).collect();

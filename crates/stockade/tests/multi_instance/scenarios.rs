@@ -1,17 +1,25 @@
 //! The scenarios: none (the baseline), one fault each (1-6), all of them in
-//! sequence (7), the PostgreSQL engine (8), and payment holds that expire
-//! through a killed instance and a Redis that lost its data (9).
+//! sequence (7), the PostgreSQL engine (8), payment holds that expire
+//! through a killed instance and a Redis that lost its data (9), and Redis
+//! high availability: a Sentinel failover (10) and a Redis Cluster slot
+//! migration (11).
 
 use std::time::Duration;
 
 use crate::faults::{Fault, Step};
 use crate::flags::Engine;
+use crate::plan::STOCK;
 use crate::round::{Holds, Scenario, run};
 
 /// Rounds per scenario (same servers, a fresh sale each).
 const ROUNDS: usize = 3;
 /// How long Redis or PostgreSQL stays away.
 const OUTAGE: Duration = Duration::from_secs(3);
+/// The stock of the Redis high-availability scenarios: more than the crowd
+/// can buy (1,600 buyers, at most 2 each), so buyers are still being
+/// served when the fault heals and the heal time can be read off their
+/// answers; the final phase sells the rest.
+const HA_STOCK: u64 = 4_000;
 /// How long a killed instance stays dead before it is restarted.
 const DEAD_FOR: Duration = Duration::from_secs(1);
 
@@ -34,6 +42,8 @@ async fn baseline_without_faults() {
         extra_args: Vec::new(),
         holds: None,
         rounds: ROUNDS,
+        stock: STOCK,
+        orderly_answers_only: false,
         faults: |_| Vec::new(),
     })
     .await;
@@ -47,6 +57,8 @@ async fn redis_restarted_with_its_data_lost() {
         extra_args: Vec::new(),
         holds: None,
         rounds: ROUNDS,
+        stock: STOCK,
+        orderly_answers_only: false,
         faults: |_| vec![step(150, Fault::RedisRestartEmpty)],
     })
     .await;
@@ -60,6 +72,8 @@ async fn redis_restarted_from_a_stale_snapshot() {
         extra_args: Vec::new(),
         holds: None,
         rounds: ROUNDS,
+        stock: STOCK,
+        orderly_answers_only: false,
         faults: |_| {
             vec![
                 step(100, Fault::RedisSnapshot),
@@ -78,6 +92,8 @@ async fn redis_unreachable_without_fallback() {
         extra_args: Vec::new(),
         holds: None,
         rounds: ROUNDS,
+        stock: STOCK,
+        orderly_answers_only: false,
         faults: |_| vec![step(150, Fault::RedisUnreachable(OUTAGE))],
     })
     .await;
@@ -91,6 +107,8 @@ async fn redis_unreachable_with_postgres_fallback() {
         extra_args: Vec::new(),
         holds: None,
         rounds: ROUNDS,
+        stock: STOCK,
+        orderly_answers_only: false,
         faults: |_| vec![step(150, Fault::RedisUnreachable(OUTAGE))],
     })
     .await;
@@ -104,6 +122,8 @@ async fn postgres_stopped_mid_crowd() {
         extra_args: Vec::new(),
         holds: None,
         rounds: ROUNDS,
+        stock: STOCK,
+        orderly_answers_only: false,
         faults: |_| vec![step(150, Fault::PostgresDown(OUTAGE))],
     })
     .await;
@@ -117,6 +137,8 @@ async fn one_instance_killed_and_restarted() {
         extra_args: Vec::new(),
         holds: None,
         rounds: ROUNDS,
+        stock: STOCK,
+        orderly_answers_only: false,
         faults: |round| {
             vec![step(
                 150,
@@ -138,6 +160,8 @@ async fn every_fault_in_sequence() {
         extra_args: Vec::new(),
         holds: None,
         rounds: ROUNDS,
+        stock: STOCK,
+        orderly_answers_only: false,
         faults: |round| {
             vec![
                 step(50, Fault::RedisSnapshot),
@@ -166,6 +190,8 @@ async fn postgres_engine_with_a_killed_instance_and_a_stopped_postgres() {
         extra_args: Vec::new(),
         holds: None,
         rounds: ROUNDS,
+        stock: STOCK,
+        orderly_answers_only: false,
         faults: |round| {
             vec![
                 step(
@@ -197,6 +223,8 @@ async fn payment_holds_expire_through_a_killed_instance_and_a_lost_redis() {
             paying_percent: 60,
         }),
         rounds: ROUNDS,
+        stock: STOCK,
+        orderly_answers_only: false,
         // Redis first, early: a purchase answered 202 `pending` lives only
         // in Redis's outbox, so losing Redis right after the slow commits
         // around a kill loses such orders (see the report of this
@@ -213,6 +241,51 @@ async fn payment_holds_expire_through_a_killed_instance_and_a_lost_redis() {
                     },
                 ),
             ]
+        },
+    })
+    .await;
+}
+
+/// Redis Sentinel fails the primary over to its replica mid-crowd: the
+/// instances follow the new primary (asking the sentinels again) and
+/// rebuild the sale from the store, as after a restart (the replica may
+/// lack the last writes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_sentinel_failover_mid_crowd() {
+    run(Scenario {
+        name: "sentinel-failover",
+        engine: Engine::RedisSentinel,
+        extra_args: Vec::new(),
+        holds: None,
+        rounds: ROUNDS,
+        stock: HA_STOCK,
+        orderly_answers_only: true,
+        faults: |_| vec![step(150, Fault::SentinelFailover)],
+    })
+    .await;
+}
+
+/// A three-primary Redis Cluster, each round's sale on another primary;
+/// mid-crowd the sale's slot migrates to the next primary key by key, so
+/// buyers meet it half-migrated (ASK, TRYAGAIN): at worst a 503 with
+/// Retry-After, never another error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_cluster_slot_migrated_mid_crowd() {
+    run(Scenario {
+        name: "cluster-reshard",
+        engine: Engine::RedisCluster,
+        extra_args: Vec::new(),
+        holds: None,
+        rounds: ROUNDS,
+        stock: HA_STOCK,
+        orderly_answers_only: true,
+        faults: |_| {
+            vec![step(
+                150,
+                Fault::MigrateSaleSlot {
+                    pause: Duration::from_millis(400),
+                },
+            )]
         },
     })
     .await;
