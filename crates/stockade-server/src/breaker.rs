@@ -86,7 +86,11 @@ impl CircuitBreaker {
         if self.healthy.load(Ordering::Acquire) {
             return;
         }
-        *self.state.lock() = State::Closed { failures: 0 };
+        let mut state = self.state.lock();
+        if !matches!(*state, State::Closed { .. }) {
+            metrics::gauge!("stockade_circuit_open").set(0.0);
+        }
+        *state = State::Closed { failures: 0 };
         self.healthy.store(true, Ordering::Release);
     }
 
@@ -100,6 +104,7 @@ impl CircuitBreaker {
             },
             _ => {
                 metrics::counter!("stockade_circuit_opened_total").increment(1);
+                metrics::gauge!("stockade_circuit_open").set(1.0);
                 State::Open {
                     until: now + self.cooldown,
                 }
@@ -163,6 +168,36 @@ mod tests {
         );
         breaker.succeeded();
         assert!(!breaker.is_open());
+    }
+
+    #[test]
+    fn the_open_gauge_follows_the_breaker() {
+        use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+        // What `actions` set the gauge to, on a fresh recorder (a snapshot
+        // resets gauges, so each phase gets its own).
+        let gauge_after = |actions: &dyn Fn()| {
+            let recorder = DebuggingRecorder::new();
+            let snapshotter = recorder.snapshotter();
+            metrics::with_local_recorder(&recorder, actions);
+            snapshotter
+                .snapshot()
+                .into_vec()
+                .into_iter()
+                .find(|(key, ..)| key.key().name() == "stockade_circuit_open")
+                .map(|(.., value)| value)
+        };
+        let breaker = CircuitBreaker::new(2, Duration::from_secs(1));
+        let t0 = Instant::now();
+        assert_eq!(gauge_after(&|| breaker.failed(t0)), None, "not open yet");
+        assert_eq!(
+            gauge_after(&|| breaker.failed(t0)),
+            Some(DebugValue::Gauge(1.0.into()))
+        );
+        assert!(breaker.allow(t0 + Duration::from_secs(1)), "the trial");
+        assert_eq!(
+            gauge_after(&|| breaker.succeeded()),
+            Some(DebugValue::Gauge(0.0.into()))
+        );
     }
 
     #[test]

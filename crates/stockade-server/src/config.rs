@@ -108,6 +108,14 @@ pub struct RawConfig {
     pub shutdown_timeout_ms: Option<u64>,
     /// `--log-format`, `STOCKADE_LOG_FORMAT`, `log_format`: text or json.
     pub log_format: Option<String>,
+    /// `--dashboard-session-ttl-s`, `STOCKADE_DASHBOARD_SESSION_TTL_S`,
+    /// `dashboard_session_ttl_s`: how long a dashboard login lasts (60 to
+    /// 604800 seconds; default 28800, eight hours).
+    pub dashboard_session_ttl_s: Option<u64>,
+    /// `--metrics-retention-s`, `STOCKADE_METRICS_RETENTION_S`,
+    /// `metrics_retention_s`: how long a series nobody updates any more (an
+    /// ended sale's) stays in `/metrics` (1 to 86400 seconds; default 900).
+    pub metrics_retention_s: Option<u64>,
 }
 
 /// A setting that cannot be used.
@@ -169,6 +177,8 @@ impl RawConfig {
             max_connections: number("STOCKADE_MAX_CONNECTIONS")?,
             shutdown_timeout_ms: number("STOCKADE_SHUTDOWN_TIMEOUT_MS")?,
             log_format: lookup("STOCKADE_LOG_FORMAT"),
+            dashboard_session_ttl_s: number("STOCKADE_DASHBOARD_SESSION_TTL_S")?,
+            metrics_retention_s: number("STOCKADE_METRICS_RETENTION_S")?,
         })
     }
 
@@ -219,6 +229,10 @@ impl RawConfig {
             max_connections: self.max_connections.or(lower.max_connections),
             shutdown_timeout_ms: self.shutdown_timeout_ms.or(lower.shutdown_timeout_ms),
             log_format: self.log_format.or(lower.log_format),
+            dashboard_session_ttl_s: self
+                .dashboard_session_ttl_s
+                .or(lower.dashboard_session_ttl_s),
+            metrics_retention_s: self.metrics_retention_s.or(lower.metrics_retention_s),
         }
     }
 }
@@ -324,6 +338,10 @@ pub struct ServerConfig {
     pub log_format: LogFormat,
     /// Where each setting came from, to name it in later errors.
     pub sources: Sources,
+    /// How long a dashboard login lasts.
+    pub dashboard_session_ttl: Duration,
+    /// How long an idle series (an ended sale's) stays in `/metrics`.
+    pub metrics_retention: Duration,
 }
 
 impl ServerConfig {
@@ -491,6 +509,20 @@ impl ServerConfig {
                 ));
             }
         };
+        let dashboard_session_ttl = raw.dashboard_session_ttl_s.unwrap_or(8 * 3600);
+        if !(60..=7 * 24 * 3600).contains(&dashboard_session_ttl) {
+            return Err(bad(
+                "dashboard_session_ttl_s",
+                format!("must be between 60 and 604800 seconds (it is {dashboard_session_ttl})"),
+            ));
+        }
+        let metrics_retention = raw.metrics_retention_s.unwrap_or(900);
+        if !(1..=24 * 3600).contains(&metrics_retention) {
+            return Err(bad(
+                "metrics_retention_s",
+                format!("must be between 1 and 86400 seconds (it is {metrics_retention})"),
+            ));
+        }
         Ok(Self {
             listen,
             data_dir,
@@ -512,6 +544,8 @@ impl ServerConfig {
             http,
             log_format,
             sources,
+            dashboard_session_ttl: Duration::from_secs(dashboard_session_ttl),
+            metrics_retention: Duration::from_secs(metrics_retention),
         })
     }
 }
@@ -864,6 +898,8 @@ mod tests {
         ("rate_limit_ip", "\"5/fortnight\""),
         ("rate_limit_ip_burst", "5"),
         ("trusted_proxies", "\"10.0.0.0/33\""),
+        ("dashboard_session_ttl_s", "59"),
+        ("metrics_retention_s", "0"),
     ];
 
     #[test]
@@ -988,6 +1024,39 @@ mod tests {
              must be longer than the commit deadline (STOCKADE_COMMIT_DEADLINE_MS = 20000 ms), \
              or purchases in flight at shutdown could go unanswered"
         );
+    }
+
+    #[test]
+    fn dashboard_session_ttl_and_metrics_retention_are_bounded() {
+        let resolve = |raw: RawConfig| ServerConfig::resolve(raw, RawConfig::default(), None);
+        let defaults = resolve(RawConfig::default()).unwrap();
+        assert_eq!(
+            defaults.dashboard_session_ttl,
+            Duration::from_secs(8 * 3600)
+        );
+        assert_eq!(defaults.metrics_retention, Duration::from_secs(900));
+        let err = resolve(RawConfig {
+            dashboard_session_ttl_s: Some(59),
+            ..RawConfig::default()
+        })
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("--dashboard-session-ttl-s"),
+            "{err}"
+        );
+        let err = resolve(RawConfig {
+            metrics_retention_s: Some(0),
+            ..RawConfig::default()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("--metrics-retention-s"), "{err}");
+        let config = resolve(env(&[
+            ("STOCKADE_DASHBOARD_SESSION_TTL_S", "600"),
+            ("STOCKADE_METRICS_RETENTION_S", "30"),
+        ]))
+        .unwrap();
+        assert_eq!(config.dashboard_session_ttl, Duration::from_secs(600));
+        assert_eq!(config.metrics_retention, Duration::from_secs(30));
     }
 
     #[test]

@@ -42,7 +42,10 @@
 //! - [`state`]: what handlers share.
 //! - [`api`]: the router, handlers, JSON bodies, errors and OpenAPI document.
 //! - [`metrics`]: the Prometheus series.
+//! - [`activity`]: each sale's recent traffic, for the live dashboard.
+//! - [`sessions`]: the dashboard's logins.
 
+pub mod activity;
 pub mod api;
 pub mod breaker;
 pub mod config;
@@ -54,6 +57,7 @@ pub mod recovery;
 pub mod redact;
 pub mod rejections;
 pub mod routing;
+pub mod sessions;
 pub mod shedding;
 pub mod startup;
 pub mod state;
@@ -165,6 +169,7 @@ impl Service {
                 reason,
             })?;
         }
+        crate::metrics::install(config.metrics_retention);
         let store = open_store(
             &config.store,
             &config.sources.name("database_url"),
@@ -242,6 +247,7 @@ impl Service {
             max_purchases_in_flight: config.max_purchases_in_flight,
             identity: config.identity.clone(),
             rate_limiter,
+            dashboard_session_ttl: config.dashboard_session_ttl,
         });
         recover_at_start(&state).await?;
         state.mark_started();

@@ -180,6 +180,17 @@ async fn commit_outbox(
         .into_iter()
         .filter(|o| pick(o))
         .collect();
+    commit_picked(state, engine, sale, picked).await
+}
+
+/// Commits `picked` (entries of the sale's outbox) and removes them from
+/// the outbox.
+async fn commit_picked(
+    state: &AppState,
+    engine: &dyn Engine,
+    sale: &SaleId,
+    picked: Vec<Order>,
+) -> Result<(), RecoveryError> {
     if picked.is_empty() {
         return Ok(());
     }
@@ -207,6 +218,7 @@ pub fn request_rebuild(state: &AppState, sale: &SaleId, seen: Epoch, reason: &'s
             match rebuild_sale(&state, &sale, seen, reason).await {
                 Ok(_) => break,
                 Err(error) => {
+                    metrics::counter!("stockade_rebuild_failures_total").increment(1);
                     tracing::warn!(%sale, reason, %error, "rebuilding the sale failed; retrying");
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(2));
@@ -349,8 +361,9 @@ async fn reconcile_loop(
 ) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut drift: HashMap<SaleId, u32> = HashMap::new();
+    let mut seen = Seen::default();
     let mut healthy_ticks = 0u32;
+    metrics::gauge!("stockade_outbox_grace_seconds").set(outbox_grace.as_secs_f64());
     loop {
         tick.tick().await;
         let mut restarted = false;
@@ -376,7 +389,7 @@ async fn reconcile_loop(
             restarted,
             healthy_ticks >= 2,
             outbox_grace,
-            &mut drift,
+            &mut seen,
         )
         .await
         {
@@ -386,13 +399,45 @@ async fn reconcile_loop(
     }
 }
 
+/// What the reconciler carries from one pass to the next.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Sales whose engine offered more than the store had left, and how
+    /// many passes in a row.
+    drift: HashMap<SaleId, u32>,
+    /// The sales of the last pass, whose outboxes are still measured while
+    /// the store cannot list them.
+    sales: Vec<SaleId>,
+}
+
+/// Sets `stockade_outbox_oldest_entry_seconds` from the oldest entry left.
+fn report_oldest_entry(
+    now: chrono::DateTime<chrono::Utc>,
+    oldest: Option<chrono::DateTime<chrono::Utc>>,
+) {
+    let age = oldest.map_or(0.0, |at| (now - at).as_seconds_f64().max(0.0));
+    metrics::gauge!("stockade_outbox_oldest_entry_seconds").set(age);
+}
+
+/// Measures the outboxes of `sales` without committing anything (the store
+/// is failing).
+async fn measure_outboxes(state: &AppState, engine: &dyn Engine, sales: &[SaleId]) {
+    let mut oldest = None;
+    for sale in sales {
+        if let Ok(entries) = engine.outbox(sale).await {
+            oldest = entries.iter().map(|o| o.created_at).chain(oldest).min();
+        }
+    }
+    report_oldest_entry(state.clock().now(), oldest);
+}
+
 /// One pass over the open sales.
 async fn reconcile_once(
     state: &AppState,
     redis_restarted: bool,
     engine_healthy: bool,
     grace: Duration,
-    drift: &mut HashMap<SaleId, u32>,
+    seen_before: &mut Seen,
 ) -> Result<(), RecoveryError> {
     let Some(engine) = state.engine() else {
         return Ok(());
@@ -400,7 +445,18 @@ async fn reconcile_once(
     let now = state.clock().now();
     // Orders accepted just before a sale ended may still be in an outbox.
     let margin = chrono::TimeDelta::from_std(grace * 10).unwrap_or_default();
-    for current in state.store().sale_states(Some(now - margin)).await? {
+    let sales = match state.store().sale_states(Some(now - margin)).await {
+        Ok(sales) => sales,
+        Err(error) => {
+            measure_outboxes(state, engine.as_ref(), &seen_before.sales).await;
+            return Err(error.into());
+        }
+    };
+    seen_before.sales = sales.iter().map(|s| s.spec.id().clone()).collect();
+    let drift = &mut seen_before.drift;
+    let mut oldest_entry = None;
+    let mut drifting = 0u32;
+    for current in sales {
         let sale = current.spec.id();
         let seen = state
             .routing()
@@ -424,16 +480,38 @@ async fn reconcile_once(
         // failed.
         let cutoff = now - chrono::TimeDelta::from_std(grace).unwrap_or_default();
         let stale = |o: &Order| o.created_at < cutoff && state.queue().in_flight(o.id).is_none();
-        if let Err(error) = commit_outbox(state, engine.as_ref(), sale, stale).await {
-            tracing::warn!(%sale, %error, "committing stale outbox entries failed; retrying");
+        match engine.outbox(sale).await {
+            Ok(entries) => {
+                let (picked, left): (Vec<Order>, Vec<Order>) =
+                    entries.into_iter().partition(|o| stale(o));
+                // What stays in the outbox: the entries left, and the
+                // picked ones too if their commit fails.
+                let mut remaining = left.iter().map(|o| o.created_at).min();
+                let picked_oldest = picked.iter().map(|o| o.created_at).min();
+                if let Err(error) = commit_picked(state, engine.as_ref(), sale, picked).await {
+                    remaining = remaining.into_iter().chain(picked_oldest).min();
+                    tracing::warn!(%sale, %error, "committing stale outbox entries failed; retrying");
+                }
+                oldest_entry = oldest_entry.into_iter().chain(remaining).min();
+            }
+            Err(error) => {
+                tracing::warn!(%sale, %error, "reading the outbox failed; retrying")
+            }
         }
         // The engine must never offer more than the store has left. Seen
         // twice in a row (a single reading can race a cancel), it is out of
         // line: a Redis restored from an old snapshot, say. (A sale the
         // engine lost is found by the next purchase or read of it.)
         if let Some(snapshot) = engine.snapshot(sale).await? {
+            if current.spec.ends_at().is_none_or(|end| end > now) {
+                // Keeps an open sale's series alive; an ended sale's are
+                // dropped once idle for the metrics retention.
+                metrics::gauge!("stockade_sale_remaining", "sale" => sale.to_string())
+                    .set(f64::from(snapshot.remaining));
+            }
             let store_left = current.remaining();
             if snapshot.remaining > store_left {
+                drifting += 1;
                 let count = drift.entry(sale.clone()).or_default();
                 *count += 1;
                 if *count >= 2 {
@@ -447,5 +525,7 @@ async fn reconcile_once(
             }
         }
     }
+    report_oldest_entry(now, oldest_entry);
+    metrics::gauge!("stockade_engine_store_drift_sales").set(f64::from(drifting));
     Ok(())
 }

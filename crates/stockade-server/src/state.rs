@@ -13,6 +13,7 @@ use crate::breaker::CircuitBreaker;
 use crate::rate_limit::RateLimiter;
 use crate::rejections::Rejections;
 use crate::routing::Routing;
+use crate::sessions::Sessions;
 use crate::shedding::Shedder;
 use crate::store::OrderStore;
 use crate::writer::CommitQueue;
@@ -41,6 +42,7 @@ struct Inner {
     metrics: PrometheusHandle,
     identity: Option<Identity>,
     rate_limiter: RateLimiter,
+    sessions: Sessions,
 }
 
 impl std::fmt::Debug for AppState {
@@ -83,6 +85,8 @@ pub struct StateParts {
     pub identity: Option<Identity>,
     /// The per-buyer and per-client limits.
     pub rate_limiter: RateLimiter,
+    /// How long a dashboard login lasts.
+    pub dashboard_session_ttl: Duration,
 }
 
 impl AppState {
@@ -107,6 +111,7 @@ impl AppState {
                 metrics: crate::metrics::prometheus(),
                 identity: parts.identity,
                 rate_limiter: parts.rate_limiter,
+                sessions: Sessions::new(parts.dashboard_session_ttl),
             }),
         }
     }
@@ -170,6 +175,10 @@ impl AppState {
     /// The metrics registry.
     pub fn metrics(&self) -> &PrometheusHandle {
         &self.inner.metrics
+    }
+    /// The dashboard's login sessions.
+    pub fn sessions(&self) -> &Sessions {
+        &self.inner.sessions
     }
     /// Start-up recovery is done: the service may answer ready.
     pub fn mark_started(&self) {

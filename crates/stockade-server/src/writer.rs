@@ -247,7 +247,9 @@ async fn commit_batch(
         .commit_in_turn(&orders, locked)
         .await
         .map_err(Arc::new);
-    metrics::histogram!("stockade_store_commit_seconds").record(started.elapsed().as_secs_f64());
+    let seconds = started.elapsed().as_secs_f64();
+    metrics::histogram!("stockade_store_commit_seconds").record(seconds);
+    crate::activity::board().record_commit(seconds);
     // The store is done with this batch: the next commit may start.
     drop(slot);
     match &result {

@@ -492,6 +492,15 @@ pub struct ServeArgs {
     /// (STOCKADE_LOG_FORMAT; default text). RUST_LOG picks what is logged.
     #[arg(long)]
     pub log_format: Option<String>,
+    /// How long a login to the live dashboard (GET /dashboard) lasts, in
+    /// seconds (STOCKADE_DASHBOARD_SESSION_TTL_S; default 28800, 60 to 604800).
+    #[arg(long)]
+    pub dashboard_session_ttl_s: Option<u64>,
+    /// How long the /metrics series of a sale that ended (anything no longer
+    /// updated) are kept, in seconds (STOCKADE_METRICS_RETENTION_S; default
+    /// 900, 1 to 86400).
+    #[arg(long)]
+    pub metrics_retention_s: Option<u64>,
 }
 
 #[cfg(test)]

@@ -49,6 +49,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         rate_limit_ip: args.rate_limit_ip,
         rate_limit_ip_burst: args.rate_limit_ip_burst,
         trusted_proxies: args.trusted_proxies,
+        dashboard_session_ttl_s: args.dashboard_session_ttl_s,
+        metrics_retention_s: args.metrics_retention_s,
     };
     let env = RawConfig::from_env(|name| std::env::var(name).ok())?;
     let config = ServerConfig::resolve(flags, env, args.config.as_deref())?;

@@ -55,6 +55,11 @@ impl FromRequestParts<AppState> for Admin {
     }
 }
 
+/// Whether `token` is the admin token (the dashboard's login form).
+pub fn token_matches(state: &AppState, token: &str) -> bool {
+    constant_time_eq(token.as_bytes(), state.admin_token().as_bytes())
+}
+
 /// Compares without an early exit, so timing does not reveal the prefix.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0

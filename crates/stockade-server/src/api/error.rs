@@ -66,14 +66,15 @@ impl ApiError {
         self
     }
 
-    /// The stable code, e.g. `sold_out`.
-    pub fn code(&self) -> &'static str {
-        self.code
-    }
-
     /// The status code.
     pub fn status(&self) -> StatusCode {
         self.status
+    }
+
+    /// The stable error code (e.g. `sold_out`): the outcome label of a
+    /// refused purchase in the metrics.
+    pub fn code(&self) -> &'static str {
+        self.code
     }
 
     /// An unexpected failure: logged in full, answered as a bare 500.

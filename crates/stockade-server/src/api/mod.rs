@@ -10,6 +10,7 @@
 //! | `POST /v1/orders/{order_id}/confirm` | its buyer, admin | confirm a held order (the payment arrived) |
 //! | `POST /v1/orders/{order_id}/cancel` | its buyer, admin | cancel an order |
 //! | `GET /healthz`, `/readyz`, `/metrics`, `/openapi.json` | anyone | operations |
+//! | `GET /dashboard` (+ `/dashboard/login`, `/logout`, `/api/overview`) | admin (session cookie) | the live dashboard |
 //!
 //! "buyer" is anyone while identity is off (the service trusts its
 //! caller), else the holder of a buyer's JWT ([`identity`]). Every `/v1`
@@ -17,6 +18,7 @@
 //! before anything else ([`crate::rate_limit`]).
 
 mod auth;
+pub mod dashboard;
 pub mod dto;
 pub mod error;
 pub mod identity;
@@ -324,6 +326,11 @@ pub fn app(state: AppState) -> Router {
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
         .route("/openapi.json", get(ops::openapi))
+        .route("/dashboard", get(dashboard::show))
+        .route("/dashboard/login", post(dashboard::login))
+        .route("/dashboard/logout", post(dashboard::logout))
+        .route("/dashboard/api/overview", get(dashboard::overview))
+        .route("/dashboard/assets/{file}", get(dashboard::asset))
         .fallback(|| async {
             ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -339,6 +346,7 @@ pub fn app(state: AppState) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(json::MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(ops::count_responses))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
 }

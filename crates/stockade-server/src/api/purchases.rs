@@ -73,18 +73,38 @@ pub async fn purchase(
     ApiPath(id): ApiPath<String>,
     headers: HeaderMap,
     caller: Caller,
-    ApiJson(body): ApiJson<PurchaseRequest>,
+    body: Result<ApiJson<PurchaseRequest>, ApiError>,
 ) -> Result<Response, ApiError> {
-    // The door: who buys (and their rate limit), before any other work.
-    let user = caller.buyer(&state, body.user_id).await?;
     let started = Instant::now();
-    let result = decide(&state, &id, &headers, user, body.quantity).await;
-    let label = match &result {
-        Ok((outcome, _)) => outcome.label(),
-        Err(_) => "error",
+    // A body that is not a valid purchase is answered (and counted) here
+    // too, under its error code; so is a buyer turned away at the door
+    // (who buys, and their rate limit), before any other work.
+    let result = match body {
+        Ok(ApiJson(body)) => match caller.buyer(&state, body.user_id).await {
+            Ok(user) => decide(&state, &id, &headers, user, body.quantity).await,
+            Err(error) => Err(error),
+        },
+        Err(error) => Err(error),
     };
-    metrics::counter!("stockade_purchases_total", "outcome" => label).increment(1);
-    metrics::histogram!("stockade_purchase_seconds").record(started.elapsed().as_secs_f64());
+    let outcome = match &result {
+        Ok((PurchaseOutcome::Duplicate { .. }, _)) => "duplicate",
+        // Sold, but not committed yet (the commit deadline passed, or the
+        // buyer asked for an early answer).
+        Ok((_, response)) if response.status() == StatusCode::ACCEPTED => "pending",
+        Ok((outcome, _)) => outcome.label(),
+        Err(error) => error.code(),
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    // Per-sale series only for sales this instance has seen in the store:
+    // made-up sale ids must not create series.
+    let known = SaleId::new(id.as_str())
+        .ok()
+        .filter(|sale| state.routing().get(sale).is_some());
+    let sale = known.as_ref().map(SaleId::as_str);
+    crate::metrics::record_purchase(sale, outcome, seconds);
+    if let Some(sale) = sale {
+        crate::activity::board().record_purchase(sale, outcome, seconds);
+    }
     result.map(|(_, response)| response)
 }
 

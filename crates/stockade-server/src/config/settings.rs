@@ -146,6 +146,18 @@ pub const SETTINGS: &[Setting] = &[
         "text",
     ),
     setting(
+        "dashboard_session_ttl_s",
+        Some("--dashboard-session-ttl-s"),
+        "STOCKADE_DASHBOARD_SESSION_TTL_S",
+        "28800",
+    ),
+    setting(
+        "metrics_retention_s",
+        Some("--metrics-retention-s"),
+        "STOCKADE_METRICS_RETENTION_S",
+        "900",
+    ),
+    setting(
         "jwt_secret",
         Some("--jwt-secret"),
         "STOCKADE_JWT_SECRET",
