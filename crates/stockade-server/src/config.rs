@@ -116,6 +116,11 @@ pub struct RawConfig {
     /// `metrics_retention_s`: how long a series nobody updates any more (an
     /// ended sale's) stays in `/metrics` (1 to 86400 seconds; default 900).
     pub metrics_retention_s: Option<u64>,
+    /// `STOCKADE_ADMISSION_SECRET`, `admission_secret` (never a flag): the
+    /// key that signs waiting-room admission tokens, at least 32
+    /// characters. Generated at start when absent, which suits one
+    /// instance only: every instance of a deployment must share it.
+    pub admission_secret: Option<String>,
 }
 
 /// A setting that cannot be used.
@@ -179,6 +184,7 @@ impl RawConfig {
             log_format: lookup("STOCKADE_LOG_FORMAT"),
             dashboard_session_ttl_s: number("STOCKADE_DASHBOARD_SESSION_TTL_S")?,
             metrics_retention_s: number("STOCKADE_METRICS_RETENTION_S")?,
+            admission_secret: lookup("STOCKADE_ADMISSION_SECRET"),
         })
     }
 
@@ -233,6 +239,7 @@ impl RawConfig {
                 .dashboard_session_ttl_s
                 .or(lower.dashboard_session_ttl_s),
             metrics_retention_s: self.metrics_retention_s.or(lower.metrics_retention_s),
+            admission_secret: self.admission_secret.or(lower.admission_secret),
         }
     }
 }
@@ -298,6 +305,25 @@ pub struct AdminToken {
     pub generated: bool,
 }
 
+/// The key that signs waiting-room admission tokens.
+#[derive(Clone)]
+pub struct AdmissionSecret {
+    /// The key bytes.
+    pub key: Vec<u8>,
+    /// True when none was configured and this one was generated: tokens
+    /// then verify only on this instance, until it restarts.
+    pub generated: bool,
+}
+
+impl std::fmt::Debug for AdmissionSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdmissionSecret")
+            .field("key", &"<redacted>")
+            .field("generated", &self.generated)
+            .finish()
+    }
+}
+
 /// Validated settings of `stockade serve`.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -342,6 +368,8 @@ pub struct ServerConfig {
     pub dashboard_session_ttl: Duration,
     /// How long an idle series (an ended sale's) stays in `/metrics`.
     pub metrics_retention: Duration,
+    /// The key of waiting-room admission tokens.
+    pub admission_secret: AdmissionSecret,
 }
 
 impl ServerConfig {
@@ -428,22 +456,13 @@ impl ServerConfig {
                 ),
             ));
         }
-        let admin = match raw.admin_token.clone() {
-            Some(token) if token.len() < 16 => {
-                return Err(bad(
-                    "admin_token",
-                    "must be at least 16 characters long".into(),
-                ));
-            }
-            Some(token) => AdminToken {
-                token,
-                generated: false,
-            },
-            None => AdminToken {
-                token: generate_token(),
-                generated: true,
-            },
-        };
+        let (token, generated) = secret_or_generated(
+            raw.admin_token.clone(),
+            &sources.name("admin_token"),
+            16,
+            "",
+        )?;
+        let admin = AdminToken { token, generated };
         let commit_deadline = Duration::from_millis(raw.commit_deadline_ms.unwrap_or(2_000));
         if commit_deadline.is_zero() {
             return Err(bad("commit_deadline_ms", "must be at least 1".into()));
@@ -523,6 +542,16 @@ impl ServerConfig {
                 format!("must be between 1 and 86400 seconds (it is {metrics_retention})"),
             ));
         }
+        let (secret, generated) = secret_or_generated(
+            raw.admission_secret.clone(),
+            &sources.name("admission_secret"),
+            32,
+            " (for example 64 hex digits from `openssl rand -hex 32`)",
+        )?;
+        let admission_secret = AdmissionSecret {
+            key: secret.into_bytes(),
+            generated,
+        };
         Ok(Self {
             listen,
             data_dir,
@@ -546,6 +575,7 @@ impl ServerConfig {
             sources,
             dashboard_session_ttl: Duration::from_secs(dashboard_session_ttl),
             metrics_retention: Duration::from_secs(metrics_retention),
+            admission_secret,
         })
     }
 }
@@ -756,6 +786,24 @@ fn resolve_engine(
     Ok(choice)
 }
 
+/// A configured secret of at least `min` characters, or a generated one
+/// (and true).
+fn secret_or_generated(
+    value: Option<String>,
+    setting: &str,
+    min: usize,
+    hint: &str,
+) -> Result<(String, bool), ConfigError> {
+    match value {
+        Some(secret) if secret.len() < min => Err(invalid(
+            setting,
+            format!("must be at least {min} characters long{hint}"),
+        )),
+        Some(secret) => Ok((secret, false)),
+        None => Ok((generate_token(), true)),
+    }
+}
+
 fn generate_token() -> String {
     use rand::Rng;
     let bytes: [u8; 24] = rand::rng().random();
@@ -900,6 +948,7 @@ mod tests {
         ("trusted_proxies", "\"10.0.0.0/33\""),
         ("dashboard_session_ttl_s", "59"),
         ("metrics_retention_s", "0"),
+        ("admission_secret", "\"short\""),
     ];
 
     #[test]
@@ -1057,6 +1106,24 @@ mod tests {
         .unwrap();
         assert_eq!(config.dashboard_session_ttl, Duration::from_secs(600));
         assert_eq!(config.metrics_retention, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn admission_secret_is_generated_or_long_enough() {
+        let resolve = |raw: RawConfig| ServerConfig::resolve(raw, RawConfig::default(), None);
+        let generated = resolve(RawConfig::default()).unwrap().admission_secret;
+        assert!(generated.generated);
+        assert_eq!(generated.key.len(), 48);
+        let err = resolve(env(&[("STOCKADE_ADMISSION_SECRET", "too-short")])).unwrap_err();
+        assert!(
+            err.to_string().contains("STOCKADE_ADMISSION_SECRET"),
+            "{err}"
+        );
+        let secret = "0123456789abcdef0123456789abcdef";
+        let config = resolve(env(&[("STOCKADE_ADMISSION_SECRET", secret)])).unwrap();
+        assert_eq!(config.admission_secret.key, secret.as_bytes());
+        assert!(!config.admission_secret.generated);
+        assert!(!format!("{:?}", config.admission_secret).contains(secret));
     }
 
     #[test]

@@ -84,6 +84,6 @@ async fn expire_sale(
     if expired.release.is_some() {
         apply_pending_releases(state, Some(sale)).await;
     }
-    state.rejections().stock_returned(sale);
+    state.stock_returned(sale);
     Ok(expired.orders.len())
 }

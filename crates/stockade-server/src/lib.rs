@@ -41,6 +41,7 @@
 //!   reconciler.
 //! - [`state`]: what handlers share.
 //! - [`api`]: the router, handlers, JSON bodies, errors and OpenAPI document.
+//! - [`waiting_room`]: queues, admission tokens and their ticker.
 //! - [`metrics`]: the Prometheus series.
 //! - [`activity`]: each sale's recent traffic, for the live dashboard.
 //! - [`sessions`]: the dashboard's logins.
@@ -62,6 +63,7 @@ pub mod shedding;
 pub mod startup;
 pub mod state;
 pub mod store;
+pub mod waiting_room;
 pub mod writer;
 
 use std::future::Future;
@@ -119,6 +121,9 @@ pub enum ServeError {
     /// Recovery at start failed.
     #[error("cannot recover the engine from the store: {0}")]
     Recovery(#[from] RecoveryError),
+    /// The waiting rooms' Redis connection could not be made.
+    #[error("cannot connect the waiting rooms to Redis: {0}")]
+    Queue(#[from] waiting_room::QueueError),
     /// Serving failed.
     #[error("the HTTP server failed: {0}")]
     Io(#[from] std::io::Error),
@@ -132,6 +137,7 @@ pub struct Service {
     http: HttpLimits,
     writer_task: tokio::task::JoinHandle<()>,
     reconciler: tokio::task::JoinHandle<()>,
+    ticker: tokio::task::JoinHandle<()>,
 }
 
 impl std::fmt::Debug for Service {
@@ -227,6 +233,22 @@ impl Service {
             Some(redis) => redis.server_run_id().await.ok(),
             None => None,
         };
+        // Queues live where the stock does: in Redis when several instances
+        // share it, in this process otherwise (including --engine postgres,
+        // whose waiting rooms are therefore per instance).
+        let queues: Arc<dyn waiting_room::QueueBackend> = match &config.engine {
+            EngineChoice::Redis(url) => {
+                Arc::new(waiting_room::redis::RedisQueues::connect(url, "stockade:wr:").await?)
+            }
+            EngineChoice::Memory | EngineChoice::Postgres => {
+                Arc::new(waiting_room::memory::MemoryQueues::new())
+            }
+        };
+        if config.admission_secret.generated && matches!(config.engine, EngineChoice::Redis(_)) {
+            tracing::warn!(
+                "STOCKADE_ADMISSION_SECRET is not set: admission tokens from this instance will be refused by the others; set the same secret on every instance"
+            );
+        }
         let (queue, writer_task) = CommitQueue::start(store.clone(), engine.clone(), config.writer);
         // Limits are shared through the engine's Redis when there is one.
         let limits = config.rate_limits.clone();
@@ -248,6 +270,7 @@ impl Service {
             identity: config.identity.clone(),
             rate_limiter,
             dashboard_session_ttl: config.dashboard_session_ttl,
+            waiting_rooms: waiting_room::WaitingRooms::new(queues, &config.admission_secret.key),
         });
         recover_at_start(&state).await?;
         state.mark_started();
@@ -257,11 +280,13 @@ impl Service {
             run_id,
             config.outbox_grace,
         ));
+        let ticker = tokio::spawn(waiting_room::ticker::run_forever(state.clone()));
         Ok(Self {
             state,
             http: config.http,
             writer_task,
             reconciler,
+            ticker,
         })
     }
 
@@ -297,10 +322,13 @@ impl Service {
             state,
             writer_task,
             reconciler,
+            ticker,
             ..
         } = self;
         state.mark_stopping();
         reconciler.abort();
+        ticker.abort();
+        let _ = ticker.await;
         // Wait until the aborted task has dropped its copy of the state.
         let _ = reconciler.await;
         // The last handle on the queue goes with the state: the writer then

@@ -153,7 +153,7 @@ async fn rebuild_locked(
     apply_pending_releases(state, Some(sale)).await;
     // The engine now offers what the store has left, which may be more
     // than it offered before.
-    state.rejections().stock_returned(sale);
+    state.stock_returned(sale);
     // The engine just took a whole rebuild: it is reachable, whatever the
     // breaker last saw (else the next purchase would move the sale straight
     // back to the fallback).
@@ -255,7 +255,7 @@ pub async fn move_to_fallback(
     };
     state.routing().learn(sale, route);
     // The store decides now, from its own stock.
-    state.rejections().stock_returned(sale);
+    state.stock_returned(sale);
     Ok(Some(route))
 }
 
@@ -284,7 +284,7 @@ pub async fn apply_pending_releases(state: &AppState, only: Option<&SaleId>) {
                 crate::metrics::order_transitions(release.sale_id.as_str(), "released", 1);
                 metrics::gauge!("stockade_sale_remaining", "sale" => release.sale_id.to_string())
                     .set(f64::from(remaining));
-                state.rejections().stock_returned(&release.sale_id);
+                state.stock_returned(&release.sale_id);
                 true
             }
             Ok(ReleaseOutcome::AlreadyReleased | ReleaseOutcome::UnknownOrder) => true,

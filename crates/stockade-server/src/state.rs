@@ -16,6 +16,7 @@ use crate::routing::Routing;
 use crate::sessions::Sessions;
 use crate::shedding::Shedder;
 use crate::store::OrderStore;
+use crate::waiting_room::WaitingRooms;
 use crate::writer::CommitQueue;
 
 /// The service's shared state. Cheap to clone.
@@ -43,6 +44,7 @@ struct Inner {
     identity: Option<Identity>,
     rate_limiter: RateLimiter,
     sessions: Sessions,
+    waiting_rooms: WaitingRooms,
 }
 
 impl std::fmt::Debug for AppState {
@@ -87,6 +89,8 @@ pub struct StateParts {
     pub rate_limiter: RateLimiter,
     /// How long a dashboard login lasts.
     pub dashboard_session_ttl: Duration,
+    /// The waiting rooms (their queue backend and token signer).
+    pub waiting_rooms: WaitingRooms,
 }
 
 impl AppState {
@@ -112,6 +116,7 @@ impl AppState {
                 identity: parts.identity,
                 rate_limiter: parts.rate_limiter,
                 sessions: Sessions::new(parts.dashboard_session_ttl),
+                waiting_rooms: parts.waiting_rooms,
             }),
         }
     }
@@ -179,6 +184,18 @@ impl AppState {
     /// The dashboard's login sessions.
     pub fn sessions(&self) -> &Sessions {
         &self.inner.sessions
+    }
+
+    /// The waiting rooms.
+    pub fn waiting_rooms(&self) -> &WaitingRooms {
+        &self.inner.waiting_rooms
+    }
+    /// Stock came back to `sale` (a cancel, a release, a rebuild): this
+    /// instance stops answering sold_out at once, and the sale's waiting
+    /// room reopens and admits more.
+    pub fn stock_returned(&self, sale: &stockade_core::SaleId) {
+        self.inner.rejections.stock_returned(sale);
+        self.inner.waiting_rooms.stock_returned(sale);
     }
     /// Start-up recovery is done: the service may answer ready.
     pub fn mark_started(&self) {

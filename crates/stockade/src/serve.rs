@@ -51,6 +51,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         trusted_proxies: args.trusted_proxies,
         dashboard_session_ttl_s: args.dashboard_session_ttl_s,
         metrics_retention_s: args.metrics_retention_s,
+        admission_secret: None,
     };
     let env = RawConfig::from_env(|name| std::env::var(name).ok())?;
     let config = ServerConfig::resolve(flags, env, args.config.as_deref())?;

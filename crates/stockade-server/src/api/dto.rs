@@ -2,8 +2,10 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use stockade_core::{Order, SaleSnapshot, SaleStatus};
+use stockade_core::{Order, SaleSnapshot, SaleStatus, ValidationError};
 use utoipa::ToSchema;
+
+use crate::waiting_room::RoomConfig;
 
 /// `POST /v1/sales`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -28,6 +30,66 @@ pub struct CreateSale {
     /// confirmed at once.
     #[schema(minimum = 1, maximum = 86_400)]
     pub hold_seconds: Option<u64>,
+    /// A waiting room: purchases then need an `Admission-Token`.
+    pub waiting_room: Option<WaitingRoom>,
+}
+
+fn default_factor() -> f64 {
+    f64::from(crate::waiting_room::RoomConfig::DEFAULT_FACTOR_MILLI) / 1_000.0
+}
+
+/// A sale's waiting room.
+#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitingRoom {
+    /// Buyers admitted per second at most, 1 to 100,000.
+    #[schema(minimum = 1, maximum = 100_000)]
+    pub admit_per_second: u32,
+    /// How long an admission token is valid, 1 to 3,600 seconds.
+    #[schema(minimum = 1, maximum = 3_600)]
+    pub admission_ttl_seconds: u64,
+    /// Outstanding admissions never exceed the remaining stock times this,
+    /// 1.0 to 10.0 (default 1.5).
+    #[serde(default = "default_factor")]
+    #[schema(minimum = 1.0, maximum = 10.0, default = 1.5)]
+    pub admission_factor: f64,
+}
+
+impl WaitingRoom {
+    /// The validated settings.
+    pub fn config(&self) -> Result<RoomConfig, ValidationError> {
+        let factor = self.admission_factor * 1_000.0;
+        if !factor.is_finite() || !(0.0..=f64::from(u32::MAX)).contains(&factor) {
+            return Err(ValidationError::new(
+                "waiting_room.admission_factor",
+                "must be a number between 1.0 and 10.0",
+            ));
+        }
+        if self.admission_ttl_seconds > RoomConfig::MAX_TTL.as_secs() {
+            return Err(ValidationError::new(
+                "waiting_room.admission_ttl_seconds",
+                format!(
+                    "must be between 1 and {} seconds",
+                    RoomConfig::MAX_TTL.as_secs()
+                ),
+            ));
+        }
+        RoomConfig::new(
+            self.admit_per_second,
+            std::time::Duration::from_secs(self.admission_ttl_seconds),
+            factor.round() as u32,
+        )
+    }
+}
+
+impl From<RoomConfig> for WaitingRoom {
+    fn from(config: RoomConfig) -> Self {
+        Self {
+            admit_per_second: config.admit_per_second,
+            admission_ttl_seconds: config.admission_ttl.as_secs(),
+            admission_factor: f64::from(config.admission_factor_milli) / 1_000.0,
+        }
+    }
 }
 
 /// A sale and its stock.
@@ -55,6 +117,9 @@ pub struct Sale {
     /// Hold time of unpaid orders.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hold_seconds: Option<u64>,
+    /// The sale's waiting room, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_room: Option<WaitingRoom>,
 }
 
 impl From<SaleSnapshot> for Sale {
@@ -70,6 +135,7 @@ impl From<SaleSnapshot> for Sale {
             starts_at: spec.starts_at(),
             ends_at: spec.ends_at(),
             hold_seconds: spec.hold().map(|d| d.as_secs()),
+            waiting_room: None,
         }
     }
 }
@@ -159,6 +225,46 @@ pub struct OrderPage {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(format = Uuid)]
     pub next_after: Option<String>,
+}
+
+/// `POST /v1/sales/{id}/queue`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JoinQueue {
+    /// The buyer: 1 to 128 bytes. With identity on, the JWT's `sub` names
+    /// the buyer: leave it out or repeat it.
+    #[schema(nullable = false, min_length = 1, max_length = 128)]
+    pub user_id: Option<String>,
+}
+
+/// A queue ticket and where it stands.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct QueueTicket {
+    /// The ticket: poll it at `GET /v1/queue/{ticket}`.
+    pub ticket: String,
+    /// The sale.
+    pub sale_id: String,
+    /// `waiting`, `admitted` or `closed`.
+    #[schema(example = "waiting")]
+    pub status: String,
+    /// Place in the queue while waiting (1 is next). Before the sale
+    /// starts it is provisional: early joiners are put in a random order
+    /// at the start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub position: Option<u64>,
+    /// Seconds until admission at the room's rate, while waiting (it can
+    /// be longer when admission waits for stock).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimated_wait_seconds: Option<u64>,
+    /// When admitted: send it as the `Admission-Token` header of the purchase.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission_token: Option<String>,
+    /// When admitted: when the token expires.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission_expires_at: Option<DateTime<Utc>>,
+    /// When closed: `sold_out`, `ended` or `admission_expired`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closed_reason: Option<String>,
 }
 
 /// The error shape of every non-2xx answer.

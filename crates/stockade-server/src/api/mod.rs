@@ -9,6 +9,9 @@
 //! | `GET /v1/orders/{order_id}` | its buyer, admin | one order (`?wait=N`: long poll while pending) |
 //! | `POST /v1/orders/{order_id}/confirm` | its buyer, admin | confirm a held order (the payment arrived) |
 //! | `POST /v1/orders/{order_id}/cancel` | its buyer, admin | cancel an order |
+//! | `POST /v1/sales/{id}/queue` | buyer | join a sale's waiting room |
+//! | `GET /v1/queue/{ticket}` | its holder | a queue ticket (and its admission token) |
+//! | `GET /queue/{id}` | anyone | the waiting page of a sale |
 //! | `GET /healthz`, `/readyz`, `/metrics`, `/openapi.json` | anyone | operations |
 //! | `GET /dashboard` (+ `/dashboard/login`, `/logout`, `/api/overview`) | admin (session cookie) | the live dashboard |
 //!
@@ -26,8 +29,10 @@ pub mod json;
 mod ops;
 mod orders;
 mod purchases;
+mod queue;
 mod sales;
 
+pub(crate) use sales::{snapshot as sale_snapshot, unknown_sale};
 use std::net::SocketAddr;
 
 use axum::Router;
@@ -54,10 +59,12 @@ use error::ApiError;
     paths(
         sales::create_sale, sales::get_sale, purchases::purchase,
         orders::get_order, orders::confirm_order, orders::cancel_order, orders::list_orders,
+        queue::join_queue, queue::poll_ticket, queue::waiting_page,
         ops::healthz, ops::readyz, ops::metrics, ops::openapi,
     ),
     components(schemas(dto::CreateSale, dto::Sale, dto::PurchaseRequest, dto::OrderBody,
-                       dto::OrderPage, dto::ErrorBody, dto::ErrorDetail)),
+                       dto::OrderPage, dto::ErrorBody, dto::ErrorDetail,
+                       dto::WaitingRoom, dto::JoinQueue, dto::QueueTicket)),
     modifiers(&SecuritySchemes, &DoorResponses),
 )]
 pub struct ApiDoc;
@@ -319,9 +326,14 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/orders/{order_id}", get(orders::get_order))
         .route("/v1/orders/{order_id}/confirm", post(orders::confirm_order))
         .route("/v1/orders/{order_id}/cancel", post(orders::cancel_order))
+        .route("/v1/sales/{id}/queue", post(queue::join_queue))
+        .route("/v1/queue/{ticket}", get(queue::poll_ticket))
         .route_layer(middleware::from_fn_with_state(state.clone(), limit_clients));
     Router::new()
         .merge(v1)
+        .route("/queue/{id}", get(queue::waiting_page))
+        .route("/assets/queue.js", get(queue::waiting_page_script))
+        .route("/assets/queue.css", get(queue::waiting_page_style))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))

@@ -269,7 +269,7 @@ pub async fn confirm_order(
             if release.is_some() {
                 crate::recovery::apply_pending_releases(&state, Some(&order.sale_id)).await;
             }
-            state.rejections().stock_returned(&order.sale_id);
+            state.stock_returned(&order.sale_id);
             Err(ApiError::new(
                 StatusCode::CONFLICT,
                 "hold_expired",
@@ -324,7 +324,7 @@ pub async fn cancel_order(
             // The items are back (in the store, and in the engine unless
             // it was unreachable): this instance stops answering sold_out
             // at once; the others within the rejection ttl.
-            state.rejections().stock_returned(&order.sale_id);
+            state.stock_returned(&order.sale_id);
             Ok(Json(OrderBody::from_order(&order)))
         }
         Cancel::AlreadyCancelled(order) => Ok(Json(OrderBody::from_order(&order))),

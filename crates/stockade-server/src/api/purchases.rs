@@ -52,6 +52,7 @@ use crate::store::authority::Authority;
         ("id" = String, Path, description = "sale id", min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$"),
         ("Idempotency-Key" = Option<String>, Header, description = "1 to 128 bytes; a replay returns the same order", min_length = 1, max_length = 128),
         ("Prefer" = Option<String>, Header, description = "`respond-async`: answer 202 `pending` as soon as the engine accepted the order, without waiting for its commit; poll `GET /v1/orders/{order_id}?wait=N`"),
+        ("Admission-Token" = Option<String>, Header, description = "required on a sale with a waiting room: the admission_token of the buyer's admitted queue ticket"),
     ),
     request_body = PurchaseRequest,
     security((), ("buyer_jwt" = []), ("admin_token" = [])),
@@ -61,6 +62,7 @@ use crate::store::authority::Authority;
         (status = 202, description = "accepted, not committed yet (`Prefer: respond-async`, or the commit deadline passed): status `pending`; `Location` names the order", body = OrderBody),
         (status = 401, description = "unauthenticated: identity is on and the buyer's JWT is missing or invalid", body = ErrorBody),
         (status = 403, description = "user_mismatch: user_id names another buyer than the JWT's sub", body = ErrorBody),
+        (status = 403, description = "admission_required: the sale has a waiting room and the Admission-Token is missing, expired, forged, or issued to another buyer or sale", body = ErrorBody),
         (status = 404, description = "unknown_sale", body = ErrorBody),
         (status = 409, description = "sold_out, insufficient_stock, limit_exceeded, not_started, ended, order_failed", body = ErrorBody),
         (status = 422, description = "invalid_request or idempotency_key_reused", body = ErrorBody),
@@ -142,8 +144,12 @@ async fn decide(
             .increment(1);
         return Err(rejection(&purchase, outcome));
     }
+    // Armed once the purchase goes to be decided; used up when dropped.
+    let mut admission =
+        crate::waiting_room::door::check_admission(state, &purchase, headers).await?;
     // Held until the answer: the engine call, the commit and its wait.
     let _in_flight = state.shedder().admit()?;
+    admission.arm();
     let mut route = known_route(state, &sale).await?;
     let mut refreshed = false;
     // A route goes stale when another instance moves the sale; the answers

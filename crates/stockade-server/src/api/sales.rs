@@ -8,13 +8,14 @@ use axum::http::StatusCode;
 use stockade_core::{EngineError, Epoch, SaleId, SaleSnapshot, SaleSpec};
 
 use super::auth::Admin;
-use super::dto::{CreateSale, ErrorBody, Sale};
+use super::dto::{CreateSale, ErrorBody, Sale, WaitingRoom};
 use super::error::ApiError;
 use super::json::{ApiJson, ApiPath};
 use crate::recovery::request_rebuild;
 use crate::state::AppState;
 use crate::store::SaveSale;
 use crate::store::authority::Authority;
+use crate::waiting_room::RoomLookup;
 
 /// Parses a sale id from the path.
 pub fn sale_id(raw: &str) -> Result<SaleId, ApiError> {
@@ -47,7 +48,7 @@ fn spec(body: CreateSale) -> Result<SaleSpec, ApiError> {
         (status = 201, description = "created", body = Sale),
         (status = 200, description = "the identical sale already existed", body = Sale),
         (status = 401, description = "missing or wrong admin token", body = ErrorBody),
-        (status = 409, description = "sale_conflict: the id exists with other parameters", body = ErrorBody),
+        (status = 409, description = "sale_conflict: the id exists with other parameters (or another waiting room)", body = ErrorBody),
         (status = 422, description = "invalid_request", body = ErrorBody),
     )
 )]
@@ -56,10 +57,39 @@ pub async fn create_sale(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<CreateSale>,
 ) -> Result<(StatusCode, Json<Sale>), ApiError> {
+    let room = body
+        .waiting_room
+        .as_ref()
+        .map(WaitingRoom::config)
+        .transpose()?;
     let spec = spec(body)?;
-    // The store is the source of truth: record the sale there first.
-    let status = match state.store().save_sale(&spec, state.clock().now()).await? {
+    // The store is the source of truth: record the sale there first, with
+    // its waiting room in the same transaction.
+    let (saved, existing_room) = state
+        .store()
+        .save_sale_with_room(&spec, room.as_ref(), state.clock().now())
+        .await?;
+    let status = match saved {
         SaveSale::Created => StatusCode::CREATED,
+        SaveSale::Exists if existing_room != room => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "sale_conflict",
+                format!(
+                    "sale {} already exists with {}; use a new id",
+                    spec.id(),
+                    match existing_room {
+                        Some(r) => format!(
+                            "another waiting room ({} per second, {} s admissions, factor {})",
+                            r.admit_per_second,
+                            r.admission_ttl.as_secs(),
+                            f64::from(r.admission_factor_milli) / 1_000.0
+                        ),
+                        None => "no waiting room".to_owned(),
+                    }
+                ),
+            ));
+        }
         SaveSale::Exists => StatusCode::OK,
         SaveSale::Conflict(existing) => {
             return Err(ApiError::new(
@@ -77,6 +107,7 @@ pub async fn create_sale(
     // Buyable here at once, even if a purchase found it missing a moment
     // ago (other instances: within the rejection ttl).
     state.rejections().sale_created(spec.id());
+    state.waiting_rooms().learn(spec.clone(), room).await;
     // A new sale starts in the engine under the first epoch. An existing
     // one is left alone: if the engine lost it, the next purchase rebuilds
     // it from the store under a new epoch.
@@ -97,7 +128,9 @@ pub async fn create_sale(
     let snapshot = snapshot(&state, spec.id())
         .await?
         .ok_or_else(|| ApiError::internal(format!("sale {} vanished after creation", spec.id())))?;
-    Ok((status, Json(snapshot.into())))
+    let mut sale: Sale = snapshot.into();
+    sale.waiting_room = room.map(Into::into);
+    Ok((status, Json(sale)))
 }
 
 /// Reads a sale's stock and status.
@@ -120,13 +153,20 @@ pub async fn get_sale(
         .ok_or_else(|| unknown_sale(&id))?;
     metrics::gauge!("stockade_sale_remaining", "sale" => id.to_string())
         .set(f64::from(snapshot.remaining));
-    Ok(Json(snapshot.into()))
+    let mut sale: Sale = snapshot.into();
+    if let RoomLookup::Room(room) = state.waiting_rooms().lookup(state.store(), &id).await? {
+        sale.waiting_room = Some(room.config.into());
+    }
+    Ok(Json(sale))
 }
 
 /// The sale as its current authority sees it: the engine's stock (which
 /// counts orders still being committed), or the store's when the store
 /// decides the sale or the engine has lost it (a rebuild is then started).
-async fn snapshot(state: &AppState, id: &SaleId) -> Result<Option<SaleSnapshot>, ApiError> {
+pub(crate) async fn snapshot(
+    state: &AppState,
+    id: &SaleId,
+) -> Result<Option<SaleSnapshot>, ApiError> {
     let Some(current) = state.store().sale_state(id).await? else {
         return Ok(None);
     };

@@ -158,6 +158,12 @@ pub const SETTINGS: &[Setting] = &[
         "900",
     ),
     setting(
+        "admission_secret",
+        None,
+        "STOCKADE_ADMISSION_SECRET",
+        "generated at start (one instance only)",
+    ),
+    setting(
         "jwt_secret",
         Some("--jwt-secret"),
         "STOCKADE_JWT_SECRET",

@@ -17,12 +17,14 @@
 //! - [`authority`]: epochs and the fenced move of a sale's authority.
 //! - [`releases`]: cancelling, and the releases the engine still owes.
 //! - [`holds`]: confirming held orders and expiring unpaid ones.
+//! - `waiting_rooms`: a sale's waiting room, saved with the sale.
 
 pub mod arbiter;
 pub mod authority;
 mod bulk;
 pub mod holds;
 pub mod releases;
+mod waiting_rooms;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -161,22 +163,7 @@ impl OrderStore {
         spec: &SaleSpec,
         now: DateTime<Utc>,
     ) -> Result<SaveSale, StoreError> {
-        let inserted = sqlx::query(
-            "INSERT INTO sales
-                 (id, total_stock, per_user_limit, starts_at_ms, ends_at_ms, hold_ms, created_at_ms)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)
-             ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(spec.id().as_str())
-        .bind(i64::from(spec.total_stock()))
-        .bind(i64::from(spec.per_user_limit()))
-        .bind(spec.starts_at().map(|t| t.timestamp_millis()))
-        .bind(spec.ends_at().map(|t| t.timestamp_millis()))
-        .bind(spec.hold().map(|d| d.as_millis() as i64))
-        .bind(now.timestamp_millis())
-        .execute(&self.pool)
-        .await?;
-        if inserted.rows_affected() == 1 {
+        if insert_sale(&self.pool, spec, now).await? {
             return Ok(SaveSale::Created);
         }
         let existing = self
@@ -282,6 +269,30 @@ impl OrderStore {
         .await?;
         Ok(row.is_some())
     }
+}
+
+/// Inserts a sale unless one with that id exists; true if it was new.
+async fn insert_sale<'c>(
+    executor: impl sqlx::Executor<'c, Database = sqlx::Any>,
+    spec: &SaleSpec,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let inserted = sqlx::query(
+        "INSERT INTO sales
+             (id, total_stock, per_user_limit, starts_at_ms, ends_at_ms, hold_ms, created_at_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(spec.id().as_str())
+    .bind(i64::from(spec.total_stock()))
+    .bind(i64::from(spec.per_user_limit()))
+    .bind(spec.starts_at().map(|t| t.timestamp_millis()))
+    .bind(spec.ends_at().map(|t| t.timestamp_millis()))
+    .bind(spec.hold().map(|d| d.as_millis() as i64))
+    .bind(now.timestamp_millis())
+    .execute(executor)
+    .await?;
+    Ok(inserted.rows_affected() == 1)
 }
 
 fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {

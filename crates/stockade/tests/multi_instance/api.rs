@@ -6,6 +6,9 @@ use serde_json::{Value, json};
 
 use crate::history::Answer;
 
+/// The waiting-room admission secret every instance shares.
+pub const ADMISSION_SECRET: &str = "multi-instance-admission-secret-0123456789";
+
 /// The admin token every instance is started with.
 pub const TOKEN: &str = "multi-instance-suite-admin-token";
 

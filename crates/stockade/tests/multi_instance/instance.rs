@@ -9,7 +9,7 @@ use nix::sys::signal::Signal;
 use stockade_test_support::process::{ServerProcess, log_tail, wait_until};
 use tempfile::TempDir;
 
-use crate::api::TOKEN;
+use crate::api::{ADMISSION_SECRET, TOKEN};
 
 /// How long a purchase waits for its commit before answering 202.
 pub const COMMIT_DEADLINE_MS: u64 = 2_000;
@@ -106,6 +106,8 @@ impl Instance {
         }
         command
             .env("STOCKADE_ADMIN_TOKEN", TOKEN)
+            // Every instance of a deployment shares the admission secret.
+            .env("STOCKADE_ADMISSION_SECRET", ADMISSION_SECRET)
             .env(
                 "STOCKADE_COMMIT_DEADLINE_MS",
                 COMMIT_DEADLINE_MS.to_string(),

@@ -1,0 +1,94 @@
+//! A sale's waiting room, saved in the transaction that creates the sale
+//! (so no instance ever sees the sale without it) and never changed.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::Row;
+use stockade_core::{SaleId, SaleSpec};
+
+use super::{OrderStore, SALE_COLUMNS, SaveSale, StoreError, corrupt, insert_sale, sale_from_row};
+use crate::waiting_room::RoomConfig;
+
+impl OrderStore {
+    /// Records a sale with its waiting room (or none), unless a sale with
+    /// that id exists. Also answers the existing sale's waiting room, so
+    /// the caller can tell an identical request from a conflicting one.
+    pub async fn save_sale_with_room(
+        &self,
+        spec: &SaleSpec,
+        room: Option<&RoomConfig>,
+        now: DateTime<Utc>,
+    ) -> Result<(SaveSale, Option<RoomConfig>), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        if insert_sale(&mut *tx, spec, now).await? {
+            if let Some(room) = room {
+                sqlx::query(
+                    "INSERT INTO waiting_rooms
+                         (sale_id, admit_per_second, admission_ttl_ms, admission_factor_milli)
+                     VALUES ($1, $2, $3, $4)",
+                )
+                .bind(spec.id().as_str())
+                .bind(i64::from(room.admit_per_second))
+                .bind(room.admission_ttl.as_millis() as i64)
+                .bind(i64::from(room.admission_factor_milli))
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            return Ok((SaveSale::Created, room.copied()));
+        }
+        tx.rollback().await?;
+        let (existing, existing_room) = self
+            .sale_with_room(spec.id())
+            .await?
+            .ok_or_else(|| StoreError::Failed(format!("sale {} vanished", spec.id())))?;
+        let saved = if existing == *spec {
+            SaveSale::Exists
+        } else {
+            SaveSale::Conflict(Box::new(existing))
+        };
+        Ok((saved, existing_room))
+    }
+
+    /// A sale and its waiting room, in one read.
+    pub async fn sale_with_room(
+        &self,
+        id: &SaleId,
+    ) -> Result<Option<(SaleSpec, Option<RoomConfig>)>, StoreError> {
+        let columns = SALE_COLUMNS
+            .split(", ")
+            .map(|c| format!("s.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let Some(row) = sqlx::query(&format!(
+            "SELECT {columns}, w.admit_per_second, w.admission_ttl_ms, w.admission_factor_milli
+               FROM sales s LEFT JOIN waiting_rooms w ON w.sale_id = s.id
+              WHERE s.id = $1"
+        ))
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await?
+        else {
+            return Ok(None);
+        };
+        let spec = sale_from_row(&row)?;
+        let rate: Option<i64> = row.try_get("admit_per_second")?;
+        let ttl: Option<i64> = row.try_get("admission_ttl_ms")?;
+        let factor: Option<i64> = row.try_get("admission_factor_milli")?;
+        let room = match (rate, ttl, factor) {
+            (Some(rate), Some(ttl), Some(factor)) => Some(
+                RoomConfig::new(
+                    u32::try_from(rate).map_err(|e| corrupt("admission rate", e))?,
+                    Duration::from_millis(
+                        u64::try_from(ttl).map_err(|e| corrupt("admission ttl", e))?,
+                    ),
+                    u32::try_from(factor).map_err(|e| corrupt("admission factor", e))?,
+                )
+                .map_err(|e| corrupt("waiting room", e))?,
+            ),
+            _ => None,
+        };
+        Ok(Some((spec, room)))
+    }
+}

@@ -1,0 +1,24 @@
+-- Joins the queue, or answers the buyer's live ticket.
+-- ARGV: now ms, user, fresh ticket, pre-queue (1/0), random place in [0, 1)
+-- Reply: {ticket, state, value, created (1/0), user} or {'', 'closed', reason, 0}
+local now = tonumber(ARGV[1])
+local user, fresh = ARGV[2], ARGV[3]
+local existing = redis.call('HGET', KEYS[4], user)
+if existing then
+  local view = ticket_view(existing, now)
+  if view and view[1] ~= 'closed' then
+    return {existing, view[1], view[2], 0, user}
+  end
+end
+local closed = redis.call('HGET', KEYS[1], 'closed') or ''
+if closed ~= '' then return {'', 'closed', closed, 0, user} end
+local place
+if ARGV[4] == '1' then
+  place = ARGV[5]
+else
+  place = 1 + redis.call('HINCRBY', KEYS[1], 'seq', 1)
+end
+redis.call('ZADD', KEYS[2], place, fresh)
+redis.call('HSET', KEYS[3], fresh, room_gen .. '|w|0|' .. user)
+redis.call('HSET', KEYS[4], user, fresh)
+return {fresh, 'waiting', redis.call('ZRANK', KEYS[2], fresh) + 1, 1, user}

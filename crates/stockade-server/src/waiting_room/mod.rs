@@ -1,0 +1,386 @@
+//! The waiting room of a sale: buyers queue, and are admitted at a set
+//! rate, but never more at once than the stock left can serve.
+//!
+//! A sale created with `"waiting_room": {...}` takes purchases only with an
+//! `Admission-Token` header. Buyers join the queue (`POST
+//! /v1/sales/{id}/queue`) and poll their ticket (`GET /v1/queue/{ticket}`);
+//! an admitted ticket carries the token: signed by the service
+//! ([`token`]), bound to the buyer and the sale, valid for the room's
+//! admission ttl.
+//!
+//! **Outstanding admissions.** An admission is *outstanding* while it is
+//! admitted, its token has not expired (plus a grace of
+//! [`OUTSTANDING_GRACE`] for purchases that passed the door just before
+//! the expiry) and it has not been used to buy. A purchase that passes the
+//! door with the token uses it up once the purchase is decided, whatever
+//! the answer: after the engine took the stock, so the two never count the
+//! same item twice in the buyer's favour. The token stays valid until it
+//! expires, so a retry with the same `Idempotency-Key` still passes the
+//! door. The ticker never lets the outstanding admissions exceed
+//! `floor(remaining × factor)`: admission follows the stock. It reads the
+//! room's count of used admissions *before* it reads the stock, and counts
+//! the admissions used since as still outstanding, so a stock figure that
+//! went stale during the tick can only make it admit fewer. When the sale is sold out the queue
+//! closes (every waiting ticket becomes `closed`, joins answer 409
+//! `sold_out`); when stock comes back (a cancel, an expired hold, a
+//! rebuild), it opens again and admits more.
+//!
+//! **Pre-queue.** Buyers who join before `starts_at` are ordered uniformly
+//! at random among themselves; their positions are provisional until the
+//! start. Later joins queue behind them in arrival order.
+//!
+//! **Backends.** One trait, [`QueueBackend`], two implementations run
+//! through one test suite: [`memory::MemoryQueues`] (the embedded default,
+//! one process) and [`redis::RedisQueues`] (any number of instances: every
+//! join, poll and admission is one Lua script on the sale's keys). Join,
+//! poll and admission cost O(log n) in the queue length.
+//!
+//! # Layout
+//! - `mod.rs`: the room's settings, tickets and the backend trait.
+//! - [`memory`], [`redis`]: the two backends.
+//! - [`token`]: signing and checking admission tokens.
+//! - [`rooms`]: what the handlers share: the backend, the signer, and the
+//!   rooms this instance knows.
+//! - [`door`]: the `Admission-Token` check of the purchase path.
+//! - [`ticker`]: the loop that closes, reopens and admits.
+
+pub mod door;
+pub mod memory;
+pub mod redis;
+pub mod rooms;
+pub mod ticker;
+pub mod token;
+
+use std::fmt;
+use std::time::Duration;
+
+/// How long after its expiry an unused admission still counts as
+/// outstanding: a purchase that passed the door just before the expiry is
+/// decided within it.
+pub const OUTSTANDING_GRACE: Duration = Duration::from_secs(5);
+
+use async_trait::async_trait;
+use stockade_core::{SaleId, UserId, ValidationError};
+
+pub use rooms::{RoomInfo, RoomLookup, WaitingRooms};
+
+/// A sale's waiting room settings, fixed at the sale's creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoomConfig {
+    /// Buyers admitted per second at most.
+    pub admit_per_second: u32,
+    /// How long an admission (its token) is valid.
+    pub admission_ttl: Duration,
+    /// Outstanding admissions may reach remaining stock × this / 1000.
+    pub admission_factor_milli: u32,
+}
+
+impl RoomConfig {
+    /// The default admission factor, 1.5.
+    pub const DEFAULT_FACTOR_MILLI: u32 = 1_500;
+    /// The highest admission rate.
+    pub const MAX_RATE: u32 = 100_000;
+    /// The longest admission ttl.
+    pub const MAX_TTL: Duration = Duration::from_secs(3_600);
+
+    /// Validated settings.
+    pub fn new(
+        admit_per_second: u32,
+        admission_ttl: Duration,
+        admission_factor_milli: u32,
+    ) -> Result<Self, ValidationError> {
+        if !(1..=Self::MAX_RATE).contains(&admit_per_second) {
+            return Err(ValidationError::new(
+                "waiting_room.admit_per_second",
+                format!(
+                    "must be between 1 and {} (got {admit_per_second})",
+                    Self::MAX_RATE
+                ),
+            ));
+        }
+        if admission_ttl < Duration::from_secs(1) || admission_ttl > Self::MAX_TTL {
+            return Err(ValidationError::new(
+                "waiting_room.admission_ttl_seconds",
+                format!("must be between 1 and {} seconds", Self::MAX_TTL.as_secs()),
+            ));
+        }
+        if !(1_000..=10_000).contains(&admission_factor_milli) {
+            return Err(ValidationError::new(
+                "waiting_room.admission_factor",
+                "must be between 1.0 and 10.0 (below 1 the last items could never be offered)",
+            ));
+        }
+        Ok(Self {
+            admit_per_second,
+            admission_ttl,
+            admission_factor_milli,
+        })
+    }
+
+    /// The most outstanding admissions allowed with `remaining` items left.
+    pub fn cap(&self, remaining: u32) -> u64 {
+        u64::from(remaining) * u64::from(self.admission_factor_milli) / 1_000
+    }
+
+    /// The most admissions the rate lets through at once after a pause:
+    /// half a second's worth (at least one).
+    pub fn burst(&self) -> f64 {
+        (f64::from(self.admit_per_second) / 2.0).max(1.0)
+    }
+
+    /// The admission ttl in milliseconds.
+    pub fn ttl_ms(&self) -> i64 {
+        self.admission_ttl.as_millis() as i64
+    }
+}
+
+/// A queue ticket: `<sale id>.<32 hex digits>`. The sale id tells which
+/// queue to look in; the 128 random bits make it unguessable.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TicketId(String);
+
+impl TicketId {
+    /// A fresh ticket of `sale`.
+    pub fn generate(sale: &SaleId) -> Self {
+        let bits: u128 = rand::random();
+        Self(format!("{sale}.{bits:032x}"))
+    }
+
+    /// Parses a ticket from a path.
+    pub fn parse(raw: &str) -> Result<Self, ValidationError> {
+        let bad = || {
+            ValidationError::new(
+                "ticket",
+                "is not a queue ticket (expected <sale id>.<32 hex digits>, as the join answered)",
+            )
+        };
+        let (sale, random) = raw.rsplit_once('.').ok_or_else(bad)?;
+        SaleId::new(sale).map_err(|_| bad())?;
+        if random.len() != 32 || !random.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        Ok(Self(raw.to_ascii_lowercase()))
+    }
+
+    /// The sale whose queue this ticket is in.
+    pub fn sale(&self) -> SaleId {
+        let (sale, _) = self.0.rsplit_once('.').expect("a ticket has a dot");
+        SaleId::new(sale).expect("a ticket names a valid sale")
+    }
+
+    /// The ticket as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Wraps text a backend stored (its own tickets).
+    pub(crate) fn from_stored(text: String) -> Self {
+        Self(text)
+    }
+}
+
+impl fmt::Display for TicketId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why a ticket or the whole queue is closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The sale sold out (the queue opens again if stock comes back, but
+    /// the tickets it closed stay closed: their holders join again).
+    SoldOut,
+    /// The sale ended.
+    Ended,
+    /// The ticket's admission expired.
+    AdmissionExpired,
+}
+
+impl CloseReason {
+    /// The API's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SoldOut => "sold_out",
+            Self::Ended => "ended",
+            Self::AdmissionExpired => "admission_expired",
+        }
+    }
+
+    /// Parses a stored reason.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "sold_out" => Some(Self::SoldOut),
+            "ended" => Some(Self::Ended),
+            "admission_expired" => Some(Self::AdmissionExpired),
+            _ => None,
+        }
+    }
+}
+
+/// Where a ticket stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TicketState {
+    /// In the queue; 1 is next.
+    Waiting {
+        /// Place in the queue.
+        position: u64,
+    },
+    /// Admitted until this instant (ms since the epoch).
+    Admitted {
+        /// When the admission expires.
+        until_ms: i64,
+    },
+    /// Out of the queue for good.
+    Closed(CloseReason),
+}
+
+/// A ticket as a backend sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TicketView {
+    /// The ticket.
+    pub ticket: TicketId,
+    /// Its buyer.
+    pub user: UserId,
+    /// Where it stands.
+    pub state: TicketState,
+}
+
+/// The answer to a join.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JoinOutcome {
+    /// The buyer's ticket: `created` when new, false when the buyer already
+    /// held a live (waiting or admitted) ticket.
+    Joined {
+        /// The ticket.
+        view: TicketView,
+        /// Whether it is new.
+        created: bool,
+    },
+    /// The queue is closed.
+    Closed(CloseReason),
+}
+
+/// What the ticker tells a room on each tick.
+#[derive(Debug, Clone, Copy)]
+pub struct Tick {
+    /// Now, ms since the epoch.
+    pub now_ms: i64,
+    /// Whether the sale has started (admissions begin then).
+    pub started: bool,
+    /// Whether the sale has ended (the queue closes for good).
+    pub ended: bool,
+    /// Items left, read after `used_before`.
+    pub remaining: u32,
+    /// The room's count of used admissions ([`QueueBackend::used`]), read
+    /// before `remaining`: admissions used since count as outstanding.
+    pub used_before: u64,
+    /// Admissions that expired before this instant (ms) no longer count as
+    /// outstanding (`now_ms` minus [`OUTSTANDING_GRACE`] in service).
+    pub expired_before_ms: i64,
+    /// The room's settings.
+    pub config: RoomConfig,
+}
+
+/// What a tick did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TickReport {
+    /// Tickets admitted by this tick, in queue order.
+    pub admitted: Vec<TicketId>,
+    /// Outstanding admissions after it.
+    pub outstanding: u64,
+    /// Tickets still waiting.
+    pub waiting: u64,
+    /// Why the queue is closed, if it is.
+    pub closed: Option<CloseReason>,
+}
+
+/// A queue backend failed.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// Redis cannot be reached or timed out: retry later.
+    #[error("waiting room unavailable: {0}")]
+    Unavailable(String),
+    /// Anything else.
+    #[error("waiting room failed: {0}")]
+    Failed(String),
+}
+
+/// Where queues live. Every method is one atomic step.
+#[async_trait]
+pub trait QueueBackend: Send + Sync + fmt::Debug {
+    /// `memory` or `redis`.
+    fn name(&self) -> &'static str;
+
+    /// Queues `user` for `sale`, or answers the buyer's live ticket.
+    /// `prequeue`: the sale has not started, so the ticket's place is drawn
+    /// at random among the other early joiners.
+    async fn join(
+        &self,
+        sale: &SaleId,
+        user: &UserId,
+        now_ms: i64,
+        prequeue: bool,
+    ) -> Result<JoinOutcome, QueueError>;
+
+    /// A ticket, or None if no such ticket was issued.
+    async fn ticket(
+        &self,
+        ticket: &TicketId,
+        now_ms: i64,
+    ) -> Result<Option<TicketView>, QueueError>;
+
+    /// Closes or reopens the queue as the stock and the window say, and
+    /// admits as many as the rate and the stock allow.
+    async fn tick(&self, sale: &SaleId, tick: &Tick) -> Result<TickReport, QueueError>;
+
+    /// A purchase with this ticket's admission was decided: the admission
+    /// is no longer outstanding, and the room's count of used admissions
+    /// grows by one (the first time only).
+    async fn consume(&self, ticket: &TicketId) -> Result<(), QueueError>;
+
+    /// How many admissions of the room were used so far.
+    async fn used(&self, sale: &SaleId) -> Result<u64, QueueError>;
+
+    /// Lists `sale` among the rooms every instance's ticker serves.
+    async fn register(&self, sale: &SaleId) -> Result<(), QueueError>;
+
+    /// The rooms to tick.
+    async fn rooms(&self) -> Result<Vec<SaleId>, QueueError>;
+
+    /// Stops ticking `sale` (its queue closed for good).
+    async fn retire(&self, sale: &SaleId) -> Result<(), QueueError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tickets_name_their_sale_and_reject_anything_else() {
+        let sale = SaleId::new("drop-1").unwrap();
+        let ticket = TicketId::generate(&sale);
+        assert_eq!(ticket.sale(), sale);
+        assert_eq!(TicketId::parse(ticket.as_str()).unwrap(), ticket);
+        for bad in [
+            "",
+            "drop-1",
+            "drop-1.xyz",
+            ".0123456789abcdef0123456789abcdef",
+            "a b.0123456789abcdef0123456789abcdef",
+        ] {
+            assert!(TicketId::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_cap_follows_the_stock_and_settings_are_bounded() {
+        let room = RoomConfig::new(10, Duration::from_secs(60), 1_500).unwrap();
+        assert_eq!(room.cap(100), 150);
+        assert_eq!(room.cap(1), 1);
+        assert_eq!(room.cap(0), 0);
+        assert!(RoomConfig::new(0, Duration::from_secs(60), 1_500).is_err());
+        assert!(RoomConfig::new(1, Duration::ZERO, 1_500).is_err());
+        assert!(RoomConfig::new(1, Duration::from_secs(60), 999).is_err());
+    }
+}

@@ -1,0 +1,311 @@
+//! Queues in Redis, shared by every instance: each join, poll and tick is
+//! one Lua script over the sale's keys (`lua/*.lua`, with `lua/view.lua`
+//! prepended), so instances never race; each costs O(log n).
+//!
+//! Positions come from one sorted set per sale, scored by place: early
+//! joiners get a random place in [0, 1), later ones 1 + a per-sale counter,
+//! so ranks are the queue order. All keys of a sale share its `{hash
+//! tag}`, like the engine's keys.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{AsyncCommands, Script, Value};
+use stockade_core::{SaleId, UserId};
+
+use super::{
+    CloseReason, JoinOutcome, QueueBackend, QueueError, Tick, TickReport, TicketId, TicketState,
+    TicketView,
+};
+
+fn script(body: &str) -> Script {
+    Script::new(&[include_str!("lua/view.lua"), body].concat())
+}
+
+static JOIN: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/join.lua")));
+static STATUS: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/status.lua")));
+static TICK: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/tick.lua")));
+static CONSUME: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/consume.lua")));
+
+/// Queues in one Redis.
+#[derive(Clone)]
+pub struct RedisQueues {
+    connection: ConnectionManager,
+    prefix: String,
+}
+
+impl std::fmt::Debug for RedisQueues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisQueues")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The keys of one sale's queue.
+struct QueueKeys([String; 5]);
+
+impl RedisQueues {
+    /// Connects to the Redis at `url`; keys start with `prefix` (the
+    /// service uses `stockade:wr:`).
+    pub async fn connect(url: &str, prefix: &str) -> Result<Self, QueueError> {
+        let client = redis::Client::open(url)
+            .map_err(|e| QueueError::Failed(format!("invalid Redis URL {url:?}: {e}")))?;
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_number_of_retries(2);
+        let connection = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(redis_error)?;
+        Ok(Self {
+            connection,
+            prefix: prefix.to_owned(),
+        })
+    }
+
+    fn keys(&self, sale: &SaleId) -> QueueKeys {
+        let base = format!("{}{{{sale}}}", self.prefix);
+        QueueKeys(
+            ["room", "waiting", "tickets", "users", "admitted"].map(|k| format!("{base}:{k}")),
+        )
+    }
+
+    fn rooms_key(&self) -> String {
+        format!("{}rooms", self.prefix)
+    }
+
+    async fn invoke(
+        &self,
+        script: &Script,
+        sale: &SaleId,
+        args: &[String],
+    ) -> Result<Vec<Value>, QueueError> {
+        let mut invocation = script.prepare_invoke();
+        for key in &self.keys(sale).0 {
+            invocation.key(key);
+        }
+        for arg in args {
+            invocation.arg(arg);
+        }
+        invocation
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)
+    }
+}
+
+fn redis_error(error: redis::RedisError) -> QueueError {
+    if error.is_timeout()
+        || error.is_io_error()
+        || error.is_connection_refusal()
+        || error.is_connection_dropped()
+    {
+        QueueError::Unavailable(error.to_string())
+    } else {
+        QueueError::Failed(error.to_string())
+    }
+}
+
+fn malformed(script: &str, reply: &[Value]) -> QueueError {
+    QueueError::Failed(format!("{script} gave a malformed reply: {reply:?}"))
+}
+
+fn text(value: &Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+        Value::SimpleString(text) => Some(text.clone()),
+        _ => None,
+    }
+}
+
+fn int(value: &Value) -> Option<i64> {
+    match value {
+        Value::Int(n) => Some(*n),
+        _ => None,
+    }
+}
+
+/// `{state, value, user}` of view.lua.
+fn state(state: &Value, value: &Value) -> Option<TicketState> {
+    match text(state)?.as_str() {
+        "waiting" => Some(TicketState::Waiting {
+            position: u64::try_from(int(value)?).ok()?,
+        }),
+        "admitted" => Some(TicketState::Admitted {
+            until_ms: int(value)?,
+        }),
+        "closed" => Some(TicketState::Closed(CloseReason::parse(&text(value)?)?)),
+        _ => None,
+    }
+}
+
+#[async_trait]
+impl QueueBackend for RedisQueues {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    async fn join(
+        &self,
+        sale: &SaleId,
+        user: &UserId,
+        now_ms: i64,
+        prequeue: bool,
+    ) -> Result<JoinOutcome, QueueError> {
+        let fresh = TicketId::generate(sale);
+        let place: f64 = rand::random();
+        let reply = self
+            .invoke(
+                &JOIN,
+                sale,
+                &[
+                    now_ms.to_string(),
+                    user.to_string(),
+                    fresh.to_string(),
+                    if prequeue { "1" } else { "0" }.to_owned(),
+                    place.to_string(),
+                ],
+            )
+            .await?;
+        let parsed = (|| {
+            let [ticket, status, value, created, user] = reply.as_slice() else {
+                return None;
+            };
+            let status = state(status, value)?;
+            if let TicketState::Closed(reason) = status {
+                return Some(JoinOutcome::Closed(reason));
+            }
+            Some(JoinOutcome::Joined {
+                view: TicketView {
+                    ticket: TicketId::from_stored(text(ticket)?),
+                    user: UserId::new(text(user)?).ok()?,
+                    state: status,
+                },
+                created: int(created)? == 1,
+            })
+        })();
+        parsed.ok_or_else(|| malformed("join.lua", &reply))
+    }
+
+    async fn ticket(
+        &self,
+        ticket: &TicketId,
+        now_ms: i64,
+    ) -> Result<Option<TicketView>, QueueError> {
+        let reply = self
+            .invoke(
+                &STATUS,
+                &ticket.sale(),
+                &[ticket.to_string(), now_ms.to_string()],
+            )
+            .await?;
+        if reply.is_empty() {
+            return Ok(None);
+        }
+        let parsed = (|| {
+            let [status, value, user] = reply.as_slice() else {
+                return None;
+            };
+            Some(TicketView {
+                ticket: ticket.clone(),
+                user: UserId::new(text(user)?).ok()?,
+                state: state(status, value)?,
+            })
+        })();
+        parsed
+            .map(Some)
+            .ok_or_else(|| malformed("status.lua", &reply))
+    }
+
+    async fn tick(&self, sale: &SaleId, tick: &Tick) -> Result<TickReport, QueueError> {
+        let flag = |b: bool| if b { "1" } else { "0" }.to_owned();
+        let reply = self
+            .invoke(
+                &TICK,
+                sale,
+                &[
+                    tick.now_ms.to_string(),
+                    flag(tick.started),
+                    flag(tick.ended),
+                    tick.remaining.to_string(),
+                    tick.config.admit_per_second.to_string(),
+                    tick.config.ttl_ms().to_string(),
+                    tick.config.cap(tick.remaining).to_string(),
+                    tick.config.burst().to_string(),
+                    tick.used_before.to_string(),
+                    tick.expired_before_ms.to_string(),
+                ],
+            )
+            .await?;
+        let parsed = (|| {
+            let (head, admitted) = reply.split_at_checked(3)?;
+            let closed = text(&head[0])?;
+            Some(TickReport {
+                admitted: admitted
+                    .iter()
+                    .map(|t| text(t).map(TicketId::from_stored))
+                    .collect::<Option<_>>()?,
+                outstanding: u64::try_from(int(&head[1])?).ok()?,
+                waiting: u64::try_from(int(&head[2])?).ok()?,
+                closed: if closed.is_empty() {
+                    None
+                } else {
+                    Some(CloseReason::parse(&closed)?)
+                },
+            })
+        })();
+        parsed.ok_or_else(|| malformed("tick.lua", &reply))
+    }
+
+    async fn consume(&self, ticket: &TicketId) -> Result<(), QueueError> {
+        self.invoke(&CONSUME, &ticket.sale(), &[ticket.to_string()])
+            .await?;
+        Ok(())
+    }
+
+    async fn used(&self, sale: &SaleId) -> Result<u64, QueueError> {
+        let used: Option<u64> = self
+            .connection
+            .clone()
+            .hget(&self.keys(sale).0[0], "used")
+            .await
+            .map_err(redis_error)?;
+        Ok(used.unwrap_or(0))
+    }
+
+    async fn register(&self, sale: &SaleId) -> Result<(), QueueError> {
+        let _: i64 = self
+            .connection
+            .clone()
+            .sadd(self.rooms_key(), sale.as_str())
+            .await
+            .map_err(redis_error)?;
+        Ok(())
+    }
+
+    async fn rooms(&self) -> Result<Vec<SaleId>, QueueError> {
+        let ids: Vec<String> = self
+            .connection
+            .clone()
+            .smembers(self.rooms_key())
+            .await
+            .map_err(redis_error)?;
+        Ok(ids
+            .into_iter()
+            .filter_map(|id| SaleId::new(id).ok())
+            .collect())
+    }
+
+    async fn retire(&self, sale: &SaleId) -> Result<(), QueueError> {
+        let _: i64 = self
+            .connection
+            .clone()
+            .srem(self.rooms_key(), sale.as_str())
+            .await
+            .map_err(redis_error)?;
+        Ok(())
+    }
+}

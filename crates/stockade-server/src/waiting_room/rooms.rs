@@ -1,0 +1,123 @@
+//! What the handlers and the ticker share: the queue backend, the token
+//! signer, and the rooms this instance has read from the store (a sale's
+//! waiting room never changes once created, so it is read once).
+
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use stockade_core::{SaleId, SaleSpec};
+use tokio::sync::Notify;
+
+use super::token::AdmissionSigner;
+use super::{QueueBackend, RoomConfig};
+use crate::store::{OrderStore, StoreError};
+
+/// A sale with a waiting room.
+#[derive(Debug, Clone)]
+pub struct RoomInfo {
+    /// The sale (its window).
+    pub spec: SaleSpec,
+    /// Its room.
+    pub config: RoomConfig,
+}
+
+/// What the store says about a sale's waiting room.
+#[derive(Debug, Clone)]
+pub enum RoomLookup {
+    /// There is no such sale.
+    UnknownSale,
+    /// The sale has no waiting room: buyers buy directly.
+    NoRoom,
+    /// The sale has this waiting room.
+    Room(Arc<RoomInfo>),
+}
+
+/// The waiting rooms of the service. See the [module](super) docs.
+pub struct WaitingRooms {
+    backend: Arc<dyn QueueBackend>,
+    signer: AdmissionSigner,
+    known: DashMap<SaleId, Option<Arc<RoomInfo>>>,
+    wake: Notify,
+}
+
+impl std::fmt::Debug for WaitingRooms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WaitingRooms")
+            .field("backend", &self.backend.name())
+            .field("known", &self.known.len())
+            .finish()
+    }
+}
+
+impl WaitingRooms {
+    /// Rooms on `backend`, with tokens signed by `secret`.
+    pub fn new(backend: Arc<dyn QueueBackend>, secret: &[u8]) -> Self {
+        Self {
+            backend,
+            signer: AdmissionSigner::new(secret),
+            known: DashMap::new(),
+            wake: Notify::new(),
+        }
+    }
+
+    /// The queue backend.
+    pub fn backend(&self) -> &Arc<dyn QueueBackend> {
+        &self.backend
+    }
+
+    /// The admission token signer.
+    pub fn signer(&self) -> &AdmissionSigner {
+        &self.signer
+    }
+
+    /// The sale's waiting room, read from the store the first time.
+    pub async fn lookup(
+        &self,
+        store: &OrderStore,
+        sale: &SaleId,
+    ) -> Result<RoomLookup, StoreError> {
+        if let Some(known) = self.known.get(sale) {
+            return Ok(match known.value() {
+                Some(room) => RoomLookup::Room(Arc::clone(room)),
+                None => RoomLookup::NoRoom,
+            });
+        }
+        let Some((spec, config)) = store.sale_with_room(sale).await? else {
+            return Ok(RoomLookup::UnknownSale);
+        };
+        Ok(self.learn(spec, config).await)
+    }
+
+    /// Remembers a sale's room (at creation, or read from the store) and
+    /// lists it for the tickers.
+    pub async fn learn(&self, spec: SaleSpec, config: Option<RoomConfig>) -> RoomLookup {
+        let Some(config) = config else {
+            self.known.insert(spec.id().clone(), None);
+            return RoomLookup::NoRoom;
+        };
+        if let Err(error) = self.backend.register(spec.id()).await {
+            // Listed by the next lookup on any instance that has it.
+            tracing::warn!(%error, sale = %spec.id(), "cannot list the waiting room for the tickers yet");
+            let room = Arc::new(RoomInfo { spec, config });
+            return RoomLookup::Room(room);
+        }
+        let room = Arc::new(RoomInfo { spec, config });
+        self.known
+            .insert(room.spec.id().clone(), Some(Arc::clone(&room)));
+        self.wake.notify_one();
+        RoomLookup::Room(room)
+    }
+
+    /// Stock came back to `sale` on this instance: tick at once, so the
+    /// queue reopens and admits without waiting for the next tick.
+    pub fn stock_returned(&self, sale: &SaleId) {
+        if matches!(self.known.get(sale).as_deref(), Some(Some(_))) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Completes when something asks for a tick before the next one.
+    pub async fn woken(&self) {
+        self.wake.notified().await;
+    }
+}

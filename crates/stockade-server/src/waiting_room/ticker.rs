@@ -1,0 +1,104 @@
+//! The admission loop. Every instance runs it; each tick of a room is one
+//! atomic backend step, so several tickers admit at the room's rate
+//! together (the rate credit is kept by time in the room, not per ticker).
+
+use std::time::Duration;
+
+use stockade_core::SaleId;
+
+use super::{CloseReason, RoomLookup, Tick};
+use crate::state::AppState;
+
+/// How often rooms are ticked (also at once when stock comes back here).
+pub const TICK_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Ticks every room until the task is aborted.
+pub async fn run_forever(state: AppState) {
+    let mut interval = tokio::time::interval(TICK_INTERVAL);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            () = state.waiting_rooms().woken() => {}
+        }
+        if state.is_stopping() {
+            return;
+        }
+        tick_all(&state).await;
+    }
+}
+
+/// One tick of every listed room.
+pub async fn tick_all(state: &AppState) {
+    let sales = match state.waiting_rooms().backend().rooms().await {
+        Ok(sales) => sales,
+        Err(error) => {
+            tracing::warn!(%error, "cannot list the waiting rooms");
+            return;
+        }
+    };
+    for sale in sales {
+        if let Err(error) = tick_sale(state, &sale).await {
+            tracing::warn!(%error, %sale, "waiting room tick failed");
+        }
+    }
+}
+
+async fn tick_sale(state: &AppState, sale: &SaleId) -> Result<(), String> {
+    let rooms = state.waiting_rooms();
+    let lookup = rooms
+        .lookup(state.store(), sale)
+        .await
+        .map_err(|e| e.to_string())?;
+    let RoomLookup::Room(room) = lookup else {
+        // Listed by an older deployment of this store, or not a room.
+        return rooms
+            .backend()
+            .retire(sale)
+            .await
+            .map_err(|e| e.to_string());
+    };
+    // Used admissions first, then the stock: see the module docs of
+    // `waiting_room` (a stale stock figure can only admit fewer).
+    let used_before = rooms
+        .backend()
+        .used(sale)
+        .await
+        .map_err(|e| e.to_string())?;
+    let Some(snapshot) = crate::api::sale_snapshot(state, sale)
+        .await
+        .map_err(|e| format!("{e:?}"))?
+    else {
+        return Ok(());
+    };
+    let now = state.clock().now();
+    let tick = Tick {
+        now_ms: now.timestamp_millis(),
+        started: room.spec.starts_at().is_none_or(|at| now >= at),
+        ended: room.spec.ends_at().is_some_and(|at| now >= at),
+        remaining: snapshot.remaining,
+        used_before,
+        expired_before_ms: now.timestamp_millis() - super::OUTSTANDING_GRACE.as_millis() as i64,
+        config: room.config,
+    };
+    let report = rooms
+        .backend()
+        .tick(sale, &tick)
+        .await
+        .map_err(|e| e.to_string())?;
+    let label = sale.to_string();
+    metrics::counter!("stockade_waiting_room_admitted_total", "sale" => label.clone())
+        .increment(report.admitted.len() as u64);
+    metrics::gauge!("stockade_waiting_room_waiting", "sale" => label.clone())
+        .set(report.waiting as f64);
+    metrics::gauge!("stockade_waiting_room_outstanding", "sale" => label)
+        .set(report.outstanding as f64);
+    if report.closed == Some(CloseReason::Ended) {
+        rooms
+            .backend()
+            .retire(sale)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
