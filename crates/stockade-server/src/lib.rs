@@ -236,13 +236,12 @@ impl Service {
         // Queues live where the stock does: in Redis when several instances
         // share it, in this process otherwise (including --engine postgres,
         // whose waiting rooms are therefore per instance).
-        let queues: Arc<dyn waiting_room::QueueBackend> = match &config.engine {
-            EngineChoice::Redis(url) => {
-                Arc::new(waiting_room::redis::RedisQueues::connect(url, "stockade:wr:").await?)
-            }
-            EngineChoice::Memory | EngineChoice::Postgres => {
-                Arc::new(waiting_room::memory::MemoryQueues::new())
-            }
+        let queues: Arc<dyn waiting_room::QueueBackend> = match &redis {
+            Some(redis) => Arc::new(waiting_room::redis::RedisQueues::new(
+                redis.connection(),
+                "stockade:wr:",
+            )),
+            None => Arc::new(waiting_room::memory::MemoryQueues::new()),
         };
         if config.admission_secret.generated && matches!(config.engine, EngineChoice::Redis(_)) {
             tracing::warn!(

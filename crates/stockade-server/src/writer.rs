@@ -17,7 +17,12 @@
 //! - each commit answers its own waiters when its transaction has
 //!   committed (never before: an answered order survives a power cut);
 //! - one acknowledger task removes decided orders from the engine's outbox,
-//!   off the commit path.
+//!   off the commit path;
+//! - orders whose batch failed (the store unreachable) stay this writer's:
+//!   still `pending` to lookups, they are committed again from memory as
+//!   soon as the store answers ([`recommit_stranded`]), rather than left to
+//!   the reconciler's grace period in an outbox that a Redis losing its
+//!   data would take with it.
 //!
 //! Arrival order per sale is kept: the batcher starts a batch's commit only
 //! once the previous batch's transaction holds the row locks of its sales
@@ -170,6 +175,14 @@ async fn write_batches(
         }
         None => (None, None),
     };
+    let (stranded, stranded_orders) = mpsc::unbounded_channel();
+    let recommitting = tokio::spawn(recommit_stranded(
+        stranded_orders,
+        store.clone(),
+        acknowledger.clone(),
+        Arc::clone(&in_flight),
+        config.max_batch.max(1),
+    ));
     let slots = Arc::new(Semaphore::new(commits_in_flight(store.kind())));
     let mut commits = JoinSet::new();
     let mut previous_locked: Option<oneshot::Receiver<()>> = None;
@@ -193,6 +206,7 @@ async fn write_batches(
             store.clone(),
             acknowledger.clone(),
             Arc::clone(&in_flight),
+            stranded.clone(),
             locked,
             slot,
         ));
@@ -200,6 +214,10 @@ async fn write_batches(
         while commits.try_join_next().is_some() {}
     }
     while commits.join_next().await.is_some() {}
+    // Stranded orders get one last try; what still fails stays in the
+    // engine's outbox for the next start or another instance.
+    drop(stranded);
+    let _ = recommitting.await;
     // The last sender goes: the acknowledger drains what is queued and ends.
     drop(acknowledger);
     if let Some(task) = acknowledging {
@@ -236,6 +254,7 @@ async fn commit_batch(
     store: OrderStore,
     acknowledger: Option<Acknowledger>,
     in_flight: Arc<DashMap<OrderId, Order>>,
+    stranded: mpsc::UnboundedSender<Vec<Order>>,
     locked: oneshot::Sender<()>,
     slot: OwnedSemaphorePermit,
 ) {
@@ -262,18 +281,112 @@ async fn commit_batch(
         Err(error) => tracing::warn!(
             orders = orders.len(),
             %error,
-            "batch commit failed; the orders stay in the engine's outbox for the reconciler"
+            "batch commit failed; committing the orders again once the store answers"
         ),
     }
     metrics::gauge!("stockade_writer_queue_depth").decrement(orders.len() as f64);
-    for (index, (order, done)) in orders.iter().zip(waiters).enumerate() {
-        in_flight.remove(&order.id);
+    if result.is_ok() {
+        for order in &orders {
+            in_flight.remove(&order.id);
+        }
+    }
+    for (index, done) in waiters.into_iter().enumerate() {
         let answer = match &result {
             Ok(verdicts) => Ok(verdicts[index]),
             Err(error) => Err(Arc::clone(error)),
         };
         // The handler may have given up waiting (deadline): that is fine.
         let _ = done.send(answer);
+    }
+    if result.is_err() {
+        // Still in flight (pending to lookups, left alone by the
+        // reconciler): the stranded orders' loop commits them.
+        let _ = stranded.send(orders);
+    }
+}
+
+/// Commits the orders whose batch failed, again and again with a growing
+/// pause (250 ms to 2 s), until the store takes them (committed, or void:
+/// either way decided) and the engine is told. Ends when the writer stops,
+/// after one last try: orders still stranded then stay in the engine's
+/// outbox, for this instance's next start or another instance's
+/// reconciler.
+async fn recommit_stranded(
+    mut arriving: mpsc::UnboundedReceiver<Vec<Order>>,
+    store: OrderStore,
+    acknowledger: Option<Acknowledger>,
+    in_flight: Arc<DashMap<OrderId, Order>>,
+    max_batch: usize,
+) {
+    const FIRST_PAUSE: Duration = Duration::from_millis(250);
+    let mut stranded: Vec<Order> = Vec::new();
+    let mut pause = FIRST_PAUSE;
+    let mut stopping = false;
+    loop {
+        if stranded.is_empty() {
+            match arriving.recv().await {
+                Some(orders) => stranded.extend(orders),
+                None => return,
+            }
+            pause = FIRST_PAUSE;
+        }
+        if !stopping {
+            // Let the store come back; gather what else fails meanwhile.
+            let wake = tokio::time::sleep(pause);
+            tokio::pin!(wake);
+            loop {
+                tokio::select! {
+                    () = &mut wake => break,
+                    more = arriving.recv() => match more {
+                        Some(orders) => stranded.extend(orders),
+                        None => {
+                            stopping = true;
+                            break;
+                        }
+                    },
+                }
+            }
+        }
+        let mut still = Vec::new();
+        for chunk in stranded.chunks(max_batch) {
+            match store.commit(chunk).await {
+                Ok(verdicts) => {
+                    log_voids(chunk, &verdicts);
+                    if let Some(acknowledger) = &acknowledger {
+                        acknowledger.acknowledge(chunk);
+                    }
+                    for order in chunk {
+                        in_flight.remove(&order.id);
+                    }
+                }
+                Err(_) => still.extend_from_slice(chunk),
+            }
+        }
+        if !still.is_empty() && still.len() < stranded.len() {
+            pause = FIRST_PAUSE;
+        } else {
+            pause = (pause * 2).min(Duration::from_secs(2));
+        }
+        if stranded.len() != still.len() {
+            tracing::info!(
+                committed = stranded.len() - still.len(),
+                left = still.len(),
+                "stranded orders committed"
+            );
+        }
+        stranded = still;
+        if stopping {
+            for order in &stranded {
+                in_flight.remove(&order.id);
+            }
+            if !stranded.is_empty() {
+                tracing::warn!(
+                    orders = stranded.len(),
+                    "stopping with orders the store never took: they stay in the engine's outbox"
+                );
+            }
+            return;
+        }
     }
 }
 

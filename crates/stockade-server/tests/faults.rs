@@ -491,3 +491,83 @@ async fn cancels_racing_a_rebuild_are_never_undone() {
         );
     }
 }
+
+/// Orders named to buyers while the store was down (503 `store_unavailable`
+/// with the order id, or 202 `pending`) are committed by the instance that
+/// took them as soon as the store answers again, not only by a reconciler
+/// after the outbox grace period: a Redis that then loses its data does not
+/// take them with it, and each buyer's keyed retry gets the same order.
+/// Two rounds, so a lucky ordering cannot pass it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn orders_named_during_a_store_outage_survive_a_redis_that_then_loses_its_data() {
+    let timing = Timing {
+        commit_deadline_ms: 500,
+        // Far longer than the test: no reconciler rescues the orders.
+        outbox_grace_ms: 120_000,
+    };
+    let mut server = TestServer::start_with(Setup::RedisPostgres, timing).await;
+    let mut redis = server.redis.take().unwrap();
+    let mut postgres = server.postgres.take().unwrap();
+    for round in 1..=2 {
+        let sale = format!("outage-then-loss-{round}");
+        let (status, _) = server.create_sale(json!({"id": sale, "stock": 50})).await;
+        assert_eq!(status, 201);
+        let (status, body) = server.buy(&sale, "warm", 1, Some("warm")).await;
+        assert_eq!(status, 201, "{body}");
+
+        postgres.stop();
+        let mut named = Vec::new();
+        for i in 0..10 {
+            let (user, key) = (format!("b{i}"), format!("k{i}"));
+            let (status, body) = server.buy(&sale, &user, 1, Some(&key)).await;
+            let id = body["order_id"]
+                .as_str()
+                .or(body["error"]["order_id"].as_str())
+                .unwrap_or_else(|| panic!("round {round}: {status} names no order: {body}"))
+                .to_owned();
+            assert!(
+                status == 202 || (status == 503 && body["error"]["code"] == "store_unavailable"),
+                "round {round}: {status} {body}"
+            );
+            named.push((user, key, id));
+        }
+        postgres.start_again().unwrap();
+
+        // The instance commits them itself, well before the grace period.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for (_, _, id) in &named {
+            loop {
+                let (status, body) = server.get(&format!("/v1/orders/{id}")).await;
+                if status == 200 && body["status"] == "confirmed" {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "round {round}: order {id} is still not committed: {status} {body}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+
+        // Redis loses everything; retries after the rebuild name the same
+        // orders, and nothing else was sold.
+        redis.restart().unwrap();
+        for (user, key, id) in &named {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let (status, body) = loop {
+                let answer = server.buy(&sale, user, 1, Some(key)).await;
+                if answer.0 != 503 || Instant::now() > deadline {
+                    break answer;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            };
+            assert_eq!(
+                (status, body["order_id"].as_str()),
+                (200, Some(id.as_str())),
+                "round {round}: the retry of {key} named another order: {body}"
+            );
+        }
+        let committed = settled(&server, &sale, 50).await;
+        assert_eq!(committed.len(), 11, "round {round}: {committed:?}");
+    }
+}

@@ -41,7 +41,7 @@ pub enum SharedConnection {
 impl SharedConnection {
     /// Connects to the deployment `config` names. Errors name hosts and
     /// ports, never a password.
-    pub(super) async fn open(config: &RedisEngineConfig) -> Result<Self, EngineError> {
+    pub async fn open(config: &RedisEngineConfig) -> Result<Self, EngineError> {
         let topology = &config.topology;
         let failed = |error: redis::RedisError| {
             let hint = match error.kind() {

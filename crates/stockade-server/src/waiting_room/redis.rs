@@ -8,12 +8,12 @@
 //! tag}`, like the engine's keys.
 
 use std::sync::LazyLock;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script, Value};
 use stockade_core::{SaleId, UserId};
+use stockade_engine::RedisEngineConfig;
+use stockade_engine::redis::SharedConnection;
 
 use super::{
     CloseReason, JoinOutcome, QueueBackend, QueueError, Tick, TickReport, TicketId, TicketState,
@@ -32,7 +32,7 @@ static CONSUME: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/con
 /// Queues in one Redis.
 #[derive(Clone)]
 pub struct RedisQueues {
-    connection: ConnectionManager,
+    connection: SharedConnection,
     prefix: String,
 }
 
@@ -48,22 +48,24 @@ impl std::fmt::Debug for RedisQueues {
 struct QueueKeys([String; 5]);
 
 impl RedisQueues {
-    /// Connects to the Redis at `url`; keys start with `prefix` (the
-    /// service uses `stockade:wr:`).
-    pub async fn connect(url: &str, prefix: &str) -> Result<Self, QueueError> {
-        let client = redis::Client::open(url)
-            .map_err(|e| QueueError::Failed(format!("invalid Redis URL {url:?}: {e}")))?;
-        let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(Duration::from_secs(2)))
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_number_of_retries(2);
-        let connection = ConnectionManager::new_with_config(client, config)
-            .await
-            .map_err(redis_error)?;
-        Ok(Self {
+    /// Queues on `connection` (the service shares the engine's, so they
+    /// work wherever it does: one server, Sentinel, Cluster); keys start
+    /// with `prefix` (the service uses `stockade:wr:`).
+    pub fn new(connection: SharedConnection, prefix: &str) -> Self {
+        Self {
             connection,
             prefix: prefix.to_owned(),
-        })
+        }
+    }
+
+    /// Connects to the Redis `url` names (any form the engine takes).
+    pub async fn connect(url: &str, prefix: &str) -> Result<Self, QueueError> {
+        let config =
+            RedisEngineConfig::from_url(url).map_err(|e| QueueError::Failed(e.to_string()))?;
+        let connection = SharedConnection::open(&config)
+            .await
+            .map_err(|e| QueueError::Failed(e.to_string()))?;
+        Ok(Self::new(connection, prefix))
     }
 
     fn keys(&self, sale: &SaleId) -> QueueKeys {

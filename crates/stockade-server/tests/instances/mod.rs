@@ -232,16 +232,19 @@ impl Instance {
     }
 
     /// The sum of a metric's series in this process's Prometheus text.
-    pub async fn metric(&self, name: &str) -> f64 {
-        let text = self
-            .client
+    pub async fn metrics_text(&self) -> String {
+        self.client
             .get(self.at("/metrics"))
             .send()
             .await
             .unwrap()
             .text()
             .await
-            .unwrap();
+            .unwrap()
+    }
+
+    pub async fn metric(&self, name: &str) -> f64 {
+        let text = self.metrics_text().await;
         text.lines()
             .filter(|l| l.starts_with(name))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
