@@ -161,6 +161,44 @@ async fn the_login_trades_the_token_for_a_strict_http_only_session() {
     assert_eq!(overview(&server, Some(&pair)).await.0, 401);
 }
 
+/// A sale with a waiting room shows how many buyers wait in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_shows_the_waiting_room() {
+    let server = TestServer::start(Setup::Embedded).await;
+    let (_, pair) = session_pair(&login(&server, TOKEN).await);
+    // Opens in an hour: everyone who joins now waits.
+    let starts = chrono::Utc::now() + chrono::TimeDelta::hours(1);
+    let (status, body) = server
+        .create_sale(json!({"id": "queued", "stock": 5, "starts_at": starts,
+            "waiting_room": {"admit_per_second": 10, "admission_ttl_seconds": 60}}))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    for user in ["a", "b", "c"] {
+        let response = server
+            .client
+            .post(server.at("/v1/sales/queued/queue"))
+            .json(&json!({"user_id": user}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 201);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, body) = overview(&server, Some(&pair)).await;
+        let sale = &body["sales"][0];
+        assert_eq!(sale["id"], "queued");
+        if sale["waiting_room"] == 3 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the waiting room never showed 3 buyers: {sale}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_overview_shows_a_sale_selling_out() {
     let server = TestServer::start(Setup::Embedded).await;

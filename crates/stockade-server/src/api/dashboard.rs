@@ -352,9 +352,8 @@ async fn sale_view(
         outcomes: counts(report.outcomes.iter().map(|(k, v)| (*k, *v))),
         latency: report.latency,
         history: report.history,
-        // WAITING ROOM: set from the waiting room's queue length once it
-        // exists; until then there is none to show.
-        waiting_room: None,
+        // Tickets waiting, as of this instance's last tick of the room.
+        waiting_room: state.waiting_rooms().waiting(&id),
     }
 }
 

@@ -38,6 +38,8 @@ pub struct WaitingRooms {
     signer: AdmissionSigner,
     known: DashMap<SaleId, Option<Arc<RoomInfo>>>,
     wake: Notify,
+    /// Tickets waiting in each room at this instance's last tick of it.
+    waiting: DashMap<SaleId, u64>,
 }
 
 impl std::fmt::Debug for WaitingRooms {
@@ -57,7 +59,20 @@ impl WaitingRooms {
             signer: AdmissionSigner::new(secret),
             known: DashMap::new(),
             wake: Notify::new(),
+            waiting: DashMap::new(),
         }
+    }
+
+    /// Records how many tickets wait in `sale`'s room (the ticker does,
+    /// each tick).
+    pub fn record_waiting(&self, sale: &SaleId, waiting: u64) {
+        self.waiting.insert(sale.clone(), waiting);
+    }
+
+    /// How many tickets waited in `sale`'s room at the last tick this
+    /// instance ran; None for a sale without a room (or not ticked here yet).
+    pub fn waiting(&self, sale: &SaleId) -> Option<u64> {
+        self.waiting.get(sale).map(|w| *w)
     }
 
     /// The queue backend.

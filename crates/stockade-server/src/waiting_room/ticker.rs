@@ -86,6 +86,7 @@ async fn tick_sale(state: &AppState, sale: &SaleId) -> Result<(), String> {
         .tick(sale, &tick)
         .await
         .map_err(|e| e.to_string())?;
+    rooms.record_waiting(sale, report.waiting);
     let label = sale.to_string();
     metrics::counter!("stockade_waiting_room_admitted_total", "sale" => label.clone())
         .increment(report.admitted.len() as u64);
