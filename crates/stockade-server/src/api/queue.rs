@@ -121,7 +121,7 @@ pub async fn join_queue(
 /// A ticket: where it stands, and its admission token once admitted.
 #[utoipa::path(
     get, path = "/v1/queue/{ticket}", tag = "waiting room",
-    params(("ticket" = String, Path, description = "the ticket the join answered")),
+    params(("ticket" = String, Path, description = "the ticket the join answered: the sale id, a dot, 32 hex digits", min_length = 34, max_length = 97, pattern = r"^[A-Za-z0-9_-]{1,64}\.[0-9A-Fa-f]{32}$")),
     responses(
         (status = 200, body = QueueTicket),
         (status = 404, description = "unknown_ticket", body = ErrorBody),
@@ -222,7 +222,7 @@ const STYLE: &str = include_str!("../../assets/queue.css");
 /// buys once admitted. Plain HTML, CSS and JavaScript, no build step.
 #[utoipa::path(
     get, path = "/queue/{id}", tag = "waiting room",
-    params(("id" = String, Path, description = "sale id")),
+    params(("id" = String, Path, description = "sale id", min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$")),
     responses(
         (status = 200, description = "the waiting page", content_type = "text/html"),
         (status = 422, description = "invalid_request: not a sale id", body = ErrorBody),
