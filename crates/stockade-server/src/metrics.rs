@@ -87,7 +87,6 @@ pub const PURCHASE_OUTCOMES: &[&str] = &[
     "rebuilding",
     "engine_unavailable",
     "store_unavailable",
-    "unauthenticated",
     "user_mismatch",
     "rate_limited",
     "internal",
