@@ -13,6 +13,9 @@ use crate::ValidationError;
 pub const MAX_HOLD: Duration = Duration::from_secs(86_400);
 /// The largest total stock a sale may have.
 pub const MAX_TOTAL_STOCK: u32 = 1_000_000_000;
+/// The largest per-user limit: no buyer can hold more than a sale's
+/// largest stock.
+pub const MAX_PER_USER_LIMIT: u32 = MAX_TOTAL_STOCK;
 /// The longest sale id, in characters.
 pub const MAX_SALE_ID_LEN: usize = 64;
 
@@ -170,12 +173,12 @@ pub struct SaleSpecBuilder {
 }
 
 impl SaleSpecBuilder {
-    /// Sets the per-user limit (at least 1).
+    /// Sets the per-user limit (1 to [`MAX_PER_USER_LIMIT`]).
     pub fn per_user_limit(mut self, limit: u32) -> Result<Self, ValidationError> {
-        if limit == 0 {
+        if !(1..=MAX_PER_USER_LIMIT).contains(&limit) {
             return Err(ValidationError::new(
                 "per_user_limit",
-                "must be at least 1 (got 0)",
+                format!("must be between 1 and {MAX_PER_USER_LIMIT} (got {limit})"),
             ));
         }
         self.spec.per_user_limit = limit;
@@ -304,6 +307,17 @@ mod tests {
             .per_user_limit(0)
             .unwrap_err();
         assert_eq!(err.field, "per_user_limit");
+        let err = SaleSpec::builder("s", 5)
+            .unwrap()
+            .per_user_limit(MAX_PER_USER_LIMIT + 1)
+            .unwrap_err();
+        assert_eq!(err.field, "per_user_limit");
+        assert!(
+            SaleSpec::builder("s", 5)
+                .unwrap()
+                .per_user_limit(MAX_PER_USER_LIMIT)
+                .is_ok()
+        );
         assert_eq!(
             SaleSpec::builder("s", 5)
                 .unwrap()

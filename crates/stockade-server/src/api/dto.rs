@@ -17,8 +17,8 @@ pub struct CreateSale {
     /// Items on sale, 1 to 1,000,000,000.
     #[schema(minimum = 1, maximum = 1_000_000_000)]
     pub stock: u32,
-    /// Items one buyer may hold (default 1).
-    #[schema(minimum = 1)]
+    /// Items one buyer may hold, 1 to 1,000,000,000 (default 1).
+    #[schema(minimum = 1, maximum = 1_000_000_000)]
     pub per_user_limit: Option<u32>,
     /// When buying opens (RFC 3339).
     pub starts_at: Option<DateTime<Utc>>,
