@@ -272,6 +272,7 @@ pub async fn apply_pending_releases(state: &AppState, only: Option<&SaleId>) {
             return;
         }
     };
+    let mut settled_orders = Vec::new();
     for release in pending
         .into_iter()
         .filter(|r| only.is_none_or(|sale| *sale == r.sale_id))
@@ -298,9 +299,14 @@ pub async fn apply_pending_releases(state: &AppState, only: Option<&SaleId>) {
                 false
             }
         };
-        if settled && let Err(error) = state.store().release_settled(release.order_id).await {
-            tracing::warn!(order = %release.order_id, %error, "cannot settle a release; retrying");
+        if settled {
+            settled_orders.push(release.order_id);
         }
+    }
+    // Settled together: a release applied twice is harmless (the engine
+    // answers AlreadyReleased), so a crash before this only repeats work.
+    if let Err(error) = state.store().releases_settled(&settled_orders).await {
+        tracing::warn!(releases = settled_orders.len(), %error, "cannot settle releases; retrying");
     }
 }
 

@@ -440,7 +440,7 @@ pub(super) fn placeholders(start: usize, count: usize) -> String {
 }
 
 /// At most this many ids per `IN (…)` list.
-const IN_CHUNK: usize = 500;
+pub(super) const IN_CHUNK: usize = 500;
 
 pub(super) async fn read_sales(
     conn: &mut sqlx::AnyConnection,

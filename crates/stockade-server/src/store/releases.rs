@@ -13,7 +13,9 @@ use chrono::{DateTime, Utc};
 use sqlx::{Any, Row, Transaction};
 use stockade_core::{Epoch, Order, OrderId, SaleId, UserId};
 
-use super::arbiter::{read_holdings, read_sales, write_holdings, write_sold};
+use super::arbiter::{
+    IN_CHUNK, placeholders, read_holdings, read_sales, write_holdings, write_sold,
+};
 use super::authority::Authority;
 use super::{OrderStore, StoreError, corrupt, epoch_of};
 
@@ -110,12 +112,27 @@ impl OrderStore {
         .collect()
     }
 
-    /// The engine has applied the release (or it became moot).
-    pub async fn release_settled(&self, order: OrderId) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM pending_releases WHERE order_id = $1")
-            .bind(order.to_string())
-            .execute(&self.pool)
-            .await?;
+    /// The engine has applied the releases of `orders` (or they became
+    /// moot): they are no longer owed.
+    pub async fn releases_settled(&self, orders: &[OrderId]) -> Result<(), StoreError> {
+        if orders.is_empty() {
+            return Ok(());
+        }
+        // One transaction (one sync to disk) for the lot: an expiry or a
+        // cancel burst settles a thousand releases at a time.
+        let mut tx = self.pool.begin().await?;
+        for chunk in orders.chunks(IN_CHUNK) {
+            let sql = format!(
+                "DELETE FROM pending_releases WHERE order_id IN ({})",
+                placeholders(1, chunk.len())
+            );
+            let mut query = sqlx::query(&sql);
+            for order in chunk {
+                query = query.bind(order.to_string());
+            }
+            query.execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 }
