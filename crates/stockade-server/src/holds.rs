@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use stockade_core::{OrderId, SaleId};
 
-use crate::recovery::apply_pending_releases;
+use crate::recovery::items_returned;
 use crate::state::AppState;
 use crate::store::StoreError;
 
@@ -81,9 +81,6 @@ async fn expire_sale(
         return Ok(0);
     }
     tracing::debug!(%sale, count = expired.orders.len(), "holds expired");
-    if expired.release.is_some() {
-        apply_pending_releases(state, Some(sale)).await;
-    }
-    state.stock_returned(sale);
+    items_returned(state, sale, expired.release.is_some()).await;
     Ok(expired.orders.len())
 }

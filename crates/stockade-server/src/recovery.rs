@@ -259,6 +259,19 @@ pub async fn move_to_fallback(
     Ok(Some(route))
 }
 
+/// Items of `sale` went back in the store (a cancel, an expiry; `release_owed`
+/// when the engine is owed a release for them): the release is applied at
+/// once (any instance's reconciler applies it if the engine is unreachable
+/// or this process dies), and this instance stops answering `sold_out` and
+/// reopens the sale's waiting room at once; the others within the
+/// rejection ttl.
+pub async fn items_returned(state: &AppState, sale: &SaleId, release_owed: bool) {
+    if release_owed {
+        apply_pending_releases(state, Some(sale)).await;
+    }
+    state.stock_returned(sale);
+}
+
 /// Applies the releases the engine owes (for one sale, or all), deleting
 /// each once the engine has it or it became moot.
 pub async fn apply_pending_releases(state: &AppState, only: Option<&SaleId>) {

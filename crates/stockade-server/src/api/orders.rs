@@ -18,6 +18,7 @@ use super::error::ApiError;
 use super::identity::Caller;
 use super::json::ApiPath;
 use super::sales::{sale_id, unknown_sale};
+use crate::recovery::items_returned;
 use crate::state::AppState;
 use crate::store::holds::Confirm;
 use crate::store::releases::Cancel;
@@ -266,10 +267,7 @@ pub async fn confirm_order(
             Ok(Json(OrderBody::from_order(&order)))
         }
         Confirm::HoldExpired { order, release } => {
-            if release.is_some() {
-                crate::recovery::apply_pending_releases(&state, Some(&order.sale_id)).await;
-            }
-            state.stock_returned(&order.sale_id);
+            items_returned(&state, &order.sale_id, release.is_some()).await;
             Err(ApiError::new(
                 StatusCode::CONFLICT,
                 "hold_expired",
@@ -316,15 +314,8 @@ pub async fn cancel_order(
     match cancel {
         Cancel::Cancelled { order, release } => {
             // The store has cancelled it (the truth) and recorded the
-            // release the engine owes; apply it now. If the engine is
-            // unreachable, or this process dies, the reconciler applies it.
-            if release.is_some() {
-                crate::recovery::apply_pending_releases(&state, Some(&order.sale_id)).await;
-            }
-            // The items are back (in the store, and in the engine unless
-            // it was unreachable): this instance stops answering sold_out
-            // at once; the others within the rejection ttl.
-            state.stock_returned(&order.sale_id);
+            // release the engine owes.
+            items_returned(&state, &order.sale_id, release.is_some()).await;
             Ok(Json(OrderBody::from_order(&order)))
         }
         Cancel::AlreadyCancelled(order) => Ok(Json(OrderBody::from_order(&order))),
