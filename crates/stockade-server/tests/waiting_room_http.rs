@@ -360,7 +360,7 @@ async fn queue_routes_refuse_bad_input_and_change_nothing(front: Front) {
         ("q", json!({}), 422, "user_id"),
         ("q", json!({ "user_id": "" }), 422, "user_id"),
         ("q", json!({ "user_id": "u", "extra": 1 }), 422, "extra"),
-        ("no-room", json!({ "user_id": "u" }), 404, "no_waiting_room"),
+        ("no-room", json!({ "user_id": "u" }), 409, "no_waiting_room"),
         ("nope", json!({ "user_id": "u" }), 404, "unknown_sale"),
         ("bad id!", json!({ "user_id": "u" }), 422, "sale_id"),
     ] {

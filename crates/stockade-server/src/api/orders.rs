@@ -47,6 +47,7 @@ const OUTBOX_LOOKUP_WINDOW: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 /// Options of an order lookup.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct WaitQuery {
     /// Long poll: while the order is `pending`, wait up to this many
     /// seconds (0 to 30) for its commit before answering.

@@ -47,12 +47,13 @@ fn closed(sale: &SaleId, reason: CloseReason) -> ApiError {
     ApiError::new(StatusCode::CONFLICT, code, message)
 }
 
-/// The sale's room, or 404 (`unknown_sale`, `no_waiting_room`).
+/// The sale's room; 404 `unknown_sale`, or 409 `no_waiting_room` (the sale
+/// exists, and is bought without a queue).
 async fn room_of(state: &AppState, sale: &SaleId) -> Result<std::sync::Arc<RoomInfo>, ApiError> {
     match state.waiting_rooms().lookup(state.store(), sale).await? {
         RoomLookup::Room(room) => Ok(room),
         RoomLookup::NoRoom => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
+            StatusCode::CONFLICT,
             "no_waiting_room",
             format!(
                 "sale {sale} has no waiting room: buy directly with POST /v1/sales/{sale}/purchases"
@@ -74,9 +75,9 @@ async fn room_of(state: &AppState, sale: &SaleId) -> Result<std::sync::Arc<RoomI
         (status = 403, description = "user_mismatch: user_id names another buyer than the JWT's sub", body = ErrorBody),
         (status = 201, description = "a new ticket", body = QueueTicket),
         (status = 200, description = "the buyer's ticket (joined before)", body = QueueTicket),
-        (status = 404, description = "unknown_sale, or no_waiting_room: buy directly", body = ErrorBody),
+        (status = 404, description = "unknown_sale", body = ErrorBody),
         (status = 400, description = "invalid_json", body = ErrorBody),
-        (status = 409, description = "sold_out or ended: the queue is closed", body = ErrorBody),
+        (status = 409, description = "sold_out or ended: the queue is closed; no_waiting_room: the sale has none, buy directly", body = ErrorBody),
         (status = 413, description = "payload_too_large", body = ErrorBody),
         (status = 415, description = "unsupported_media_type: send JSON", body = ErrorBody),
         (status = 422, description = "invalid_request", body = ErrorBody),
