@@ -101,6 +101,11 @@
     setTimeout(poll, wait);
   }
 
+  // The error code of an answer, if it has one.
+  function errorCode(answer) {
+    return answer.data && answer.data.error && answer.data.error.code;
+  }
+
   async function poll() {
     if (!ticket) return;
     try {
@@ -143,9 +148,9 @@
         delay = 1000;
         render(answer.data);
         schedule(answer.data);
-      } else if (answer.status === 409) {
+      } else if (answer.status === 409 && errorCode(answer) !== "no_waiting_room") {
         $("join-form").hidden = true;
-        const code = answer.data && answer.data.error && answer.data.error.code;
+        const code = errorCode(answer);
         finish(code === "ended" ? "ended" : "sold_out", code === "ended" ? "The sale has ended." : "Sold out.");
       } else {
         show("error", errorText(answer));
