@@ -9,8 +9,9 @@
 //!   store under the new epoch in bounded chunks, apply the releases the
 //!   engine owes.
 //! - [`move_to_fallback`]: the sale moves to the store's own decisions
-//!   (`--fallback postgres`) by advancing its epoch; orders the engine
-//!   decided under the old epoch can no longer commit.
+//!   (`--fallback postgres`) by advancing its epoch, once no instance has
+//!   reached the engine for [`FALLBACK_QUIET`]; orders the engine decided
+//!   under the old epoch still commit until the rebuild back drains them.
 //! - [`reconcile_forever`]: every second, on the sales that are open:
 //!   commit outbox entries nobody is committing any more, apply pending
 //!   releases, rebuild when Redis restarted or its stock drifted from the
@@ -45,6 +46,18 @@ pub enum RecoveryError {
     /// The sale's epoch moved while this instance was rebuilding it.
     #[error("sale {0} moved to another epoch meanwhile; retrying")]
     Raced(SaleId),
+}
+
+impl RecoveryError {
+    /// Whether it says the engine (or the lock on the same Redis) could not
+    /// be reached.
+    pub fn means_unreachable(&self) -> bool {
+        match self {
+            Self::Engine(error) => error.is_retryable(),
+            Self::Lock(_) => true,
+            Self::Store(_) | Self::Raced(_) => false,
+        }
+    }
 }
 
 /// What [`rebuild_sale`] did.
@@ -218,6 +231,12 @@ pub fn request_rebuild(state: &AppState, sale: &SaleId, seen: Epoch, reason: &'s
             match rebuild_sale(&state, &sale, seen, reason).await {
                 Ok(_) => break,
                 Err(error) => {
+                    if error.means_unreachable() {
+                        // Purchases of the sale may then go to the fallback
+                        // rather than wait for this rebuild.
+                        state.breaker().failed(std::time::Instant::now());
+                        state.routing().forget_primaries();
+                    }
                     metrics::counter!("stockade_rebuild_failures_total").increment(1);
                     tracing::warn!(%sale, reason, %error, "rebuilding the sale failed; retrying");
                     tokio::time::sleep(pause).await;
@@ -229,14 +248,51 @@ pub fn request_rebuild(state: &AppState, sale: &SaleId, seen: Epoch, reason: &'s
     });
 }
 
+/// How long no instance may have reached the engine before a sale moves to
+/// the fallback. Longer than an instance's report period (1 s) plus its
+/// engine timeout (2 s), so that an instance still selling through Redis
+/// has reported so, and every instance has seen the engine fail (and
+/// forgotten its primary routes) before a sale moves.
+pub const FALLBACK_QUIET: Duration = Duration::from_secs(4);
+
+/// How long a refused move is not asked of the store again.
+const FALLBACK_REFUSAL_TTL: Duration = Duration::from_millis(500);
+
+/// The answer of [`move_to_fallback`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FallbackMove {
+    /// The sale is under this route now (moved by this instance, or by
+    /// another one first).
+    Routed(Route),
+    /// Some instance reached the engine within [`FALLBACK_QUIET`]: the
+    /// sale stays where it is and this instance answers 503 meanwhile.
+    Refused,
+    /// No such sale.
+    UnknownSale,
+}
+
 /// Moves a sale to the store's own decisions while the engine is
-/// unavailable, unless it has moved past `from` already; returns where it
-/// is now.
+/// unavailable, unless it has moved past `from` already, or some instance
+/// still reaches the engine (a partition cut this one off: moving would
+/// take the sale from under the instances selling through Redis). The
+/// engine's outbox under `from` is not drained (the engine is unreachable);
+/// its orders still commit, see [`crate::store::authority`].
 pub async fn move_to_fallback(
     state: &AppState,
     sale: &SaleId,
     from: Epoch,
-) -> Result<Option<Route>, StoreError> {
+) -> Result<FallbackMove, StoreError> {
+    let now = std::time::Instant::now();
+    if state.routing().fallback_recently_refused(now) {
+        return Ok(FallbackMove::Refused);
+    }
+    if state.store().engine_reached_within(FALLBACK_QUIET).await? {
+        state
+            .routing()
+            .refuse_fallback_for(now, FALLBACK_REFUSAL_TTL);
+        metrics::counter!("stockade_fallbacks_refused_total").increment(1);
+        return Ok(FallbackMove::Refused);
+    }
     let route = match state
         .store()
         .advance_epoch(sale, from, Authority::Fallback)
@@ -244,19 +300,19 @@ pub async fn move_to_fallback(
     {
         Advance::Advanced(epoch) => {
             metrics::counter!("stockade_fallbacks_total").increment(1);
-            tracing::warn!(%sale, %epoch, "the engine is unavailable: the sale moves to the PostgreSQL fallback");
+            tracing::warn!(%sale, %epoch, "no instance has reached the engine lately: the sale moves to the PostgreSQL fallback");
             Route {
                 epoch,
                 authority: Authority::Fallback,
             }
         }
         Advance::Moved { epoch, authority } => Route { epoch, authority },
-        Advance::UnknownSale => return Ok(None),
+        Advance::UnknownSale => return Ok(FallbackMove::UnknownSale),
     };
     state.routing().learn(sale, route);
     // The store decides now, from its own stock.
     state.stock_returned(sale);
-    Ok(Some(route))
+    Ok(FallbackMove::Routed(route))
 }
 
 /// Items of `sale` went back in the store (a cancel, an expiry; `release_owed`
@@ -399,8 +455,17 @@ async fn reconcile_loop(
                 }
                 Err(error) => {
                     healthy_ticks = 0;
+                    state.routing().forget_primaries();
                     tracing::warn!(%error, "Redis unreachable");
                 }
+            }
+            let reached = healthy_ticks > 0;
+            if let Err(error) = state
+                .store()
+                .report_engine_view(state.routing().instance(), reached)
+                .await
+            {
+                tracing::warn!(%error, "cannot record this instance's view of the engine; retrying");
             }
         }
         if let Err(error) = reconcile_once(

@@ -7,7 +7,10 @@
 //! engines refuse purchases under another epoch and the store refuses to
 //! commit them.
 
+use std::time::{Duration, Instant};
+
 use dashmap::DashMap;
+use parking_lot::Mutex;
 use stockade_core::{Epoch, SaleId};
 
 use crate::store::authority::Authority;
@@ -21,14 +24,60 @@ pub struct Route {
     pub authority: Authority,
 }
 
-/// The routes this instance knows, and the sales it is rebuilding.
-#[derive(Debug, Default)]
+/// The routes this instance knows, the sales it is rebuilding, and what
+/// it last heard of moving sales to the fallback.
+#[derive(Debug)]
 pub struct Routing {
+    /// This process's name in the store's engine views.
+    instance: String,
     routes: DashMap<SaleId, Route>,
     rebuilding: DashMap<SaleId, ()>,
+    /// Until when a move to the fallback is refused without asking the
+    /// store again (another instance reached the engine lately).
+    fallback_refused_until: Mutex<Option<Instant>>,
+}
+
+impl Default for Routing {
+    fn default() -> Self {
+        Self {
+            instance: uuid::Uuid::now_v7().to_string(),
+            routes: DashMap::new(),
+            rebuilding: DashMap::new(),
+            fallback_refused_until: Mutex::new(None),
+        }
+    }
 }
 
 impl Routing {
+    /// This process's name in the store's view of the engine (random,
+    /// fresh at every start).
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// Forgets every route under the primary authority: this instance just
+    /// failed to reach the engine, and another instance may move those
+    /// sales to the fallback meanwhile. The next purchase of each reads its
+    /// route from the store again rather than selling through an engine
+    /// the store no longer trusts.
+    pub fn forget_primaries(&self) {
+        self.routes
+            .retain(|_, route| route.authority != Authority::Primary);
+    }
+
+    /// Whether a move to the fallback was refused by the store's engine
+    /// views less than a moment ago (so it is refused again for free).
+    pub fn fallback_recently_refused(&self, now: Instant) -> bool {
+        self.fallback_refused_until
+            .lock()
+            .is_some_and(|until| now < until)
+    }
+
+    /// Remembers that the store refused a move to the fallback, for `for_`.
+    pub fn refuse_fallback_for(&self, now: Instant, for_: Duration) {
+        *self.fallback_refused_until.lock() = Some(now + for_);
+    }
+
     /// The cached route of a sale.
     pub fn get(&self, sale: &SaleId) -> Option<Route> {
         self.routes.get(sale).map(|r| *r)

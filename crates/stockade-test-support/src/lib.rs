@@ -28,12 +28,15 @@
 //!   three sentinels, with an ordered failover.
 //! - [`redis_cluster`]: [`RedisCluster`], three primaries, with the
 //!   migration of a slot under load.
+//! - [`partition`]: [`PartitionProxy`], a TCP proxy that black-holes its
+//!   traffic on demand (one process cut off from a server).
 //! - [`postgres_server`]: [`PostgresServer`] (initdb + postgres, or a fresh
 //!   database on the server named by `DATABASE_URL`).
 
 pub mod binaries;
 pub mod browser;
 mod error;
+pub mod partition;
 pub mod postgres_server;
 pub mod process;
 pub mod redis_cluster;
@@ -41,6 +44,7 @@ pub mod redis_sentinel;
 pub mod redis_server;
 
 pub use error::TestSupportError;
+pub use partition::PartitionProxy;
 pub use postgres_server::PostgresServer;
 pub use redis_cluster::RedisCluster;
 pub use redis_sentinel::RedisSentinelGroup;

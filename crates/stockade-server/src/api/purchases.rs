@@ -38,7 +38,7 @@ use super::error::ApiError;
 use super::identity::Caller;
 use super::json::{ApiJson, ApiPath};
 use super::sales::{sale_id, unknown_sale};
-use crate::recovery::{move_to_fallback, request_rebuild};
+use crate::recovery::{FallbackMove, move_to_fallback, request_rebuild};
 use crate::routing::Route;
 use crate::state::AppState;
 use crate::store::arbiter::{Verdict, VoidReason};
@@ -135,9 +135,6 @@ async fn decide(
     if let Some(key) = key {
         purchase = purchase.with_key(key);
     }
-    if state.routing().is_rebuilding(&sale) {
-        return Err(rebuilding());
-    }
     let keyed = purchase.idempotency_key().is_some();
     if let Some(outcome) = state.rejections().answer(&sale, keyed, state.clock().now()) {
         metrics::counter!("stockade_rejections_cached_total", "reason" => outcome.label())
@@ -151,6 +148,9 @@ async fn decide(
     let _in_flight = state.shedder().admit()?;
     admission.arm();
     let mut route = known_route(state, &sale).await?;
+    if route.authority == Authority::Primary && state.routing().is_rebuilding(&sale) {
+        route = while_rebuilding(state, &sale, route).await?;
+    }
     let mut refreshed = false;
     // A route goes stale when another instance moves the sale; the answers
     // say so, and the purchase is tried once more on the fresh route.
@@ -163,9 +163,7 @@ async fn decide(
             Some(engine) => {
                 let Some(outcome) = engine_gate(state, engine, &purchase).await? else {
                     // The breaker is open and there is a fallback: move.
-                    route = move_to_fallback(state, &sale, route.epoch)
-                        .await?
-                        .ok_or_else(|| unknown_sale(&sale))?;
+                    route = to_fallback(state, &sale, route).await?;
                     continue;
                 };
                 (outcome, Decider::Engine, state.clock().now())
@@ -227,6 +225,41 @@ async fn decide(
     Err(rebuilding())
 }
 
+/// A sale this instance is rebuilding: its purchases wait (503
+/// `rebuilding`) unless the rebuild cannot reach the engine and there is a
+/// fallback, which then sells it.
+async fn while_rebuilding(
+    state: &AppState,
+    sale: &SaleId,
+    route: Route,
+) -> Result<Route, ApiError> {
+    if state.has_fallback() && state.breaker().is_open() {
+        return to_fallback(state, sale, route).await;
+    }
+    Err(rebuilding())
+}
+
+/// Moves the sale to the fallback (see [`move_to_fallback`]); 503 while
+/// some instance still reaches the engine.
+async fn to_fallback(state: &AppState, sale: &SaleId, route: Route) -> Result<Route, ApiError> {
+    match move_to_fallback(state, sale, route.epoch).await? {
+        FallbackMove::Routed(route) => Ok(route),
+        FallbackMove::Refused => Err(engine_unavailable()),
+        FallbackMove::UnknownSale => Err(unknown_sale(sale)),
+    }
+}
+
+/// 503: the engine is unreachable from this instance and the sale cannot
+/// move to a fallback (there is none, or other instances still reach the
+/// engine).
+fn engine_unavailable() -> ApiError {
+    ApiError::unavailable(
+        "engine_unavailable",
+        "the stock engine is unavailable; retry shortly (with the same Idempotency-Key)",
+        1,
+    )
+}
+
 /// Who decided a purchase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Decider {
@@ -257,11 +290,7 @@ async fn engine_gate(
         if state.has_fallback() {
             return Ok(None);
         }
-        return Err(ApiError::unavailable(
-            "engine_unavailable",
-            "the stock engine is unavailable; retry shortly (with the same Idempotency-Key)",
-            1,
-        ));
+        return Err(engine_unavailable());
     }
     let started = Instant::now();
     match engine.purchase(purchase).await {
@@ -274,6 +303,9 @@ async fn engine_gate(
         Err(error) => {
             if error.is_retryable() {
                 state.breaker().failed(Instant::now());
+                // Another instance may move the sale meanwhile: read the
+                // route again before trusting the engine.
+                state.routing().forget_primaries();
             } else {
                 // It answered: it is reachable.
                 state.breaker().succeeded();

@@ -167,14 +167,25 @@ pub(crate) async fn snapshot(
     state: &AppState,
     id: &SaleId,
 ) -> Result<Option<SaleSnapshot>, ApiError> {
+    Ok(snapshot_and_store_left(state, id).await?.map(|(s, _)| s))
+}
+
+/// The sale's snapshot (see [`snapshot`]) and what the store, the source of
+/// truth, has left: the engine may read 0 while it is rebuilt or after it
+/// lost its data, when the sale is not sold out at all.
+pub(crate) async fn snapshot_and_store_left(
+    state: &AppState,
+    id: &SaleId,
+) -> Result<Option<(SaleSnapshot, u32)>, ApiError> {
     let Some(current) = state.store().sale_state(id).await? else {
         return Ok(None);
     };
+    let store_left = current.remaining();
     if current.authority == Authority::Primary
         && let Some(engine) = state.engine()
     {
         match engine.snapshot(id).await {
-            Ok(Some(snapshot)) => return Ok(Some(snapshot)),
+            Ok(Some(snapshot)) => return Ok(Some((snapshot, store_left))),
             Ok(None) => request_rebuild(state, id, current.epoch, "engine_lost_sale"),
             // Unreachable: the store's numbers are the truth anyway.
             Err(error) => {
@@ -182,11 +193,9 @@ pub(crate) async fn snapshot(
             }
         }
     }
-    let remaining = current.remaining();
-    Ok(Some(SaleSnapshot::at(
-        current.spec,
-        remaining,
-        state.clock().now(),
+    Ok(Some((
+        SaleSnapshot::at(current.spec, store_left, state.clock().now()),
+        store_left,
     )))
 }
 

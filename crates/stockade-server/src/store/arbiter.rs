@@ -95,6 +95,17 @@ pub struct SaleState {
     pub authority: Authority,
     /// Items held by live orders.
     pub sold: u32,
+    /// The primary epoch a move to the fallback left undrained: its orders
+    /// still commit (see `docs/consistency.md`).
+    pub undrained: Option<Epoch>,
+}
+
+impl SaleState {
+    /// Whether an order decided under `epoch` may still commit: it is the
+    /// sale's epoch, or the primary epoch a fallback move left undrained.
+    pub fn accepts(&self, epoch: Epoch) -> bool {
+        epoch == self.epoch || self.undrained == Some(epoch)
+    }
 }
 
 impl SaleState {
@@ -323,7 +334,7 @@ impl OrderStore {
         ended_before: Option<DateTime<Utc>>,
     ) -> Result<Vec<SaleState>, StoreError> {
         sqlx::query(&format!(
-            "SELECT {SALE_COLUMNS}, epoch, authority, sold FROM sales
+            "SELECT {SALE_COLUMNS}, epoch, authority, sold, undrained_epoch FROM sales
               WHERE $1 IS NULL OR ends_at_ms IS NULL OR ends_at_ms > $1 ORDER BY id"
         ))
         .bind(ended_before.map(|t| t.timestamp_millis()))
@@ -367,7 +378,7 @@ fn judge(
     owners: &mut HashMap<(UserId, IdempotencyKey), OrderId>,
     order: &Order,
 ) -> Verdict {
-    if order.epoch != state.epoch {
+    if !state.accepts(order.epoch) {
         return Verdict::Void(VoidReason::StaleEpoch {
             current: state.epoch,
         });
@@ -449,7 +460,7 @@ pub(super) async fn read_sales(
     let mut found = HashMap::new();
     for chunk in sales.chunks(IN_CHUNK) {
         let sql = format!(
-            "SELECT {SALE_COLUMNS}, epoch, authority, sold FROM sales WHERE id IN ({})",
+            "SELECT {SALE_COLUMNS}, epoch, authority, sold, undrained_epoch FROM sales WHERE id IN ({})",
             placeholders(1, chunk.len())
         );
         let mut query = sqlx::query(&sql);
@@ -468,7 +479,9 @@ pub(super) fn sale_state_from_row(row: &AnyRow) -> Result<SaleState, StoreError>
     let epoch: i64 = row.try_get("epoch")?;
     let authority: String = row.try_get("authority")?;
     let sold: i64 = row.try_get("sold")?;
+    let undrained: Option<i64> = row.try_get("undrained_epoch")?;
     Ok(SaleState {
+        undrained: undrained.map(epoch_of).transpose()?,
         spec: sale_from_row(row)?,
         epoch: epoch_of(epoch)?,
         authority: authority.parse()?,

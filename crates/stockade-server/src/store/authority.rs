@@ -5,7 +5,16 @@
 //! [`OrderStore::advance_epoch`]: a compare-and-set of the sale's epoch
 //! under its row lock. After it commits, no order decided under the old
 //! epoch can commit any more (the arbiter refuses it), so the new authority
-//! starts from exactly what the store holds.
+//! starts from exactly what the store holds, except for the orders of a
+//! primary epoch that a move to the fallback could not drain (the engine
+//! was unreachable): those still commit, judged like any other, until the
+//! rebuild back to the primary has drained them ([`SaleState::accepts`]).
+//!
+//! A move to the fallback also needs every instance's view of the engine
+//! ([`OrderStore::engine_reached_within`]): one instance cut off from Redis
+//! must not move a sale that the others still sell through it.
+//!
+//! [`SaleState::accepts`]: super::arbiter::SaleState::accepts
 
 use std::fmt;
 use std::str::FromStr;
@@ -86,7 +95,7 @@ impl OrderStore {
         let mut tx = self.pool.begin().await?;
         self.lock_sales(&mut tx, &[sale]).await?;
         let row = sqlx::query(&format!(
-            "SELECT {SALE_COLUMNS}, epoch, authority, sold FROM sales WHERE id = $1"
+            "SELECT {SALE_COLUMNS}, epoch, authority, sold, undrained_epoch FROM sales WHERE id = $1"
         ))
         .bind(sale.as_str())
         .fetch_optional(&mut *tx)
@@ -102,12 +111,24 @@ impl OrderStore {
             });
         }
         let next = expected.next();
-        sqlx::query("UPDATE sales SET epoch = $1, authority = $2 WHERE id = $3")
-            .bind(next.as_i64())
-            .bind(authority.as_str())
-            .bind(sale.as_str())
-            .execute(&mut *tx)
-            .await?;
+        // A move to the fallback does not drain the engine's outbox (the
+        // engine is unreachable): orders decided under the epoch it leaves
+        // still commit until the rebuild back drains that outbox. A move to
+        // the primary is a rebuild, which drained it first.
+        let undrained = match (state.authority, authority) {
+            (Authority::Primary, Authority::Fallback) => Some(expected.as_i64()),
+            (Authority::Fallback, Authority::Fallback) => state.undrained.map(Epoch::as_i64),
+            (_, Authority::Primary) => None,
+        };
+        sqlx::query(
+            "UPDATE sales SET epoch = $1, authority = $2, undrained_epoch = $3 WHERE id = $4",
+        )
+        .bind(next.as_i64())
+        .bind(authority.as_str())
+        .bind(undrained)
+        .bind(sale.as_str())
+        .execute(&mut *tx)
+        .await?;
         sqlx::query("DELETE FROM pending_releases WHERE sale_id = $1 AND epoch < $2")
             .bind(sale.as_str())
             .bind(next.as_i64())

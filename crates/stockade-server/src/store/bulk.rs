@@ -132,7 +132,7 @@ pub(super) async fn lock_and_read_sales(
     sales: &[&SaleId],
 ) -> Result<HashMap<SaleId, SaleState>, StoreError> {
     let list = placeholders(1, sales.len());
-    let columns = format!("{SALE_COLUMNS}, epoch, authority, sold");
+    let columns = format!("{SALE_COLUMNS}, epoch, authority, sold, undrained_epoch");
     let sql = match kind {
         StoreKind::Postgres => {
             format!("SELECT {columns} FROM sales WHERE id IN ({list}) ORDER BY id FOR UPDATE")

@@ -22,6 +22,7 @@
 pub mod arbiter;
 pub mod authority;
 mod bulk;
+pub mod engine_views;
 pub mod holds;
 pub mod releases;
 mod waiting_rooms;

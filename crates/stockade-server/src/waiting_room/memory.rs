@@ -210,11 +210,11 @@ impl QueueBackend for MemoryQueues {
         if room.closed != Some(CloseReason::Ended) {
             if tick.ended {
                 room.close(CloseReason::Ended);
-            } else if tick.remaining == 0 {
+            } else if tick.sold_out {
                 if room.closed != Some(CloseReason::SoldOut) {
                     room.close(CloseReason::SoldOut);
                 }
-            } else if room.closed == Some(CloseReason::SoldOut) {
+            } else if tick.remaining > 0 && room.closed == Some(CloseReason::SoldOut) {
                 room.closed = None;
             }
         }

@@ -270,8 +270,13 @@ pub struct Tick {
     pub started: bool,
     /// Whether the sale has ended (the queue closes for good).
     pub ended: bool,
-    /// Items left, read after `used_before`.
+    /// Items left, read after `used_before` (from the engine: 0 while it is
+    /// rebuilt; admits nobody then).
     pub remaining: u32,
+    /// Whether the store, the source of truth, has nothing left: only then
+    /// does the queue close as sold out (a zero `remaining` alone keeps
+    /// every ticket in its place).
+    pub sold_out: bool,
     /// The room's count of used admissions ([`QueueBackend::used`]), read
     /// before `remaining`: admissions used since count as outstanding.
     pub used_before: u64,

@@ -239,6 +239,7 @@ impl QueueBackend for RedisQueues {
                     tick.config.burst().to_string(),
                     tick.used_before.to_string(),
                     tick.expired_before_ms.to_string(),
+                    flag(tick.sold_out),
                 ],
             )
             .await?;

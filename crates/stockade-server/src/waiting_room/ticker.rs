@@ -65,7 +65,7 @@ async fn tick_sale(state: &AppState, sale: &SaleId) -> Result<(), String> {
         .used(sale)
         .await
         .map_err(|e| e.to_string())?;
-    let Some(snapshot) = crate::api::sale_snapshot(state, sale)
+    let Some((snapshot, store_left)) = crate::api::snapshot_and_store_left(state, sale)
         .await
         .map_err(|e| format!("{e:?}"))?
     else {
@@ -77,6 +77,9 @@ async fn tick_sale(state: &AppState, sale: &SaleId) -> Result<(), String> {
         started: room.spec.starts_at().is_none_or(|at| now >= at),
         ended: room.spec.ends_at().is_some_and(|at| now >= at),
         remaining: snapshot.remaining,
+        // The engine reads 0 while it is rebuilt or after it lost its
+        // data; only the store says the sale is sold out.
+        sold_out: store_left == 0,
         used_before,
         expired_before_ms: now.timestamp_millis() - super::OUTSTANDING_GRACE.as_millis() as i64,
         config: room.config,

@@ -38,6 +38,7 @@ on_every_backend!(
     admissions_follow_the_rate_however_many_tickers,
     outstanding_admissions_never_exceed_the_stock_times_the_factor,
     sold_out_closes_every_waiting_ticket_and_returned_stock_reopens,
+    a_zero_stock_reading_the_store_does_not_confirm_keeps_every_place,
     an_ended_sale_closes_its_queue_for_good,
     an_unused_admission_expires_and_its_buyer_may_queue_again,
     early_joiners_get_a_uniformly_random_order_at_the_start,

@@ -30,6 +30,7 @@ fn tick(now_ms: i64, remaining: u32, config: RoomConfig) -> Tick {
         started: true,
         ended: false,
         remaining,
+        sold_out: remaining == 0,
         used_before: u64::MAX,
         expired_before_ms: now_ms,
         config,
@@ -311,6 +312,59 @@ pub async fn sold_out_closes_every_waiting_ticket_and_returned_stock_reopens(
         TicketState::Closed(CloseReason::SoldOut),
         "closed tickets stay closed"
     );
+}
+
+/// The engine reads 0 while it is rebuilt from the store (or after Redis
+/// lost its data) although the store has stock left: the queue admits
+/// nobody meanwhile, but every ticket keeps its place, and admissions go on
+/// in order once the stock reads again.
+pub async fn a_zero_stock_reading_the_store_does_not_confirm_keeps_every_place(
+    backend: &dyn QueueBackend,
+) {
+    let drop = sale("rebuilt");
+    let config = room(1_000, 60);
+    let mut tickets = Vec::new();
+    for i in 0..10 {
+        tickets.push(join(backend, &drop, i, T0).await.0.ticket);
+    }
+    let rebuilding = Tick {
+        sold_out: false,
+        ..tick(T0 + 100, 0, config)
+    };
+    for at in [T0 + 100, T0 + 200, T0 + 300] {
+        let report = backend
+            .tick(
+                &drop,
+                &Tick {
+                    now_ms: at,
+                    expired_before_ms: at,
+                    ..rebuilding
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(report.closed, None, "the queue must not close mid-rebuild");
+        assert!(
+            report.admitted.is_empty(),
+            "nobody is admitted to a stock that reads 0"
+        );
+        assert_eq!(report.waiting, 10);
+    }
+    for (i, ticket) in tickets.iter().enumerate() {
+        assert_eq!(
+            state(backend, ticket, T0 + 350).await,
+            TicketState::Waiting {
+                position: i as u64 + 1
+            },
+            "ticket {i} lost its place"
+        );
+    }
+    let report = backend
+        .tick(&drop, &tick(T0 + 400, 2, config))
+        .await
+        .unwrap();
+    assert_eq!(report.admitted, tickets[..report.admitted.len()].to_vec());
+    assert!(!report.admitted.is_empty());
 }
 
 pub async fn an_ended_sale_closes_its_queue_for_good(backend: &dyn QueueBackend) {

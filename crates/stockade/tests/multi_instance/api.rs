@@ -93,10 +93,14 @@ pub async fn purchase(
     buyer: &str,
     quantity: u32,
     key: Option<&str>,
+    prefer_async: bool,
 ) -> Answer {
     let mut request = client
         .post(format!("{base}/v1/sales/{sale}/purchases"))
         .json(&json!({"user_id": buyer, "quantity": quantity}));
+    if prefer_async {
+        request = request.header("Prefer", "respond-async");
+    }
     if let Some(key) = key {
         request = request.header("Idempotency-Key", key);
     }

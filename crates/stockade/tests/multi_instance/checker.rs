@@ -122,7 +122,7 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
         .collect();
     let lost: Vec<String> = history
         .iter()
-        .filter(|p| matches!(p.answer.status(), Some(200 | 201)))
+        .filter(|p| names_to_client(&p.answer))
         .filter_map(|p| lost_acknowledgement(p, &by_id, &cancel_sent, holds))
         .collect();
     let lost_cancels = evidence
@@ -145,7 +145,7 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
             3,
             listing(
                 &format!(
-                    "{} acknowledgements (201, 200 replays, cancels) do not match the store",
+                    "{} acknowledgements (201, 202, 503 with an order id, 200 replays, cancels) do not match the store",
                     lost.len()
                 ),
                 &lost,
@@ -515,6 +515,18 @@ fn idempotency(history: &[Purchase], store: &[StoreOrder]) -> Vec<String> {
 /// The order an answer says exists or will exist: 201, 200, 202, and
 /// errors that carry the id of an order kept for a later commit. An
 /// `order_failed` answer names an order that was never recorded.
+/// Whether the answer gave the client an order id to hold on to: a 200 or
+/// 201, a 202 `pending`, or a 503 that names the order (the store was
+/// unavailable after the engine accepted it). Every such order must end
+/// committed (invariant 3).
+fn names_to_client(answer: &Answer) -> bool {
+    match answer.status() {
+        Some(200..=202) => true,
+        Some(503) => answer.order_id().is_some(),
+        _ => false,
+    }
+}
+
 fn names_order(answer: &Answer) -> Option<&str> {
     match answer.status()? {
         200..=299 => answer.order_id(),

@@ -6,7 +6,9 @@
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use stockade_test_support::{PostgresServer, RedisCluster, RedisSentinelGroup, RedisServer};
+use stockade_test_support::{
+    PartitionProxy, PostgresServer, RedisCluster, RedisSentinelGroup, RedisServer,
+};
 
 use crate::api;
 use crate::flags::Engine;
@@ -77,14 +79,17 @@ pub struct Cluster {
     client: reqwest::Client,
     redis: Option<Arc<Mutex<Redis>>>,
     postgres: Arc<Mutex<PostgresServer>>,
+    /// The proxy between the partitioned instance and Redis, if any.
+    partition: Option<PartitionProxy>,
     /// Last, so that it outlives the servers it started.
     keeper: Keeper,
 }
 
 impl Cluster {
     /// Starts PostgreSQL (a fresh database), Redis if the engine needs it,
-    /// and three instances of `engine`, each also given `extra_args`.
-    pub async fn start(engine: Engine, extra_args: &[String]) -> Self {
+    /// and three instances of `engine`, each also given `extra_args`; the
+    /// instance `partitioned` reaches Redis through a [`PartitionProxy`].
+    pub async fn start(engine: Engine, extra_args: &[String], partitioned: Option<usize>) -> Self {
         let keeper = Keeper::start();
         let postgres = keeper
             .run(|| PostgresServer::start().expect("start PostgreSQL"))
@@ -104,10 +109,26 @@ impl Cluster {
             "cluster: {INSTANCES} instances of `stockade serve {}`",
             args.join(" ")
         );
+        let partition = partitioned.map(|_| {
+            let redis = redis.as_ref().expect("a partition needs a Redis");
+            let Redis::Single(server) = redis else {
+                panic!("a partition scenario runs on a single Redis server");
+            };
+            let target = ([127, 0, 0, 1], server.port()).into();
+            PartitionProxy::start(target).expect("start the partition proxy")
+        });
         let mut instances = Vec::new();
         let mut urls = Vec::new();
         for index in 0..INSTANCES {
-            let args = args.clone();
+            let mut args = args.clone();
+            if let (Some(proxy), true) = (&partition, partitioned == Some(index)) {
+                let at = args
+                    .iter()
+                    .position(|a| a == "--redis-url")
+                    .expect("a Redis URL to proxy");
+                args[at + 1] = format!("redis://127.0.0.1:{}", proxy.port());
+                eprintln!("cluster: instance {index} reaches Redis through the partition proxy");
+            }
             let instance = keeper.run(move || Instance::start(index, args)).await;
             eprintln!("cluster: instance {index} at {}", instance.url());
             urls.push(instance.url().to_owned());
@@ -116,6 +137,7 @@ impl Cluster {
         Self {
             redis: redis.map(|r| Arc::new(Mutex::new(r))),
             postgres: Arc::new(Mutex::new(postgres)),
+            partition,
             instances,
             endpoints: Endpoints(Arc::new(RwLock::new(urls))),
             client: api::client(),
@@ -283,6 +305,22 @@ impl Cluster {
         self.keeper
             .run(move || f(&mut postgres.lock().unwrap()))
             .await
+    }
+
+    /// Cuts the partitioned instance off from Redis.
+    pub fn cut_partition(&self) {
+        self.partition
+            .as_ref()
+            .expect("this scenario has no partitioned instance")
+            .cut();
+    }
+
+    /// Heals the partition.
+    pub fn heal_partition(&self) {
+        self.partition
+            .as_ref()
+            .expect("this scenario has no partitioned instance")
+            .heal();
     }
 
     /// SIGKILLs instance `index`.

@@ -91,6 +91,7 @@ impl Worker {
             &planned.buyer,
             planned.quantity,
             planned.key.as_deref(),
+            planned.prefer_async,
         )
         .await;
         let request = PurchaseRequest {

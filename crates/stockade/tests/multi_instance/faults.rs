@@ -34,6 +34,10 @@ pub enum Fault {
         /// The pause after each key.
         pause: Duration,
     },
+    /// The scenario's partitioned instance cut off from Redis (its proxy
+    /// black-holes the traffic) for a while, then healed; the other
+    /// instances reach Redis throughout.
+    Partition(Duration),
     /// One instance SIGKILLed, then restarted with the same flags.
     KillInstance {
         /// Which instance.
@@ -51,6 +55,11 @@ impl fmt::Display for Fault {
             Fault::RedisRestartFromSnapshot => write!(f, "Redis restarted from the old snapshot"),
             Fault::RedisUnreachable(d) => write!(f, "Redis frozen for {} ms", d.as_millis()),
             Fault::PostgresDown(d) => write!(f, "PostgreSQL stopped for {} ms", d.as_millis()),
+            Fault::Partition(d) => write!(
+                f,
+                "one instance cut off from Redis for {} ms",
+                d.as_millis()
+            ),
             Fault::SentinelFailover => write!(f, "Redis Sentinel failover"),
             Fault::MigrateSaleSlot { pause } => write!(
                 f,
@@ -192,6 +201,11 @@ async fn inject(cluster: &Cluster, sale: &str, fault: Fault) {
             cluster.redis(|r| r.pause()).await;
             tokio::time::sleep(down_for).await;
             cluster.redis(|r| r.resume()).await;
+        }
+        Fault::Partition(down_for) => {
+            cluster.cut_partition();
+            tokio::time::sleep(down_for).await;
+            cluster.heal_partition();
         }
         Fault::PostgresDown(down_for) => {
             cluster.postgres(|p| p.stop()).await;

@@ -167,7 +167,7 @@ async fn sell_out(
                         }
                         let url = endpoints.get(instance);
                         let answer =
-                            api::purchase(&client, &url, &sale, &buyer, 1, Some(&key)).await;
+                            api::purchase(&client, &url, &sale, &buyer, 1, Some(&key), false).await;
                         last.lock().unwrap()[instance] = answer.describe();
                         let (status, code) = (answer.status(), answer.code().map(str::to_owned));
                         let held = payment::holds_an_order(&answer).map(str::to_owned);

@@ -40,6 +40,8 @@ pub struct Planned {
     /// For a sale with payment holds: whether (and how long after the
     /// answer) the buyer confirms the held order this purchase gets.
     pub pays_after: Option<Duration>,
+    /// Whether the request says `Prefer: respond-async`.
+    pub prefer_async: bool,
 }
 
 /// A small deterministic generator (SplitMix64).
@@ -106,7 +108,24 @@ fn planned(buyer: &str, quantity: u32, key: Option<String>, cancel: bool) -> Pla
         key,
         cancel,
         pays_after: None,
+        prefer_async: false,
     }
+}
+
+/// Marks about `percent`% of the requests, chosen from `seed`, as
+/// asynchronous (`Prefer: respond-async`); a keyed buyer's repeats share
+/// the choice of their first request.
+pub fn with_async(seed: u64, mut plan: Vec<Planned>, percent: u64) -> Vec<Planned> {
+    let mut rng = Rng(seed ^ 0x4153_594e_4353);
+    let mut by_key: HashMap<String, bool> = HashMap::new();
+    for request in &mut plan {
+        let draw = rng.below(100) < percent;
+        request.prefer_async = match &request.key {
+            Some(key) => *by_key.entry(key.clone()).or_insert(draw),
+            None => draw,
+        };
+    }
+    plan
 }
 
 /// The longest a paying buyer of the crowd takes to confirm (below the

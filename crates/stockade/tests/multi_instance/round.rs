@@ -37,6 +37,14 @@ pub struct Scenario {
     pub faults: fn(usize) -> Vec<Step>,
     /// Payment holds of the sales, if any.
     pub holds: Option<Holds>,
+    /// Percent of the crowd's requests sent with `Prefer: respond-async`
+    /// (answered 202 `pending` when their commit is not done at once).
+    pub async_percent: u64,
+    /// The instance that reaches Redis through a [`PartitionProxy`], which
+    /// the `Fault::Partition` step cuts.
+    ///
+    /// [`PartitionProxy`]: stockade_test_support::PartitionProxy
+    pub partitioned: Option<usize>,
 }
 
 /// A sale with payment holds and the crowd's paying buyers.
@@ -53,7 +61,7 @@ pub struct Holds {
 /// an invariant or never heals.
 pub async fn run(scenario: Scenario) {
     let started = Instant::now();
-    let cluster = Cluster::start(scenario.engine, &scenario.extra_args).await;
+    let cluster = Cluster::start(scenario.engine, &scenario.extra_args, scenario.partitioned).await;
     eprintln!(
         "{}: cluster up in {:.1} s",
         scenario.name,
@@ -122,6 +130,7 @@ async fn run_round(
         Some(holds) => plan::with_payments(seed, plan::crowd(seed), holds.paying_percent),
         None => plan::crowd(seed),
     };
+    let plan = plan::with_async(seed, plan, scenario.async_percent);
     let steps = (scenario.faults)(round);
     let faults: Vec<String> = steps
         .iter()

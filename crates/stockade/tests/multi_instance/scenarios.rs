@@ -2,7 +2,8 @@
 //! sequence (7), the PostgreSQL engine (8), payment holds that expire
 //! through a killed instance and a Redis that lost its data (9), and Redis
 //! high availability: a Sentinel failover (10) and a Redis Cluster slot
-//! migration (11).
+//! migration (11), and one instance partitioned from Redis with the
+//! PostgreSQL fallback (12).
 
 use std::time::Duration;
 
@@ -20,6 +21,11 @@ const OUTAGE: Duration = Duration::from_secs(3);
 /// served when the fault heals and the heal time can be read off their
 /// answers; the final phase sells the rest.
 const HA_STOCK: u64 = 4_000;
+/// How long the partitioned instance stays cut off from Redis.
+const PARTITION: Duration = Duration::from_secs(5);
+/// Percent of the crowd's requests that prefer an asynchronous answer in the
+/// fallback scenarios (a 202 names an order before its commit).
+const ASYNC_PERCENT: u64 = 40;
 /// How long a killed instance stays dead before it is restarted.
 const DEAD_FOR: Duration = Duration::from_secs(1);
 
@@ -44,6 +50,8 @@ async fn baseline_without_faults() {
         rounds: ROUNDS,
         stock: STOCK,
         orderly_answers_only: false,
+        async_percent: 0,
+        partitioned: None,
         faults: |_| Vec::new(),
     })
     .await;
@@ -59,6 +67,8 @@ async fn redis_restarted_with_its_data_lost() {
         rounds: ROUNDS,
         stock: STOCK,
         orderly_answers_only: false,
+        async_percent: 0,
+        partitioned: None,
         faults: |_| vec![step(150, Fault::RedisRestartEmpty)],
     })
     .await;
@@ -74,6 +84,8 @@ async fn redis_restarted_from_a_stale_snapshot() {
         rounds: ROUNDS,
         stock: STOCK,
         orderly_answers_only: false,
+        async_percent: 0,
+        partitioned: None,
         faults: |_| {
             vec![
                 step(100, Fault::RedisSnapshot),
@@ -94,6 +106,8 @@ async fn redis_unreachable_without_fallback() {
         rounds: ROUNDS,
         stock: STOCK,
         orderly_answers_only: false,
+        async_percent: 0,
+        partitioned: None,
         faults: |_| vec![step(150, Fault::RedisUnreachable(OUTAGE))],
     })
     .await;
@@ -109,7 +123,30 @@ async fn redis_unreachable_with_postgres_fallback() {
         rounds: ROUNDS,
         stock: STOCK,
         orderly_answers_only: false,
+        async_percent: ASYNC_PERCENT,
+        partitioned: None,
         faults: |_| vec![step(150, Fault::RedisUnreachable(OUTAGE))],
+    })
+    .await;
+}
+
+/// One instance cut off from Redis by a black-holing proxy while the other
+/// two still sell through it: the cut-off instance must neither flap the
+/// sale to the fallback under the others' feet nor let any order named to
+/// a buyer (201, 202, 503 with an id) be voided.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_instance_partitioned_from_redis_with_postgres_fallback() {
+    run(Scenario {
+        name: "partition-fallback",
+        engine: Engine::RedisWithPostgresFallback,
+        extra_args: Vec::new(),
+        holds: None,
+        rounds: ROUNDS,
+        stock: STOCK,
+        orderly_answers_only: false,
+        async_percent: ASYNC_PERCENT,
+        partitioned: Some(0),
+        faults: |_| vec![step(100, Fault::Partition(PARTITION))],
     })
     .await;
 }
@@ -124,6 +161,8 @@ async fn postgres_stopped_mid_crowd() {
         rounds: ROUNDS,
         stock: STOCK,
         orderly_answers_only: false,
+        async_percent: 0,
+        partitioned: None,
         faults: |_| vec![step(150, Fault::PostgresDown(OUTAGE))],
     })
     .await;
@@ -139,6 +178,8 @@ async fn one_instance_killed_and_restarted() {
         rounds: ROUNDS,
         stock: STOCK,
         orderly_answers_only: false,
+        async_percent: 0,
+        partitioned: None,
         faults: |round| {
             vec![step(
                 150,
@@ -162,6 +203,8 @@ async fn every_fault_in_sequence() {
         rounds: ROUNDS,
         stock: STOCK,
         orderly_answers_only: false,
+        async_percent: 0,
+        partitioned: None,
         faults: |round| {
             vec![
                 step(50, Fault::RedisSnapshot),
@@ -192,6 +235,8 @@ async fn postgres_engine_with_a_killed_instance_and_a_stopped_postgres() {
         rounds: ROUNDS,
         stock: STOCK,
         orderly_answers_only: false,
+        async_percent: 0,
+        partitioned: None,
         faults: |round| {
             vec![
                 step(
@@ -225,6 +270,8 @@ async fn payment_holds_expire_through_a_killed_instance_and_a_lost_redis() {
         rounds: ROUNDS,
         stock: STOCK,
         orderly_answers_only: false,
+        async_percent: 0,
+        partitioned: None,
         // Redis first, early: a purchase answered 202 `pending` lives only
         // in Redis's outbox, so losing Redis right after the slow commits
         // around a kill loses such orders (see the report of this
@@ -260,6 +307,8 @@ async fn redis_sentinel_failover_mid_crowd() {
         rounds: ROUNDS,
         stock: HA_STOCK,
         orderly_answers_only: true,
+        async_percent: 0,
+        partitioned: None,
         faults: |_| vec![step(150, Fault::SentinelFailover)],
     })
     .await;
@@ -279,6 +328,8 @@ async fn redis_cluster_slot_migrated_mid_crowd() {
         rounds: ROUNDS,
         stock: HA_STOCK,
         orderly_answers_only: true,
+        async_percent: 0,
+        partitioned: None,
         faults: |_| {
             vec![step(
                 150,

@@ -2,13 +2,16 @@
 -- as many as the rate credit and the stock allow, from the front.
 -- ARGV: now ms, started (1/0), ended (1/0), remaining, admit per second,
 --       admission ttl ms, cap (floor(remaining x factor)), burst,
---       admissions used when the stock was read, expired-before ms
+--       admissions used when the stock was read, expired-before ms,
+--       sold out (1/0: the store has nothing left; a zero remaining alone,
+--       as during a rebuild, admits nobody but keeps the queue)
 -- Reply: {closed reason or '', outstanding, waiting, admitted tickets...}
 local now = tonumber(ARGV[1])
 local started, ended = ARGV[2] == '1', ARGV[3] == '1'
 local remaining, rate, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local cap, burst = tonumber(ARGV[7]), tonumber(ARGV[8])
 local used_before, expired_before = tonumber(ARGV[9]), tonumber(ARGV[10])
+local sold_out = ARGV[11] == '1'
 local closed = redis.call('HGET', KEYS[1], 'closed') or ''
 
 local function close(reason)
@@ -21,9 +24,9 @@ end
 if closed ~= 'ended' then
   if ended then
     close('ended')
-  elseif remaining == 0 then
+  elseif sold_out then
     if closed ~= 'sold_out' then close('sold_out') end
-  elseif closed == 'sold_out' then
+  elseif remaining > 0 and closed == 'sold_out' then
     redis.call('HSET', KEYS[1], 'closed', '')
     closed = ''
   end
