@@ -399,6 +399,60 @@ async fn redis_unreachable_with_the_postgres_fallback_keeps_selling_and_moves_ba
     assert_eq!(buyers.len(), orders.len(), "one order per buyer");
 }
 
+/// A rebuild that cannot reach Redis (restarted empty, then frozen before
+/// the rebuild could run) must not keep the sale at 503 `rebuilding`: with
+/// `--fallback postgres` the fallback sells it meanwhile, and the sale moves
+/// back once Redis answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rebuild_that_cannot_reach_redis_falls_back() {
+    let mut server = TestServer::start(Setup::RedisPostgresFallback).await;
+    let mut redis = server.redis.take().unwrap();
+    server
+        .create_sale(json!({"id": "stuck-rebuild", "stock": 40}))
+        .await;
+    let server = Arc::new(server);
+    let before = buyers(&server, "stuck-rebuild", 0, 10, 4).await;
+    assert_eq!(acknowledged(&before).len(), 10);
+
+    // Redis loses the sale; the next purchase finds it gone and starts a
+    // rebuild, which Redis, frozen at once, never lets finish.
+    redis.restart().unwrap();
+    let (status, body) = server
+        .buy("stuck-rebuild", "trigger", 1, Some("k-trigger"))
+        .await;
+    assert_eq!(status, 503, "a lost sale is rebuilt first: {body}");
+    redis.pause();
+    let frozen = Instant::now();
+    // A careful client retries with its key; the fallback must sell.
+    let (status, body) = loop {
+        let answer = server
+            .buy("stuck-rebuild", "patient", 1, Some("k-patient"))
+            .await;
+        if answer.0 != 503 || frozen.elapsed() > Duration::from_secs(15) {
+            break answer;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let waited = frozen.elapsed();
+    assert_eq!(
+        status, 201,
+        "while the rebuild cannot reach Redis the fallback sells (answered after {waited:?}): {body}"
+    );
+    let during = buyers(&server, "stuck-rebuild", 10, 10, 4).await;
+    assert_eq!(acknowledged(&during).len(), 10, "{during:?}");
+    eprintln!("the fallback sold {waited:?} after Redis froze");
+    redis.resume();
+
+    let after = buyers(&server, "stuck-rebuild", 20, 19, 4).await;
+    let committed = settled(&server, "stuck-rebuild", 40).await;
+    let all: HashSet<String> = [before, during, after]
+        .iter()
+        .flat_map(|answers| acknowledged(answers))
+        .collect();
+    assert!(all.is_subset(&committed), "an acknowledged order is lost");
+    assert!(committed.len() <= 40, "oversold: {}", committed.len());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_redis_holding_an_old_copy_of_the_stock_sells_nothing_twice_and_is_rebuilt() {
     let mut server = TestServer::start(Setup::RedisPostgres).await;

@@ -226,17 +226,22 @@ async fn decide(
 }
 
 /// A sale this instance is rebuilding: its purchases wait (503
-/// `rebuilding`) unless the rebuild cannot reach the engine and there is a
-/// fallback, which then sells it.
+/// `rebuilding`) unless there is a fallback and no instance has reached
+/// the engine lately (the rebuild cannot reach Redis): the fallback then
+/// sells it.
 async fn while_rebuilding(
     state: &AppState,
     sale: &SaleId,
     route: Route,
 ) -> Result<Route, ApiError> {
-    if state.has_fallback() && state.breaker().is_open() {
-        return to_fallback(state, sale, route).await;
+    if !state.has_fallback() {
+        return Err(rebuilding());
     }
-    Err(rebuilding())
+    match move_to_fallback(state, sale, route.epoch).await? {
+        FallbackMove::Routed(route) => Ok(route),
+        FallbackMove::Refused => Err(rebuilding()),
+        FallbackMove::UnknownSale => Err(unknown_sale(sale)),
+    }
 }
 
 /// Moves the sale to the fallback (see [`move_to_fallback`]); 503 while

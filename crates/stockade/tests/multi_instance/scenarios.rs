@@ -21,6 +21,10 @@ const OUTAGE: Duration = Duration::from_secs(3);
 /// served when the fault heals and the heal time can be read off their
 /// answers; the final phase sells the rest.
 const HA_STOCK: u64 = 4_000;
+/// How long Redis stays frozen in the fallback scenario: longer than the
+/// quiet period after which a sale moves to the fallback (4 s), so that the
+/// sale moves there and back.
+const FALLBACK_OUTAGE: Duration = Duration::from_secs(7);
 /// How long the partitioned instance stays cut off from Redis.
 const PARTITION: Duration = Duration::from_secs(5);
 /// Percent of the crowd's requests that prefer an asynchronous answer in the
@@ -125,7 +129,7 @@ async fn redis_unreachable_with_postgres_fallback() {
         orderly_answers_only: false,
         async_percent: ASYNC_PERCENT,
         partitioned: None,
-        faults: |_| vec![step(150, Fault::RedisUnreachable(OUTAGE))],
+        faults: |_| vec![step(150, Fault::RedisUnreachable(FALLBACK_OUTAGE))],
     })
     .await;
 }
