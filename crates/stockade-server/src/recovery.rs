@@ -564,8 +564,11 @@ async fn reconcile_once(
         // failed.
         let cutoff = now - chrono::TimeDelta::from_std(grace).unwrap_or_default();
         let stale = |o: &Order| o.created_at < cutoff && state.queue().in_flight(o.id).is_none();
+        // Items the engine counts as sold that the store may not have yet.
+        let mut in_outbox: Option<u64> = None;
         match engine.outbox(sale).await {
             Ok(entries) => {
+                in_outbox = Some(entries.iter().map(|o| u64::from(o.quantity)).sum());
                 let (picked, left): (Vec<Order>, Vec<Order>) =
                     entries.into_iter().partition(|o| stale(o));
                 // What stays in the outbox: the entries left, and the
@@ -582,10 +585,12 @@ async fn reconcile_once(
                 tracing::warn!(%sale, %error, "reading the outbox failed; retrying")
             }
         }
-        // The engine must never offer more than the store has left. Seen
-        // twice in a row (a single reading can race a cancel), it is out of
-        // line: a Redis restored from an old snapshot, say. (A sale the
-        // engine lost is found by the next purchase or read of it.)
+        // The engine must never offer more than the store has left, nor
+        // less than the store has left minus what its outbox holds (orders
+        // the store may not have yet). Seen twice in a row (a single reading
+        // can race a cancel or a commit), it is out of line: a Redis
+        // restored from an old snapshot, or left over from an earlier store.
+        // (A sale the engine lost is found by the next purchase or read.)
         if let Some(snapshot) = engine.snapshot(sale).await? {
             if current.spec.ends_at().is_none_or(|end| end > now) {
                 // Keeps an open sale's series alive; an ended sale's are
@@ -594,13 +599,16 @@ async fn reconcile_once(
                     .set(f64::from(snapshot.remaining));
             }
             let store_left = current.remaining();
-            if snapshot.remaining > store_left {
+            let ahead = snapshot.remaining > store_left;
+            let behind = in_outbox
+                .is_some_and(|owed| u64::from(snapshot.remaining) + owed < u64::from(store_left));
+            if ahead || behind {
                 drifting += 1;
                 let count = drift.entry(sale.clone()).or_default();
                 *count += 1;
                 if *count >= 2 {
                     tracing::warn!(%sale, engine = snapshot.remaining, store = store_left,
-                        "the engine offers more stock than the store has left: rebuilding");
+                        ahead, "the engine's stock is out of line with the store's: rebuilding");
                     drift.remove(sale);
                     request_rebuild(state, sale, seen, "drift");
                 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use stockade_core::{EngineError, Epoch, SaleId, SaleSnapshot, SaleSpec};
+use stockade_core::{CreateOutcome, EngineError, Epoch, SaleId, SaleSnapshot, SaleSpec};
 
 use super::auth::Admin;
 use super::dto::{CreateSale, ErrorBody, Sale, WaitingRoom};
@@ -115,9 +115,15 @@ pub async fn create_sale(
         && let Some(engine) = state.engine()
     {
         match engine.create_sale(&spec).await {
-            Ok(_) => {}
-            Err(EngineError::SaleConflict { .. }) => {
-                // Left over from an earlier store (a reused Redis): replace.
+            Ok(CreateOutcome::Created) => {}
+            // The engine already holds a sale of that id that the store did
+            // not have: left over from an earlier store (restored from a
+            // backup, or another deployment on the same Redis and prefix),
+            // with whatever stock it sold. Whatever its state, the store's
+            // copy replaces it, or the engine would undersell (or oversell).
+            Ok(CreateOutcome::AlreadyExists) | Err(EngineError::SaleConflict { .. }) => {
+                tracing::warn!(sale = %spec.id(),
+                    "the engine already held this new sale (left over from an earlier store?): rebuilding it from the store");
                 crate::recovery::rebuild_sale(&state, spec.id(), Epoch::FIRST, "create")
                     .await
                     .map_err(|e| ApiError::internal(e.to_string()))?;
