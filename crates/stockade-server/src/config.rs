@@ -36,6 +36,10 @@ pub struct RawConfig {
     pub fallback: Option<String>,
     /// `--redis-url`, `STOCKADE_REDIS_URL`, `redis_url`.
     pub redis_url: Option<String>,
+    /// `--redis-key-prefix`, `STOCKADE_REDIS_KEY_PREFIX`, `redis_key_prefix`:
+    /// the first part of every Redis key (default `stockade`), so that
+    /// deployments can share one Redis or Cluster.
+    pub redis_key_prefix: Option<String>,
     /// `--database-url`, `STOCKADE_DATABASE_URL`, `database_url`.
     pub database_url: Option<String>,
     /// `STOCKADE_ADMIN_TOKEN` (never a flag: it would show in `ps`).
@@ -159,6 +163,7 @@ impl RawConfig {
             engine: lookup("STOCKADE_ENGINE"),
             fallback: lookup("STOCKADE_FALLBACK"),
             redis_url: lookup("STOCKADE_REDIS_URL"),
+            redis_key_prefix: lookup("STOCKADE_REDIS_KEY_PREFIX"),
             database_url: lookup("STOCKADE_DATABASE_URL"),
             admin_token: lookup("STOCKADE_ADMIN_TOKEN"),
             commit_deadline_ms: number("STOCKADE_COMMIT_DEADLINE_MS")?,
@@ -210,6 +215,7 @@ impl RawConfig {
             engine: self.engine.or(lower.engine),
             fallback: self.fallback.or(lower.fallback),
             redis_url: self.redis_url.or(lower.redis_url),
+            redis_key_prefix: self.redis_key_prefix.or(lower.redis_key_prefix),
             database_url: self.database_url.or(lower.database_url),
             admin_token: self.admin_token.or(lower.admin_token),
             commit_deadline_ms: self.commit_deadline_ms.or(lower.commit_deadline_ms),
@@ -324,6 +330,74 @@ impl std::fmt::Debug for AdmissionSecret {
     }
 }
 
+/// The first part of every Redis key of a deployment, so that several
+/// deployments can share one Redis or Cluster: the engine's keys are
+/// `{prefix}:{sale}:...`, the waiting rooms' `{prefix}:wr:...`, the rate
+/// limits' `{prefix}:limit:...`, the rebuild locks' `{prefix}-lock...`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisKeyPrefix(String);
+
+impl RedisKeyPrefix {
+    /// The default, `stockade`.
+    pub const DEFAULT: &'static str = "stockade";
+
+    /// 1 to 64 characters of `A-Z a-z 0-9 _ . -` (no `:` or braces, which
+    /// would change the keys' layout or their Cluster hash tags); None or
+    /// empty: the default.
+    pub fn parse(raw: Option<&str>) -> Result<Self, String> {
+        let text = raw
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .unwrap_or(Self::DEFAULT);
+        if text.len() > 64 {
+            return Err(format!(
+                "must be at most 64 characters (it has {})",
+                text.len()
+            ));
+        }
+        if let Some(bad) = text
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
+        {
+            return Err(format!(
+                "{text:?} contains {bad:?}; use letters, digits, '_', '.' and '-' only"
+            ));
+        }
+        Ok(Self(text.to_owned()))
+    }
+
+    /// The prefix itself.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The prefix of the engine's keys: `{prefix}:`.
+    pub fn engine(&self) -> String {
+        format!("{}:", self.0)
+    }
+
+    /// The prefix of the waiting rooms' keys: `{prefix}:wr:`.
+    pub fn waiting_rooms(&self) -> String {
+        format!("{}:wr:", self.0)
+    }
+
+    /// The prefix of the rate limits' keys: `{prefix}:limit:`.
+    pub fn rate_limits(&self) -> String {
+        format!("{}:limit:", self.0)
+    }
+
+    /// The prefix of the rebuild locks' keys and channels: `{prefix}-lock`.
+    pub fn locks(&self) -> String {
+        format!("{}-lock", self.0)
+    }
+}
+
+impl Default for RedisKeyPrefix {
+    fn default() -> Self {
+        Self(Self::DEFAULT.to_owned())
+    }
+}
+
 /// Validated settings of `stockade serve`.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -370,6 +444,8 @@ pub struct ServerConfig {
     pub metrics_retention: Duration,
     /// The key of waiting-room admission tokens.
     pub admission_secret: AdmissionSecret,
+    /// The first part of every Redis key (`stockade` by default).
+    pub redis_key_prefix: RedisKeyPrefix,
 }
 
 impl ServerConfig {
@@ -413,6 +489,8 @@ impl ServerConfig {
         {
             return Err(bad("redis_url", error.to_string()));
         }
+        let redis_key_prefix = RedisKeyPrefix::parse(raw.redis_key_prefix.as_deref())
+            .map_err(|reason| bad("redis_key_prefix", reason))?;
         let store = match raw.database_url.clone().filter(|u| !u.is_empty()) {
             None => StoreLocation::Sqlite(data_dir.join("orders.db")),
             Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
@@ -576,6 +654,7 @@ impl ServerConfig {
             dashboard_session_ttl: Duration::from_secs(dashboard_session_ttl),
             metrics_retention: Duration::from_secs(metrics_retention),
             admission_secret,
+            redis_key_prefix,
         })
     }
 }
@@ -923,6 +1002,7 @@ mod tests {
         ("engine", "\"oracle\""),
         ("fallback", "\"mysql\""),
         ("redis_url", "\"http://cache\""),
+        ("redis_key_prefix", "\"shop:{a}\""),
         ("database_url", "\"mysql://db\""),
         ("admin_token", "\"short\""),
         ("commit_deadline_ms", "0"),

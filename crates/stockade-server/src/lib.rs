@@ -193,7 +193,8 @@ impl Service {
                     )
                 };
                 let redis_config = RedisEngineConfig::from_url(url)
-                    .map_err(|e| ServeError::Engine(format!("{setting}: {e}")))?;
+                    .map_err(|e| ServeError::Engine(format!("{setting}: {e}")))?
+                    .key_prefix(config.redis_key_prefix.engine());
                 // A single server is waited for at start; Sentinel and
                 // Cluster URLs name several nodes, left to the driver.
                 if let RedisTopology::Standalone { url } = &redis_config.topology {
@@ -213,6 +214,7 @@ impl Service {
                     RedisTopology::Standalone { url } => Some(
                         Locks::builder()
                             .node(url)
+                            .key_prefix(config.redis_key_prefix.locks())
                             .connect()
                             .await
                             .map_err(|e: LockError| ServeError::Lock(shown(&e)))?,
@@ -239,7 +241,7 @@ impl Service {
         let queues: Arc<dyn waiting_room::QueueBackend> = match &redis {
             Some(redis) => Arc::new(waiting_room::redis::RedisQueues::new(
                 redis.connection(),
-                "stockade:wr:",
+                &config.redis_key_prefix.waiting_rooms(),
             )),
             None => Arc::new(waiting_room::memory::MemoryQueues::new()),
         };

@@ -693,3 +693,65 @@ async fn an_engine_behind_the_store_is_rebuilt() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Two deployments with their own `--redis-key-prefix` share one Redis:
+/// each sells its own sale of the same id, exactly, and neither touches
+/// the other's keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_deployments_with_their_own_key_prefix_share_one_redis() {
+    use stockade_server::config::{EngineChoice, RedisKeyPrefix};
+    let redis = stockade_test_support::RedisServer::start().unwrap();
+    let mut deployments = Vec::new();
+    for prefix in ["shop-a", "shop-b"] {
+        let url = redis.url();
+        deployments.push(
+            TestServer::start_adjusted(
+                Setup::RedisPostgres,
+                Timing::default(),
+                Arc::new(stockade_core::SystemClock),
+                move |config| {
+                    config.engine = EngineChoice::Redis(url);
+                    config.redis_key_prefix = RedisKeyPrefix::parse(Some(prefix)).unwrap();
+                },
+            )
+            .await,
+        );
+    }
+    for server in &deployments {
+        server.create_sale(json!({"id": "drop", "stock": 5})).await;
+    }
+    // Interleaved, so each deployment sells while the other does.
+    for i in 0..5 {
+        for (d, server) in deployments.iter().enumerate() {
+            let (status, body) = server.buy("drop", &format!("d{d}-b{i}"), 1, None).await;
+            assert_eq!(status, 201, "deployment {d}, buyer {i}: {body}");
+        }
+    }
+    for (d, server) in deployments.iter().enumerate() {
+        let (status, body) = server.buy("drop", &format!("d{d}-late"), 1, None).await;
+        assert_eq!(status, 409, "deployment {d} sold out at exactly 5: {body}");
+        let orders = server.all_orders("drop").await;
+        assert_eq!(orders.len(), 5, "deployment {d}: {orders:?}");
+        assert!(
+            orders.iter().all(|o| o["user_id"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("d{d}-"))),
+            "deployment {d} committed another deployment's order: {orders:?}"
+        );
+    }
+    for prefix in ["shop-a", "shop-b"] {
+        let exists = redis
+            .command(&["EXISTS", &format!("{prefix}:{{drop}}:sale")])
+            .unwrap();
+        assert!(
+            exists.contains('1'),
+            "{prefix}'s sale is in its own keys: {exists}"
+        );
+    }
+    let unprefixed = redis.command(&["EXISTS", "stockade:{drop}:sale"]).unwrap();
+    assert!(
+        unprefixed.contains('0'),
+        "nothing under the default prefix: {unprefixed}"
+    );
+}

@@ -385,6 +385,10 @@ pub struct ServeArgs {
     /// redis+cluster://host:6379,host2:6379 (a Redis Cluster).
     #[arg(long)]
     pub redis_url: Option<String>,
+    /// The first part of every Redis key (STOCKADE_REDIS_KEY_PREFIX;
+    /// default stockade): give each deployment sharing a Redis its own.
+    #[arg(long)]
+    pub redis_key_prefix: Option<String>,
     /// Keep orders in this PostgreSQL database (STOCKADE_DATABASE_URL).
     /// Shown only as host:port in messages.
     #[arg(long)]

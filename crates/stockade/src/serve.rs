@@ -26,6 +26,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         engine: args.engine,
         fallback: args.fallback,
         redis_url: args.redis_url,
+        redis_key_prefix: args.redis_key_prefix,
         database_url: args.database_url,
         admin_token: None,
         commit_deadline_ms: args.commit_deadline_ms,

@@ -32,7 +32,7 @@ mod purchases;
 mod queue;
 mod sales;
 
-pub(crate) use sales::{snapshot as sale_snapshot, snapshot_and_store_left, unknown_sale};
+pub(crate) use sales::{snapshot_and_store_left, unknown_sale};
 use std::net::SocketAddr;
 
 use axum::Router;

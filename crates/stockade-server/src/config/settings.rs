@@ -62,6 +62,12 @@ pub const SETTINGS: &[Setting] = &[
         "none",
     ),
     setting(
+        "redis_key_prefix",
+        Some("--redis-key-prefix"),
+        "STOCKADE_REDIS_KEY_PREFIX",
+        "stockade",
+    ),
+    setting(
         "database_url",
         Some("--database-url"),
         "STOCKADE_DATABASE_URL",
