@@ -51,6 +51,7 @@ pub mod api;
 pub mod breaker;
 pub mod config;
 pub mod holds;
+pub mod journal;
 pub mod listener;
 pub mod metrics;
 pub mod rate_limit;
@@ -127,6 +128,17 @@ pub enum ServeError {
     /// Serving failed.
     #[error("the HTTP server failed: {0}")]
     Io(#[from] std::io::Error),
+    /// The intake journal of the embedded default could not be opened or
+    /// the orders it holds could not be committed.
+    #[error(
+        "the intake journal {path}: {reason}; it holds orders named to clients, so the service does not start without them (fix the file's directory or the store, then start again)"
+    )]
+    Journal {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// A started service: store open, engine connected and recovered, writer
@@ -138,6 +150,8 @@ pub struct Service {
     writer_task: tokio::task::JoinHandle<()>,
     reconciler: tokio::task::JoinHandle<()>,
     ticker: tokio::task::JoinHandle<()>,
+    /// Drops decided orders from the intake journal (memory engine only).
+    compactor: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Service {
@@ -257,7 +271,14 @@ impl Service {
             Some(redis) => RateLimiter::shared(limits, redis.connection(), Arc::clone(&clock)),
             None => RateLimiter::local(limits, Arc::clone(&clock)),
         };
+        // The memory engine's outbox dies with the process: orders named
+        // before their commit are journalled to disk (see `journal`).
+        let journal = match &config.engine {
+            EngineChoice::Memory => Some(open_journal(&config.data_dir, &store).await?),
+            _ => None,
+        };
         let state = AppState::new(StateParts {
+            journal: journal.clone(),
             engine,
             fallback: config.fallback,
             locks,
@@ -282,7 +303,10 @@ impl Service {
             config.outbox_grace,
         ));
         let ticker = tokio::spawn(waiting_room::ticker::run_forever(state.clone()));
+        let compactor = journal
+            .map(|journal| tokio::spawn(journal::compact_forever(journal, state.store().clone())));
         Ok(Self {
+            compactor,
             state,
             http: config.http,
             writer_task,
@@ -311,7 +335,6 @@ impl Service {
     ) -> Result<(), ServeError> {
         let served = listener::serve(listener, self.router(), self.http, shutdown).await;
         self.stop().await;
-        tracing::info!("stopped: every acknowledged order is committed");
         Ok(served?)
     }
 
@@ -324,9 +347,15 @@ impl Service {
             writer_task,
             reconciler,
             ticker,
+            compactor,
             ..
         } = self;
         state.mark_stopping();
+        if let Some(compactor) = compactor {
+            compactor.abort();
+        }
+        let journal = state.journal().cloned();
+        let store = state.store().clone();
         reconciler.abort();
         ticker.abort();
         let _ = ticker.await;
@@ -336,6 +365,16 @@ impl Service {
         // drains and ends.
         drop(state);
         let _ = writer_task.await;
+        let left = match &journal {
+            Some(journal) => journal.compact(&store).await.unwrap_or(journal.len()),
+            None => 0,
+        };
+        if left == 0 {
+            tracing::info!("stopped: every acknowledged order is committed");
+        } else if let Some(journal) = journal {
+            tracing::warn!(orders = left, journal = %journal.path().display(),
+                "stopped with orders named to clients that the store has not taken yet: they are kept in the intake journal and committed at the next start");
+        }
     }
 }
 
@@ -349,6 +388,30 @@ pub async fn run(
         .await?
         .serve(listener, shutdown)
         .await
+}
+
+/// Opens the intake journal in `data_dir` and commits what a previous run
+/// left in it.
+async fn open_journal(
+    data_dir: &std::path::Path,
+    store: &OrderStore,
+) -> Result<journal::IntakeJournal, ServeError> {
+    let path = data_dir.join("intake-journal.jsonl");
+    let failed = |reason: String| ServeError::Journal {
+        path: path.display().to_string(),
+        reason,
+    };
+    std::fs::create_dir_all(data_dir).map_err(|e| failed(e.to_string()))?;
+    let (journal, left) = journal::IntakeJournal::open(&path).map_err(|e| failed(e.to_string()))?;
+    journal::commit_left(&journal, &left, store)
+        .await
+        .map_err(|e| {
+            failed(format!(
+                "committing the {} orders it holds: {e}",
+                left.len()
+            ))
+        })?;
+    Ok(journal)
 }
 
 /// Opens the store. A PostgreSQL server that does not accept connections

@@ -10,6 +10,7 @@ use stockade_lock::Locks;
 
 use crate::api::identity::Identity;
 use crate::breaker::CircuitBreaker;
+use crate::journal::IntakeJournal;
 use crate::rate_limit::RateLimiter;
 use crate::rejections::Rejections;
 use crate::routing::Routing;
@@ -45,6 +46,7 @@ struct Inner {
     rate_limiter: RateLimiter,
     sessions: Sessions,
     waiting_rooms: WaitingRooms,
+    journal: Option<IntakeJournal>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -91,6 +93,9 @@ pub struct StateParts {
     pub dashboard_session_ttl: Duration,
     /// The waiting rooms (their queue backend and token signer).
     pub waiting_rooms: WaitingRooms,
+    /// Where orders named before their commit are kept on disk, for an
+    /// engine whose outbox dies with the process (memory); None otherwise.
+    pub journal: Option<IntakeJournal>,
 }
 
 impl AppState {
@@ -117,6 +122,7 @@ impl AppState {
                 rate_limiter: parts.rate_limiter,
                 sessions: Sessions::new(parts.dashboard_session_ttl),
                 waiting_rooms: parts.waiting_rooms,
+                journal: parts.journal,
             }),
         }
     }
@@ -189,6 +195,10 @@ impl AppState {
     /// The waiting rooms.
     pub fn waiting_rooms(&self) -> &WaitingRooms {
         &self.inner.waiting_rooms
+    }
+    /// The intake journal (memory engine only).
+    pub fn journal(&self) -> Option<&IntakeJournal> {
+        self.inner.journal.as_ref()
     }
     /// Stock came back to `sale` (a cancel, a release, a rebuild): this
     /// instance stops answering sold_out at once, and the sale's waiting

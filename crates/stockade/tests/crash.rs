@@ -342,3 +342,80 @@ async fn a_cancel_whose_release_failed_survives_the_instance_that_took_it() {
     let (status, body) = purchase(format!("{}/v1/sales/owed/purchases", other.url), "bob").await;
     assert_eq!(status, 201, "the item sells again: {body}");
 }
+
+/// The embedded default names orders before their commit too (202 with
+/// `Prefer: respond-async`, or past the commit deadline): those must
+/// survive a SIGKILL although the memory engine's outbox dies with the
+/// process. Here the SQLite store is write-locked by another process's
+/// transaction, so nothing commits, ten asynchronous purchases are answered
+/// 202, the service is SIGKILLed, the lock released, and the service
+/// started again: every named order must read `confirmed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn orders_named_202_on_the_embedded_default_survive_a_sigkill() {
+    use sqlx::Connection;
+    let dir = tempfile::tempdir().unwrap();
+    let client = reqwest::Client::new();
+    let mut serve = Serve::start(dir.path(), None, None);
+    let created = client
+        .post(format!("{}/v1/sales", serve.url))
+        .bearer_auth(TOKEN)
+        .json(&json!({"id": "journal", "stock": 100, "per_user_limit": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status().as_u16(), 201);
+
+    // Another process's write transaction: the service's commits wait.
+    let database = format!("sqlite://{}", dir.path().join("orders.db").display());
+    let mut locker = sqlx::SqliteConnection::connect(&database).await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut locker)
+        .await
+        .unwrap();
+
+    let mut named = Vec::new();
+    for i in 0..10 {
+        let (status, body) = json_of(
+            client
+                .post(format!("{}/v1/sales/journal/purchases", serve.url))
+                .header("Prefer", "respond-async")
+                .header("Idempotency-Key", format!("k{i}"))
+                .json(&json!({"user_id": format!("buyer-{i}")}))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, 202, "purchase {i}: {body}");
+        named.push(body["order_id"].as_str().unwrap().to_owned());
+    }
+    serve.kill();
+    sqlx::query("ROLLBACK").execute(&mut locker).await.unwrap();
+    drop(locker);
+
+    let serve = Serve::start(dir.path(), None, None);
+    for id in &named {
+        let (status, order) = json_of(
+            client
+                .get(format!("{}/v1/orders/{id}", serve.url))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            status, 200,
+            "order {id} named 202 before the SIGKILL: {order}"
+        );
+        assert_eq!(order["status"], "confirmed", "{order}");
+    }
+    let (_, sale) = json_of(
+        client
+            .get(format!("{}/v1/sales/journal", serve.url))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(sale["remaining"], 90, "{sale}");
+}

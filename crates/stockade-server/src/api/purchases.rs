@@ -375,8 +375,10 @@ async fn answer(
                 Decider::Store => Ok((StatusCode::CREATED, Json(body)).into_response()),
                 Decider::Engine if respond_async => {
                     // Queued for the writer, and durable in the engine's
-                    // outbox whatever happens to this process.
-                    drop(state.queue().submit(order).await);
+                    // outbox (or, on the memory engine, in the intake
+                    // journal) whatever happens to this process.
+                    drop(state.queue().submit(order.clone()).await);
+                    keep_named(state, &order).await?;
                     let mut response = pending(body);
                     response.headers_mut().insert(
                         "preference-applied",
@@ -454,14 +456,39 @@ async fn commit(
         Ok(Ok(Ok(Verdict::Void(reason)))) => voided(state, purchase, &order, reason, route).await,
         // The store could not be reached: the order stays in the engine's
         // outbox, and the reconciler commits it (or voids it) later.
-        Ok(Ok(Err(_))) | Ok(Err(_)) => Err(ApiError::unavailable(
+        Ok(Ok(Err(_))) | Ok(Err(_)) => {
+            keep_named(state, &order).await?;
+            Err(ApiError::unavailable(
+                "store_unavailable",
+                "the order store is unavailable; the order is kept and will be committed when it returns: check it with GET /v1/orders/{order_id}",
+                1,
+            )
+            .with("order_id", Value::String(order.id.to_string())))
+        }
+        Err(_deadline) => {
+            keep_named(state, &order).await?;
+            Ok(pending(body))
+        }
+    }
+}
+
+/// Makes an order about to be named before its commit survive this
+/// process: on the memory engine, whose outbox dies with it, the order is
+/// synced to the intake journal first (on Redis it is in Redis's outbox
+/// already). If the journal fails, the order is not named: 503 without
+/// an id (it may still commit; a keyed retry finds it).
+async fn keep_named(state: &AppState, order: &Order) -> Result<(), ApiError> {
+    let Some(journal) = state.journal() else {
+        return Ok(());
+    };
+    journal.record(order).await.map_err(|error| {
+        tracing::error!(%error, order = %order.id, "cannot journal an order before naming it");
+        ApiError::unavailable(
             "store_unavailable",
-            "the order store is unavailable; the order is kept and will be committed when it returns: check it with GET /v1/orders/{order_id}",
+            "the order could not be recorded durably; retry with the same Idempotency-Key",
             1,
         )
-        .with("order_id", Value::String(order.id.to_string()))),
-        Err(_deadline) => Ok(pending(body)),
-    }
+    })
 }
 
 /// Whether the request asks for an answer before the commit

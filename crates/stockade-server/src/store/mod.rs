@@ -259,6 +259,30 @@ impl OrderStore {
         }
     }
 
+    /// Which of `ids` the store has decided (committed, in any status, or
+    /// void): the rest it has never heard of.
+    pub async fn decided(
+        &self,
+        ids: &[OrderId],
+    ) -> Result<std::collections::HashSet<OrderId>, StoreError> {
+        let mut found = std::collections::HashSet::new();
+        for chunk in ids.chunks(arbiter::IN_CHUNK) {
+            let sql = format!(
+                "SELECT id FROM orders WHERE id IN ({})",
+                arbiter::placeholders(1, chunk.len())
+            );
+            let mut query = sqlx::query(&sql);
+            for id in chunk {
+                query = query.bind(id.to_string());
+            }
+            for row in query.fetch_all(&self.pool).await? {
+                let id: String = row.try_get("id")?;
+                found.insert(id.parse().map_err(|e| corrupt("order id", e))?);
+            }
+        }
+        Ok(found)
+    }
+
     /// Whether the store recorded this order as void (refused: nothing
     /// was sold).
     pub async fn is_void(&self, id: OrderId) -> Result<bool, StoreError> {
