@@ -86,6 +86,16 @@ pub trait Engine: Send + Sync + 'static {
         epoch: Epoch,
         orders: &[Order],
     ) -> Result<SaleSnapshot, EngineError>;
+
+    /// Lets the engine forget an ended sale `after` from now (zero: at
+    /// once): the store keeps its orders, and a sale out of its window
+    /// sells nothing, so its engine state only costs memory. On Redis every
+    /// key of the sale gets that time to live; the memory engine drops the
+    /// sale when called with zero. Calling it again moves the deadline.
+    async fn retire(&self, sale: &SaleId, after: std::time::Duration) -> Result<(), EngineError> {
+        let _ = (sale, after);
+        Ok(())
+    }
 }
 
 /// Why an engine call failed. Every variant says whether retrying may help.

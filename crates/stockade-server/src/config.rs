@@ -120,6 +120,11 @@ pub struct RawConfig {
     /// `metrics_retention_s`: how long a series nobody updates any more (an
     /// ended sale's) stays in `/metrics` (1 to 86400 seconds; default 900).
     pub metrics_retention_s: Option<u64>,
+    /// `--ended-sale-retention-s`, `STOCKADE_ENDED_SALE_RETENTION_S`,
+    /// `ended_sale_retention_s`: how long after its end a sale's engine
+    /// state and waiting room are kept (0 to 2592000 seconds; default
+    /// 86400); the store keeps its orders.
+    pub ended_sale_retention_s: Option<u64>,
     /// `STOCKADE_ADMISSION_SECRET`, `admission_secret` (never a flag): the
     /// key that signs waiting-room admission tokens, at least 32
     /// characters. Generated at start when absent, which suits one
@@ -189,6 +194,7 @@ impl RawConfig {
             log_format: lookup("STOCKADE_LOG_FORMAT"),
             dashboard_session_ttl_s: number("STOCKADE_DASHBOARD_SESSION_TTL_S")?,
             metrics_retention_s: number("STOCKADE_METRICS_RETENTION_S")?,
+            ended_sale_retention_s: number("STOCKADE_ENDED_SALE_RETENTION_S")?,
             admission_secret: lookup("STOCKADE_ADMISSION_SECRET"),
         })
     }
@@ -245,6 +251,7 @@ impl RawConfig {
                 .dashboard_session_ttl_s
                 .or(lower.dashboard_session_ttl_s),
             metrics_retention_s: self.metrics_retention_s.or(lower.metrics_retention_s),
+            ended_sale_retention_s: self.ended_sale_retention_s.or(lower.ended_sale_retention_s),
             admission_secret: self.admission_secret.or(lower.admission_secret),
         }
     }
@@ -442,6 +449,8 @@ pub struct ServerConfig {
     pub dashboard_session_ttl: Duration,
     /// How long an idle series (an ended sale's) stays in `/metrics`.
     pub metrics_retention: Duration,
+    /// How long after its end a sale's engine state and waiting room stay.
+    pub ended_sale_retention: Duration,
     /// The key of waiting-room admission tokens.
     pub admission_secret: AdmissionSecret,
     /// The first part of every Redis key (`stockade` by default).
@@ -613,6 +622,15 @@ impl ServerConfig {
                 format!("must be between 60 and 604800 seconds (it is {dashboard_session_ttl})"),
             ));
         }
+        let ended_sale_retention = raw.ended_sale_retention_s.unwrap_or(86_400);
+        if ended_sale_retention > 30 * 86_400 {
+            return Err(bad(
+                "ended_sale_retention_s",
+                format!(
+                    "must be between 0 and 2592000 seconds (30 days; it is {ended_sale_retention})"
+                ),
+            ));
+        }
         let metrics_retention = raw.metrics_retention_s.unwrap_or(900);
         if !(1..=24 * 3600).contains(&metrics_retention) {
             return Err(bad(
@@ -653,6 +671,7 @@ impl ServerConfig {
             sources,
             dashboard_session_ttl: Duration::from_secs(dashboard_session_ttl),
             metrics_retention: Duration::from_secs(metrics_retention),
+            ended_sale_retention: Duration::from_secs(ended_sale_retention),
             admission_secret,
             redis_key_prefix,
         })
@@ -1028,6 +1047,7 @@ mod tests {
         ("trusted_proxies", "\"10.0.0.0/33\""),
         ("dashboard_session_ttl_s", "59"),
         ("metrics_retention_s", "0"),
+        ("ended_sale_retention_s", "2592001"),
         ("admission_secret", "\"short\""),
     ];
 

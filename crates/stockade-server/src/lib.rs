@@ -58,6 +58,7 @@ pub mod rate_limit;
 pub mod recovery;
 pub mod redact;
 pub mod rejections;
+pub mod retirement;
 pub mod routing;
 pub mod sessions;
 pub mod shedding;
@@ -150,6 +151,8 @@ pub struct Service {
     writer_task: tokio::task::JoinHandle<()>,
     reconciler: tokio::task::JoinHandle<()>,
     ticker: tokio::task::JoinHandle<()>,
+    /// Lets ended sales go (see `retirement`).
+    retirer: tokio::task::JoinHandle<()>,
     /// Drops decided orders from the intake journal (memory engine only).
     compactor: Option<tokio::task::JoinHandle<()>>,
 }
@@ -303,9 +306,14 @@ impl Service {
             config.outbox_grace,
         ));
         let ticker = tokio::spawn(waiting_room::ticker::run_forever(state.clone()));
+        let retirer = tokio::spawn(retirement::retire_forever(
+            state.clone(),
+            config.ended_sale_retention,
+        ));
         let compactor = journal
             .map(|journal| tokio::spawn(journal::compact_forever(journal, state.store().clone())));
         Ok(Self {
+            retirer,
             compactor,
             state,
             http: config.http,
@@ -348,9 +356,12 @@ impl Service {
             reconciler,
             ticker,
             compactor,
+            retirer,
             ..
         } = self;
         state.mark_stopping();
+        retirer.abort();
+        let _ = retirer.await;
         if let Some(compactor) = compactor {
             compactor.abort();
         }

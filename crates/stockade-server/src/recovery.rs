@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use stockade_core::sale::Window;
 use stockade_core::{Engine, EngineError, Epoch, Order, ReleaseOutcome, SaleId};
 use stockade_engine::RedisEngine;
 use stockade_lock::{Lease, LockError};
@@ -121,6 +122,11 @@ async fn rebuild_locked(
         return Ok(Rebuild::Nothing);
     };
     let held = engine.epoch(sale).await?;
+    // An ended sale the engine let go (see `retirement`) is not brought
+    // back: it sells nothing, and its orders are in the store.
+    if held.is_none() && current.spec.window_at(state.clock().now()) == Window::Ended {
+        return Ok(Rebuild::Nothing);
+    }
     if current.epoch > seen
         && current.authority == Authority::Primary
         && held == Some(current.epoch)
@@ -492,7 +498,16 @@ struct Seen {
     /// The sales of the last pass, whose outboxes are still measured while
     /// the store cannot list them.
     sales: Vec<SaleId>,
+    /// Sales found settled: sold out in the store and in the engine, with
+    /// an empty outbox. Looked at only every [`QUIET_EVERY`] passes while
+    /// the store still says sold out (a cancel makes them busy again).
+    quiet: std::collections::HashSet<SaleId>,
+    /// Passes so far.
+    passes: u64,
 }
+
+/// A settled sale is looked at once in this many passes.
+const QUIET_EVERY: u64 = 30;
 
 /// Sets `stockade_outbox_oldest_entry_seconds` from the oldest entry left.
 fn report_oldest_entry(
@@ -540,8 +555,17 @@ async fn reconcile_once(
     let drift = &mut seen_before.drift;
     let mut oldest_entry = None;
     let mut drifting = 0u32;
+    seen_before.passes += 1;
+    let quiet_pass = seen_before.passes % QUIET_EVERY == 0;
+    let quiet = &mut seen_before.quiet;
+    quiet.retain(|sale| seen_before.sales.contains(sale));
     for current in sales {
         let sale = current.spec.id();
+        // Nothing owed on a settled sale: no need to read Redis every second.
+        if current.remaining() == 0 && quiet.contains(sale) && !quiet_pass && !redis_restarted {
+            continue;
+        }
+        quiet.remove(sale);
         let seen = state
             .routing()
             .get(sale)
@@ -614,6 +638,9 @@ async fn reconcile_once(
                 }
             } else {
                 drift.remove(sale);
+                if store_left == 0 && snapshot.remaining == 0 && in_outbox == Some(0) {
+                    quiet.insert(sale.clone());
+                }
             }
         }
     }

@@ -505,6 +505,11 @@ pub struct ServeArgs {
     /// 900, 1 to 86400).
     #[arg(long)]
     pub metrics_retention_s: Option<u64>,
+    /// How long after its end a sale's engine state (Redis keys) and
+    /// waiting room are kept, in seconds; the store keeps its orders
+    /// (STOCKADE_ENDED_SALE_RETENTION_S; default 86400, 0 to 2592000).
+    #[arg(long)]
+    pub ended_sale_retention_s: Option<u64>,
 }
 
 #[cfg(test)]

@@ -52,6 +52,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         trusted_proxies: args.trusted_proxies,
         dashboard_session_ttl_s: args.dashboard_session_ttl_s,
         metrics_retention_s: args.metrics_retention_s,
+        ended_sale_retention_s: args.ended_sale_retention_s,
         admission_secret: None,
     };
     let env = RawConfig::from_env(|name| std::env::var(name).ok())?;

@@ -35,7 +35,7 @@ pub use connection::SharedConnection;
 pub use keys::SaleKeys;
 use outbox::OutboxIndex;
 use scripts::{
-    CLOSE, CREATE_SALE, PURCHASE, REBUILD_BEGIN, REBUILD_CHUNK, REBUILD_FINISH, RELEASE,
+    CLOSE, CREATE_SALE, PURCHASE, REBUILD_BEGIN, REBUILD_CHUNK, REBUILD_FINISH, RELEASE, RETIRE,
     redis_error,
 };
 pub use topology::{RedisTopology, RedisUrlError};
@@ -441,6 +441,26 @@ impl Engine for RedisEngine {
             .xdel(self.keys(sale).outbox, &finished)
             .await
             .map_err(redis_error)?;
+        Ok(())
+    }
+
+    async fn retire(&self, sale: &SaleId, after: std::time::Duration) -> Result<(), EngineError> {
+        let keys = self.keys(sale);
+        let mut invocation = RETIRE.prepare_invoke();
+        invocation
+            .key(&keys.sale)
+            .key(&keys.holdings)
+            .key(&keys.keys)
+            .key(&keys.orders)
+            .key(&keys.outbox)
+            .arg(u64::try_from(after.as_millis()).unwrap_or(u64::MAX));
+        let _found: i64 = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)?;
+        if after.is_zero() {
+            self.outbox_index.forget(sale);
+        }
         Ok(())
     }
 

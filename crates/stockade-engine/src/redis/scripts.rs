@@ -17,6 +17,8 @@ pub(super) static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/release.lua")));
 pub(super) static CLOSE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/close.lua")));
+pub(super) static RETIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/retire.lua")));
 pub(super) static REBUILD_BEGIN: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/rebuild_begin.lua")));
 pub(super) static REBUILD_CHUNK: LazyLock<Script> =

@@ -51,3 +51,21 @@ all_engines!(
     keys_are_scoped_to_their_buyer,
     epochs_fence_purchases_releases_and_rebuilds,
 );
+
+/// Engines that let an ended sale go ([`stockade_core::Engine::retire`]):
+/// the PostgreSQL engine keeps its rows (they are its only copy).
+macro_rules! retiring_engines {
+    ($($engine:ident => $module:ident),* $(,)?) => {
+        $(
+            mod $module {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn a_retired_sale_is_forgotten() {
+                    let harness = crate::harness::$engine().await;
+                    crate::suite::a_retired_sale_is_forgotten(&harness).await;
+                }
+            }
+        )*
+    };
+}
+
+retiring_engines!(memory => memory_retire, redis => redis_retire);

@@ -761,3 +761,42 @@ pub async fn epochs_fence_purchases_releases_and_rebuilds(h: &Harness) {
     );
     assert_eq!(e.epoch(&sale("no-such-sale")).await.unwrap(), None);
 }
+
+/// `retire` with zero drops the sale's state (the engine answers as for a
+/// sale it never had); other sales are untouched.
+pub async fn a_retired_sale_is_forgotten(h: &Harness) {
+    let engine = h.engine.as_ref();
+    engine.create_sale(&spec("gone", 10, 2)).await.unwrap();
+    engine.create_sale(&spec("kept", 10, 2)).await.unwrap();
+    assert!(matches!(
+        buy(engine, "gone", "alice", 1).await,
+        PurchaseOutcome::Purchased { .. }
+    ));
+    engine
+        .retire(&sale("gone"), std::time::Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert!(
+        engine.snapshot(&sale("gone")).await.unwrap().is_some(),
+        "a sale retired later is still there"
+    );
+    engine
+        .retire(&sale("gone"), std::time::Duration::ZERO)
+        .await
+        .unwrap();
+    assert!(engine.snapshot(&sale("gone")).await.unwrap().is_none());
+    assert!(engine.outbox(&sale("gone")).await.unwrap().is_empty());
+    assert_eq!(
+        buy(engine, "gone", "bob", 1).await,
+        PurchaseOutcome::UnknownSale
+    );
+    assert_eq!(
+        engine
+            .snapshot(&sale("kept"))
+            .await
+            .unwrap()
+            .unwrap()
+            .remaining,
+        10
+    );
+}

@@ -5,6 +5,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use stockade_core::sale::Window;
 use stockade_core::{CreateOutcome, EngineError, Epoch, SaleId, SaleSnapshot, SaleSpec};
 
 use super::auth::Admin;
@@ -192,6 +193,9 @@ pub(crate) async fn snapshot_and_store_left(
     {
         match engine.snapshot(id).await {
             Ok(Some(snapshot)) => return Ok(Some((snapshot, store_left))),
+            // An ended sale the engine let go (see `retirement`) stays
+            // gone: it sells nothing, the store answers for it.
+            Ok(None) if current.spec.window_at(state.clock().now()) == Window::Ended => {}
             Ok(None) => request_rebuild(state, id, current.epoch, "engine_lost_sale"),
             // Unreachable: the store's numbers are the truth anyway.
             Err(error) => {

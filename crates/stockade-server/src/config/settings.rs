@@ -164,6 +164,12 @@ pub const SETTINGS: &[Setting] = &[
         "900",
     ),
     setting(
+        "ended_sale_retention_s",
+        Some("--ended-sale-retention-s"),
+        "STOCKADE_ENDED_SALE_RETENTION_S",
+        "86400",
+    ),
+    setting(
         "admission_secret",
         None,
         "STOCKADE_ADMISSION_SECRET",

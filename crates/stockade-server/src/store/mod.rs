@@ -25,6 +25,7 @@ mod bulk;
 pub mod engine_views;
 pub mod holds;
 pub mod releases;
+mod retirement;
 mod waiting_rooms;
 
 use std::str::FromStr;

@@ -305,4 +305,12 @@ impl QueueBackend for MemoryQueues {
         self.registered.lock().remove(sale);
         Ok(())
     }
+
+    async fn forget(&self, sale: &SaleId, after: std::time::Duration) -> Result<(), QueueError> {
+        if after.is_zero() {
+            self.registered.lock().remove(sale);
+            self.rooms.lock().remove(sale);
+        }
+        Ok(())
+    }
 }

@@ -355,6 +355,12 @@ pub trait QueueBackend: Send + Sync + fmt::Debug {
 
     /// Stops ticking `sale` (its queue closed for good).
     async fn retire(&self, sale: &SaleId) -> Result<(), QueueError>;
+
+    /// Lets the queue of an ended sale go `after` from now (zero: at once):
+    /// its tickets then read as unknown. In Redis every key of the queue
+    /// gets that time to live; in memory the room is dropped when called
+    /// with zero.
+    async fn forget(&self, sale: &SaleId, after: std::time::Duration) -> Result<(), QueueError>;
 }
 
 #[cfg(test)]

@@ -302,6 +302,25 @@ impl QueueBackend for RedisQueues {
             .collect())
     }
 
+    async fn forget(&self, sale: &SaleId, after: std::time::Duration) -> Result<(), QueueError> {
+        let ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+        self.retire(sale).await?;
+        // One pipeline over the queue's keys, which share one hash tag.
+        let mut pipe = redis::pipe();
+        for key in &self.keys(sale).0 {
+            if ms == 0 {
+                pipe.unlink(key).ignore();
+            } else {
+                pipe.pexpire(key, ms as i64).ignore();
+            }
+        }
+        let () = pipe
+            .query_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)?;
+        Ok(())
+    }
+
     async fn retire(&self, sale: &SaleId) -> Result<(), QueueError> {
         let _: i64 = self
             .connection

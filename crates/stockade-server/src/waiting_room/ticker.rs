@@ -2,6 +2,7 @@
 //! atomic backend step, so several tickers admit at the room's rate
 //! together (the rate credit is kept by time in the room, not per ticker).
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use stockade_core::SaleId;
@@ -12,24 +13,33 @@ use crate::state::AppState;
 /// How often rooms are ticked (also at once when stock comes back here).
 pub const TICK_INTERVAL: Duration = Duration::from_millis(100);
 
+/// A room closed as sold out is ticked once in this many rounds (and at
+/// once when stock comes back on this instance): it admits nobody, and a
+/// cancel elsewhere reopens it within a second.
+const SOLD_OUT_EVERY: u64 = 10;
+
 /// Ticks every room until the task is aborted.
 pub async fn run_forever(state: AppState) {
     let mut interval = tokio::time::interval(TICK_INTERVAL);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sold_out = HashSet::new();
+    let mut round = 0u64;
     loop {
-        tokio::select! {
-            _ = interval.tick() => {}
-            () = state.waiting_rooms().woken() => {}
-        }
+        let woken = tokio::select! {
+            _ = interval.tick() => false,
+            () = state.waiting_rooms().woken() => true,
+        };
         if state.is_stopping() {
             return;
         }
-        tick_all(&state).await;
+        round += 1;
+        let everyone = woken || round % SOLD_OUT_EVERY == 0;
+        tick_all(&state, &mut sold_out, everyone).await;
     }
 }
 
-/// One tick of every listed room.
-pub async fn tick_all(state: &AppState) {
+/// One tick of every listed room; rooms in `sold_out` only if `everyone`.
+async fn tick_all(state: &AppState, sold_out: &mut HashSet<SaleId>, everyone: bool) {
     let sales = match state.waiting_rooms().backend().rooms().await {
         Ok(sales) => sales,
         Err(error) => {
@@ -37,14 +47,25 @@ pub async fn tick_all(state: &AppState) {
             return;
         }
     };
+    sold_out.retain(|sale| sales.contains(sale));
     for sale in sales {
-        if let Err(error) = tick_sale(state, &sale).await {
-            tracing::warn!(%error, %sale, "waiting room tick failed");
+        if !everyone && sold_out.contains(&sale) {
+            continue;
+        }
+        match tick_sale(state, &sale).await {
+            Ok(Some(CloseReason::SoldOut)) => {
+                sold_out.insert(sale);
+            }
+            Ok(_) => {
+                sold_out.remove(&sale);
+            }
+            Err(error) => tracing::warn!(%error, %sale, "waiting room tick failed"),
         }
     }
 }
 
-async fn tick_sale(state: &AppState, sale: &SaleId) -> Result<(), String> {
+/// One tick of the room; why it is closed after it, if it is.
+async fn tick_sale(state: &AppState, sale: &SaleId) -> Result<Option<CloseReason>, String> {
     let rooms = state.waiting_rooms();
     let lookup = rooms
         .lookup(state.store(), sale)
@@ -52,11 +73,12 @@ async fn tick_sale(state: &AppState, sale: &SaleId) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let RoomLookup::Room(room) = lookup else {
         // Listed by an older deployment of this store, or not a room.
-        return rooms
+        rooms
             .backend()
             .retire(sale)
             .await
-            .map_err(|e| e.to_string());
+            .map_err(|e| e.to_string())?;
+        return Ok(None);
     };
     // Used admissions first, then the stock: see the module docs of
     // `waiting_room` (a stale stock figure can only admit fewer).
@@ -69,7 +91,7 @@ async fn tick_sale(state: &AppState, sale: &SaleId) -> Result<(), String> {
         .await
         .map_err(|e| format!("{e:?}"))?
     else {
-        return Ok(());
+        return Ok(None);
     };
     let now = state.clock().now();
     let tick = Tick {
@@ -104,5 +126,5 @@ async fn tick_sale(state: &AppState, sale: &SaleId) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())?;
     }
-    Ok(())
+    Ok(report.closed)
 }
