@@ -104,9 +104,17 @@ async fn a_buyer_cannot_confirm_their_own_hold_and_the_payment_service_can() {
 
     // The payment service: confirmed; again: the same, nothing changes.
     let (status, body) = confirm(&server, &order, Some(PAYMENTS)).await;
-    assert_eq!((status, body["status"].as_str()), (200, Some("confirmed")), "{body}");
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("confirmed")),
+        "{body}"
+    );
     let (status, body) = confirm(&server, &order, Some(PAYMENTS)).await;
-    assert_eq!((status, body["status"].as_str()), (200, Some("confirmed")), "{body}");
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("confirmed")),
+        "{body}"
+    );
     // The admin token confirms too.
     let other = {
         let (status, order) = split(
@@ -124,7 +132,11 @@ async fn a_buyer_cannot_confirm_their_own_hold_and_the_payment_service_can() {
         order["order_id"].as_str().unwrap().to_owned()
     };
     let (status, body) = confirm(&server, &other, Some(TOKEN)).await;
-    assert_eq!((status, body["status"].as_str()), (200, Some("confirmed")), "{body}");
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("confirmed")),
+        "{body}"
+    );
 }
 
 /// With identity off anyone could name any buyer: a confirm needs the
@@ -147,7 +159,11 @@ async fn with_identity_off_a_confirm_still_needs_the_payments_token() {
     assert_eq!(status_of(&server, &order).await, "held");
     // The token read from the file (its trailing newline dropped).
     let (status, body) = confirm(&server, &order, Some(PAYMENTS)).await;
-    assert_eq!((status, body["status"].as_str()), (200, Some("confirmed")), "{body}");
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("confirmed")),
+        "{body}"
+    );
 }
 
 /// No payments token configured: only the admin confirms.
@@ -168,5 +184,9 @@ async fn without_a_payments_token_only_the_admin_confirms() {
     }
     assert_eq!(status_of(&server, &order).await, "held");
     let (status, body) = confirm(&server, &order, Some(TOKEN)).await;
-    assert_eq!((status, body["status"].as_str()), (200, Some("confirmed")), "{body}");
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("confirmed")),
+        "{body}"
+    );
 }

@@ -152,8 +152,8 @@ async fn login(client: &reqwest::Client, server: &TestServer, token: &str) -> re
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_login_is_rate_limited_per_client() {
     let clock = ManualClock::new(Utc::now());
-    let server = TestServer::start_with_env(Setup::Embedded, Arc::new(clock.clone()), &[], |_| {})
-        .await;
+    let server =
+        TestServer::start_with_env(Setup::Embedded, Arc::new(clock.clone()), &[], |_| {}).await;
     let guesser = client_from("127.0.0.1");
     for attempt in 1..=5 {
         let answer = login(&guesser, &server, &format!("guess-number-{attempt}")).await;
@@ -230,7 +230,14 @@ async fn readyz_names_what_is_down_without_error_text() {
     assert_eq!(body["ready"], false, "{body}");
     assert_eq!(body["down"], json!(["engine"]), "{body}");
     let text = body.to_string().to_ascii_lowercase();
-    for leak in ["refused", "error", "redis://", "127.0.0.1", "os error", "timed out"] {
+    for leak in [
+        "refused",
+        "error",
+        "redis://",
+        "127.0.0.1",
+        "os error",
+        "timed out",
+    ] {
         assert!(!text.contains(leak), "{leak:?} in {body}");
     }
 }
@@ -244,7 +251,9 @@ fn assert_guarded(what: &str, response: &reqwest::Response) {
         .unwrap();
     assert!(csp.contains("frame-ancestors 'none'"), "{what}: {csp}");
     assert_eq!(
-        headers.get("x-content-type-options").map(|v| v.to_str().unwrap()),
+        headers
+            .get("x-content-type-options")
+            .map(|v| v.to_str().unwrap()),
         Some("nosniff"),
         "{what}"
     );

@@ -777,5 +777,8 @@ async fn an_admission_buys_exactly_once(front: Front) {
     let (status, body) = common::split(keyed(0, "bob-2").send().await.unwrap()).await;
     assert_eq!((status, code(&body)), (403, "admission_spent"), "{body}");
     let (_, sale) = front.get(0, "/v1/sales/once").await;
-    assert_eq!(sale["remaining"], 19, "alice's item came back, bob's sold: {sale}");
+    assert_eq!(
+        sale["remaining"], 19,
+        "alice's item came back, bob's sold: {sale}"
+    );
 }

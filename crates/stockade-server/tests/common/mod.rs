@@ -98,12 +98,9 @@ pub fn config_with_env(
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
-    let env = RawConfig::from_env(|name| {
-        vars.iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    })
-    .unwrap();
+    let env =
+        RawConfig::from_env(|name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+            .unwrap();
     ServerConfig::resolve(
         RawConfig {
             listen: Some("127.0.0.1:0".into()),
@@ -309,6 +306,20 @@ impl TestServer {
         split(
             self.client
                 .get(self.at(path))
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    /// Confirms an order as the payment service would (the admin token
+    /// stands in for the payments token: both may confirm).
+    pub async fn confirm(&self, order_id: &str) -> (u16, Value) {
+        split(
+            self.client
+                .post(self.at(&format!("/v1/orders/{order_id}/confirm")))
                 .bearer_auth(TOKEN)
                 .send()
                 .await
