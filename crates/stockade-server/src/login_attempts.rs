@@ -8,21 +8,34 @@
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use dashmap::DashMap;
 
 /// Failures allowed in a window.
 pub const MAX_FAILURES: usize = 5;
 /// The window.
 pub const WINDOW: Duration = Duration::from_secs(60);
-/// The most clients remembered; past it, the ones whose failures are all
-/// older than a window go first (then anyone: a flood of addresses must
-/// not grow memory).
+/// The most clients remembered (a bounded S3-FIFO cache: a flood of
+/// addresses cannot grow memory, and evicts the clients seen once first).
 pub const MAX_CLIENTS: usize = 10_000;
 
 /// Recent failed logins by client.
-#[derive(Debug, Default)]
 pub struct LoginAttempts {
-    failures: DashMap<String, Vec<DateTime<Utc>>>,
+    failures: quick_cache::sync::Cache<String, Vec<DateTime<Utc>>>,
+}
+
+impl std::fmt::Debug for LoginAttempts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoginAttempts")
+            .field("clients", &self.failures.len())
+            .finish()
+    }
+}
+
+impl Default for LoginAttempts {
+    fn default() -> Self {
+        Self {
+            failures: quick_cache::sync::Cache::new(MAX_CLIENTS),
+        }
+    }
 }
 
 fn window() -> TimeDelta {
@@ -52,20 +65,12 @@ impl LoginAttempts {
 
     /// Records a failed login of `client` at `now`.
     pub fn failed(&self, client: &str, now: DateTime<Utc>) {
-        if self.failures.len() >= MAX_CLIENTS && !self.failures.contains_key(client) {
-            self.failures
-                .retain(|_, at| at.iter().any(|at| now - *at < window()));
-            if self.failures.len() >= MAX_CLIENTS
-                && let Some(any) = self.failures.iter().next().map(|e| e.key().clone())
-            {
-                self.failures.remove(&any);
-            }
-        }
-        let mut failures = self.failures.entry(client.to_owned()).or_default();
+        let mut failures = self.failures.get(client).unwrap_or_default();
         failures.retain(|at| now - *at < window());
         failures.push(now);
         let excess = failures.len().saturating_sub(MAX_FAILURES);
         failures.drain(..excess);
+        self.failures.insert(client.to_owned(), failures);
     }
 
     /// A successful login forgets the client's failures.

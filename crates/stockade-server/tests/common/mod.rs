@@ -316,7 +316,7 @@ impl TestServer {
 
     /// Confirms an order as the payment service would (the admin token
     /// stands in for the payments token: both may confirm).
-    pub async fn confirm(&self, order_id: &str) -> (u16, Value) {
+    pub async fn confirm(&self, order_id: impl std::fmt::Display) -> (u16, Value) {
         split(
             self.client
                 .post(self.at(&format!("/v1/orders/{order_id}/confirm")))
