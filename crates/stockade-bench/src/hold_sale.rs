@@ -25,6 +25,9 @@ pub struct HoldSaleConfig {
     pub url: String,
     /// Its admin token (creates the sale, lists its orders).
     pub admin_token: String,
+    /// The payment service's token (`STOCKADE_PAYMENTS_TOKEN`): the
+    /// simulated payments confirm held orders with it.
+    pub payments_token: String,
     /// The sale id.
     pub sale: String,
     /// Items on sale.
@@ -161,7 +164,7 @@ pub async fn run(
     let answers = futures::stream::iter(buyers)
         .map(|(buyer, pays, after)| {
             let pay_after = pays.then_some(after);
-            buy_then_pay(&client, &base, &config.sale, buyer, pay_after, &progress)
+            buy_then_pay(&client, &base, config, buyer, pay_after, &progress)
         })
         .buffer_unordered(config.concurrency)
         .collect::<Vec<_>>()
@@ -194,7 +197,7 @@ pub async fn run(
             buy_then_pay(
                 &client,
                 &base,
-                &config.sale,
+                config,
                 buyer,
                 Some(Duration::ZERO),
                 &progress,
@@ -266,12 +269,12 @@ pub async fn run(
 async fn buy_then_pay(
     client: &reqwest::Client,
     base: &str,
-    sale: &str,
+    config: &HoldSaleConfig,
     buyer: String,
     pay_after: Option<Duration>,
     progress: &Arc<dyn Fn(Phase) + Send + Sync>,
 ) -> Result<(bool, bool), LoadError> {
-    let order = buy(client, base, sale, &buyer).await;
+    let order = buy(client, base, &config.sale, &buyer).await;
     progress(Phase::Answered);
     let Some(order) = order? else {
         return Ok((false, false));
@@ -280,7 +283,7 @@ async fn buy_then_pay(
         return Ok((true, false));
     };
     tokio::time::sleep(after).await;
-    confirm(client, base, &order).await?;
+    confirm(client, base, &config.payments_token, &order).await?;
     Ok((true, true))
 }
 
@@ -335,12 +338,19 @@ async fn buy(
     ))
 }
 
-/// Pays for an order: `POST /v1/orders/{id}/confirm`, retried while the
+/// Pays for an order as the payment service does: `POST
+/// /v1/orders/{id}/confirm` with the payments token, retried while the
 /// order is still being committed.
-async fn confirm(client: &reqwest::Client, base: &str, order: &str) -> Result<(), LoadError> {
+async fn confirm(
+    client: &reqwest::Client,
+    base: &str,
+    payments_token: &str,
+    order: &str,
+) -> Result<(), LoadError> {
     for _ in 0..50 {
         let answer = client
             .post(format!("{base}/v1/orders/{order}/confirm"))
+            .bearer_auth(payments_token)
             .send()
             .await
             .map_err(service_error)?;

@@ -7,6 +7,7 @@
 //! [`settings::SETTINGS`], its variable in [`RawConfig::from_env`], its
 //! line in [`RawConfig::or`] and its check in [`ServerConfig::resolve`].
 
+pub mod access;
 pub mod settings;
 
 use std::net::SocketAddr;
@@ -44,6 +45,14 @@ pub struct RawConfig {
     pub database_url: Option<String>,
     /// `STOCKADE_ADMIN_TOKEN` (never a flag: it would show in `ps`).
     pub admin_token: Option<String>,
+    /// `--payments-token`, `STOCKADE_PAYMENTS_TOKEN`, `payments_token`:
+    /// the bearer token of the payment service, the one caller (with the
+    /// admin) that confirms held orders; at least 16 characters. Prefer the
+    /// variable or [`RawConfig::payments_token_file`]: a flag shows in `ps`.
+    pub payments_token: Option<String>,
+    /// `--payments-token-file`, `STOCKADE_PAYMENTS_TOKEN_FILE`,
+    /// `payments_token_file`: a file holding the payments token.
+    pub payments_token_file: Option<PathBuf>,
     /// `--commit-deadline-ms`, `STOCKADE_COMMIT_DEADLINE_MS`, `commit_deadline_ms`.
     pub commit_deadline_ms: Option<u64>,
     /// `--batch-max`, `STOCKADE_BATCH_MAX`, `batch_max`.
@@ -65,6 +74,9 @@ pub struct RawConfig {
     /// `--jwt-secret`, `STOCKADE_JWT_SECRET`, `jwt_secret`: buyers prove
     /// who they are with HS256 JWTs signed with this secret (32+ bytes).
     pub jwt_secret: Option<String>,
+    /// `--jwt-secret-file`, `STOCKADE_JWT_SECRET_FILE`, `jwt_secret_file`:
+    /// a file holding the HS256 secret (instead of `--jwt-secret`).
+    pub jwt_secret_file: Option<PathBuf>,
     /// `--jwt-public-key`, `STOCKADE_JWT_PUBLIC_KEY`, `jwt_public_key`: a
     /// PEM file; buyers' JWTs are RS256 (RSA key) or ES256 (EC P-256 key).
     pub jwt_public_key: Option<PathBuf>,
@@ -106,6 +118,14 @@ pub struct RawConfig {
     /// `--max-connections`, `STOCKADE_MAX_CONNECTIONS`, `max_connections`:
     /// open connections at most; one more is answered 503 and closed at once.
     pub max_connections: Option<u64>,
+    /// `--max-connections-per-client`, `STOCKADE_MAX_CONNECTIONS_PER_CLIENT`,
+    /// `max_connections_per_client`: open connections of one client address
+    /// at most (trusted proxies and the admin exempt).
+    pub max_connections_per_client: Option<u64>,
+    /// `--public-url`, `STOCKADE_PUBLIC_URL`, `public_url`: the address
+    /// browsers reach the service at; `https://` marks the dashboard's
+    /// session cookie `Secure`.
+    pub public_url: Option<String>,
     /// `--shutdown-timeout-ms`, `STOCKADE_SHUTDOWN_TIMEOUT_MS`,
     /// `shutdown_timeout_ms`: how long a shutdown waits for requests in
     /// flight before closing every connection.
@@ -171,6 +191,8 @@ impl RawConfig {
             redis_key_prefix: lookup("STOCKADE_REDIS_KEY_PREFIX"),
             database_url: lookup("STOCKADE_DATABASE_URL"),
             admin_token: lookup("STOCKADE_ADMIN_TOKEN"),
+            payments_token: lookup("STOCKADE_PAYMENTS_TOKEN"),
+            payments_token_file: lookup("STOCKADE_PAYMENTS_TOKEN_FILE").map(PathBuf::from),
             commit_deadline_ms: number("STOCKADE_COMMIT_DEADLINE_MS")?,
             batch_max: number("STOCKADE_BATCH_MAX")?.map(|n| n as usize),
             batch_delay_ms: number("STOCKADE_BATCH_DELAY_MS")?,
@@ -178,6 +200,7 @@ impl RawConfig {
             rejection_ttl_ms: number("STOCKADE_REJECTION_TTL_MS")?,
             max_purchases_in_flight: number("STOCKADE_MAX_PURCHASES_IN_FLIGHT")?,
             jwt_secret: lookup("STOCKADE_JWT_SECRET"),
+            jwt_secret_file: lookup("STOCKADE_JWT_SECRET_FILE").map(PathBuf::from),
             jwt_public_key: lookup("STOCKADE_JWT_PUBLIC_KEY").map(PathBuf::from),
             jwt_issuer: lookup("STOCKADE_JWT_ISSUER"),
             jwt_audience: lookup("STOCKADE_JWT_AUDIENCE"),
@@ -190,6 +213,8 @@ impl RawConfig {
             header_read_timeout_ms: number("STOCKADE_HEADER_READ_TIMEOUT_MS")?,
             idle_timeout_ms: number("STOCKADE_IDLE_TIMEOUT_MS")?,
             max_connections: number("STOCKADE_MAX_CONNECTIONS")?,
+            max_connections_per_client: number("STOCKADE_MAX_CONNECTIONS_PER_CLIENT")?,
+            public_url: lookup("STOCKADE_PUBLIC_URL"),
             shutdown_timeout_ms: number("STOCKADE_SHUTDOWN_TIMEOUT_MS")?,
             log_format: lookup("STOCKADE_LOG_FORMAT"),
             dashboard_session_ttl_s: number("STOCKADE_DASHBOARD_SESSION_TTL_S")?,
@@ -224,6 +249,8 @@ impl RawConfig {
             redis_key_prefix: self.redis_key_prefix.or(lower.redis_key_prefix),
             database_url: self.database_url.or(lower.database_url),
             admin_token: self.admin_token.or(lower.admin_token),
+            payments_token: self.payments_token.or(lower.payments_token),
+            payments_token_file: self.payments_token_file.or(lower.payments_token_file),
             commit_deadline_ms: self.commit_deadline_ms.or(lower.commit_deadline_ms),
             batch_max: self.batch_max.or(lower.batch_max),
             batch_delay_ms: self.batch_delay_ms.or(lower.batch_delay_ms),
@@ -233,6 +260,7 @@ impl RawConfig {
                 .max_purchases_in_flight
                 .or(lower.max_purchases_in_flight),
             jwt_secret: self.jwt_secret.or(lower.jwt_secret),
+            jwt_secret_file: self.jwt_secret_file.or(lower.jwt_secret_file),
             jwt_public_key: self.jwt_public_key.or(lower.jwt_public_key),
             jwt_issuer: self.jwt_issuer.or(lower.jwt_issuer),
             jwt_audience: self.jwt_audience.or(lower.jwt_audience),
@@ -245,6 +273,10 @@ impl RawConfig {
             header_read_timeout_ms: self.header_read_timeout_ms.or(lower.header_read_timeout_ms),
             idle_timeout_ms: self.idle_timeout_ms.or(lower.idle_timeout_ms),
             max_connections: self.max_connections.or(lower.max_connections),
+            max_connections_per_client: self
+                .max_connections_per_client
+                .or(lower.max_connections_per_client),
+            public_url: self.public_url.or(lower.public_url),
             shutdown_timeout_ms: self.shutdown_timeout_ms.or(lower.shutdown_timeout_ms),
             log_format: self.log_format.or(lower.log_format),
             dashboard_session_ttl_s: self
@@ -421,6 +453,10 @@ pub struct ServerConfig {
     pub store: StoreLocation,
     /// The admin token.
     pub admin: AdminToken,
+    /// The payment service's token (None: only the admin confirms).
+    pub payments_token: Option<access::PaymentsToken>,
+    /// Where browsers reach the service, if configured.
+    pub public_url: Option<access::PublicUrl>,
     /// How long a purchase waits for its commit before answering 202.
     pub commit_deadline: Duration,
     /// Group-commit batching.
@@ -473,6 +509,8 @@ impl ServerConfig {
             .or(file.map(|(_, raw)| raw).unwrap_or_default());
         let bad = |key: &str, reason: String| invalid(&sources.name(key), reason);
         let identity = resolve_identity(&raw, &sources)?;
+        let payments_token = access::resolve_payments_token(&raw, &sources)?;
+        let public_url = access::resolve_public_url(&raw, &sources)?;
         let rate_limits = resolve_rate_limits(&raw, &sources)?;
 
         let listen_text = raw
@@ -655,6 +693,8 @@ impl ServerConfig {
             fallback,
             store,
             admin,
+            payments_token,
+            public_url,
             commit_deadline,
             writer: WriterConfig {
                 max_batch,
@@ -681,7 +721,12 @@ impl ServerConfig {
 /// `--jwt-*`: identity is on when a secret or a public key is given.
 fn resolve_identity(raw: &RawConfig, sources: &Sources) -> Result<Option<Identity>, ConfigError> {
     let bad = |key: &str, reason: String| invalid(&sources.name(key), reason);
-    let secret = raw.jwt_secret.as_deref().filter(|s| !s.is_empty());
+    // The secret, and the setting it came from (the flag or the file).
+    let secret = access::jwt_secret(raw, sources)?;
+    let (secret, secret_key) = match &secret {
+        Some((secret, key)) => (Some(secret.as_str()), *key),
+        None => (None, "jwt_secret"),
+    };
     let key_file = raw
         .jwt_public_key
         .as_deref()
@@ -690,7 +735,7 @@ fn resolve_identity(raw: &RawConfig, sources: &Sources) -> Result<Option<Identit
     let audience = raw.jwt_audience.as_deref().filter(|s| !s.is_empty());
     match (secret, key_file) {
         (Some(_), Some(_)) => Err(bad(
-            "jwt_secret",
+            secret_key,
             format!(
                 "give either a secret (HS256) or {} (RS256/ES256), not both",
                 sources.name("jwt_public_key")
@@ -698,7 +743,7 @@ fn resolve_identity(raw: &RawConfig, sources: &Sources) -> Result<Option<Identit
         )),
         (Some(secret), None) => Identity::hs256(secret.as_bytes(), issuer, audience)
             .map(Some)
-            .map_err(|reason| bad("jwt_secret", reason.to_string())),
+            .map_err(|reason| bad(secret_key, reason.to_string())),
         (None, Some(path)) => {
             let pem = std::fs::read(path).map_err(|e| {
                 bad(
@@ -820,10 +865,20 @@ fn resolve_http(
             n as usize
         }
     };
+    let max_connections_per_client = raw
+        .max_connections_per_client
+        .unwrap_or(crate::client_cap::DEFAULT_PER_CLIENT as u64);
+    if !(1..=1_000_000).contains(&max_connections_per_client) {
+        return Err(bad(
+            "max_connections_per_client",
+            format!("must be between 1 and 1000000 (it is {max_connections_per_client})"),
+        ));
+    }
     Ok(HttpLimits {
         header_read_timeout,
         idle_timeout,
         max_connections,
+        max_connections_per_client: max_connections_per_client as usize,
         shutdown_timeout,
     })
 }
@@ -1024,6 +1079,8 @@ mod tests {
         ("redis_key_prefix", "\"shop:{a}\""),
         ("database_url", "\"mysql://db\""),
         ("admin_token", "\"short\""),
+        ("payments_token", "\"short\""),
+        ("payments_token_file", "\"/nonexistent/payments-token\""),
         ("commit_deadline_ms", "0"),
         ("batch_max", "0"),
         ("batch_delay_ms", "5000"),
@@ -1034,9 +1091,12 @@ mod tests {
         ("header_read_timeout_ms", "0"),
         ("idle_timeout_ms", "0"),
         ("max_connections", "0"),
+        ("max_connections_per_client", "0"),
+        ("public_url", "\"shop.example\""),
         ("shutdown_timeout_ms", "1"),
         ("log_format", "\"xml\""),
         ("jwt_secret", "\"short\""),
+        ("jwt_secret_file", "\"/nonexistent/jwt-secret\""),
         ("jwt_public_key", "\"/nonexistent/key.pem\""),
         ("jwt_issuer", "\"https://issuer.example\""),
         ("jwt_audience", "\"stockade\""),

@@ -49,10 +49,12 @@
 pub mod activity;
 pub mod api;
 pub mod breaker;
+pub mod client_cap;
 pub mod config;
 pub mod holds;
 pub mod journal;
 pub mod listener;
+pub mod login_attempts;
 pub mod metrics;
 pub mod rate_limit;
 pub mod recovery;
@@ -289,6 +291,11 @@ impl Service {
             queue,
             clock,
             admin_token: config.admin.token.clone(),
+            payments_token: config
+                .payments_token
+                .as_ref()
+                .map(|t| t.as_str().to_owned()),
+            secure_cookies: config.public_url.as_ref().is_some_and(|u| u.is_https()),
             commit_deadline: config.commit_deadline,
             rejection_ttl: config.rejection_ttl,
             max_purchases_in_flight: config.max_purchases_in_flight,
@@ -341,7 +348,12 @@ impl Service {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
-        let served = listener::serve(listener, self.router(), self.http, shutdown).await;
+        let clients = client_cap::ClientCap::new(
+            self.http.max_connections_per_client,
+            self.state.rate_limiter().limits().trusted_proxies.clone(),
+            self.state.admin_token().to_owned(),
+        );
+        let served = listener::serve(listener, self.router(), self.http, clients, shutdown).await;
         self.stop().await;
         Ok(served?)
     }

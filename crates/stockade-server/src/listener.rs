@@ -4,6 +4,8 @@
 //! - a cap on open connections ([`HttpLimits::max_connections`]): one more
 //!   is answered `503` with `Retry-After: 1` and closed at once, so the
 //!   process never runs out of file descriptors;
+//! - a cap on each client's connections ([`crate::client_cap`]), so one
+//!   client cannot hold them all;
 //! - a header-read timeout: a client that has not sent a whole request head
 //!   this long after it connected (or after its previous response), or then
 //!   the whole body the head announced within the same time, is
@@ -42,6 +44,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
+use crate::client_cap::{Admission as ClientAdmission, ClientCap, Slot};
+
 /// File descriptors kept out of the connection cap's default and bound:
 /// the store's pool, Redis connections, the listener, logs, the SQLite
 /// files.
@@ -61,6 +65,8 @@ pub struct HttpLimits {
     pub idle_timeout: Duration,
     /// Open connections at most.
     pub max_connections: usize,
+    /// Open connections of one client address at most.
+    pub max_connections_per_client: usize,
     /// How long a shutdown waits for requests in flight.
     pub shutdown_timeout: Duration,
 }
@@ -86,6 +92,7 @@ impl Default for HttpLimits {
             header_read_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(75),
             max_connections: Self::default_max_connections(open_file_limit()),
+            max_connections_per_client: crate::client_cap::DEFAULT_PER_CLIENT,
             shutdown_timeout: Duration::from_secs(10),
         }
     }
@@ -124,12 +131,14 @@ content-length: 94\r\n\
 \r\n\
 {\"error\":{\"code\":\"too_many_connections\",\"message\":\"too many open connections; retry shortly\"}}";
 
-/// Serves `router` on `listener` under `limits` until `shutdown` completes,
-/// then shuts down within [`HttpLimits::shutdown_timeout`].
+/// Serves `router` on `listener` under `limits` (each client's connections
+/// counted by `clients`) until `shutdown` completes, then shuts down within
+/// [`HttpLimits::shutdown_timeout`].
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: HttpLimits,
+    clients: Arc<ClientCap>,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let permits = Arc::new(Semaphore::new(limits.max_connections));
@@ -165,13 +174,27 @@ pub async fn serve(
             refuse(stream);
             continue;
         };
+        let client = match clients.admit(peer.ip()) {
+            ClientAdmission::Counted(slot) => (slot, None),
+            ClientAdmission::Probation(slot) => (slot, Some(Arc::clone(&clients))),
+            ClientAdmission::Refused => {
+                tracing::warn!(
+                    %peer,
+                    most = clients.most(),
+                    "a client is over its connection cap; refusing (--max-connections-per-client)"
+                );
+                refuse(stream);
+                continue;
+            }
+        };
         let _ = stream.set_nodelay(true);
         connections.spawn(connection(
             stream,
             peer,
             router.clone(),
             limits,
-            permit,
+            (permit, client.0),
+            client.1,
             stopping.clone(),
             closing.clone(),
         ));
@@ -208,6 +231,23 @@ fn every_ten_seconds(last: &mut Option<Instant>) -> bool {
     true
 }
 
+/// The answer to a request on a connection over its client's cap; the
+/// connection closes after it.
+fn over_cap() -> axum::response::Response {
+    let mut response =
+        axum::response::Response::new(axum::body::Body::from(crate::client_cap::OVER_CAP_BODY));
+    *response.status_mut() = axum::http::StatusCode::SERVICE_UNAVAILABLE;
+    let headers = response.headers_mut();
+    for (name, value) in [
+        ("content-type", "application/json"),
+        ("retry-after", "1"),
+        ("connection", "close"),
+    ] {
+        headers.insert(name, axum::http::HeaderValue::from_static(value));
+    }
+    response
+}
+
 /// Answers a connection over the cap without reading it, and closes it.
 fn refuse(stream: TcpStream) {
     // The socket's send buffer is empty: the answer fits without waiting.
@@ -218,13 +258,17 @@ fn refuse(stream: TcpStream) {
 }
 
 /// Serves one connection until the client closes it, a timeout closes it,
-/// or the shutdown does.
+/// or the shutdown does. On `probation` (its client is over its cap) only
+/// admin requests are served; anything else is refused and the connection
+/// closed.
+#[allow(clippy::too_many_arguments)]
 async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
     router: Router,
     limits: HttpLimits,
-    _permit: OwnedSemaphorePermit,
+    _places: (OwnedSemaphorePermit, Slot),
+    probation: Option<Arc<ClientCap>>,
     stopping: CancellationToken,
     closing: CancellationToken,
 ) {
@@ -244,8 +288,18 @@ async fn connection(
             received: !body_pending,
         });
         request.extensions_mut().insert(ConnectInfo(peer));
-        let response = router.clone().oneshot(request);
+        let refused = probation
+            .as_ref()
+            .is_some_and(|cap| !cap.is_admin(request.headers()));
+        let response = (!refused).then(|| router.clone().oneshot(request));
         async move {
+            let Some(response) = response else {
+                tracing::debug!(%peer, "a request over its client's connection cap refused");
+                return Ok(over_cap().map(|body| TrackedBody {
+                    inner: body,
+                    _busy: busy,
+                }));
+            };
             // Busy until the whole body is written: a streamed answer
             // (server-sent events) is not idle while it streams.
             let response = response.await;

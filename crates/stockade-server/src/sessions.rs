@@ -5,11 +5,17 @@
 //! cookie), never the token. Sessions end at their expiry or on logout, and
 //! a restart ends them all. Time comes from the service's [`Clock`], so
 //! expiry is tested without sleeping.
+//!
+//! Sessions are kept under the SHA-256 digest of their id, never the id:
+//! a lookup's timing can reveal at most a prefix of a digest, which says
+//! nothing about any id (the map-lookup form of a constant-time compare),
+//! and a memory dump holds no usable session.
 
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use dashmap::DashMap;
+use sha2::{Digest, Sha256};
 
 /// The most sessions kept at once; the oldest goes when a login needs room.
 pub const MAX_SESSIONS: usize = 1_000;
@@ -18,7 +24,12 @@ pub const MAX_SESSIONS: usize = 1_000;
 #[derive(Debug)]
 pub struct Sessions {
     ttl: Duration,
-    live: DashMap<String, DateTime<Utc>>,
+    /// Expiry by the SHA-256 digest of the session id.
+    live: DashMap<[u8; 32], DateTime<Utc>>,
+}
+
+fn digest(id: &str) -> [u8; 32] {
+    Sha256::digest(id.as_bytes()).into()
 }
 
 impl Sessions {
@@ -43,7 +54,7 @@ impl Sessions {
                 .live
                 .iter()
                 .min_by_key(|entry| *entry.value())
-                .map(|entry| entry.key().clone());
+                .map(|entry| *entry.key());
             match oldest {
                 Some(id) => self.live.remove(&id),
                 None => break,
@@ -51,17 +62,18 @@ impl Sessions {
         }
         let id = new_id();
         let expires = now + TimeDelta::from_std(self.ttl).unwrap_or(TimeDelta::hours(8));
-        self.live.insert(id.clone(), expires);
+        self.live.insert(digest(&id), expires);
         id
     }
 
     /// Whether `id` names a session that has not expired at `now`; an
     /// expired one is forgotten.
     pub fn is_valid(&self, id: &str, now: DateTime<Utc>) -> bool {
-        match self.live.get(id).map(|e| *e) {
+        let key = digest(id);
+        match self.live.get(&key).map(|e| *e) {
             Some(expires) if expires > now => true,
             Some(_) => {
-                self.live.remove(id);
+                self.live.remove(&key);
                 false
             }
             None => false,
@@ -70,7 +82,7 @@ impl Sessions {
 
     /// Ends a session (logout).
     pub fn close(&self, id: &str) {
-        self.live.remove(id);
+        self.live.remove(&digest(id));
     }
 
     /// How many sessions are kept.

@@ -11,6 +11,7 @@ use stockade_lock::Locks;
 use crate::api::identity::Identity;
 use crate::breaker::CircuitBreaker;
 use crate::journal::IntakeJournal;
+use crate::login_attempts::LoginAttempts;
 use crate::rate_limit::RateLimiter;
 use crate::rejections::Rejections;
 use crate::routing::Routing;
@@ -33,6 +34,8 @@ struct Inner {
     queue: CommitQueue,
     clock: Arc<dyn Clock>,
     admin_token: String,
+    payments_token: Option<String>,
+    secure_cookies: bool,
     commit_deadline: Duration,
     locks: Option<Locks>,
     routing: Routing,
@@ -45,6 +48,7 @@ struct Inner {
     identity: Option<Identity>,
     rate_limiter: RateLimiter,
     sessions: Sessions,
+    login_attempts: LoginAttempts,
     waiting_rooms: WaitingRooms,
     journal: Option<IntakeJournal>,
 }
@@ -79,6 +83,11 @@ pub struct StateParts {
     pub clock: Arc<dyn Clock>,
     /// The admin bearer token.
     pub admin_token: String,
+    /// The payment service's bearer token (None: only the admin confirms).
+    pub payments_token: Option<String>,
+    /// Whether browsers reach the service over https (`--public-url`):
+    /// the session cookie is then `Secure`.
+    pub secure_cookies: bool,
     /// How long a purchase waits for its commit.
     pub commit_deadline: Duration,
     /// How long sold-out and unknown-sale knowledge is used (zero: never).
@@ -109,6 +118,8 @@ impl AppState {
                 queue: parts.queue,
                 clock: parts.clock,
                 admin_token: parts.admin_token,
+                payments_token: parts.payments_token,
+                secure_cookies: parts.secure_cookies,
                 commit_deadline: parts.commit_deadline,
                 locks: parts.locks,
                 routing: Routing::default(),
@@ -121,6 +132,7 @@ impl AppState {
                 identity: parts.identity,
                 rate_limiter: parts.rate_limiter,
                 sessions: Sessions::new(parts.dashboard_session_ttl),
+                login_attempts: LoginAttempts::new(),
                 waiting_rooms: parts.waiting_rooms,
                 journal: parts.journal,
             }),
@@ -186,6 +198,18 @@ impl AppState {
     /// The metrics registry.
     pub fn metrics(&self) -> &PrometheusHandle {
         &self.inner.metrics
+    }
+    /// The payment service's bearer token, if one is configured.
+    pub fn payments_token(&self) -> Option<&str> {
+        self.inner.payments_token.as_deref()
+    }
+    /// Whether the session cookie is `Secure` (an https `--public-url`).
+    pub fn secure_cookies(&self) -> bool {
+        self.inner.secure_cookies
+    }
+    /// Failed dashboard logins by client.
+    pub fn login_attempts(&self) -> &LoginAttempts {
+        &self.inner.login_attempts
     }
     /// The dashboard's login sessions.
     pub fn sessions(&self) -> &Sessions {

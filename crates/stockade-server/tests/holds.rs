@@ -76,11 +76,11 @@ async fn a_held_order_is_confirmed_once_and_stays_sold() {
         );
 
         clock.advance(TimeDelta::seconds(59));
-        let (status, confirmed) = server.post(&format!("/v1/orders/{id}/confirm")).await;
+        let (status, confirmed) = server.confirm(&id).await;
         assert_eq!(status, 200, "{setup:?}: {confirmed}");
         assert_eq!(confirmed["status"], "confirmed");
         // Again: nothing changes.
-        let (status, again) = server.post(&format!("/v1/orders/{id}/confirm")).await;
+        let (status, again) = server.confirm(&id).await;
         assert_eq!((status, &again["status"]), (200, &json!("confirmed")));
 
         // Its deadline passing changes nothing any more.
@@ -132,7 +132,7 @@ async fn an_unpaid_hold_expires_and_gives_back_stock_and_allowance() {
             let id = order["order_id"].as_str().unwrap();
             let (_, read) = server.get(&format!("/v1/orders/{id}")).await;
             assert_eq!(read["status"], "expired", "{setup:?}");
-            let (status, body) = server.post(&format!("/v1/orders/{id}/confirm")).await;
+            let (status, body) = server.confirm(&id).await;
             assert_eq!(
                 (status, &body["error"]["code"]),
                 (409, &json!("hold_expired")),
@@ -177,7 +177,7 @@ async fn a_confirm_after_the_deadline_is_refused_before_any_sweep() {
         // Exactly at the deadline the hold is over. The confirm itself
         // expires it, so answer and state agree at once.
         clock.advance(TimeDelta::seconds(5));
-        let (status, body) = server.post(&format!("/v1/orders/{id}/confirm")).await;
+        let (status, body) = server.confirm(&id).await;
         assert_eq!(
             (status, &body["error"]["code"]),
             (409, &json!("hold_expired")),
@@ -202,7 +202,7 @@ async fn a_held_order_can_be_cancelled_and_then_neither_confirmed_nor_expired() 
         let id = order["order_id"].as_str().unwrap();
         let (status, cancelled) = server.post(&format!("/v1/orders/{id}/cancel")).await;
         assert_eq!((status, &cancelled["status"]), (200, &json!("cancelled")));
-        let (status, body) = server.post(&format!("/v1/orders/{id}/confirm")).await;
+        let (status, body) = server.confirm(&id).await;
         assert_eq!(
             (status, &body["error"]["code"]),
             (409, &json!("order_cancelled")),
@@ -246,9 +246,7 @@ async fn confirm_and_expiry_racing_have_exactly_one_winner() {
                 .map(|id| {
                     let server = Arc::clone(&server);
                     let id = id.clone();
-                    tokio::spawn(
-                        async move { server.post(&format!("/v1/orders/{id}/confirm")).await },
-                    )
+                    tokio::spawn(async move { server.confirm(&id).await })
                 })
                 .collect();
             tokio::time::sleep(std::time::Duration::from_millis(5 + round * 5)).await;
@@ -348,7 +346,7 @@ async fn a_replayed_key_answers_the_held_order_with_its_current_status() {
             (&first["order_id"], &json!("held"))
         );
         let id = first["order_id"].as_str().unwrap();
-        server.post(&format!("/v1/orders/{id}/confirm")).await;
+        server.confirm(&id).await;
         let (_, replay) = server.buy("again", "ann", 1, Some("k1")).await;
         assert_eq!(replay["status"], "confirmed", "{setup:?}");
     }
@@ -377,10 +375,10 @@ async fn sales_without_holds_confirm_at_once_and_bad_hold_times_are_refused() {
     assert_eq!(order["status"], "confirmed");
     assert!(order.get("expires_at").is_none(), "{order}");
     let id = order["order_id"].as_str().unwrap();
-    let (status, body) = server.post(&format!("/v1/orders/{id}/confirm")).await;
+    let (status, body) = server.confirm(&id).await;
     assert_eq!((status, &body["status"]), (200, &json!("confirmed")));
     let unknown = uuid::Uuid::now_v7();
-    let (status, body) = server.post(&format!("/v1/orders/{unknown}/confirm")).await;
+    let (status, body) = server.confirm(&unknown).await;
     assert_eq!(
         (status, &body["error"]["code"]),
         (404, &json!("unknown_order"))

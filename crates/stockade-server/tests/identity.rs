@@ -193,11 +193,11 @@ async fn the_buyer_is_the_tokens_sub_and_sees_only_their_own_orders() {
     );
 }
 
-/// A held order is confirmed (paid) only by its buyer or the admin;
-/// another buyer's confirm is told the order does not exist and changes
-/// nothing.
+/// A held order is confirmed (paid) by the payment service or the admin,
+/// never by a buyer, not even its own (issue 18, item 2: a buyer who could
+/// confirm would hold items without paying): 403, and nothing changes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn only_the_buyer_or_the_admin_confirms_a_held_order() {
+async fn no_buyer_confirms_a_held_order_and_the_admin_does() {
     let server = hs256_server().await;
     let (status, _) = server
         .create_sale(json!({"id": "hold", "stock": 5, "per_user_limit": 2, "hold_seconds": 600}))
@@ -219,24 +219,20 @@ async fn only_the_buyer_or_the_admin_confirms_a_held_order() {
         ));
     }
 
-    let (status, body) = post_as(&server, &format!("{}/confirm", held[0]), &bob).await;
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (404, Some("unknown_order")),
-        "{body}"
-    );
+    for buyer in [&bob, &alice] {
+        let (status, body) = post_as(&server, &format!("{}/confirm", held[0]), buyer).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (403, Some("forbidden")),
+            "{body}"
+        );
+    }
     let (_, seen) = get_as(&server, &held[0], &alice).await;
     assert_eq!(
         seen["status"], "held",
-        "bob's confirm changed nothing: {seen}"
+        "the buyers' confirms changed nothing: {seen}"
     );
 
-    let (status, body) = post_as(&server, &format!("{}/confirm", held[0]), &alice).await;
-    assert_eq!(
-        (status, body["status"].as_str()),
-        (200, Some("confirmed")),
-        "{body}"
-    );
     let (status, body) = post_as(&server, &format!("{}/confirm", held[1]), TOKEN).await;
     assert_eq!(
         (status, body["status"].as_str()),
@@ -246,7 +242,7 @@ async fn only_the_buyer_or_the_admin_confirms_a_held_order() {
     // Without a token: 401.
     let response = server
         .client
-        .post(server.at(&format!("{}/confirm", held[1])))
+        .post(server.at(&format!("{}/confirm", held[0])))
         .send()
         .await
         .unwrap();

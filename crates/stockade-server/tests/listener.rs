@@ -339,10 +339,12 @@ async fn a_streamed_answer_is_not_idle_while_it_streams() {
         header_read_timeout: Duration::from_millis(500),
         idle_timeout: Duration::from_millis(500),
         max_connections: 16,
+        max_connections_per_client: 16,
         shutdown_timeout: Duration::from_secs(2),
     };
+    let clients = stockade_server::client_cap::ClientCap::new(16, Default::default(), "t".into());
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve(listener, router, limits, async {
+    let task = tokio::spawn(serve(listener, router, limits, clients, async {
         let _ = stopped.await;
     }));
     let mut stream = TcpStream::connect(address).await.unwrap();

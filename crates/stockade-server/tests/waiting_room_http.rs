@@ -178,6 +178,7 @@ on_both!(
     a_sell_out_with_10000_queued_buyers_closes_the_queue,
     stock_that_comes_back_reopens_the_queue_and_admits_more,
     expired_holds_reopen_the_queue_and_admit_more,
+    an_admission_buys_exactly_once,
 );
 
 async fn purchases_need_a_valid_admission_token(front: Front) {
@@ -690,5 +691,94 @@ async fn expired_holds_reopen_the_queue_and_admit_more(front: Front) {
         (status, order["status"].as_str()),
         (201, Some("held")),
         "{order}"
+    );
+}
+
+/// Issue 18, item 8: an admission token admits exactly one successful
+/// purchase. A refused purchase leaves it unspent; of concurrent purchases
+/// with one token (on both instances) exactly one succeeds and the others
+/// are 403 `admission_spent`; a spent token stays spent, even after a
+/// cancel; a replay of the spending purchase's Idempotency-Key still
+/// answers its order.
+async fn an_admission_buys_exactly_once(front: Front) {
+    let (status, _) = front
+        .create_sale(json!({ "id": "once", "stock": 20, "per_user_limit": 5,
+            "waiting_room": { "admit_per_second": 50, "admission_ttl_seconds": 60 } }))
+        .await;
+    assert_eq!(status, 201);
+    let (_, joined) = front.join(0, "once", "alice").await;
+    let token = front.admitted(joined["ticket"].as_str().unwrap()).await;
+
+    // Refused (over the per-user limit): nothing sold, the token unspent.
+    let request = front
+        .client
+        .post(front.at(0, "/v1/sales/once/purchases"))
+        .header("Admission-Token", &token)
+        .json(&json!({ "user_id": "alice", "quantity": 6 }));
+    let (status, body) = common::split(request.send().await.unwrap()).await;
+    assert_eq!(status, 409, "{body}");
+
+    // Eight purchases at once with the one token: exactly one order.
+    let answers: Vec<(u16, Value)> = futures::stream::iter(0..8)
+        .map(|n| front.buy(n, "once", "alice", Some(&token)))
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    let sold: Vec<&Value> = answers
+        .iter()
+        .filter(|(s, _)| *s == 201)
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(sold.len(), 1, "one admission, one purchase: {answers:?}");
+    for (status, body) in answers.iter().filter(|(s, _)| *s != 201) {
+        assert_eq!(
+            (*status, code(body)),
+            (403, "admission_spent"),
+            "{answers:?}"
+        );
+    }
+    let order = sold[0]["order_id"].as_str().unwrap().to_owned();
+    let (_, sale) = front.get(1, "/v1/sales/once").await;
+    assert_eq!(sale["remaining"], 19, "{sale}");
+
+    // Spent for good: a cancel gives the item back, not the admission.
+    let cancel = front
+        .client
+        .post(front.at(1, &format!("/v1/orders/{order}/cancel")));
+    let (status, body) = common::split(cancel.send().await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = front.buy(1, "once", "alice", Some(&token)).await;
+    assert_eq!((status, code(&body)), (403, "admission_spent"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/v1/sales/once/queue"),
+        "says how to get another: {body}"
+    );
+
+    // A keyed purchase spends the admission; its replay still answers the
+    // order, another key does not buy again.
+    let (_, joined) = front.join(1, "once", "bob").await;
+    let token = front.admitted(joined["ticket"].as_str().unwrap()).await;
+    let keyed = |n: usize, key: &str| {
+        front
+            .client
+            .post(front.at(n, "/v1/sales/once/purchases"))
+            .header("Admission-Token", &token)
+            .header("Idempotency-Key", key)
+            .json(&json!({ "user_id": "bob", "quantity": 1 }))
+    };
+    let (status, first) = common::split(keyed(0, "bob-1").send().await.unwrap()).await;
+    assert_eq!(status, 201, "{first}");
+    let (status, replay) = common::split(keyed(1, "bob-1").send().await.unwrap()).await;
+    assert_eq!(status, 200, "{replay}");
+    assert_eq!(replay["order_id"], first["order_id"]);
+    let (status, body) = common::split(keyed(0, "bob-2").send().await.unwrap()).await;
+    assert_eq!((status, code(&body)), (403, "admission_spent"), "{body}");
+    let (_, sale) = front.get(0, "/v1/sales/once").await;
+    assert_eq!(
+        sale["remaining"], 19,
+        "alice's item came back, bob's sold: {sale}"
     );
 }

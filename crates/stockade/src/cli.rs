@@ -431,6 +431,21 @@ pub struct ServeArgs {
     /// its caller to name the buyer.
     #[arg(long)]
     pub jwt_secret: Option<String>,
+    /// Verify buyers: HS256 JWTs signed with the secret in this file
+    /// (STOCKADE_JWT_SECRET_FILE), instead of --jwt-secret.
+    #[arg(long, value_name = "FILE")]
+    pub jwt_secret_file: Option<std::path::PathBuf>,
+    /// The payment service's bearer token, at least 16 characters
+    /// (STOCKADE_PAYMENTS_TOKEN; prefer the variable or
+    /// --payments-token-file, a flag shows in `ps`). POST
+    /// /v1/orders/{id}/confirm is the payment service's callback: it needs
+    /// this token or the admin token; buyers cannot confirm. Default: none,
+    /// only the admin confirms.
+    #[arg(long)]
+    pub payments_token: Option<String>,
+    /// A file holding the payments token (STOCKADE_PAYMENTS_TOKEN_FILE).
+    #[arg(long, value_name = "FILE")]
+    pub payments_token_file: Option<std::path::PathBuf>,
     /// Verify buyers: RS256 or ES256 JWTs checked with this PEM public key
     /// file (STOCKADE_JWT_PUBLIC_KEY).
     #[arg(long, value_name = "FILE")]
@@ -485,6 +500,18 @@ pub struct ServeArgs {
     /// limit less 128, at most 10000).
     #[arg(long)]
     pub max_connections: Option<u64>,
+    /// Most open connections of one client address (an IPv6 client by its
+    /// /64); one more is answered 503 too_many_connections and closed,
+    /// unless its request carries the admin token. Trusted proxies are not
+    /// capped (STOCKADE_MAX_CONNECTIONS_PER_CLIENT; default 256).
+    #[arg(long)]
+    pub max_connections_per_client: Option<u64>,
+    /// The address browsers reach the service at, e.g.
+    /// https://shop.example.com (STOCKADE_PUBLIC_URL). With https:// the
+    /// dashboard's session cookie is marked Secure; a request header never
+    /// decides that.
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
     /// On SIGTERM or Ctrl-C: how long requests in flight get to finish
     /// before every connection is closed; then the writer commits what it
     /// holds and the process exits (STOCKADE_SHUTDOWN_TIMEOUT_MS; default

@@ -135,7 +135,7 @@ async fn over_http(
     workload: Workload,
     bar: ProgressBar,
 ) -> anyhow::Result<BenchResult> {
-    with_service(args, async |url, admin_token| {
+    with_service(args, async |url, admin_token, _payments_token| {
         let load = http_load::run(
             &LoadConfig {
                 hold_seconds: None,
@@ -173,10 +173,11 @@ async fn hold_sale(args: &DemoArgs, hold_seconds: u64) -> anyhow::Result<ExitCod
         Phase::Answered => progress_bar.inc(1),
         Phase::Line(line) => progress_bar.println(line),
     });
-    let report = with_service(args, async |url, admin_token| {
+    let report = with_service(args, async |url, admin_token, payments_token| {
         let config = HoldSaleConfig {
             url,
             admin_token,
+            payments_token,
             sale: "demo-holds".into(),
             stock: args.stock,
             buyers: args.buyers,
@@ -206,7 +207,7 @@ async fn hold_sale(args: &DemoArgs, hold_seconds: u64) -> anyhow::Result<ExitCod
 /// runs `drive` with its URL and admin token, and stops it.
 async fn with_service<T>(
     args: &DemoArgs,
-    drive: impl AsyncFnOnce(String, String) -> anyhow::Result<T>,
+    drive: impl AsyncFnOnce(String, String, String) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     let throwaway_redis;
     let throwaway_postgres;
@@ -236,6 +237,10 @@ async fn with_service<T>(
             engine: Some(args.engine.as_str().to_owned()),
             redis_url,
             database_url,
+            // The crowd is one client on loopback.
+            max_connections_per_client: Some(1_000_000),
+            // The simulated payment service confirms held orders with it.
+            payments_token: Some(DEMO_PAYMENTS_TOKEN.to_owned()),
             ..RawConfig::default()
         },
         RawConfig::default(),
@@ -259,11 +264,20 @@ async fn with_service<T>(
         args.stock,
         args.engine.as_str()
     );
-    let result = drive(url, config.admin.token.clone()).await;
+    let result = drive(
+        url,
+        config.admin.token.clone(),
+        DEMO_PAYMENTS_TOKEN.to_owned(),
+    )
+    .await;
     let _ = stop.send(());
     server.await.context("the in-process service panicked")??;
     result
 }
+
+/// The payments token of the demo's in-process service (it listens on a
+/// random loopback port for the demo's length only).
+const DEMO_PAYMENTS_TOKEN: &str = "demo-payment-service-token";
 
 /// What the demo prints: the same fields as a table or one JSON object.
 #[derive(Debug, Serialize)]

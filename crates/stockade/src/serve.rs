@@ -29,6 +29,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         redis_key_prefix: args.redis_key_prefix,
         database_url: args.database_url,
         admin_token: None,
+        payments_token: args.payments_token,
+        payments_token_file: args.payments_token_file,
         commit_deadline_ms: args.commit_deadline_ms,
         batch_max: args.batch_max,
         batch_delay_ms: args.batch_delay_ms,
@@ -39,9 +41,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         header_read_timeout_ms: args.header_read_timeout_ms,
         idle_timeout_ms: args.idle_timeout_ms,
         max_connections: args.max_connections,
+        max_connections_per_client: args.max_connections_per_client,
+        public_url: args.public_url,
         shutdown_timeout_ms: args.shutdown_timeout_ms,
         log_format: args.log_format,
         jwt_secret: args.jwt_secret,
+        jwt_secret_file: args.jwt_secret_file,
         jwt_public_key: args.jwt_public_key,
         jwt_issuer: args.jwt_issuer,
         jwt_audience: args.jwt_audience,
@@ -86,6 +91,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         None => announce(format_args!(
             "buyers: trusted as named (no --jwt-secret / --jwt-public-key): run behind a gateway that authenticates them"
         )),
+    }
+    if config.payments_token.is_none() {
+        announce(format_args!(
+            "payments: no STOCKADE_PAYMENTS_TOKEN, so only the admin token confirms held orders (POST /v1/orders/{{id}}/confirm)"
+        ));
     }
     if config.admin.generated {
         announce(format_args!(

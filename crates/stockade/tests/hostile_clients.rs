@@ -229,7 +229,14 @@ async fn a_slowloris_neither_slows_purchases_nor_exhausts_file_descriptors() {
     let server = Serve::start(
         dir.path(),
         Some(FILE_LIMIT),
-        &["--header-read-timeout-ms", "2000"],
+        // The attackers and the buyers share one address here: without
+        // the per-client cap this tests the global one.
+        &[
+            "--header-read-timeout-ms",
+            "2000",
+            "--max-connections-per-client",
+            "1000000",
+        ],
     );
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.pid())).unwrap();
     assert!(

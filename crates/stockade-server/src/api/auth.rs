@@ -1,8 +1,16 @@
-//! The admin API's bearer token check.
+//! Bearer tokens of the operators: the admin token (every admin route) and
+//! the payments token (the payment service's confirm callback).
+//!
+//! Every comparison of a presented token with a configured one goes
+//! through [`secrets_match`]: both are hashed to SHA-256 and the digests
+//! compared with `subtle`, so neither the time taken nor an early exit
+//! reveals a prefix or the length of the secret.
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
 use crate::state::AppState;
@@ -17,10 +25,25 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
+/// Whether `presented` is `secret`, in time independent of both.
+pub fn secrets_match(presented: &[u8], secret: &[u8]) -> bool {
+    let presented = Sha256::digest(presented);
+    let secret = Sha256::digest(secret);
+    presented.ct_eq(&secret).into()
+}
+
 /// Whether the request carries the admin token.
 pub fn is_admin(state: &AppState, headers: &HeaderMap) -> bool {
-    bearer(headers)
-        .is_some_and(|token| constant_time_eq(token.as_bytes(), state.admin_token().as_bytes()))
+    bearer(headers).is_some_and(|token| token_matches(state, token))
+}
+
+/// Whether the request carries the payments token (never, when none is
+/// configured).
+pub fn is_payments(state: &AppState, headers: &HeaderMap) -> bool {
+    match (bearer(headers), state.payments_token()) {
+        (Some(token), Some(payments)) => secrets_match(token.as_bytes(), payments.as_bytes()),
+        _ => false,
+    }
 }
 
 /// Passes if the request carries `Authorization: Bearer <admin token>`.
@@ -55,12 +78,71 @@ impl FromRequestParts<AppState> for Admin {
     }
 }
 
-/// Whether `token` is the admin token (the dashboard's login form).
-pub fn token_matches(state: &AppState, token: &str) -> bool {
-    constant_time_eq(token.as_bytes(), state.admin_token().as_bytes())
+/// The caller of a payment callback (a confirm): the payment service, with
+/// the payments token, or the admin. A buyer's own JWT is 403 `forbidden`:
+/// a buyer who could confirm would hold items without paying.
+#[derive(Debug, Clone, Copy)]
+pub struct PaymentService;
+
+impl FromRequestParts<AppState> for PaymentService {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let headers = &parts.headers;
+        if is_payments(state, headers) || is_admin(state, headers) {
+            return Ok(PaymentService);
+        }
+        let buyer = bearer(headers)
+            .zip(state.identity())
+            .is_some_and(|(token, identity)| identity.verify(token).is_ok());
+        if buyer {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "a buyer cannot confirm an order: the confirm is the payment service's callback once the payment arrived (Authorization: Bearer <STOCKADE_PAYMENTS_TOKEN>)",
+            ));
+        }
+        let how = if state.payments_token().is_some() {
+            "send Authorization: Bearer <STOCKADE_PAYMENTS_TOKEN> (the payment service's token) or the admin token"
+        } else {
+            "no STOCKADE_PAYMENTS_TOKEN is configured, so only the admin token confirms orders; give the payment service a token of its own with STOCKADE_PAYMENTS_TOKEN"
+        };
+        let why = if bearer(headers).is_some() {
+            "the bearer token is neither the payments token nor the admin token"
+        } else {
+            "confirming an order is the payment service's callback"
+        };
+        Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthenticated",
+            format!("{why}: {how}"),
+        ))
+    }
 }
 
-/// Compares without an early exit, so timing does not reveal the prefix.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Whether `token` is the admin token (the dashboard's login form).
+pub fn token_matches(state: &AppState, token: &str) -> bool {
+    secrets_match(token.as_bytes(), state.admin_token().as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_match_only_themselves_whatever_their_length() {
+        assert!(secrets_match(b"a-secret-token", b"a-secret-token"));
+        assert!(!secrets_match(b"a-secret-token", b"a-secret-tokeN"));
+        assert!(!secrets_match(b"a-secret", b"a-secret-token"));
+        assert!(!secrets_match(b"", b"a-secret-token"));
+    }
+
+    #[test]
+    fn bearer_reads_only_the_bearer_scheme() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, "Bearer  abc ".parse().unwrap());
+        assert_eq!(bearer(&headers), Some("abc"));
+        headers.insert(header::AUTHORIZATION, "Basic abc".parse().unwrap());
+        assert_eq!(bearer(&headers), None);
+    }
 }

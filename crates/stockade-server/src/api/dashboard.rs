@@ -10,13 +10,19 @@
 //!
 //! The admin token travels once, in the body of the login form; the
 //! browser keeps only a random session id in an HttpOnly, SameSite=Strict
-//! cookie scoped to `/dashboard` (see [`crate::sessions`]). The page is
+//! cookie scoped to `/dashboard` (see [`crate::sessions`]), marked `Secure`
+//! when `--public-url` is https (a request header never decides that: any
+//! client can send one). Failed logins are logged and limited per client
+//! ([`crate::login_attempts`]): the sixth in a minute is 429. The page is
 //! plain HTML, CSS and JavaScript embedded in the binary: no framework, no
 //! build step, nothing loaded from elsewhere (the Content-Security-Policy
 //! allows only this origin).
 
+use std::net::SocketAddr;
+
+use axum::Extension;
 use axum::Form;
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::{Deserialize, Serialize};
@@ -41,9 +47,8 @@ const DASHBOARD_HTML: &str = include_str!("../../assets/dashboard.html");
 const DASHBOARD_JS: &str = include_str!("../../assets/dashboard.js");
 const DASHBOARD_CSS: &str = include_str!("../../assets/dashboard.css");
 
-/// Only this origin's script and style; no framing, no referrer.
-const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
-                   img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+/// Only this origin's script and style; no framing.
+const CSP: &str = super::PAGE_CSP;
 
 /// An HTML page with the dashboard's security headers.
 fn page(status: StatusCode, html: String) -> Response {
@@ -99,12 +104,15 @@ fn signed_in(state: &AppState, headers: &HeaderMap) -> bool {
     session_cookie(headers).is_some_and(|id| state.sessions().is_valid(id, state.clock().now()))
 }
 
-/// Behind a TLS-terminating proxy the cookie is also marked Secure.
-fn over_https(headers: &HeaderMap) -> bool {
-    headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("https"))
+/// The client a login comes from, as the rate limiter names it (the
+/// peer, or what a trusted proxy says); None without a peer address (a
+/// router driven in-process).
+fn login_client(state: &AppState, peer: Option<SocketAddr>, headers: &HeaderMap) -> Option<String> {
+    let peer = peer?;
+    let trusted = &state.rate_limiter().limits().trusted_proxies;
+    Some(crate::rate_limit::client_ip::limit_key(
+        trusted.client(peer.ip(), headers),
+    ))
 }
 
 /// `GET /dashboard`.
@@ -125,9 +133,26 @@ pub struct Login {
 /// `POST /dashboard/login`.
 pub async fn login(
     State(state): State<AppState>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     form: Result<Form<Login>, axum::extract::rejection::FormRejection>,
 ) -> Response {
+    let now = state.clock().now();
+    let client = login_client(&state, peer.map(|Extension(ConnectInfo(p))| p), &headers);
+    if let Some(client) = &client
+        && let Some(wait) = state.login_attempts().locked_for(client, now)
+    {
+        let seconds = wait.as_secs().max(1);
+        let mut response = login_page(
+            StatusCode::TOO_MANY_REQUESTS,
+            &format!("Too many failed logins from this address: try again in {seconds} seconds."),
+        );
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from_str(&seconds.to_string()).expect("digits"),
+        );
+        return response;
+    }
     let Ok(Form(Login { token })) = form else {
         return login_page(
             StatusCode::BAD_REQUEST,
@@ -135,13 +160,27 @@ pub async fn login(
         );
     };
     if !super::auth::token_matches(&state, token.trim()) {
+        if let Some(client) = &client {
+            state.login_attempts().failed(client, now);
+        }
+        tracing::warn!(
+            client = client.as_deref().unwrap_or("unknown"),
+            "failed dashboard login: not the admin token"
+        );
         return login_page(
             StatusCode::UNAUTHORIZED,
             "That is not the admin token. Use the value of STOCKADE_ADMIN_TOKEN (or the token printed at start).",
         );
     }
-    let id = state.sessions().open(state.clock().now());
-    let secure = if over_https(&headers) { "; Secure" } else { "" };
+    if let Some(client) = &client {
+        state.login_attempts().succeeded(client);
+    }
+    let id = state.sessions().open(now);
+    let secure = if state.secure_cookies() {
+        "; Secure"
+    } else {
+        ""
+    };
     let cookie = format!(
         "{COOKIE}={id}; Path=/dashboard; Max-Age={}; HttpOnly; SameSite=Strict{secure}",
         state.sessions().ttl().as_secs()

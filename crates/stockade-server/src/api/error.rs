@@ -66,6 +66,14 @@ impl ApiError {
         self
     }
 
+    /// The added field `key` (see [`ApiError::with`]), if it has one.
+    pub fn field(&self, key: &str) -> Option<&Value> {
+        self.extra
+            .as_ref()
+            .filter(|(name, _)| *name == key)
+            .map(|(_, value)| value)
+    }
+
     /// The status code.
     pub fn status(&self) -> StatusCode {
         self.status

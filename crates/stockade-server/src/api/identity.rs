@@ -109,6 +109,9 @@ impl Identity {
         // made with a public key as the secret).
         let mut validation = Validation::new(algorithm);
         validation.leeway = LEEWAY_SECONDS;
+        // A token not valid yet (`nbf`) is refused, with the same leeway
+        // as `exp` (jsonwebtoken leaves `nbf` unchecked by default).
+        validation.validate_nbf = true;
         let mut required = vec!["exp", "sub"];
         if let Some(issuer) = issuer {
             validation.set_issuer(&[issuer]);

@@ -7,7 +7,7 @@
 //! | `POST /v1/sales/{id}/purchases` | buyer | buy |
 //! | `GET /v1/sales/{id}/orders` | admin | committed orders, paged |
 //! | `GET /v1/orders/{order_id}` | its buyer, admin | one order (`?wait=N`: long poll while pending) |
-//! | `POST /v1/orders/{order_id}/confirm` | its buyer, admin | confirm a held order (the payment arrived) |
+//! | `POST /v1/orders/{order_id}/confirm` | payment service, admin | confirm a held order: the payment service's callback once the payment arrived |
 //! | `POST /v1/orders/{order_id}/cancel` | its buyer, admin | cancel an order |
 //! | `POST /v1/sales/{id}/queue` | buyer | join a sale's waiting room |
 //! | `GET /v1/queue/{ticket}` | its holder | a queue ticket (and its admission token) |
@@ -19,8 +19,12 @@
 //! caller), else the holder of a buyer's JWT ([`identity`]). Every `/v1`
 //! request but the admin's counts against its client address's rate limit
 //! before anything else ([`crate::rate_limit`]).
+//!
+//! Every answer carries `X-Content-Type-Options: nosniff` and a
+//! `Content-Security-Policy` with `frame-ancestors 'none'` (pages load
+//! only this origin's script and style, and no page can be framed).
 
-mod auth;
+pub mod auth;
 pub mod dashboard;
 pub mod dto;
 pub mod error;
@@ -38,9 +42,11 @@ use std::net::SocketAddr;
 use axum::Router;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
 use axum::http::StatusCode;
+use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::link::LinkBuilder;
@@ -69,7 +75,13 @@ use error::ApiError;
 )]
 pub struct ApiDoc;
 
-/// The admin token and the buyers' JWTs.
+/// The Content-Security-Policy of every answer without one of its own:
+/// this origin's script, style and requests only, no framing, no plugins.
+pub const PAGE_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+                            connect-src 'self'; img-src 'self'; form-action 'self'; \
+                            frame-ancestors 'none'; base-uri 'none'";
+
+/// The admin token, the payments token and the buyers' JWTs.
 struct SecuritySchemes;
 
 impl Modify for SecuritySchemes {
@@ -78,6 +90,18 @@ impl Modify for SecuritySchemes {
         components.add_security_scheme(
             "admin_token",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+        components.add_security_scheme(
+            "payments_token",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "The payment service's token (STOCKADE_PAYMENTS_TOKEN, \
+                         --payments-token-file): it confirms held orders once paid",
+                    ))
+                    .build(),
+            ),
         );
         components.add_security_scheme(
             "buyer_jwt",
@@ -297,12 +321,14 @@ fn text_header(description: &str) -> utoipa::openapi::header::Header {
 
 /// The per-client-address rate limit: before anything else of a `/v1`
 /// request, so a flood costs a limiter check and nothing more. The admin
-/// is not limited. Needs the peer address (`ConnectInfo<SocketAddr>`,
+/// and the payment service are not limited. Needs the peer address (`ConnectInfo<SocketAddr>`,
 /// which [`crate::Service::serve`] provides); a router driven without one
 /// (`oneshot` in tests) has no client address to limit.
 async fn limit_clients(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let limiter = state.rate_limiter();
-    if limiter.limits_ips() && !auth::is_admin(&state, request.headers()) {
+    let headers = request.headers();
+    let operator = auth::is_admin(&state, headers) || auth::is_payments(&state, headers);
+    if limiter.limits_ips() && !operator {
         if let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>() {
             let client = limiter
                 .limits()
@@ -358,6 +384,14 @@ pub fn app(state: AppState) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(json::MAX_BODY_BYTES))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(PAGE_CSP),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
         .layer(axum::middleware::from_fn(ops::count_responses))
         .layer(TraceLayer::new_for_http())
         .with_state(state)

@@ -18,10 +18,14 @@ pub async fn healthz() -> Json<Value> {
 
 /// The store answers, start-up recovery is done, and the engine answers
 /// (or, with `--fallback postgres`, the store can stand in for it).
+/// `down` names each dependency that does not answer (`engine`, `store`);
+/// why is logged, never answered (error text names hosts and ports).
 /// `rebuilding` counts the sales this instance is rebuilding (answered 503
 /// meanwhile, the others sell).
 #[utoipa::path(get, path = "/readyz", tag = "operations",
-    responses((status = 200), (status = 503, description = "not ready: see the body")))]
+    responses(
+        (status = 200, description = "ready: {\"ready\": true, \"down\": [], ...}; with a fallback, `down` may name the engine while the store stands in"),
+        (status = 503, description = "not ready: {\"ready\": false, \"down\": [\"engine\"], ...} names what does not answer (or `selling` is `starting`)")))]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     let probe = SaleId::new("readyz-probe").expect("a valid id");
     let engine = match state.engine() {
@@ -30,14 +34,24 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) 
     };
     let store = state.store().ping().await;
     let started = state.is_started();
+    let mut down = Vec::new();
+    if let Err(error) = &engine {
+        tracing::warn!(%error, "readiness: the engine does not answer");
+        down.push("engine");
+    }
+    if let Err(error) = &store {
+        tracing::warn!(%error, "readiness: the order store does not answer");
+        down.push("store");
+    }
+    let engine_ok = engine.is_ok() || state.has_fallback();
+    let ready = engine_ok && store.is_ok() && started;
     let body = json!({
-        "engine": engine.as_ref().map_or_else(|e| e.to_string(), |()| "ok".into()),
-        "store": store.as_ref().map_or_else(|e| e.to_string(), |()| "ok".into()),
+        "ready": ready,
+        "down": down,
         "selling": if started { "open" } else { "starting" },
         "rebuilding": state.routing().rebuilding_count(),
     });
-    let engine_ok = engine.is_ok() || state.has_fallback();
-    let status = if engine_ok && store.is_ok() && started {
+    let status = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE

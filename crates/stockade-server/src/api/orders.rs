@@ -12,7 +12,7 @@ use serde_json::Value;
 use stockade_core::{Order, OrderId};
 use utoipa::IntoParams;
 
-use super::auth::Admin;
+use super::auth::{Admin, PaymentService};
 use super::dto::{ErrorBody, OrderBody, OrderPage};
 use super::error::ApiError;
 use super::identity::Caller;
@@ -217,7 +217,7 @@ async fn not_in_store(
     })
 }
 
-/// A signed-in buyer confirms and cancels only their own orders; others
+/// A signed-in buyer cancels only their own orders; others
 /// are told the order does not exist. (The check costs a read, so callers
 /// who may act on any order skip it.)
 async fn ensure_own_order(state: &AppState, caller: &Caller, id: OrderId) -> Result<(), ApiError> {
@@ -238,27 +238,33 @@ fn order_pending(what: &str) -> ApiError {
     )
 }
 
-/// Confirms a held order: the payment arrived. `held` becomes `confirmed`
-/// if its hold has not run out; confirming again, or an order of a sale
-/// without holds, answers the confirmed order and changes nothing.
+/// Confirms a held order: the payment arrived. This is the payment
+/// service's callback: it needs the payments token (`STOCKADE_PAYMENTS_TOKEN`)
+/// or the admin token, never a buyer's own credential (a buyer who could
+/// confirm would hold items without paying). `held` becomes `confirmed` if
+/// its hold has not run out; confirming again, or an order of a sale
+/// without holds, answers the confirmed order and changes nothing, so the
+/// payment service may retry freely.
 #[utoipa::path(
     post, path = "/v1/orders/{order_id}/confirm", tag = "orders",
     params(("order_id" = uuid::Uuid, Path, description = "order id")),
-    security((), ("buyer_jwt" = []), ("admin_token" = [])),
+    security(("payments_token" = []), ("admin_token" = [])),
     responses(
-        (status = 401, description = "unauthenticated: identity is on and the buyer's JWT is missing or invalid", body = ErrorBody),
+        (status = 401, description = "unauthenticated: no credential, or a bearer token that is neither the payments token nor the admin token (without STOCKADE_PAYMENTS_TOKEN only the admin confirms)", body = ErrorBody),
+        (status = 403, description = "forbidden: a buyer's JWT; only the payment service (or the admin) confirms", body = ErrorBody),
         (status = 200, description = "the confirmed order", body = OrderBody),
-        (status = 404, description = "unknown_order (also another buyer's order)", body = ErrorBody),
+        (status = 404, description = "unknown_order", body = ErrorBody),
         (status = 409, description = "hold_expired (the hold ran out first: its items went back on sale), order_cancelled, or order_pending (not committed yet, retry shortly)", body = ErrorBody),
     )
 )]
 pub async fn confirm_order(
     State(state): State<AppState>,
+    _payments: PaymentService,
     ApiPath(raw): ApiPath<String>,
-    caller: Caller,
 ) -> Result<Json<OrderBody>, ApiError> {
     let id = order_id(&raw)?;
-    ensure_own_order(&state, &caller, id).await?;
+    // The payment service acts on any order, like the admin.
+    let caller = Caller::Admin;
     let confirm = state
         .store()
         .confirm(id, state.clock().now(), state.engine().is_some())

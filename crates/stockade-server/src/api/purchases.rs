@@ -62,7 +62,7 @@ use crate::store::authority::Authority;
         (status = 202, description = "accepted, not committed yet (`Prefer: respond-async`, or the commit deadline passed): status `pending`; `Location` names the order", body = OrderBody),
         (status = 401, description = "unauthenticated: identity is on and the buyer's JWT is missing or invalid", body = ErrorBody),
         (status = 403, description = "user_mismatch: user_id names another buyer than the JWT's sub", body = ErrorBody),
-        (status = 403, description = "admission_required: the sale has a waiting room and the Admission-Token is missing, expired, forged, or issued to another buyer or sale", body = ErrorBody),
+        (status = 403, description = "admission_required: the sale has a waiting room and the Admission-Token is missing, expired, forged, or issued to another buyer or sale; admission_spent: the token has bought already (an admission buys once; a refused purchase leaves it usable), or another purchase with it is being decided", body = ErrorBody),
         (status = 404, description = "unknown_sale", body = ErrorBody),
         (status = 409, description = "sold_out, insufficient_stock, limit_exceeded, not_started, ended, order_failed", body = ErrorBody),
         (status = 422, description = "invalid_request or idempotency_key_reused", body = ErrorBody),
@@ -141,12 +141,37 @@ async fn decide(
             .increment(1);
         return Err(rejection(&purchase, outcome));
     }
-    // Armed once the purchase goes to be decided; used up when dropped.
+    // Reserved for this purchase: spent if it names an order, released if
+    // it is refused or fails (see `waiting_room::door`).
     let mut admission =
         crate::waiting_room::door::check_admission(state, &purchase, headers).await?;
     // Held until the answer: the engine call, the commit and its wait.
     let _in_flight = state.shedder().admit()?;
     admission.arm();
+    let decided = decide_admitted(state, sale, purchase, respond_async).await;
+    admission.settle(names_an_order(&decided)).await;
+    decided
+}
+
+/// Whether a purchase's answer names an order the buyer has (201, 202,
+/// 503 `store_unavailable` with its id): what spends an admission.
+fn names_an_order(decided: &Result<(PurchaseOutcome, Response), ApiError>) -> bool {
+    match decided {
+        Ok((PurchaseOutcome::Purchased { .. }, _)) => true,
+        Ok(_) => false,
+        // Kept in the outbox, committed later.
+        Err(error) => error.code() == "store_unavailable" && error.field("order_id").is_some(),
+    }
+}
+
+/// [`decide`] once the purchase passed the door and took its place in
+/// flight.
+async fn decide_admitted(
+    state: &AppState,
+    sale: SaleId,
+    mut purchase: Purchase,
+    respond_async: bool,
+) -> Result<(PurchaseOutcome, Response), ApiError> {
     let mut route = known_route(state, &sale).await?;
     if route.authority == Authority::Primary && state.routing().is_rebuilding(&sale) {
         route = while_rebuilding(state, &sale, route).await?;

@@ -80,6 +80,18 @@ pub const SETTINGS: &[Setting] = &[
         "generated and printed at start",
     ),
     setting(
+        "payments_token",
+        Some("--payments-token"),
+        "STOCKADE_PAYMENTS_TOKEN",
+        "none: only the admin confirms orders",
+    ),
+    setting(
+        "payments_token_file",
+        Some("--payments-token-file"),
+        "STOCKADE_PAYMENTS_TOKEN_FILE",
+        "none",
+    ),
+    setting(
         "commit_deadline_ms",
         Some("--commit-deadline-ms"),
         "STOCKADE_COMMIT_DEADLINE_MS",
@@ -140,6 +152,12 @@ pub const SETTINGS: &[Setting] = &[
         "the open-file limit less 128, at most 10000",
     ),
     setting(
+        "max_connections_per_client",
+        Some("--max-connections-per-client"),
+        "STOCKADE_MAX_CONNECTIONS_PER_CLIENT",
+        "256",
+    ),
+    setting(
         "shutdown_timeout_ms",
         Some("--shutdown-timeout-ms"),
         "STOCKADE_SHUTDOWN_TIMEOUT_MS",
@@ -156,6 +174,12 @@ pub const SETTINGS: &[Setting] = &[
         Some("--dashboard-session-ttl-s"),
         "STOCKADE_DASHBOARD_SESSION_TTL_S",
         "28800",
+    ),
+    setting(
+        "public_url",
+        Some("--public-url"),
+        "STOCKADE_PUBLIC_URL",
+        "none: the session cookie is not Secure",
     ),
     setting(
         "metrics_retention_s",
@@ -180,6 +204,12 @@ pub const SETTINGS: &[Setting] = &[
         Some("--jwt-secret"),
         "STOCKADE_JWT_SECRET",
         "none: buyers are trusted as named",
+    ),
+    setting(
+        "jwt_secret_file",
+        Some("--jwt-secret-file"),
+        "STOCKADE_JWT_SECRET_FILE",
+        "none",
     ),
     setting(
         "jwt_public_key",

@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 use rand::seq::SliceRandom;
 use stockade_core::{SaleId, UserId};
 
+use super::spend::SpendRecords;
 use super::{
     CloseReason, JoinOutcome, QueueBackend, QueueError, Tick, TickReport, TicketId, TicketState,
     TicketView,
@@ -24,6 +25,7 @@ use super::{
 pub struct MemoryQueues {
     rooms: Mutex<HashMap<SaleId, Room>>,
     registered: Mutex<HashSet<SaleId>>,
+    spends: Mutex<SpendRecords>,
 }
 
 impl MemoryQueues {
@@ -285,6 +287,26 @@ impl QueueBackend for MemoryQueues {
                 room.used += 1;
             }
         }
+        Ok(())
+    }
+
+    async fn reserve_admission(
+        &self,
+        ticket: &TicketId,
+        held: &str,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> Result<Option<String>, QueueError> {
+        Ok(self.spends.lock().reserve(ticket, held, until_ms, now_ms))
+    }
+
+    async fn settle_admission(
+        &self,
+        ticket: &TicketId,
+        held: &str,
+        spent: Option<&str>,
+    ) -> Result<(), QueueError> {
+        self.spends.lock().settle(ticket, held, spent);
         Ok(())
     }
 

@@ -12,11 +12,20 @@
 //! admitted, its token has not expired (plus a grace of
 //! [`OUTSTANDING_GRACE`] for purchases that passed the door just before
 //! the expiry) and it has not been used to buy. A purchase that passes the
-//! door with the token uses it up once the purchase is decided, whatever
-//! the answer: after the engine took the stock, so the two never count the
-//! same item twice in the buyer's favour. The token stays valid until it
-//! expires, so a retry with the same `Idempotency-Key` still passes the
-//! door. The ticker never lets the outstanding admissions exceed
+//! door with the token uses it up once the purchase named an order
+//! (201, 202, or 503 with an order id): after the engine took the stock, so
+//! the two never count the same item twice in the buyer's favour. A refused
+//! or failed purchase leaves it outstanding, and the token buys again.
+//!
+//! **One admission, one purchase.** The token is *spent* atomically with
+//! its purchase ([`door`]): the purchase reserves the ticket's spend record
+//! before it is decided (one atomic step on the backend, shared by every
+//! instance), turns it into a spent record if it named an order, and
+//! removes it otherwise. Of concurrent purchases with one token, one holds
+//! the reservation and the others are 403 `admission_spent`; a spent token
+//! stays spent until it expires (a cancel gives the item back, not the
+//! admission). A retry with the `Idempotency-Key` of the purchase that
+//! spent it still passes the door, and gets its order. The ticker never lets the outstanding admissions exceed
 //! `floor(remaining × factor)`: admission follows the stock. It reads the
 //! room's count of used admissions *before* it reads the stock, and counts
 //! the admissions used since as still outstanding, so a stock figure that
@@ -41,13 +50,16 @@
 //! - [`token`]: signing and checking admission tokens.
 //! - [`rooms`]: what the handlers share: the backend, the signer, and the
 //!   rooms this instance knows.
-//! - [`door`]: the `Admission-Token` check of the purchase path.
+//! - [`door`]: the `Admission-Token` check of the purchase path, and the
+//!   spending of the token with its purchase ([`spend`]: the records of
+//!   the memory backend).
 //! - [`ticker`]: the loop that closes, reopens and admits.
 
 pub mod door;
 pub mod memory;
 pub mod redis;
 pub mod rooms;
+pub mod spend;
 pub mod ticker;
 pub mod token;
 
@@ -343,6 +355,29 @@ pub trait QueueBackend: Send + Sync + fmt::Debug {
     /// is no longer outstanding, and the room's count of used admissions
     /// grows by one (the first time only).
     async fn consume(&self, ticket: &TicketId) -> Result<(), QueueError>;
+
+    /// Reserves the ticket's admission for one purchase: records `held`
+    /// unless the ticket has a record already, and keeps it until
+    /// `until_ms` (ms since the epoch). None: reserved; else the record
+    /// found (a purchase in flight with it, or the purchase that spent it).
+    async fn reserve_admission(
+        &self,
+        ticket: &TicketId,
+        held: &str,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> Result<Option<String>, QueueError>;
+
+    /// Settles the reservation `held`: the record becomes `spent` (the
+    /// purchase named an order), or goes (None: refused or failed, the
+    /// admission buys again). A record that is no longer `held` is left
+    /// alone.
+    async fn settle_admission(
+        &self,
+        ticket: &TicketId,
+        held: &str,
+        spent: Option<&str>,
+    ) -> Result<(), QueueError>;
 
     /// How many admissions of the room were used so far.
     async fn used(&self, sale: &SaleId) -> Result<u64, QueueError>;

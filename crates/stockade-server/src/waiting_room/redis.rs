@@ -28,6 +28,11 @@ static JOIN: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/join.l
 static STATUS: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/status.lua")));
 static TICK: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/tick.lua")));
 static CONSUME: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/consume.lua")));
+/// One key each: not prepended with `view.lua`.
+static RESERVE_ADMISSION: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/reserve_admission.lua")));
+static SETTLE_ADMISSION: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/settle_admission.lua")));
 
 /// Queues in one Redis.
 #[derive(Clone)]
@@ -73,6 +78,11 @@ impl RedisQueues {
         QueueKeys(
             ["room", "waiting", "tickets", "users", "admitted"].map(|k| format!("{base}:{k}")),
         )
+    }
+
+    /// The spend record of a ticket's admission, in its sale's slot.
+    fn spend_key(&self, ticket: &TicketId) -> String {
+        format!("{}{{{}}}:spent:{ticket}", self.prefix, ticket.sale())
     }
 
     fn rooms_key(&self) -> String {
@@ -266,6 +276,39 @@ impl QueueBackend for RedisQueues {
     async fn consume(&self, ticket: &TicketId) -> Result<(), QueueError> {
         self.invoke(&CONSUME, &ticket.sale(), &[ticket.to_string()])
             .await?;
+        Ok(())
+    }
+
+    async fn reserve_admission(
+        &self,
+        ticket: &TicketId,
+        held: &str,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> Result<Option<String>, QueueError> {
+        let keep_ms = (until_ms - now_ms).max(1);
+        RESERVE_ADMISSION
+            .key(self.spend_key(ticket))
+            .arg(held)
+            .arg(keep_ms)
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)
+    }
+
+    async fn settle_admission(
+        &self,
+        ticket: &TicketId,
+        held: &str,
+        spent: Option<&str>,
+    ) -> Result<(), QueueError> {
+        let _: i64 = SETTLE_ADMISSION
+            .key(self.spend_key(ticket))
+            .arg(held)
+            .arg(spent.unwrap_or(""))
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)?;
         Ok(())
     }
 

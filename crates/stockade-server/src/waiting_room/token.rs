@@ -74,14 +74,14 @@ impl AdmissionSigner {
     }
 
     /// Checks `token` for a purchase by `user` in `sale` at `now_ms`, and
-    /// answers the ticket it admits.
+    /// answers the ticket it admits and when it expires (ms).
     pub fn verify(
         &self,
         token: &str,
         sale: &SaleId,
         user: &UserId,
         now_ms: i64,
-    ) -> Result<TicketId, TokenError> {
+    ) -> Result<(TicketId, i64), TokenError> {
         let (payload, tag) = token.trim().split_once('.').ok_or(TokenError::Forged)?;
         let tag = URL_SAFE_NO_PAD
             .decode(tag)
@@ -101,7 +101,8 @@ impl AdmissionSigner {
         if now_ms >= claims.e {
             return Err(TokenError::Expired);
         }
-        TicketId::parse(&claims.t).map_err(|_| TokenError::Forged)
+        let ticket = TicketId::parse(&claims.t).map_err(|_| TokenError::Forged)?;
+        Ok((ticket, claims.e))
     }
 }
 
@@ -118,7 +119,10 @@ mod tests {
         let bob = UserId::new("bob").unwrap();
         let ticket = TicketId::generate(&sale);
         let token = signer.sign(&sale, &alice, &ticket, 10_000);
-        assert_eq!(signer.verify(&token, &sale, &alice, 9_999), Ok(ticket));
+        assert_eq!(
+            signer.verify(&token, &sale, &alice, 9_999),
+            Ok((ticket, 10_000))
+        );
         assert_eq!(
             signer.verify(&token, &sale, &alice, 10_000),
             Err(TokenError::Expired)

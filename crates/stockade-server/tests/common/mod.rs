@@ -81,6 +81,26 @@ pub fn config(
     database: Option<String>,
     timing: Timing,
 ) -> ServerConfig {
+    config_with_env(setup, data_dir, redis, database, timing, &[])
+}
+
+/// [`config`] with `STOCKADE_*` variables as a user sets them (they give
+/// way to the test's own settings, as variables give way to flags).
+pub fn config_with_env(
+    setup: Setup,
+    data_dir: &std::path::Path,
+    redis: Option<String>,
+    database: Option<String>,
+    timing: Timing,
+    vars: &[(&str, &str)],
+) -> ServerConfig {
+    let vars: Vec<(String, String)> = vars
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let env =
+        RawConfig::from_env(|name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+            .unwrap();
     ServerConfig::resolve(
         RawConfig {
             listen: Some("127.0.0.1:0".into()),
@@ -94,7 +114,7 @@ pub fn config(
             outbox_grace_ms: Some(timing.outbox_grace_ms),
             ..RawConfig::default()
         },
-        RawConfig::default(),
+        env,
         None,
     )
     .unwrap()
@@ -124,6 +144,27 @@ impl TestServer {
         clock: Arc<dyn Clock>,
         adjust: impl FnOnce(&mut ServerConfig),
     ) -> Self {
+        Self::start_full(setup, timing, clock, &[], adjust).await
+    }
+
+    /// A server on `clock` with `STOCKADE_*` variables `vars` (settings
+    /// given the way a user gives them) and `adjust`ed settings.
+    pub async fn start_with_env(
+        setup: Setup,
+        clock: Arc<dyn Clock>,
+        vars: &[(&str, &str)],
+        adjust: impl FnOnce(&mut ServerConfig),
+    ) -> Self {
+        Self::start_full(setup, Timing::default(), clock, vars, adjust).await
+    }
+
+    async fn start_full(
+        setup: Setup,
+        timing: Timing,
+        clock: Arc<dyn Clock>,
+        vars: &[(&str, &str)],
+        adjust: impl FnOnce(&mut ServerConfig),
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let (redis, postgres, database_url) = match setup {
             Setup::Embedded => (None, None, None),
@@ -139,12 +180,13 @@ impl TestServer {
                 (None, Some(pg), Some(url))
             }
         };
-        let mut config = config(
+        let mut config = config_with_env(
             setup,
             dir.path(),
             redis.as_ref().map(RedisServer::url),
             database_url.clone(),
             timing,
+            vars,
         );
         adjust(&mut config);
         let mut server = Self {
@@ -264,6 +306,20 @@ impl TestServer {
         split(
             self.client
                 .get(self.at(path))
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    /// Confirms an order as the payment service would (the admin token
+    /// stands in for the payments token: both may confirm).
+    pub async fn confirm(&self, order_id: impl std::fmt::Display) -> (u16, Value) {
+        split(
+            self.client
+                .post(self.at(&format!("/v1/orders/{order_id}/confirm")))
                 .bearer_auth(TOKEN)
                 .send()
                 .await

@@ -188,6 +188,8 @@ async fn start_serve(
             .map_err(|e| anyhow::anyhow!("a database for redis-postgres: {e}"))?;
         command.args(["--database-url", &database.url]);
     }
+    // The bench is one client that opens every connection.
+    command.args(["--max-connections-per-client", "1000000"]);
     // Only these settings: no STOCKADE_* of the caller's environment.
     for (name, _) in std::env::vars() {
         if name.starts_with("STOCKADE_") {

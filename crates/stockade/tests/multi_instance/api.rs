@@ -12,6 +12,10 @@ pub const ADMISSION_SECRET: &str = "multi-instance-admission-secret-0123456789";
 /// The admin token every instance is started with.
 pub const TOKEN: &str = "multi-instance-suite-admin-token";
 
+/// The payments token every instance is started with: the payment
+/// service's credential, the one that confirms held orders.
+pub const PAYMENTS_TOKEN: &str = "multi-instance-suite-payments-token";
+
 /// The HTTP client: a per-request timeout, so a frozen server costs a
 /// bounded wait and is recorded as "no answer".
 pub fn client() -> reqwest::Client {
@@ -118,11 +122,13 @@ pub async fn cancel(client: &reqwest::Client, base: &str, order_id: &str) -> Ans
     .await
 }
 
-/// `POST /v1/orders/{order_id}/confirm`: the payment arrived.
+/// `POST /v1/orders/{order_id}/confirm`: the payment arrived (the payment
+/// service's callback, with its token).
 pub async fn confirm(client: &reqwest::Client, base: &str, order_id: &str) -> Answer {
     answer(
         client
             .post(format!("{base}/v1/orders/{order_id}/confirm"))
+            .bearer_auth(PAYMENTS_TOKEN)
             .send()
             .await,
     )

@@ -9,7 +9,7 @@ use nix::sys::signal::Signal;
 use stockade_test_support::process::{ServerProcess, log_tail, wait_until};
 use tempfile::TempDir;
 
-use crate::api::{ADMISSION_SECRET, TOKEN};
+use crate::api::{ADMISSION_SECRET, PAYMENTS_TOKEN, TOKEN};
 
 /// How long a purchase waits for its commit before answering 202.
 pub const COMMIT_DEADLINE_MS: u64 = 2_000;
@@ -106,6 +106,10 @@ impl Instance {
         }
         command
             .env("STOCKADE_ADMIN_TOKEN", TOKEN)
+            // The payment service's token: confirms are its callbacks.
+            .env("STOCKADE_PAYMENTS_TOKEN", PAYMENTS_TOKEN)
+            // Every buyer of the crowd comes from this one address.
+            .env("STOCKADE_MAX_CONNECTIONS_PER_CLIENT", "1000000")
             // Every instance of a deployment shares the admission secret.
             .env("STOCKADE_ADMISSION_SECRET", ADMISSION_SECRET)
             .env(
