@@ -37,8 +37,14 @@
 //! - [`writer`]: the group-commit writer.
 //! - [`breaker`]: the circuit breaker in front of the engine.
 //! - [`holds`]: the sweeper that expires unpaid holds.
-//! - [`recovery`]: fenced rebuilds, the move to the fallback and back, the
-//!   reconciler.
+//! - [`recovery`]: fenced rebuilds, the move to the fallback (decided from
+//!   every instance's view of the engine) and back, the reconciler.
+//! - [`journal`]: the embedded default's intake journal, where orders named
+//!   before their commit survive the process.
+//! - [`retirement`]: ended sales' engine state and waiting rooms let go
+//!   after `--ended-sale-retention-s`.
+//! - [`client_cap`]: connections per client address.
+//! - [`login_attempts`]: the dashboard login's failures per client.
 //! - [`state`]: what handlers share.
 //! - [`api`]: the router, handlers, JSON bodies, errors and OpenAPI document.
 //! - [`waiting_room`]: queues, admission tokens and their ticker.
