@@ -34,7 +34,8 @@
 //! - [`shedding`]: the bound on purchases in flight (503 `overloaded`).
 //! - [`rate_limit`]: per-buyer and per-client GCRA limits (429), in
 //!   process or shared through Redis.
-//! - [`writer`]: the group-commit writer.
+//! - [`writer`]: the group-commit writer; [`in_flight`]: the orders it is
+//!   committing, which lookups answer `pending` and long polls wait on.
 //! - [`breaker`]: the circuit breaker in front of the engine.
 //! - [`holds`]: the sweeper that expires unpaid holds.
 //! - [`recovery`]: fenced rebuilds, the move to the fallback and back, the
@@ -51,6 +52,7 @@ pub mod api;
 pub mod breaker;
 pub mod config;
 pub mod holds;
+pub mod in_flight;
 pub mod listener;
 pub mod metrics;
 pub mod rate_limit;
