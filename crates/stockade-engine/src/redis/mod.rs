@@ -36,7 +36,7 @@ pub use keys::SaleKeys;
 use outbox::OutboxIndex;
 use scripts::{
     CLOSE, CREATE_SALE, PURCHASE, REBUILD_BEGIN, REBUILD_CHUNK, REBUILD_FINISH, RELEASE,
-    redis_error,
+    RELEASE_MANY, redis_error,
 };
 pub use topology::{RedisTopology, RedisUrlError};
 
@@ -338,6 +338,41 @@ impl Engine for RedisEngine {
             .await
             .map_err(redis_error)?;
         codes::release(code, quantity, remaining, "release.lua")
+    }
+
+    async fn release_many(
+        &self,
+        sale: &SaleId,
+        releases: &[(OrderId, Epoch)],
+    ) -> Result<Vec<ReleaseOutcome>, EngineError> {
+        if releases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys = self.keys(sale);
+        let mut invocation = RELEASE_MANY.prepare_invoke();
+        invocation
+            .key(&keys.sale)
+            .key(&keys.holdings)
+            .key(&keys.orders)
+            .arg(releases.len());
+        for (order, epoch) in releases {
+            invocation.arg(order.to_string()).arg(epoch.get());
+        }
+        let reply: Vec<i64> = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)?;
+        if reply.len() != 3 * releases.len() {
+            return Err(EngineError::backend(format!(
+                "release_many.lua gave {} values for {} releases",
+                reply.len(),
+                releases.len()
+            )));
+        }
+        reply
+            .chunks_exact(3)
+            .map(|answer| codes::release(answer[0], answer[1], answer[2], "release_many.lua"))
+            .collect()
     }
 
     async fn epoch(&self, sale: &SaleId) -> Result<Option<Epoch>, EngineError> {
