@@ -38,6 +38,7 @@
 //!   committing, which lookups answer `pending` and long polls wait on.
 //! - [`breaker`]: the circuit breaker in front of the engine.
 //! - [`holds`]: the sweeper that expires unpaid holds.
+//! - [`releases`]: the background applier of the releases the engine owes.
 //! - [`recovery`]: fenced rebuilds, the move to the fallback and back, the
 //!   reconciler.
 //! - [`state`]: what handlers share.
@@ -59,6 +60,7 @@ pub mod rate_limit;
 pub mod recovery;
 pub mod redact;
 pub mod rejections;
+pub mod releases;
 pub mod routing;
 pub mod sessions;
 pub mod shedding;

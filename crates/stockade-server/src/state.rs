@@ -45,6 +45,7 @@ struct Inner {
     rate_limiter: RateLimiter,
     sessions: Sessions,
     waiting_rooms: WaitingRooms,
+    releases_owed: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for AppState {
@@ -117,6 +118,7 @@ impl AppState {
                 rate_limiter: parts.rate_limiter,
                 sessions: Sessions::new(parts.dashboard_session_ttl),
                 waiting_rooms: parts.waiting_rooms,
+                releases_owed: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -189,6 +191,12 @@ impl AppState {
     /// The waiting rooms.
     pub fn waiting_rooms(&self) -> &WaitingRooms {
         &self.inner.waiting_rooms
+    }
+
+    /// Signalled when the store records releases the engine owes: wakes
+    /// the release applier ([`crate::releases`]).
+    pub fn releases_owed(&self) -> &tokio::sync::Notify {
+        &self.inner.releases_owed
     }
     /// Stock came back to `sale` (a cancel, a release, a rebuild): this
     /// instance stops answering sold_out at once, and the sale's waiting

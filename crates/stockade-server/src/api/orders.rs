@@ -21,7 +21,7 @@ use super::order_lookup::{
     Lookup, ensure_own_order, look_up, not_committed_yet, not_in_store, order_failed, unknown_order,
 };
 use super::sales::{sale_id, unknown_sale};
-use crate::recovery::items_returned;
+use crate::releases::items_returned;
 use crate::state::AppState;
 use crate::store::Stored;
 use crate::store::holds::Confirm;
