@@ -100,6 +100,11 @@ pub struct RawConfig {
     /// `rate_limit_ip_burst`: a client's requests at once (default: the
     /// rate's count).
     pub rate_limit_ip_burst: Option<u64>,
+    /// `--rate-limit-instances`, `STOCKADE_RATE_LIMIT_INSTANCES`,
+    /// `rate_limit_instances`: how many instances share the limits in
+    /// Redis; while Redis does not answer, each enforces that share of
+    /// every limit alone (1 to 1000; default 1).
+    pub rate_limit_instances: Option<u64>,
     /// `--trusted-proxies`, `STOCKADE_TRUSTED_PROXIES`, `trusted_proxies`:
     /// comma-separated addresses and CIDR ranges whose `X-Forwarded-For`
     /// names the client.
@@ -208,6 +213,7 @@ impl RawConfig {
             rate_limit_buyer_burst: number("STOCKADE_RATE_LIMIT_BUYER_BURST")?,
             rate_limit_ip: lookup("STOCKADE_RATE_LIMIT_IP"),
             rate_limit_ip_burst: number("STOCKADE_RATE_LIMIT_IP_BURST")?,
+            rate_limit_instances: number("STOCKADE_RATE_LIMIT_INSTANCES")?,
             trusted_proxies: lookup("STOCKADE_TRUSTED_PROXIES"),
             startup_wait_ms: number("STOCKADE_STARTUP_WAIT_MS")?,
             header_read_timeout_ms: number("STOCKADE_HEADER_READ_TIMEOUT_MS")?,
@@ -268,6 +274,7 @@ impl RawConfig {
             rate_limit_buyer_burst: self.rate_limit_buyer_burst.or(lower.rate_limit_buyer_burst),
             rate_limit_ip: self.rate_limit_ip.or(lower.rate_limit_ip),
             rate_limit_ip_burst: self.rate_limit_ip_burst.or(lower.rate_limit_ip_burst),
+            rate_limit_instances: self.rate_limit_instances.or(lower.rate_limit_instances),
             trusted_proxies: self.trusted_proxies.or(lower.trusted_proxies),
             startup_wait_ms: self.startup_wait_ms.or(lower.startup_wait_ms),
             header_read_timeout_ms: self.header_read_timeout_ms.or(lower.header_read_timeout_ms),
@@ -800,10 +807,18 @@ fn resolve_rate_limits(raw: &RawConfig, sources: &Sources) -> Result<RateLimits,
     )?;
     let trusted_proxies = TrustedProxies::parse(raw.trusted_proxies.as_deref().unwrap_or(""))
         .map_err(|reason| bad("trusted_proxies", reason.to_string()))?;
+    let instances = raw.rate_limit_instances.unwrap_or(1);
+    if !(1..=1_000).contains(&instances) {
+        return Err(bad(
+            "rate_limit_instances",
+            format!("must be between 1 and 1000 (it is {instances})"),
+        ));
+    }
     Ok(RateLimits {
         buyer,
         ip,
         trusted_proxies,
+        instances: instances as u32,
     })
 }
 
@@ -1104,6 +1119,7 @@ mod tests {
         ("rate_limit_buyer_burst", "5"),
         ("rate_limit_ip", "\"5/fortnight\""),
         ("rate_limit_ip_burst", "5"),
+        ("rate_limit_instances", "0"),
         ("trusted_proxies", "\"10.0.0.0/33\""),
         ("dashboard_session_ttl_s", "59"),
         ("metrics_retention_s", "0"),

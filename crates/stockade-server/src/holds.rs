@@ -9,15 +9,17 @@
 //! hold is expired exactly once, an instance killed mid-expiry leaves either
 //! nothing done or everything done plus a pending release, and a Redis
 //! restart loses nothing: the deadlines live in the store, and the rebuild
-//! counts expired orders as returned. The releases the engine owes are
-//! applied at once, and by any instance's reconciler if that fails.
+//! counts expired orders as returned. The sweeper never calls the engine:
+//! the releases the engine owes are applied by the release applier
+//! ([`crate::releases`]), woken at once, so a slow or frozen engine never
+//! delays an expiry.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use stockade_core::{OrderId, SaleId};
 
-use crate::recovery::items_returned;
+use crate::releases::items_returned;
 use crate::state::AppState;
 use crate::store::StoreError;
 

@@ -34,7 +34,8 @@
 //! - [`shedding`]: the bound on purchases in flight (503 `overloaded`).
 //! - [`rate_limit`]: per-buyer and per-client GCRA limits (429), in
 //!   process or shared through Redis.
-//! - [`writer`]: the group-commit writer.
+//! - [`writer`]: the group-commit writer; [`in_flight`]: the orders it is
+//!   committing, which lookups answer `pending` and long polls wait on.
 //! - [`breaker`]: the circuit breaker in front of the engine.
 //! - [`holds`]: the sweeper that expires unpaid holds.
 //! - [`recovery`]: fenced rebuilds, the move to the fallback (decided from
@@ -45,6 +46,7 @@
 //!   after `--ended-sale-retention-s`.
 //! - [`client_cap`]: connections per client address.
 //! - [`login_attempts`]: the dashboard login's failures per client.
+//! - [`releases`]: the background applier of the releases the engine owes.
 //! - [`state`]: what handlers share.
 //! - [`api`]: the router, handlers, JSON bodies, errors and OpenAPI document.
 //! - [`waiting_room`]: queues, admission tokens and their ticker.
@@ -58,6 +60,7 @@ pub mod breaker;
 pub mod client_cap;
 pub mod config;
 pub mod holds;
+pub mod in_flight;
 pub mod journal;
 pub mod listener;
 pub mod login_attempts;
@@ -66,6 +69,7 @@ pub mod rate_limit;
 pub mod recovery;
 pub mod redact;
 pub mod rejections;
+pub mod releases;
 pub mod retirement;
 pub mod routing;
 pub mod sessions;

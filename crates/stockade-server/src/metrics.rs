@@ -342,12 +342,12 @@ pub const SERIES: &[Series] = &[
         help: "Requests answered 429 rate_limited, by the limit they broke (per buyer or per client address).",
     },
     Series {
-        name: "stockade_rate_limit_errors_total",
+        name: "stockade_rate_limit_fallbacks_total",
         kind: Kind::Counter,
         labels: &[],
         initial: &[],
         per_sale: false,
-        help: "Rate-limit checks that could not ask Redis (the request was let through).",
+        help: "Rate-limit checks Redis did not answer within 50 ms (or failed), decided by this instance's share of the limit instead.",
     },
 ];
 

@@ -13,8 +13,7 @@
 //!   reached the engine for [`FALLBACK_QUIET`]; orders the engine decided
 //!   under the old epoch still commit until the rebuild back drains them.
 //! - [`reconcile_forever`]: every second, on the sales that are open:
-//!   commit outbox entries nobody is committing any more, apply pending
-//!   releases, rebuild when Redis restarted or its stock drifted from the
+//!   commit outbox entries nobody is committing any more, rebuild when Redis restarted or its stock drifted from the
 //!   store's, and move fallback sales back once Redis is healthy.
 
 use std::collections::HashMap;
@@ -22,10 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stockade_core::sale::Window;
-use stockade_core::{Engine, EngineError, Epoch, Order, ReleaseOutcome, SaleId};
+use stockade_core::{Engine, EngineError, Epoch, Order, SaleId};
 use stockade_engine::RedisEngine;
 use stockade_lock::{Lease, LockError};
 
+use crate::releases::apply_pending_releases;
 use crate::routing::Route;
 use crate::state::AppState;
 use crate::store::StoreError;
@@ -321,70 +321,6 @@ pub async fn move_to_fallback(
     Ok(FallbackMove::Routed(route))
 }
 
-/// Items of `sale` went back in the store (a cancel, an expiry; `release_owed`
-/// when the engine is owed a release for them): the release is applied at
-/// once (any instance's reconciler applies it if the engine is unreachable
-/// or this process dies), and this instance stops answering `sold_out` and
-/// reopens the sale's waiting room at once; the others within the
-/// rejection ttl.
-pub async fn items_returned(state: &AppState, sale: &SaleId, release_owed: bool) {
-    if release_owed {
-        apply_pending_releases(state, Some(sale)).await;
-    }
-    state.stock_returned(sale);
-}
-
-/// Applies the releases the engine owes (for one sale, or all), deleting
-/// each once the engine has it or it became moot.
-pub async fn apply_pending_releases(state: &AppState, only: Option<&SaleId>) {
-    let Some(engine) = state.engine() else {
-        return;
-    };
-    let pending = match state.store().pending_releases(1_000).await {
-        Ok(pending) => pending,
-        Err(error) => {
-            tracing::warn!(%error, "cannot read the pending releases; retrying");
-            return;
-        }
-    };
-    let mut settled_orders = Vec::new();
-    for release in pending
-        .into_iter()
-        .filter(|r| only.is_none_or(|sale| *sale == r.sale_id))
-    {
-        let settled = match engine
-            .release(&release.sale_id, release.order_id, release.epoch)
-            .await
-        {
-            Ok(ReleaseOutcome::Released { remaining, .. }) => {
-                crate::metrics::order_transitions(release.sale_id.as_str(), "released", 1);
-                metrics::gauge!("stockade_sale_remaining", "sale" => release.sale_id.to_string())
-                    .set(f64::from(remaining));
-                state.stock_returned(&release.sale_id);
-                true
-            }
-            Ok(ReleaseOutcome::AlreadyReleased | ReleaseOutcome::UnknownOrder) => true,
-            // Rebuilt under a newer epoch from a store that had the order
-            // cancelled already: nothing left to give back.
-            Ok(ReleaseOutcome::WrongEpoch { engine }) if engine > release.epoch => true,
-            Ok(ReleaseOutcome::WrongEpoch { .. } | ReleaseOutcome::UnknownSale) => false,
-            Err(error) => {
-                tracing::warn!(sale = %release.sale_id, order = %release.order_id, %error,
-                    "releasing a cancelled order's items failed; retrying");
-                false
-            }
-        };
-        if settled {
-            settled_orders.push(release.order_id);
-        }
-    }
-    // Settled together: a release applied twice is harmless (the engine
-    // answers AlreadyReleased), so a crash before this only repeats work.
-    if let Err(error) = state.store().releases_settled(&settled_orders).await {
-        tracing::warn!(releases = settled_orders.len(), %error, "cannot settle releases; retrying");
-    }
-}
-
 /// Start-up: learns every sale's route, commits what the engine's outboxes
 /// hold (orders this instance accepted before it died; committing another
 /// live instance's in-flight order early is harmless, a commit is
@@ -418,7 +354,8 @@ pub async fn recover_at_start(state: &AppState) -> Result<usize, RecoveryError> 
     Ok(rebuilt)
 }
 
-/// The reconciler, and beside it the hold sweeper ([`crate::holds`]):
+/// The reconciler, and beside it the hold sweeper ([`crate::holds`]) and
+/// the release applier ([`crate::releases`]):
 /// runs until the process stops. `run_id` is the Redis identity read
 /// before start-up recovery, so a restart in between is noticed.
 pub async fn reconcile_forever(
@@ -427,10 +364,12 @@ pub async fn reconcile_forever(
     run_id: Option<String>,
     outbox_grace: Duration,
 ) {
-    // The hold sweeper lives and dies with the reconciler's task.
+    // The hold sweeper and the release applier live and die with the
+    // reconciler's task.
     let sweeper = crate::holds::expire_forever(state.clone());
+    let applier = crate::releases::apply_forever(state.clone());
     let reconciler = reconcile_loop(state, redis, run_id, outbox_grace);
-    tokio::join!(sweeper, reconciler);
+    tokio::join!(sweeper, applier, reconciler);
 }
 
 /// The reconciler's own loop: every second.
@@ -485,7 +424,6 @@ async fn reconcile_loop(
         {
             tracing::warn!(%error, "reconciliation failed; retrying");
         }
-        apply_pending_releases(&state, None).await;
     }
 }
 

@@ -51,6 +51,7 @@ struct Inner {
     login_attempts: LoginAttempts,
     waiting_rooms: WaitingRooms,
     journal: Option<IntakeJournal>,
+    releases_owed: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for AppState {
@@ -135,6 +136,7 @@ impl AppState {
                 login_attempts: LoginAttempts::new(),
                 waiting_rooms: parts.waiting_rooms,
                 journal: parts.journal,
+                releases_owed: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -223,6 +225,12 @@ impl AppState {
     /// The intake journal (memory engine only).
     pub fn journal(&self) -> Option<&IntakeJournal> {
         self.inner.journal.as_ref()
+    }
+
+    /// Signalled when the store records releases the engine owes: wakes
+    /// the release applier ([`crate::releases`]).
+    pub fn releases_owed(&self) -> &tokio::sync::Notify {
+        &self.inner.releases_owed
     }
     /// Stock came back to `sale` (a cancel, a release, a rebuild): this
     /// instance stops answering sold_out at once, and the sale's waiting

@@ -36,12 +36,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dashmap::DashMap;
 use stockade_core::{Engine, Order, OrderId, SaleId};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
+use crate::in_flight::{self, InFlight};
 use crate::store::arbiter::Verdict;
 use crate::store::{OrderStore, StoreError, StoreKind};
 
@@ -94,7 +94,7 @@ struct Job {
 #[derive(Clone)]
 pub struct CommitQueue {
     sender: mpsc::Sender<Job>,
-    in_flight: Arc<DashMap<OrderId, Order>>,
+    in_flight: Arc<InFlight>,
 }
 
 impl std::fmt::Debug for CommitQueue {
@@ -115,7 +115,7 @@ impl CommitQueue {
         config: WriterConfig,
     ) -> (Self, JoinHandle<()>) {
         let (sender, receiver) = mpsc::channel(config.max_batch.max(1) * 16);
-        let in_flight = Arc::new(DashMap::new());
+        let in_flight = Arc::new(InFlight::default());
         let task = tokio::spawn(write_batches(
             receiver,
             store,
@@ -130,7 +130,7 @@ impl CommitQueue {
     /// committed (or failed).
     pub async fn submit(&self, order: Order) -> oneshot::Receiver<CommitResult> {
         let (done, result) = oneshot::channel();
-        self.in_flight.insert(order.id, order.clone());
+        self.in_flight.insert(order.clone());
         metrics::gauge!("stockade_writer_queue_depth").increment(1.0);
         let job = Job {
             order,
@@ -155,7 +155,13 @@ impl CommitQueue {
 
     /// An order accepted by the engine whose commit is still under way.
     pub fn in_flight(&self, id: OrderId) -> Option<Order> {
-        self.in_flight.get(&id).map(|o| o.clone())
+        self.in_flight.get(&id)
+    }
+
+    /// An order whose commit is still under way, and a way to wait for the
+    /// store's decision (the commit wakes it; no polling).
+    pub fn watch(&self, id: OrderId) -> Option<(Order, in_flight::Decided)> {
+        self.in_flight.watch(&id)
     }
 }
 
@@ -166,7 +172,7 @@ async fn write_batches(
     store: OrderStore,
     engine: Option<Arc<dyn Engine>>,
     config: WriterConfig,
-    in_flight: Arc<DashMap<OrderId, Order>>,
+    in_flight: Arc<InFlight>,
 ) {
     let (acknowledger, acknowledging) = match engine {
         Some(engine) => {
@@ -253,7 +259,7 @@ async fn commit_batch(
     batch: Vec<Job>,
     store: OrderStore,
     acknowledger: Option<Acknowledger>,
-    in_flight: Arc<DashMap<OrderId, Order>>,
+    in_flight: Arc<InFlight>,
     stranded: mpsc::UnboundedSender<Vec<Order>>,
     locked: oneshot::Sender<()>,
     slot: OwnedSemaphorePermit,
@@ -315,7 +321,7 @@ async fn recommit_stranded(
     mut arriving: mpsc::UnboundedReceiver<Vec<Order>>,
     store: OrderStore,
     acknowledger: Option<Acknowledger>,
-    in_flight: Arc<DashMap<OrderId, Order>>,
+    in_flight: Arc<InFlight>,
     max_batch: usize,
 ) {
     const FIRST_PAUSE: Duration = Duration::from_millis(250);

@@ -349,3 +349,83 @@ fn script_calls(backends: &Backends) -> u64 {
         })
         .sum()
 }
+
+/// Issue 18, item 5: with Redis frozen (SIGSTOP), a limited route answers
+/// in well under the engine's 2 s timeout, is still limited (by this
+/// instance's share of the rate: half, of two instances), every such check
+/// is counted, and the shared limit is back once Redis answers again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_frozen_redis_costs_a_short_timeout_then_this_instances_share_limits() {
+    let backends = Backends::start(false).await;
+    let clock = ManualClock::new(Utc::now());
+    let limits = RateLimits {
+        ip: Some(per_minute(6, 4)),
+        trusted_proxies: TrustedProxies::parse("127.0.0.0/8").unwrap(),
+        instances: 2,
+        ..RateLimits::default()
+    };
+    let adjust = |c: &mut ServerConfig| c.rate_limits = limits.clone();
+    let server = Instance::start_with_clock(&backends, Arc::new(clock.clone()), adjust).await;
+    let from = |client: &str| {
+        server
+            .client
+            .get(server.at("/v1/sales/nothing-here"))
+            .header("X-Forwarded-For", client)
+    };
+    let fell_back = |text: &str| {
+        text.lines()
+            .filter(|l| l.starts_with("stockade_rate_limit_fallbacks_total"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let before = fell_back(&server.metrics_text().await);
+
+    backends.redis.pause();
+    let mut statuses = Vec::new();
+    for i in 0..6 {
+        let started = Instant::now();
+        let answer = send(from("203.0.113.1")).await;
+        let took = started.elapsed();
+        assert!(
+            took < std::time::Duration::from_millis(500),
+            "request {i} with Redis frozen took {took:?} (status {})",
+            answer.status
+        );
+        statuses.push(answer.status);
+    }
+    let counted = fell_back(&server.metrics_text().await) - before;
+    backends.redis.resume();
+    // This instance's share (half the burst of 4) while Redis hangs.
+    assert_eq!(statuses, vec![404, 404, 429, 429, 429, 429]);
+    assert_eq!(counted, 6.0, "every check decided locally is counted");
+
+    // Redis answers again: one request (each from a new client) soon asks
+    // it and stops counting as a local decision.
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    let mut probes = 0;
+    loop {
+        let counted = fell_back(&server.metrics_text().await);
+        send(from(&format!("198.51.100.{probes}"))).await;
+        probes += 1;
+        if fell_back(&server.metrics_text().await) == counted {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the limiter never went back to Redis"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // The shared limit decides again: the whole burst of 4, not the share.
+    let counted = fell_back(&server.metrics_text().await);
+    let mut after = Vec::new();
+    for _ in 0..5 {
+        after.push(send(from("203.0.113.2")).await.status);
+    }
+    assert_eq!(
+        after,
+        vec![404, 404, 404, 404, 429],
+        "the shared limit is back"
+    );
+    assert_eq!(fell_back(&server.metrics_text().await), counted);
+}

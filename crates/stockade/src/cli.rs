@@ -474,6 +474,12 @@ pub struct ServeArgs {
     /// default: the rate's count).
     #[arg(long, value_name = "N")]
     pub rate_limit_ip_burst: Option<u64>,
+    /// How many instances share the rate limits in Redis
+    /// (STOCKADE_RATE_LIMIT_INSTANCES; default 1): while Redis does not
+    /// answer within 50 ms, each instance enforces that share of every
+    /// limit alone.
+    #[arg(long, value_name = "N")]
+    pub rate_limit_instances: Option<u64>,
     /// Proxies whose X-Forwarded-For names the client: comma-separated
     /// addresses and CIDR ranges, e.g. 10.0.0.0/8,192.168.1.7
     /// (STOCKADE_TRUSTED_PROXIES; default: none, the header is ignored).

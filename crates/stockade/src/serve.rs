@@ -54,6 +54,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         rate_limit_buyer_burst: args.rate_limit_buyer_burst,
         rate_limit_ip: args.rate_limit_ip,
         rate_limit_ip_burst: args.rate_limit_ip_burst,
+        rate_limit_instances: args.rate_limit_instances,
         trusted_proxies: args.trusted_proxies,
         dashboard_session_ttl_s: args.dashboard_session_ttl_s,
         metrics_retention_s: args.metrics_retention_s,

@@ -35,8 +35,8 @@ pub use connection::SharedConnection;
 pub use keys::SaleKeys;
 use outbox::OutboxIndex;
 use scripts::{
-    CLOSE, CREATE_SALE, PURCHASE, REBUILD_BEGIN, REBUILD_CHUNK, REBUILD_FINISH, RELEASE, RETIRE,
-    redis_error,
+    CLOSE, CREATE_SALE, PURCHASE, REBUILD_BEGIN, REBUILD_CHUNK, REBUILD_FINISH, RELEASE,
+    RELEASE_MANY, RETIRE, redis_error,
 };
 pub use topology::{RedisTopology, RedisUrlError};
 
@@ -118,7 +118,10 @@ pub struct RedisEngine {
     clock: Arc<dyn Clock>,
     purchases: Batcher<(SaleId, Epoch), BatchedPurchase, PurchaseOutcome>,
     purchase_script: Arc<PurchaseScript>,
+    /// This process's own outbox entries.
     outbox_index: Arc<OutboxIndex>,
+    /// Other processes' entries, as of the last read of each outbox.
+    read_entries: OutboxIndex,
 }
 
 /// Runs purchase.lua for a batch of one sale under one epoch.
@@ -247,6 +250,7 @@ impl RedisEngine {
             }),
             purchases: Batcher::new(config.max_batch),
             outbox_index,
+            read_entries: OutboxIndex::default(),
             connection,
             key_prefix: config.key_prefix.clone(),
             clock,
@@ -257,6 +261,13 @@ impl RedisEngine {
     /// outbox reader, fault-injection tests).
     pub fn keys(&self, sale: &SaleId) -> SaleKeys {
         SaleKeys::new(&self.key_prefix, sale)
+    }
+
+    /// How many outbox entries this engine keeps track of (its own
+    /// undecided entries, and others' as of its last read of each outbox):
+    /// bounded by what the streams hold, never by what they once held.
+    pub fn outbox_entries_known(&self) -> usize {
+        self.outbox_index.len() + self.read_entries.len()
     }
 
     /// An identity of the Redis data set that changes whenever the server
@@ -329,6 +340,41 @@ impl Engine for RedisEngine {
         codes::release(code, quantity, remaining, "release.lua")
     }
 
+    async fn release_many(
+        &self,
+        sale: &SaleId,
+        releases: &[(OrderId, Epoch)],
+    ) -> Result<Vec<ReleaseOutcome>, EngineError> {
+        if releases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys = self.keys(sale);
+        let mut invocation = RELEASE_MANY.prepare_invoke();
+        invocation
+            .key(&keys.sale)
+            .key(&keys.holdings)
+            .key(&keys.orders)
+            .arg(releases.len());
+        for (order, epoch) in releases {
+            invocation.arg(order.to_string()).arg(epoch.get());
+        }
+        let reply: Vec<i64> = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)?;
+        if reply.len() != 3 * releases.len() {
+            return Err(EngineError::backend(format!(
+                "release_many.lua gave {} values for {} releases",
+                reply.len(),
+                releases.len()
+            )));
+        }
+        reply
+            .chunks_exact(3)
+            .map(|answer| codes::release(answer[0], answer[1], answer[2], "release_many.lua"))
+            .collect()
+    }
+
     async fn epoch(&self, sale: &SaleId) -> Result<Option<Epoch>, EngineError> {
         let keys = self.keys(sale);
         let (total, epoch): (Option<String>, Option<i64>) = redis::cmd("HMGET")
@@ -394,16 +440,24 @@ impl Engine for RedisEngine {
             .await
             .map_err(redis_error)?;
         let mut orders = Vec::new();
+        // Others' entries are known as they are in the stream now.
+        let present = entries.ids.iter().map(|e| e.id.as_str()).collect();
+        self.read_entries.keep_only(sale, &present);
         for entry in &entries.ids {
             let carried = codec::orders_from_entry(sale, entry)?;
-            let ids: Vec<OrderId> = carried.iter().map(|order| order.id).collect();
-            self.outbox_index.record(sale, &entry.id, &ids);
+            let index = if self.outbox_index.knows(sale, &entry.id) {
+                &*self.outbox_index
+            } else {
+                let ids: Vec<OrderId> = carried.iter().map(|order| order.id).collect();
+                self.read_entries.record(sale, &entry.id, &ids);
+                &self.read_entries
+            };
             // Orders of the entry this process acknowledged already are
             // decided: leave them out.
             orders.extend(
                 carried
                     .into_iter()
-                    .filter(|order| self.outbox_index.is_undecided(sale, &entry.id, &order.id)),
+                    .filter(|order| index.is_undecided(sale, &entry.id, &order.id)),
             );
         }
         if orders.is_empty() {
@@ -431,7 +485,8 @@ impl Engine for RedisEngine {
     }
 
     async fn acknowledge(&self, sale: &SaleId, orders: &[OrderId]) -> Result<(), EngineError> {
-        let finished = self.outbox_index.settle(sale, orders);
+        let mut finished = self.outbox_index.settle(sale, orders);
+        finished.extend(self.read_entries.settle(sale, orders));
         if finished.is_empty() {
             return Ok(());
         }
@@ -487,6 +542,7 @@ impl Engine for RedisEngine {
             .await?;
         // The outbox was replaced with an empty one.
         self.outbox_index.forget(spec.id());
+        self.read_entries.forget(spec.id());
         // The state goes in bounded chunks: holdings, then keys, then orders.
         let holdings: Vec<_> = plan.holdings.iter().collect();
         let order_records: Vec<(String, String)> = plan

@@ -4,16 +4,22 @@
 //! orders, so acknowledging an order cannot delete "its" entry: the entry
 //! goes only once every order in it is decided (committed or void in the
 //! store) or released. Keeping that count in Redis would cost a write per
-//! order; it lives here instead, filled by the batches this process sent
-//! and by every outbox read (recovery reads the outbox before it
-//! acknowledges what it found, so the entries it acknowledges are known).
+//! order; it lives here instead, in two indexes of the same shape:
+//! - the engine's own entries, filled by the batches this process sent and
+//!   emptied as it acknowledges their orders;
+//! - other processes' entries as of this process's last read of each
+//!   outbox (recovery reads the outbox before it acknowledges what it
+//!   found, so the entries it acknowledges are known). Each read replaces
+//!   that view ([`OutboxIndex::keep_only`]): entries that left the stream
+//!   (acknowledged by their writer) are forgotten, so the view never holds
+//!   more than the stream does.
 //!
-//! Losing this index (a crash) loses nothing: the entries stay in the
+//! Losing an index (a crash) loses nothing: the entries stay in the
 //! stream until some instance's recovery reads, commits and acknowledges
 //! them. Acknowledging an order twice is harmless: its first
 //! acknowledgement takes it out of the index.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -92,6 +98,33 @@ impl OutboxIndex {
         finished
     }
 
+    /// Whether `entry` of `sale` is known here (with undecided orders).
+    pub(super) fn knows(&self, sale: &SaleId, entry: &str) -> bool {
+        self.sales
+            .get(sale)
+            .is_some_and(|entries| entries.undecided.contains_key(entry))
+    }
+
+    /// Forgets the entries of `sale` that are not in `present` (they left
+    /// the stream), keeping what is known of the others.
+    pub(super) fn keep_only(&self, sale: &SaleId, present: &HashSet<&str>) {
+        if let Some(mut entries) = self.sales.get_mut(sale) {
+            entries
+                .undecided
+                .retain(|entry, _| present.contains(&**entry));
+            entries
+                .entry_of
+                .retain(|_, entry| present.contains(&**entry));
+        }
+        self.sales
+            .remove_if(sale, |_, entries| entries.undecided.is_empty());
+    }
+
+    /// How many entries with undecided orders are known, over all sales.
+    pub(super) fn len(&self) -> usize {
+        self.sales.iter().map(|s| s.undecided.len()).sum()
+    }
+
     /// Forgets a sale's entries (its outbox was replaced by a rebuild).
     pub(super) fn forget(&self, sale: &SaleId) {
         self.sales.remove(sale);
@@ -119,6 +152,23 @@ mod tests {
         index.record(&sale, "1-0", &[a, b]);
         assert_eq!(index.settle(&sale, &[b, c]), vec!["1-0", "2-0"]);
         assert!(index.settle(&sale, &[a, b, c]).is_empty());
+        assert!(index.sales.is_empty());
+    }
+
+    #[test]
+    fn keeping_only_the_present_entries_forgets_the_rest() {
+        let index = OutboxIndex::default();
+        let sale = SaleId::new("s").unwrap();
+        let [a, b, c] = [(); 3].map(|()| OrderId::generate());
+        index.record(&sale, "1-0", &[a, b]);
+        index.record(&sale, "2-0", &[c]);
+        assert!(index.settle(&sale, &[a]).is_empty());
+        index.keep_only(&sale, &HashSet::from(["1-0"]));
+        assert_eq!(index.len(), 1);
+        assert!(!index.is_undecided(&sale, "1-0", &a), "its count is kept");
+        assert!(!index.knows(&sale, "2-0"));
+        index.keep_only(&sale, &HashSet::new());
+        assert_eq!(index.len(), 0);
         assert!(index.sales.is_empty());
     }
 

@@ -15,6 +15,8 @@ pub(super) static PURCHASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/purchase.lua")));
 pub(super) static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/release.lua")));
+pub(super) static RELEASE_MANY: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/release_many.lua")));
 pub(super) static CLOSE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/close.lua")));
 pub(super) static RETIRE: LazyLock<Script> =

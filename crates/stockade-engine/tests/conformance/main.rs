@@ -1,6 +1,7 @@
 //! The engine conformance suite: every scenario is written once, in
 //! `suite.rs` and `properties.rs`, and run against every engine.
 
+mod batch_release;
 mod harness;
 mod properties;
 mod suite;
@@ -50,6 +51,7 @@ all_engines!(
     outbox_holds_accepted_orders_until_acknowledged,
     keys_are_scoped_to_their_buyer,
     epochs_fence_purchases_releases_and_rebuilds,
+    releases_in_one_call_are_each_decided_as_alone,
 );
 
 /// Engines that let an ended sale go ([`stockade_core::Engine::retire`]):

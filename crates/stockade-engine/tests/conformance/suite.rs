@@ -9,6 +9,7 @@ use stockade_core::{
     Purchase, PurchaseOutcome, ReleaseOutcome, SaleId, SaleSpec, SaleStatus, UserId,
 };
 
+pub use crate::batch_release::releases_in_one_call_are_each_decided_as_alone;
 use crate::harness::Harness;
 
 fn spec(id: &str, stock: u32, limit: u32) -> SaleSpec {

@@ -31,6 +31,7 @@ pub mod error;
 pub mod identity;
 pub mod json;
 mod ops;
+mod order_lookup;
 mod orders;
 mod purchases;
 mod queue;

@@ -9,7 +9,7 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::Value;
-use stockade_core::{Order, OrderId};
+use stockade_core::OrderId;
 use utoipa::IntoParams;
 
 use super::auth::{Admin, PaymentService};
@@ -17,9 +17,13 @@ use super::dto::{ErrorBody, OrderBody, OrderPage};
 use super::error::ApiError;
 use super::identity::Caller;
 use super::json::ApiPath;
+use super::order_lookup::{
+    Lookup, ensure_own_order, look_up, not_committed_yet, not_in_store, order_failed, unknown_order,
+};
 use super::sales::{sale_id, unknown_sale};
-use crate::recovery::items_returned;
+use crate::releases::items_returned;
 use crate::state::AppState;
+use crate::store::Stored;
 use crate::store::holds::Confirm;
 use crate::store::releases::Cancel;
 
@@ -28,21 +32,8 @@ pub fn order_id(raw: &str) -> Result<OrderId, ApiError> {
     OrderId::from_str(raw).map_err(|e| ApiError::invalid("order_id", e.reason))
 }
 
-fn unknown_order(id: OrderId) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "unknown_order",
-        format!("there is no order {id}"),
-    )
-}
-
 /// The longest `?wait=` of an order lookup, in seconds.
 pub const MAX_WAIT_SECONDS: u64 = 30;
-
-/// How far back an order id's timestamp may lie for a lookup that misses
-/// the store to search the engine's outboxes: an accepted order is
-/// committed within moments, or by the reconciler after its grace period.
-const OUTBOX_LOOKUP_WINDOW: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 
 /// Options of an order lookup.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -53,91 +44,6 @@ pub struct WaitQuery {
     /// seconds (0 to 30) for its commit before answering.
     #[param(minimum = 0, maximum = 30)]
     pub wait: Option<u64>,
-}
-
-/// What is known of an order id.
-enum Lookup {
-    /// Committed: its stored status.
-    Committed(Order),
-    /// Accepted by the engine, not committed yet.
-    Pending(Order),
-    /// Refused by the store: nothing was sold.
-    Void,
-    /// Never seen.
-    Unknown,
-}
-
-/// Where an order is: committed in the store, being committed by this
-/// instance, or (for an id minted in the last minutes) waiting in an open
-/// sale's outbox, being committed by another instance.
-///
-/// Another buyer's order is `Unknown`, exactly as a missing one, so order
-/// ids reveal nothing; a void order sold nothing and its buyer heard so
-/// when buying, so with identity on only the admin learns that it failed.
-/// Every route on one order (read, confirm, cancel) starts here.
-async fn look_up(state: &AppState, caller: &Caller, id: OrderId) -> Result<Lookup, ApiError> {
-    let found = found(state, id).await?;
-    Ok(match found {
-        Lookup::Committed(ref order) | Lookup::Pending(ref order)
-            if !caller.may_access(&order.user_id) =>
-        {
-            Lookup::Unknown
-        }
-        Lookup::Void if matches!(caller, Caller::Buyer(_)) => Lookup::Unknown,
-        found => found,
-    })
-}
-
-/// [`look_up`] for anyone.
-async fn found(state: &AppState, id: OrderId) -> Result<Lookup, ApiError> {
-    if let Some(order) = state.store().order(id).await? {
-        return Ok(Lookup::Committed(order));
-    }
-    if let Some(order) = state.queue().in_flight(id) {
-        return Ok(Lookup::Pending(order));
-    }
-    if state.store().is_void(id).await? {
-        return Ok(Lookup::Void);
-    }
-    if let Some(order) = in_an_outbox(state, id).await? {
-        // Committed meanwhile, by whoever was committing it?
-        if let Some(order) = state.store().order(id).await? {
-            return Ok(Lookup::Committed(order));
-        }
-        return Ok(Lookup::Pending(order));
-    }
-    Ok(Lookup::Unknown)
-}
-
-/// The order in the outbox of one of the open sales, if its id is recent.
-async fn in_an_outbox(state: &AppState, id: OrderId) -> Result<Option<Order>, ApiError> {
-    let Some(engine) = state.engine() else {
-        return Ok(None);
-    };
-    let now = state.clock().now();
-    let minted = id
-        .as_uuid()
-        .get_timestamp()
-        .map(|t| t.to_unix())
-        .and_then(|(secs, nanos)| chrono::DateTime::from_timestamp(secs as i64, nanos));
-    if minted.is_none_or(|at| now - at > OUTBOX_LOOKUP_WINDOW) {
-        return Ok(None);
-    }
-    for sale in state
-        .store()
-        .sale_states(Some(now - OUTBOX_LOOKUP_WINDOW))
-        .await?
-    {
-        if let Some(order) = engine
-            .outbox(sale.spec.id())
-            .await?
-            .into_iter()
-            .find(|o| o.id == id)
-        {
-            return Ok(Some(order.under_hold(sale.spec.hold())));
-        }
-    }
-    Ok(None)
 }
 
 /// Reads an order: committed ones from the store with their status,
@@ -151,7 +57,7 @@ async fn in_an_outbox(state: &AppState, id: OrderId) -> Result<Option<Order>, Ap
     responses(
         (status = 200, body = OrderBody),
         (status = 401, description = "unauthenticated: identity is on and the buyer's JWT is missing or invalid", body = ErrorBody),
-        (status = 404, description = "unknown_order (also another buyer's order), or order_failed: refused by the store, nothing sold", body = ErrorBody),
+        (status = 404, description = "unknown_order (also another buyer's order; for an id minted in the last ten minutes, with Retry-After: 1 and a hint to retry, since another instance may not have committed it yet), or order_failed: refused by the store, nothing sold", body = ErrorBody),
     )
 )]
 pub async fn get_order(
@@ -169,73 +75,33 @@ pub async fn get_order(
             format!("must be between 0 and {MAX_WAIT_SECONDS} seconds"),
         ));
     }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
     let pending = match look_up(&state, &caller, id).await? {
         Lookup::Committed(order) => return Ok(Json(OrderBody::from_order(&order))),
         Lookup::Pending(order) => order,
         Lookup::Void => return Err(order_failed(id)),
+        Lookup::NotYet => return Err(not_committed_yet(id)),
         Lookup::Unknown => return Err(unknown_order(id)),
     };
-    // Pending: from now on only its commit (or its refusal) can change
-    // the answer, and both show in the store.
-    let mut pause = Duration::from_millis(20);
-    while tokio::time::Instant::now() < deadline {
-        // Most commits take milliseconds: look again soon, then less and
-        // less often.
-        tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + pause)).await;
-        pause = (pause * 2).min(Duration::from_millis(250));
-        if let Some(order) = state.store().order(id).await? {
-            return Ok(Json(OrderBody::from_order(&order)));
-        }
-        if state.store().is_void(id).await? {
-            return Err(order_failed(id));
+    if wait == 0 {
+        return Ok(Json(OrderBody::with_status(&pending, "pending")));
+    }
+    // Pending here: the writer's decision wakes the poll (no store reads
+    // meanwhile), then one read tells what the store decided.
+    if let Some((_, decided)) = state.queue().watch(id) {
+        let deadline = Duration::from_secs(wait);
+        if tokio::time::timeout(deadline, decided.wait())
+            .await
+            .is_err()
+        {
+            return Ok(Json(OrderBody::with_status(&pending, "pending")));
         }
     }
-    Ok(Json(OrderBody::with_status(&pending, "pending")))
-}
-
-fn order_failed(id: OrderId) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "order_failed",
-        format!("order {id} was refused by the order store: nothing was sold"),
-    )
-}
-
-/// Why `what` (a confirm, a cancel) found no committed order `id`.
-async fn not_in_store(
-    state: &AppState,
-    caller: &Caller,
-    id: OrderId,
-    what: &str,
-) -> Result<ApiError, ApiError> {
-    Ok(match look_up(state, caller, id).await? {
-        // Committed just now: the next try finds it.
-        Lookup::Pending(_) | Lookup::Committed(_) => order_pending(what),
-        Lookup::Void => order_failed(id),
-        Lookup::Unknown => unknown_order(id),
-    })
-}
-
-/// A signed-in buyer cancels only their own orders; others
-/// are told the order does not exist. (The check costs a read, so callers
-/// who may act on any order skip it.)
-async fn ensure_own_order(state: &AppState, caller: &Caller, id: OrderId) -> Result<(), ApiError> {
-    if matches!(caller, Caller::Buyer(_))
-        && matches!(look_up(state, caller, id).await?, Lookup::Unknown)
-    {
-        return Err(unknown_order(id));
+    match state.store().stored(id).await? {
+        Some(Stored::Order(order)) => Ok(Json(OrderBody::from_order(&order))),
+        Some(Stored::Void) => Err(order_failed(id)),
+        // The writer stopped before the store took it.
+        None => Ok(Json(OrderBody::with_status(&pending, "pending"))),
     }
-    Ok(())
-}
-
-/// 409 `order_pending`: not committed yet.
-fn order_pending(what: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::CONFLICT,
-        "order_pending",
-        format!("the order is still being committed; retry the {what} shortly"),
-    )
 }
 
 /// Confirms a held order: the payment arrived. This is the payment
@@ -253,7 +119,7 @@ fn order_pending(what: &str) -> ApiError {
         (status = 401, description = "unauthenticated: no credential, or a bearer token that is neither the payments token nor the admin token (without STOCKADE_PAYMENTS_TOKEN only the admin confirms)", body = ErrorBody),
         (status = 403, description = "forbidden: a buyer's JWT; only the payment service (or the admin) confirms", body = ErrorBody),
         (status = 200, description = "the confirmed order", body = OrderBody),
-        (status = 404, description = "unknown_order", body = ErrorBody),
+        (status = 404, description = "unknown_order (also another buyer's order; Retry-After: 1 for a recent id, possibly not committed yet by another instance)", body = ErrorBody),
         (status = 409, description = "hold_expired (the hold ran out first: its items went back on sale), order_cancelled, or order_pending (not committed yet, retry shortly)", body = ErrorBody),
     )
 )]
@@ -303,7 +169,7 @@ pub async fn confirm_order(
     responses(
         (status = 401, description = "unauthenticated: identity is on and the buyer's JWT is missing or invalid", body = ErrorBody),
         (status = 200, description = "the cancelled order", body = OrderBody),
-        (status = 404, description = "unknown_order", body = ErrorBody),
+        (status = 404, description = "unknown_order (Retry-After: 1 for a recent id, possibly not committed yet by another instance)", body = ErrorBody),
         (status = 409, description = "order_pending: not committed yet, retry shortly", body = ErrorBody),
     )
 )]

@@ -254,6 +254,12 @@ pub const SETTINGS: &[Setting] = &[
         "the rate's count",
     ),
     setting(
+        "rate_limit_instances",
+        Some("--rate-limit-instances"),
+        "STOCKADE_RATE_LIMIT_INSTANCES",
+        "1",
+    ),
+    setting(
         "trusted_proxies",
         Some("--trusted-proxies"),
         "STOCKADE_TRUSTED_PROXIES",

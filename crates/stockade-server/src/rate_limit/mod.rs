@@ -6,7 +6,9 @@
 //! headers before any engine or store work. On the embedded default the
 //! limits live in this process ([`governor`]); with the Redis engine they
 //! live in Redis, one atomic script call per check (`gcra.lua`), so every
-//! instance on that Redis shares them.
+//! instance on that Redis shares them. A check waits at most 50 ms for
+//! Redis; then this instance's share of the limit decides, until Redis
+//! answers again (see [`shared`]).
 //!
 //! # Layout
 //! - [`policy`]: a limit's rate and burst, parsed from settings, and the
@@ -30,7 +32,7 @@ pub use client_ip::TrustedProxies;
 pub use policy::{Limit, Limited};
 
 /// The limits of one service, as configured.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RateLimits {
     /// Requests per buyer (None: unlimited).
     pub buyer: Option<Limit>,
@@ -38,6 +40,21 @@ pub struct RateLimits {
     pub ip: Option<Limit>,
     /// The proxies whose `X-Forwarded-For` is believed.
     pub trusted_proxies: TrustedProxies,
+    /// How many instances share the limits in Redis (at least 1): while
+    /// Redis does not answer, each enforces `1/instances` of every limit
+    /// by itself.
+    pub instances: u32,
+}
+
+impl Default for RateLimits {
+    fn default() -> Self {
+        Self {
+            buyer: None,
+            ip: None,
+            trusted_proxies: TrustedProxies::default(),
+            instances: 1,
+        }
+    }
 }
 
 /// What a limit counts.
@@ -104,14 +121,15 @@ impl RateLimiter {
     }
 
     /// Limits kept in the Redis on the other end of `connection` (the
-    /// engine's), shared by every instance using it; the time is `clock`'s
-    /// (keep instances' clocks in sync).
+    /// engine's), shared by every instance using it, with this instance's
+    /// share of them to fall back on; the time is `clock`'s (keep
+    /// instances' clocks in sync).
     pub fn shared(
         limits: RateLimits,
         connection: stockade_engine::redis::SharedConnection,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let backend = Backend::Shared(shared::SharedLimits::new(connection, clock));
+        let backend = Backend::Shared(shared::SharedLimits::new(&limits, connection, clock));
         Self {
             inner: Arc::new(Inner { limits, backend }),
         }

@@ -63,6 +63,18 @@ impl Limit {
     pub fn window(&self) -> Duration {
         self.interval() * self.burst
     }
+
+    /// One of `instances` equal shares of this limit (the rate divided,
+    /// the burst too, rounded up to at least 1): what one instance enforces
+    /// alone while the shared limits cannot be asked.
+    pub fn share(&self, instances: u32) -> Self {
+        let instances = instances.max(1);
+        Self {
+            count: self.count,
+            period: self.period * instances,
+            burst: self.burst.div_ceil(instances).max(1),
+        }
+    }
 }
 
 /// A request over a limit.
@@ -122,6 +134,17 @@ mod tests {
             assert!(Limit::parse(bad, None).is_err(), "{bad}");
         }
         assert!(Limit::parse("1/s", Some(0)).is_err());
+    }
+
+    #[test]
+    fn a_share_divides_the_rate_and_the_burst() {
+        let limit = Limit::parse("6/m", Some(5)).unwrap();
+        let half = limit.share(2);
+        assert_eq!(half.interval(), Duration::from_secs(20));
+        assert_eq!(half.burst, 3);
+        assert_eq!(limit.share(100).burst, 1);
+        assert_eq!(limit.share(0), limit.share(1));
+        assert_eq!(limit.share(1), limit);
     }
 
     #[test]

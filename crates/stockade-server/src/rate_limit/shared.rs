@@ -1,57 +1,157 @@
 //! Limits kept in Redis and shared by every instance on it: each check is
 //! one call of `gcra.lua`, which reads and moves the key's theoretical
 //! arrival time atomically.
+//!
+//! A rate limit is a side path: a request never waits on a sick Redis
+//! longer than [`REDIS_TIMEOUT`]. When Redis does not answer in time (or
+//! fails), the check is decided by [`LocalShare`]: this instance's share of
+//! each limit, kept in this process. It stays local (without asking Redis)
+//! until a probe, one request every [`PROBE_EVERY`], finds Redis answering
+//! again. Every local decision is counted in
+//! `stockade_rate_limit_fallbacks_total`, and each outage is logged once
+//! when it starts and once when it ends: never silently open.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::Script;
 use stockade_core::Clock;
 use stockade_engine::redis::SharedConnection;
 
-use super::{Limit, Scope};
+use super::local::LocalLimits;
+use super::{Limit, RateLimits, Scope};
 
 static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("gcra.lua")));
 
 /// The prefix of every rate-limit key.
 pub const KEY_PREFIX: &str = "stockade:limit:";
 
-/// The Redis limits.
+/// How long a check waits for Redis before this instance decides alone: a
+/// GCRA call takes well under a millisecond on a healthy Redis.
+pub const REDIS_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// While Redis is not answering, one request this often asks it again.
+pub const PROBE_EVERY: Duration = Duration::from_millis(200);
+
+/// The Redis limits, with this instance's share to fall back on.
 pub(super) struct SharedLimits {
     connection: SharedConnection,
     clock: Arc<dyn Clock>,
+    local: LocalLimits,
+    outage: Outage,
+}
+
+/// Whether Redis is failing the limiter, since when, and the last probe.
+struct Outage {
+    /// The time base of the millisecond stamps below.
+    base: Instant,
+    down: AtomicBool,
+    /// Milliseconds after `base` of the last probe.
+    last_probe_ms: AtomicU64,
+    /// Checks decided locally during the current outage.
+    local_checks: AtomicU64,
 }
 
 impl SharedLimits {
     /// Limits on the engine's own connection (standalone, Sentinel or
-    /// Cluster alike: each check touches one key).
-    pub(super) fn new(connection: SharedConnection, clock: Arc<dyn Clock>) -> Self {
-        Self { connection, clock }
+    /// Cluster alike: each check touches one key); `limits` gives the
+    /// local share (see [`RateLimits::instances`]).
+    pub(super) fn new(
+        limits: &RateLimits,
+        connection: SharedConnection,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let share = RateLimits {
+            buyer: limits.buyer.map(|l| l.share(limits.instances)),
+            ip: limits.ip.map(|l| l.share(limits.instances)),
+            ..limits.clone()
+        };
+        Self {
+            connection,
+            local: LocalLimits::new(&share, Arc::clone(&clock)),
+            clock,
+            outage: Outage {
+                base: Instant::now(),
+                down: AtomicBool::new(false),
+                last_probe_ms: AtomicU64::new(0),
+                local_checks: AtomicU64::new(0),
+            },
+        }
     }
 
-    /// None if the request conforms, else how long until it would. When
-    /// Redis cannot be asked, the request is let through (logged and
-    /// counted): a limit protects the service, it is not a reason to
-    /// refuse buyers while the engine may still be up.
+    /// None if the request conforms, else how long until it would: Redis's
+    /// answer within [`REDIS_TIMEOUT`], else this instance's share's.
     pub(super) async fn check(&self, scope: Scope, limit: Limit, key: &str) -> Option<Duration> {
+        if self.outage.down.load(Ordering::Acquire) && !self.probe_due() {
+            return self.decide_locally(scope, key);
+        }
+        match tokio::time::timeout(REDIS_TIMEOUT, self.ask_redis(scope, limit, key)).await {
+            Ok(Ok(verdict)) => {
+                if self.outage.down.swap(false, Ordering::AcqRel) {
+                    let local = self.outage.local_checks.swap(0, Ordering::Relaxed);
+                    tracing::info!(
+                        local_checks = local,
+                        "Redis answers the rate limiter again: the shared limits apply"
+                    );
+                }
+                verdict
+            }
+            Ok(Err(error)) => self.fall_back(scope, key, &error.to_string()),
+            Err(_) => self.fall_back(scope, key, "no answer within the timeout"),
+        }
+    }
+
+    async fn ask_redis(
+        &self,
+        scope: Scope,
+        limit: Limit,
+        key: &str,
+    ) -> Result<Option<Duration>, redis::RedisError> {
         let now = self.clock.now().timestamp_micros();
         let interval = limit.interval().as_micros() as i64;
         let mut connection = self.connection.clone();
-        let reply: Result<(i64, i64), _> = GCRA
+        let (conforms, wait): (i64, i64) = GCRA
             .key(format!("{KEY_PREFIX}{}:{key}", scope.name()))
             .arg(now)
             .arg(interval.max(1))
             .arg(limit.burst)
             .invoke_async(&mut connection)
-            .await;
-        match reply {
-            Ok((1, _)) => None,
-            Ok((_, wait)) => Some(Duration::from_micros(wait.max(0) as u64)),
-            Err(error) => {
-                tracing::warn!(%error, "rate limit check failed; letting the request through");
-                metrics::counter!("stockade_rate_limit_errors_total").increment(1);
-                None
-            }
+            .await?;
+        Ok((conforms != 1).then(|| Duration::from_micros(wait.max(0) as u64)))
+    }
+
+    /// Whether this request is the one that asks Redis again (at most one
+    /// every [`PROBE_EVERY`]).
+    fn probe_due(&self) -> bool {
+        let now = self.outage.base.elapsed().as_millis() as u64;
+        let last = self.outage.last_probe_ms.load(Ordering::Relaxed);
+        now.saturating_sub(last) >= PROBE_EVERY.as_millis() as u64
+            && self
+                .outage
+                .last_probe_ms
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Redis failed this check: the outage starts (logged once), and this
+    /// instance's share decides.
+    fn fall_back(&self, scope: Scope, key: &str, why: &str) -> Option<Duration> {
+        let now = self.outage.base.elapsed().as_millis() as u64;
+        self.outage.last_probe_ms.store(now, Ordering::Relaxed);
+        if !self.outage.down.swap(true, Ordering::AcqRel) {
+            tracing::warn!(
+                error = why,
+                timeout_ms = REDIS_TIMEOUT.as_millis() as u64,
+                "Redis does not answer the rate limiter: limiting with this instance's share of each limit until it does"
+            );
         }
+        self.decide_locally(scope, key)
+    }
+
+    fn decide_locally(&self, scope: Scope, key: &str) -> Option<Duration> {
+        self.outage.local_checks.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("stockade_rate_limit_fallbacks_total").increment(1);
+        self.local.check(scope, key)
     }
 }

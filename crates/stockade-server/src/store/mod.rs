@@ -103,6 +103,15 @@ const ORDER_COLUMNS: &str = "id, sale_id, user_id, quantity, idempotency_key, st
 const VOID: &str = "void";
 const SALE_COLUMNS: &str = "id, total_stock, per_user_limit, starts_at_ms, ends_at_ms, hold_ms";
 
+/// An order id as the store knows it ([`OrderStore::stored`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stored {
+    /// Committed, with its current status.
+    Order(Order),
+    /// Refused by the store: nothing was sold.
+    Void,
+}
+
 impl OrderStore {
     /// Opens the store at `url` (`postgres://…` or `sqlite://…`) and runs its
     /// migrations.
@@ -199,6 +208,23 @@ impl OrderStore {
         .await?
         .map(|row| order_from_row(&row))
         .transpose()
+    }
+
+    /// What the store knows of an order id, in one indexed read: the
+    /// order, or that it was refused (void), or nothing.
+    pub async fn stored(&self, id: OrderId) -> Result<Option<Stored>, StoreError> {
+        let Some(row) = sqlx::query(&format!("SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1"))
+            .bind(id.to_string())
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let status: String = row.try_get("status")?;
+        if status == VOID {
+            return Ok(Some(Stored::Void));
+        }
+        order_from_row(&row).map(|order| Some(Stored::Order(order)))
     }
 
     /// A page of a sale's orders in id (= creation) order, after `after`.

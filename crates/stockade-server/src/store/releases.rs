@@ -3,9 +3,10 @@
 //! A cancel is decided in the store (the truth) in one transaction that
 //! marks the order cancelled, gives its items back to the sale's sold count
 //! and the buyer's holding, and records a pending release under the sale's
-//! epoch. The engine applies the release afterwards; until it has (engine
-//! unreachable, process killed), the record stays and the reconciler
-//! retries it, so no cancelled order keeps its stock in the engine.
+//! epoch. The engine applies the release afterwards, off the request path
+//! (`crate::releases`); until it has (engine unreachable, process killed),
+//! the record stays and is retried, so no cancelled order keeps its stock
+//! in the engine.
 
 use std::collections::HashMap;
 
@@ -99,17 +100,42 @@ impl OrderStore {
         .fetch_all(&self.pool)
         .await?
         .iter()
-        .map(|row| {
-            let order: String = row.try_get("order_id")?;
-            let sale: String = row.try_get("sale_id")?;
-            let epoch: i64 = row.try_get("epoch")?;
-            Ok(PendingRelease {
-                sale_id: SaleId::new(sale).map_err(|e| corrupt("release", e))?,
-                order_id: order.parse().map_err(|e| corrupt("release", e))?,
-                epoch: epoch_of(epoch)?,
-            })
-        })
+        .map(release_from_row)
         .collect()
+    }
+
+    /// Up to `limit` releases the engine owes for `sale`, oldest first (one
+    /// indexed read: each sale is served on its own, so a sale with many
+    /// stuck releases never hides another's).
+    pub async fn pending_releases_of(
+        &self,
+        sale: &SaleId,
+        limit: u32,
+    ) -> Result<Vec<PendingRelease>, StoreError> {
+        sqlx::query(
+            "SELECT order_id, sale_id, epoch FROM pending_releases
+              WHERE sale_id = $1 ORDER BY created_at_ms LIMIT $2",
+        )
+        .bind(sale.as_str())
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(release_from_row)
+        .collect()
+    }
+
+    /// The sales the engine owes releases for.
+    pub async fn sales_owed_releases(&self) -> Result<Vec<SaleId>, StoreError> {
+        sqlx::query("SELECT DISTINCT sale_id FROM pending_releases")
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(|row| {
+                let sale: String = row.try_get("sale_id")?;
+                SaleId::new(sale).map_err(|e| corrupt("release", e))
+            })
+            .collect()
     }
 
     /// The engine has applied the releases of `orders` (or they became
@@ -135,6 +161,17 @@ impl OrderStore {
         tx.commit().await?;
         Ok(())
     }
+}
+
+fn release_from_row(row: &sqlx::any::AnyRow) -> Result<PendingRelease, StoreError> {
+    let order: String = row.try_get("order_id")?;
+    let sale: String = row.try_get("sale_id")?;
+    let epoch: i64 = row.try_get("epoch")?;
+    Ok(PendingRelease {
+        sale_id: SaleId::new(sale).map_err(|e| corrupt("release", e))?,
+        order_id: order.parse().map_err(|e| corrupt("release", e))?,
+        epoch: epoch_of(epoch)?,
+    })
 }
 
 /// Gives the items of `orders` (all of `sale`, each just moved out of a
@@ -184,17 +221,24 @@ pub(super) async fn give_back(
     let release =
         (state.authority == Authority::Primary && engine_decides_primary).then_some(state.epoch);
     if let Some(epoch) = release {
-        for order in orders {
-            sqlx::query(
-                "INSERT INTO pending_releases (order_id, sale_id, epoch, created_at_ms)
-                 VALUES ($1, $2, $3, $4)",
-            )
-            .bind(order.id.to_string())
-            .bind(sale.as_str())
-            .bind(epoch.as_i64())
-            .bind(now.timestamp_millis())
-            .execute(&mut **tx)
-            .await?;
+        // Many rows per statement: an expiry of a thousand holds stays one
+        // short transaction (the expiry bound).
+        for chunk in orders.chunks(IN_CHUNK / 2) {
+            let rows = (0..chunk.len())
+                .map(|i| format!("(${}, $1, $2, $3)", i + 4))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!(
+                "INSERT INTO pending_releases (order_id, sale_id, epoch, created_at_ms) VALUES {rows}"
+            );
+            let mut query = sqlx::query(&sql)
+                .bind(sale.as_str())
+                .bind(epoch.as_i64())
+                .bind(now.timestamp_millis());
+            for order in chunk {
+                query = query.bind(order.id.to_string());
+            }
+            query.execute(&mut **tx).await?;
         }
     }
     Ok(release)

@@ -94,6 +94,43 @@ impl Backends {
         calls
     }
 
+    /// Calls of one Redis command (lower case, e.g. `xrange`) so far.
+    pub fn redis_calls(&self, command: &str) -> u64 {
+        let stats = self.redis.command(&["INFO", "commandstats"]).unwrap();
+        let prefix = format!("cmdstat_{command}:");
+        stats
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix(&prefix))
+            .filter_map(|line| {
+                line.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+
+    /// Calls so far of the statements whose text is `LIKE pattern` (needs
+    /// `count_statements`).
+    pub async fn statements_like(&self, pattern: &str) -> i64 {
+        let mut conn = sqlx::PgConnection::connect(&self.database_url)
+            .await
+            .unwrap();
+        let (calls,): (i64,) = sqlx::query_as(
+            "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements
+              WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                AND query LIKE $1",
+        )
+        .bind(pattern)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+        conn.close().await.unwrap();
+        calls
+    }
+
     /// The settings of an instance on these backends.
     pub fn config(&self, data_dir: &std::path::Path) -> ServerConfig {
         common::config(
