@@ -283,7 +283,12 @@ impl Service {
         // Limits are shared through the engine's Redis when there is one.
         let limits = config.rate_limits.clone();
         let rate_limiter = match &redis {
-            Some(redis) => RateLimiter::shared(limits, redis.connection(), Arc::clone(&clock)),
+            Some(redis) => RateLimiter::shared(
+                limits,
+                redis.connection(),
+                config.redis_key_prefix.rate_limits(),
+                Arc::clone(&clock),
+            ),
             None => RateLimiter::local(limits, Arc::clone(&clock)),
         };
         // The memory engine's outbox dies with the process: orders named

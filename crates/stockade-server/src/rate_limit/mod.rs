@@ -122,14 +122,18 @@ impl RateLimiter {
 
     /// Limits kept in the Redis on the other end of `connection` (the
     /// engine's), shared by every instance using it, with this instance's
-    /// share of them to fall back on; the time is `clock`'s (keep
-    /// instances' clocks in sync).
+    /// share of them to fall back on; keys start with `prefix` (see
+    /// [`crate::config::RedisKeyPrefix::rate_limits`]); the time is
+    /// `clock`'s (keep instances' clocks in sync).
     pub fn shared(
         limits: RateLimits,
         connection: stockade_engine::redis::SharedConnection,
+        prefix: String,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let backend = Backend::Shared(shared::SharedLimits::new(&limits, connection, clock));
+        let backend = Backend::Shared(shared::SharedLimits::new(
+            &limits, connection, prefix, clock,
+        ));
         Self {
             inner: Arc::new(Inner { limits, backend }),
         }

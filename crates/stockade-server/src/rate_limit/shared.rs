@@ -24,9 +24,6 @@ use super::{Limit, RateLimits, Scope};
 
 static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("gcra.lua")));
 
-/// The prefix of every rate-limit key.
-pub const KEY_PREFIX: &str = "stockade:limit:";
-
 /// How long a check waits for Redis before this instance decides alone: a
 /// GCRA call takes well under a millisecond on a healthy Redis.
 pub const REDIS_TIMEOUT: Duration = Duration::from_millis(50);
@@ -37,6 +34,8 @@ pub const PROBE_EVERY: Duration = Duration::from_millis(200);
 /// The Redis limits, with this instance's share to fall back on.
 pub(super) struct SharedLimits {
     connection: SharedConnection,
+    /// `{--redis-key-prefix}:limit:`.
+    prefix: String,
     clock: Arc<dyn Clock>,
     local: LocalLimits,
     outage: Outage,
@@ -60,6 +59,7 @@ impl SharedLimits {
     pub(super) fn new(
         limits: &RateLimits,
         connection: SharedConnection,
+        prefix: String,
         clock: Arc<dyn Clock>,
     ) -> Self {
         let share = RateLimits {
@@ -69,6 +69,7 @@ impl SharedLimits {
         };
         Self {
             connection,
+            prefix,
             local: LocalLimits::new(&share, Arc::clone(&clock)),
             clock,
             outage: Outage {
@@ -112,7 +113,7 @@ impl SharedLimits {
         let interval = limit.interval().as_micros() as i64;
         let mut connection = self.connection.clone();
         let (conforms, wait): (i64, i64) = GCRA
-            .key(format!("{KEY_PREFIX}{}:{key}", scope.name()))
+            .key(format!("{}{}:{key}", self.prefix, scope.name()))
             .arg(now)
             .arg(interval.max(1))
             .arg(limit.burst)
