@@ -351,6 +351,9 @@ pub async fn recover_at_start(state: &AppState) -> Result<usize, RecoveryError> 
             rebuilt += 1;
         }
     }
+    // Releases owed from before the stop (a cancel answered just before
+    // it): applied before the service answers, so it starts in line.
+    apply_pending_releases(state, None).await;
     Ok(rebuilt)
 }
 

@@ -42,6 +42,35 @@ pub const BATCH: u32 = 1_000;
 const FIRST_PAUSE: Duration = Duration::from_millis(200);
 const MAX_PAUSE: Duration = Duration::from_secs(5);
 
+/// How long a buyer's cancel (or a late confirm) waits for the applier to
+/// give its items back to the engine, so that its next purchase finds them:
+/// a healthy engine takes a few milliseconds; a sick one costs at most this.
+pub const SETTLE_WAIT: Duration = Duration::from_millis(100);
+
+/// [`items_returned`], then waits up to [`SETTLE_WAIT`] for the applier to
+/// have applied the sale's owed releases (for a buyer's cancel: the stock
+/// is back in the engine when the answer arrives, unless the engine is
+/// sick). The handler itself never calls the engine.
+pub async fn items_returned_awaited(state: &AppState, sale: &SaleId, release_owed: bool) {
+    if !release_owed {
+        return items_returned(state, sale, false).await;
+    }
+    let mut settled = state.releases_settled().subscribe();
+    items_returned(state, sale, true).await;
+    let wait = async {
+        loop {
+            match settled.recv().await {
+                Ok(done) if done == *sale => return,
+                Ok(_) => {}
+                // Missed announcements: the sale's may be among them.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(SETTLE_WAIT, wait).await;
+}
+
 /// Items of `sale` went back in the store (a cancel, an expiry, a late
 /// confirm; `release_owed` when the store recorded a release the engine
 /// owes for them): the release applier is woken, and this instance stops
@@ -231,6 +260,7 @@ pub async fn apply_forever(state: AppState) {
                 match result {
                     Ok(settled) => {
                         table.remove(&sale);
+                        let _ = state.releases_settled().send(sale.clone());
                         if settled > 0 {
                             // Releases recorded while this ran: look again.
                             state.releases_owed().notify_one();

@@ -52,6 +52,7 @@ struct Inner {
     waiting_rooms: WaitingRooms,
     journal: Option<IntakeJournal>,
     releases_owed: tokio::sync::Notify,
+    releases_settled: tokio::sync::broadcast::Sender<stockade_core::SaleId>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -137,6 +138,7 @@ impl AppState {
                 waiting_rooms: parts.waiting_rooms,
                 journal: parts.journal,
                 releases_owed: tokio::sync::Notify::new(),
+                releases_settled: tokio::sync::broadcast::channel(1_024).0,
             }),
         }
     }
@@ -231,6 +233,12 @@ impl AppState {
     /// the release applier ([`crate::releases`]).
     pub fn releases_owed(&self) -> &tokio::sync::Notify {
         &self.inner.releases_owed
+    }
+
+    /// Announces each sale whose owed releases the applier has just
+    /// applied (a cancel waits for its own, briefly).
+    pub fn releases_settled(&self) -> &tokio::sync::broadcast::Sender<stockade_core::SaleId> {
+        &self.inner.releases_settled
     }
     /// Stock came back to `sale` (a cancel, a release, a rebuild): this
     /// instance stops answering sold_out at once, and the sale's waiting

@@ -174,16 +174,43 @@ async fn advancing_the_epoch_fences_off_orders_of_the_old_one() {
                 authority: Authority::Fallback
             }
         );
+        // A move to the fallback leaves epoch 1 undrained (the engine was
+        // unreachable): its orders still commit, judged like any other.
         assert_eq!(
             store
                 .commit(&[order(&s, "late", 1, None, 1)])
                 .await
                 .unwrap(),
-            [Verdict::Void(VoidReason::StaleEpoch {
-                current: Epoch::new(2)
-            })]
+            [Verdict::Committed]
         );
-        assert_eq!(store.sale_state(&s).await.unwrap().unwrap().sold, 0);
+        // The rebuild back to the primary drains it and advances: from then
+        // on an order of epoch 1 or 2 is stale.
+        assert_eq!(
+            store
+                .advance_epoch(&s, Epoch::new(2), Authority::Primary)
+                .await
+                .unwrap(),
+            Advance::Advanced(Epoch::new(3))
+        );
+        assert_eq!(
+            store
+                .commit(&[
+                    order(&s, "later", 1, None, 1),
+                    order(&s, "fallback-era", 1, None, 2)
+                ])
+                .await
+                .unwrap(),
+            [
+                Verdict::Void(VoidReason::StaleEpoch {
+                    current: Epoch::new(3)
+                }),
+                Verdict::Void(VoidReason::StaleEpoch {
+                    current: Epoch::new(3)
+                })
+            ]
+        );
+        // Only the undrained epoch's order was sold.
+        assert_eq!(store.sale_state(&s).await.unwrap().unwrap().sold, 1);
     })
     .await;
 }

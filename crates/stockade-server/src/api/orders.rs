@@ -21,7 +21,7 @@ use super::order_lookup::{
     Lookup, ensure_own_order, look_up, not_committed_yet, not_in_store, order_failed, unknown_order,
 };
 use super::sales::{sale_id, unknown_sale};
-use crate::releases::items_returned;
+use crate::releases::items_returned_awaited;
 use crate::state::AppState;
 use crate::store::Stored;
 use crate::store::holds::Confirm;
@@ -140,7 +140,7 @@ pub async fn confirm_order(
             Ok(Json(OrderBody::from_order(&order)))
         }
         Confirm::HoldExpired { order, release } => {
-            items_returned(&state, &order.sale_id, release.is_some()).await;
+            items_returned_awaited(&state, &order.sale_id, release.is_some()).await;
             Err(ApiError::new(
                 StatusCode::CONFLICT,
                 "hold_expired",
@@ -188,7 +188,7 @@ pub async fn cancel_order(
         Cancel::Cancelled { order, release } => {
             // The store has cancelled it (the truth) and recorded the
             // release the engine owes.
-            items_returned(&state, &order.sale_id, release.is_some()).await;
+            items_returned_awaited(&state, &order.sale_id, release.is_some()).await;
             Ok(Json(OrderBody::from_order(&order)))
         }
         Cancel::AlreadyCancelled(order) => Ok(Json(OrderBody::from_order(&order))),
