@@ -386,6 +386,7 @@ async fn reconcile_loop(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut seen = Seen::default();
     let mut healthy_ticks = 0u32;
+    let mut ticks = 0u64;
     metrics::gauge!("stockade_outbox_grace_seconds").set(outbox_grace.as_secs_f64());
     loop {
         tick.tick().await;
@@ -408,6 +409,12 @@ async fn reconcile_loop(
                 }
             }
             let reached = healthy_ticks > 0;
+            ticks += 1;
+            if ticks % 3_600 == 1
+                && let Err(error) = state.store().prune_engine_views().await
+            {
+                tracing::debug!(%error, "cannot prune old engine views; later");
+            }
             if let Err(error) = state
                 .store()
                 .report_engine_view(state.routing().instance(), reached)

@@ -615,3 +615,36 @@ async fn a_batch_is_judged_exactly_like_its_orders_one_by_one() {
         }
     }
 }
+
+/// The engine views decide moves to the fallback from every instance: one
+/// instance that still reaches the engine keeps the sale where it is; a
+/// report of not reaching it keeps the last time it did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_instance_that_reached_the_engine_lately_holds_off_the_fallback() {
+    use std::time::Duration;
+    each_store(async |store| {
+        let quiet = Duration::from_secs(4);
+        assert!(
+            !store.engine_reached_within(quiet).await.unwrap(),
+            "nobody has reported yet"
+        );
+        store.report_engine_view("cut-off", false).await.unwrap();
+        assert!(!store.engine_reached_within(quiet).await.unwrap());
+        store.report_engine_view("healthy", true).await.unwrap();
+        assert!(store.engine_reached_within(quiet).await.unwrap());
+        // The healthy one loses Redis too: its last success still counts
+        // until the quiet period has passed.
+        store.report_engine_view("healthy", false).await.unwrap();
+        assert!(store.engine_reached_within(quiet).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !store
+                .engine_reached_within(Duration::from_millis(200))
+                .await
+                .unwrap(),
+            "past the quiet period nobody holds the move off"
+        );
+        store.prune_engine_views().await.unwrap();
+    })
+    .await;
+}

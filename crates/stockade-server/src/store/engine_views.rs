@@ -46,6 +46,18 @@ impl OrderStore {
         Ok(())
     }
 
+    /// Forgets the views of instances that have not reported for a day
+    /// (each start of a process reports under a new name).
+    pub async fn prune_engine_views(&self) -> Result<(), StoreError> {
+        let now = store_now_ms(self.kind());
+        sqlx::query(&format!(
+            "DELETE FROM engine_views WHERE reported_at_ms < {now} - 86400000"
+        ))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     /// Whether any instance reached the engine within `quiet` (by the
     /// store's clock).
     pub async fn engine_reached_within(&self, quiet: Duration) -> Result<bool, StoreError> {
