@@ -24,6 +24,18 @@ pub struct SaleKeys {
 }
 
 impl SaleKeys {
+    /// All five, in the order the scripts that take them all expect
+    /// (`KEYS[1..5]`: sale, holdings, keys, orders, outbox).
+    pub fn all(&self) -> [&str; 5] {
+        [
+            &self.sale,
+            &self.holdings,
+            &self.keys,
+            &self.orders,
+            &self.outbox,
+        ]
+    }
+
     /// The keys of `sale` under `prefix` (for example `stockade:`).
     pub fn new(prefix: &str, sale: &SaleId) -> Self {
         let base = format!("{prefix}{{{sale}}}");

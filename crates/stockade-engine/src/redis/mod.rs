@@ -140,12 +140,10 @@ impl BatchRunner<(SaleId, Epoch), BatchedPurchase, PurchaseOutcome> for Purchase
     ) -> Result<Vec<PurchaseOutcome>, EngineError> {
         let keys = SaleKeys::new(&self.key_prefix, sale);
         let mut invocation = PURCHASE.prepare_invoke();
+        for key in keys.all() {
+            invocation.key(key);
+        }
         invocation
-            .key(&keys.sale)
-            .key(&keys.holdings)
-            .key(&keys.keys)
-            .key(&keys.orders)
-            .key(&keys.outbox)
             .arg(self.clock.now().timestamp_millis())
             .arg(purchases.len())
             .arg(epoch.get());
@@ -502,13 +500,10 @@ impl Engine for RedisEngine {
     async fn retire(&self, sale: &SaleId, after: std::time::Duration) -> Result<(), EngineError> {
         let keys = self.keys(sale);
         let mut invocation = RETIRE.prepare_invoke();
-        invocation
-            .key(&keys.sale)
-            .key(&keys.holdings)
-            .key(&keys.keys)
-            .key(&keys.orders)
-            .key(&keys.outbox)
-            .arg(u64::try_from(after.as_millis()).unwrap_or(u64::MAX));
+        for key in keys.all() {
+            invocation.key(key);
+        }
+        invocation.arg(u64::try_from(after.as_millis()).unwrap_or(u64::MAX));
         let _found: i64 = invocation
             .invoke_async(&mut self.connection.clone())
             .await
@@ -528,13 +523,10 @@ impl Engine for RedisEngine {
         let plan = RebuildPlan::new(spec, orders)?;
         let keys = self.keys(spec.id());
         let mut begin = REBUILD_BEGIN.prepare_invoke();
-        begin
-            .key(&keys.sale)
-            .key(&keys.holdings)
-            .key(&keys.keys)
-            .key(&keys.orders)
-            .key(&keys.outbox)
-            .arg(epoch.get());
+        for key in keys.all() {
+            begin.key(key);
+        }
+        begin.arg(epoch.get());
         for field in codec::spec_fields(spec) {
             begin.arg(field);
         }
