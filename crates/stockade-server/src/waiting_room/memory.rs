@@ -170,6 +170,11 @@ impl QueueBackend for MemoryQueues {
         if let Some(reason) = room.closed {
             return Ok(JoinOutcome::Closed(reason));
         }
+        // The buyer's closed ticket, superseded by the fresh one: pruned, so
+        // a room holds one ticket record per buyer at most.
+        if let Some(old) = room.users.get(user).cloned() {
+            room.tickets.remove(&old);
+        }
         let id = TicketId::generate(sale);
         let place = if prequeue {
             room.early.push(id.clone());

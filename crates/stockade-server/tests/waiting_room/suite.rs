@@ -307,8 +307,15 @@ pub async fn sold_out_closes_every_waiting_ticket_and_returned_stock_reopens(
     assert!(created, "a buyer whose ticket closed queues again");
     assert_ne!(fresh.ticket, tickets[5]);
     assert_eq!(fresh.state, TicketState::Waiting { position: 1 });
+    // The closed ticket the fresh one superseded is pruned (one record per
+    // buyer); the other closed tickets stay closed.
     assert_eq!(
-        state(backend, &tickets[5], T0 + 600).await,
+        backend.ticket(&tickets[5], T0 + 600).await.unwrap(),
+        None,
+        "a superseded ticket is pruned"
+    );
+    assert_eq!(
+        state(backend, &tickets[6], T0 + 600).await,
         TicketState::Closed(CloseReason::SoldOut),
         "closed tickets stay closed"
     );

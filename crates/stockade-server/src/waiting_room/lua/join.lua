@@ -12,6 +12,9 @@ if existing then
 end
 local closed = redis.call('HGET', KEYS[1], 'closed') or ''
 if closed ~= '' then return {'', 'closed', closed, 0, user} end
+-- The buyer's closed ticket, superseded by the fresh one: pruned, so a room
+-- holds one ticket record per buyer at most.
+if existing then redis.call('HDEL', KEYS[3], existing) end
 local place
 if ARGV[4] == '1' then
   place = ARGV[5]
