@@ -254,6 +254,14 @@ pub const SERIES: &[Series] = &[
         help: "Sales moved to the PostgreSQL fallback.",
     },
     Series {
+        name: "stockade_fallbacks_refused_total",
+        kind: Kind::Counter,
+        labels: &[],
+        initial: &[],
+        per_sale: false,
+        help: "Moves to the fallback this instance asked for and the store's engine views refused: another instance reached Redis lately (this one is cut off from it).",
+    },
+    Series {
         name: "stockade_circuit_opened_total",
         kind: Kind::Counter,
         labels: &[],
