@@ -410,7 +410,7 @@ async fn reconcile_loop(
             }
             let reached = healthy_ticks > 0;
             ticks += 1;
-            if ticks % 3_600 == 1
+            if ticks % 3_600 == 60
                 && let Err(error) = state.store().prune_engine_views().await
             {
                 tracing::debug!(%error, "cannot prune old engine views; later");

@@ -31,7 +31,7 @@ use crate::state::AppState;
 use crate::store::releases::PendingRelease;
 
 /// How often the applier looks for owed releases without being woken.
-pub const PASS_INTERVAL: Duration = Duration::from_millis(250);
+pub const PASS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The longest one engine call for one sale's batch may take.
 pub const SALE_TIMEOUT: Duration = Duration::from_millis(500);

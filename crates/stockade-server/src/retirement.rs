@@ -25,7 +25,9 @@ const MARGIN: Duration = Duration::from_secs(3_600);
 
 /// Retires ended sales until the task is aborted.
 pub async fn retire_forever(state: AppState, retention: Duration) {
-    let mut tick = tokio::time::interval(RETIRE_EVERY);
+    // The first pass one period after start, not in the start's own burst.
+    let mut tick =
+        tokio::time::interval_at(tokio::time::Instant::now() + RETIRE_EVERY, RETIRE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut seen = HashMap::new();
     loop {
