@@ -562,12 +562,18 @@ pub(super) async fn write_holdings(
         }
         query.execute(&mut **tx).await?;
     }
-    for (user, _) in empty {
-        sqlx::query("DELETE FROM holdings WHERE sale_id = $1 AND user_id = $2")
-            .bind(sale.as_str())
-            .bind(user.as_str())
-            .execute(&mut **tx)
-            .await?;
+    // Emptied holdings go in chunks too: an expiry of 1,000 holds of one
+    // sale is a few statements, not 1,000.
+    for chunk in empty.chunks(IN_CHUNK) {
+        let sql = format!(
+            "DELETE FROM holdings WHERE sale_id = $1 AND user_id IN ({})",
+            placeholders(2, chunk.len())
+        );
+        let mut query = sqlx::query(&sql).bind(sale.as_str());
+        for (user, _) in chunk {
+            query = query.bind(user.as_str());
+        }
+        query.execute(&mut **tx).await?;
     }
     Ok(())
 }
