@@ -82,7 +82,7 @@ pub async fn retire_once(
     Ok(())
 }
 
-/// Gives the sale's engine state and queue `left` to live.
+/// Gives the sale's engine state and queue `left` to live (zero: gone now).
 async fn forget_later(state: &AppState, sale: &SaleId, left: Duration) -> Result<(), String> {
     if let Some(engine) = state.engine() {
         engine.retire(sale, left).await.map_err(|e| e.to_string())?;
@@ -95,8 +95,8 @@ async fn forget_later(state: &AppState, sale: &SaleId, left: Duration) -> Result
         .map_err(|e| e.to_string())
 }
 
-/// Drops the sale's engine state and queue now, unless its outbox still
-/// holds orders; true once done.
+/// Drops the sale's engine state and queue now, with the releases still
+/// owed for it, unless its outbox still holds orders; true once done.
 async fn forget_now(state: &AppState, sale: &SaleId) -> Result<bool, String> {
     if let Some(engine) = state.engine() {
         let outbox = engine.outbox(sale).await.map_err(|e| e.to_string())?;
@@ -105,17 +105,8 @@ async fn forget_now(state: &AppState, sale: &SaleId) -> Result<bool, String> {
                 "an ended sale's outbox still holds orders: it is retired once they commit");
             return Ok(false);
         }
-        engine
-            .retire(sale, Duration::ZERO)
-            .await
-            .map_err(|e| e.to_string())?;
     }
-    state
-        .waiting_rooms()
-        .backend()
-        .forget(sale, Duration::ZERO)
-        .await
-        .map_err(|e| e.to_string())?;
+    forget_later(state, sale, Duration::ZERO).await?;
     state
         .store()
         .drop_pending_releases(sale)

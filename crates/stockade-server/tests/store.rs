@@ -302,7 +302,7 @@ async fn a_cancel_returns_stock_in_the_store_and_records_the_release_owed() {
             Cancel::AlreadyCancelled(_)
         ));
         assert_eq!(store.sale_state(&s).await.unwrap().unwrap().sold, 0);
-        let pending = store.pending_releases(10).await.unwrap();
+        let pending = store.pending_releases_of(&s, 10).await.unwrap();
         assert_eq!(pending.len(), 1);
         assert_eq!(pending[0].order_id, sold.id);
         // The buyer's allowance came back too.
@@ -315,7 +315,7 @@ async fn a_cancel_returns_stock_in_the_store_and_records_the_release_owed() {
             .advance_epoch(&s, Epoch::FIRST, Authority::Primary)
             .await
             .unwrap();
-        assert!(store.pending_releases(10).await.unwrap().is_empty());
+        assert!(store.pending_releases_of(&s, 10).await.unwrap().is_empty());
     })
     .await;
 }

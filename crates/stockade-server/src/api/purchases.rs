@@ -135,6 +135,12 @@ async fn decide(
     if let Some(key) = key {
         purchase = purchase.with_key(key);
     }
+    // Without a fallback nothing but the rebuild can sell it: answer before
+    // the door and the shedder do any work (with one, see
+    // `while_rebuilding`).
+    if !state.has_fallback() && state.routing().is_rebuilding(&sale) {
+        return Err(rebuilding());
+    }
     let keyed = purchase.idempotency_key().is_some();
     if let Some(outcome) = state.rejections().answer(&sale, keyed, state.clock().now()) {
         metrics::counter!("stockade_rejections_cached_total", "reason" => outcome.label())
@@ -188,7 +194,7 @@ async fn decide_admitted(
             Some(engine) => {
                 let Some(outcome) = engine_gate(state, engine, &purchase).await? else {
                     // The breaker is open and there is a fallback: move.
-                    route = to_fallback(state, &sale, route).await?;
+                    route = to_fallback(state, &sale, route, engine_unavailable).await?;
                     continue;
                 };
                 (outcome, Decider::Engine, state.clock().now())
@@ -262,19 +268,21 @@ async fn while_rebuilding(
     if !state.has_fallback() {
         return Err(rebuilding());
     }
-    match move_to_fallback(state, sale, route.epoch).await? {
-        FallbackMove::Routed(route) => Ok(route),
-        FallbackMove::Refused => Err(rebuilding()),
-        FallbackMove::UnknownSale => Err(unknown_sale(sale)),
-    }
+    to_fallback(state, sale, route, rebuilding).await
 }
 
-/// Moves the sale to the fallback (see [`move_to_fallback`]); 503 while
-/// some instance still reaches the engine.
-async fn to_fallback(state: &AppState, sale: &SaleId, route: Route) -> Result<Route, ApiError> {
+/// Moves the sale to the fallback (see [`move_to_fallback`]); while some
+/// instance still reaches the engine, the sale stays and the answer is
+/// `refused()`.
+async fn to_fallback(
+    state: &AppState,
+    sale: &SaleId,
+    route: Route,
+    refused: fn() -> ApiError,
+) -> Result<Route, ApiError> {
     match move_to_fallback(state, sale, route.epoch).await? {
         FallbackMove::Routed(route) => Ok(route),
-        FallbackMove::Refused => Err(engine_unavailable()),
+        FallbackMove::Refused => Err(refused()),
         FallbackMove::UnknownSale => Err(unknown_sale(sale)),
     }
 }

@@ -90,20 +90,6 @@ impl OrderStore {
         Ok(Cancel::Cancelled { order, release })
     }
 
-    /// Up to `limit` releases the engine still owes, oldest first.
-    pub async fn pending_releases(&self, limit: u32) -> Result<Vec<PendingRelease>, StoreError> {
-        sqlx::query(
-            "SELECT order_id, sale_id, epoch FROM pending_releases
-              ORDER BY created_at_ms LIMIT $1",
-        )
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(release_from_row)
-        .collect()
-    }
-
     /// Up to `limit` releases the engine owes for `sale`, oldest first (one
     /// indexed read: each sale is served on its own, so a sale with many
     /// stuck releases never hides another's).
