@@ -421,6 +421,7 @@ async fn a_rebuild_that_cannot_reach_redis_falls_back() {
         .buy("stuck-rebuild", "trigger", 1, Some("k-trigger"))
         .await;
     assert_eq!(status, 503, "a lost sale is rebuilt first: {body}");
+    eprintln!("the purchase that found the sale lost: {body}");
     redis.pause();
     let frozen = Instant::now();
     // A careful client retries with its key; the fallback must sell.
