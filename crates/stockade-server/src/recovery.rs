@@ -536,6 +536,11 @@ async fn reconcile_once(
         // failed.
         let cutoff = now - chrono::TimeDelta::from_std(grace).unwrap_or_default();
         let stale = |o: &Order| o.created_at < cutoff && state.queue().in_flight(o.id).is_none();
+        // Read before the outbox, and the store again after it when the
+        // engine looks behind: every order the engine had decided by this
+        // reading is then either in the outbox read or already committed in
+        // the store read, so a busy sale never looks behind by a race.
+        let snapshot = engine.snapshot(sale).await?;
         // Items the engine counts as sold that the store may not have yet.
         let mut in_outbox: Option<u64> = None;
         match engine.outbox(sale).await {
@@ -563,17 +568,23 @@ async fn reconcile_once(
         // can race a cancel or a commit), it is out of line: a Redis
         // restored from an old snapshot, or left over from an earlier store.
         // (A sale the engine lost is found by the next purchase or read.)
-        if let Some(snapshot) = engine.snapshot(sale).await? {
+        if let Some(snapshot) = snapshot {
             if current.spec.ends_at().is_none_or(|end| end > now) {
                 // Keeps an open sale's series alive; an ended sale's are
                 // dropped once idle for the metrics retention.
                 metrics::gauge!("stockade_sale_remaining", "sale" => sale.to_string())
                     .set(f64::from(snapshot.remaining));
             }
-            let store_left = current.remaining();
+            let mut store_left = current.remaining();
             let ahead = snapshot.remaining > store_left;
-            let behind = in_outbox
-                .is_some_and(|owed| u64::from(snapshot.remaining) + owed < u64::from(store_left));
+            let short_of = |left: u32| {
+                in_outbox.is_some_and(|owed| u64::from(snapshot.remaining) + owed < u64::from(left))
+            };
+            let mut behind = short_of(store_left);
+            if behind && let Some(fresh) = state.store().sale_state(sale).await? {
+                store_left = fresh.remaining();
+                behind = short_of(store_left);
+            }
             if ahead || behind {
                 drifting += 1;
                 let count = drift.entry(sale.clone()).or_default();
