@@ -386,9 +386,17 @@ async fn queue_routes_refuse_bad_input_and_change_nothing(front: Front) {
     for (ticket, status, expected) in [
         ("nonsense", 422, "ticket"),
         ("q.0123", 422, "ticket"),
-        ("q.0123456789abcdef0123456789abcdef", 404, "unknown_ticket"),
+        // The form of the tickets before they carried their place.
+        ("q.0123456789abcdef0123456789abcdef", 422, "ticket"),
+        // Well formed, but not minted by this service (a forged place or
+        // buyer): unknown, and never put in the queue.
         (
-            "nope.0123456789abcdef0123456789abcdef",
+            "q.0000000000000001.Zmlyc3Q.0123456789abcdef0123456789abcdef",
+            404,
+            "unknown_ticket",
+        ),
+        (
+            "nope.0000000000000001.Zmlyc3Q.0123456789abcdef0123456789abcdef",
             404,
             "unknown_ticket",
         ),

@@ -99,10 +99,11 @@ pub async fn join_queue(
         return Err(closed(&sale, CloseReason::Ended));
     }
     let prequeue = room.spec.starts_at().is_some_and(|at| now < at);
-    let outcome = state
-        .waiting_rooms()
+    let rooms = state.waiting_rooms();
+    let fresh = rooms.fresh_ticket(&sale, &user, now.timestamp_millis(), prequeue);
+    let outcome = rooms
         .backend()
-        .join(&sale, &user, now.timestamp_millis(), prequeue)
+        .join(&fresh, now.timestamp_millis(), prequeue)
         .await?;
     match outcome {
         JoinOutcome::Closed(reason) => Err(closed(&sale, reason)),
@@ -122,7 +123,7 @@ pub async fn join_queue(
 /// A ticket: where it stands, and its admission token once admitted.
 #[utoipa::path(
     get, path = "/v1/queue/{ticket}", tag = "waiting room",
-    params(("ticket" = String, Path, description = "the ticket the join answered: the sale id, a dot, 32 hex digits", min_length = 34, max_length = 97, pattern = r"^[A-Za-z0-9_-]{1,64}\.[0-9A-Fa-f]{32}$")),
+    params(("ticket" = String, Path, description = "the ticket the join answered: `<sale id>.<place>.<buyer>.<mac>`", min_length = 54, max_length = 286, pattern = r"^[A-Za-z0-9_-]{1,64}\.[0-9a-f]{16}\.[A-Za-z0-9_-]{2,171}\.[0-9a-f]{32}$")),
     responses(
         (status = 200, body = QueueTicket),
         (status = 404, description = "unknown_ticket", body = ErrorBody),
@@ -145,6 +146,11 @@ pub async fn poll_ticket(
             ),
         )
     };
+    // Only a ticket this service minted is looked up (and put back at its
+    // place if Redis lost its queue).
+    if !state.waiting_rooms().signer().ticket_is_genuine(&ticket) {
+        return Err(unknown());
+    }
     let RoomLookup::Room(room) = state
         .waiting_rooms()
         .lookup(state.store(), &ticket.sale())
@@ -156,7 +162,7 @@ pub async fn poll_ticket(
     let view = state
         .waiting_rooms()
         .backend()
-        .ticket(&ticket, now.timestamp_millis())
+        .ticket(&ticket, now.timestamp_millis(), true)
         .await?
         .ok_or_else(unknown)?;
     Ok(Json(ticket_body(&state, &room, &view, now)))

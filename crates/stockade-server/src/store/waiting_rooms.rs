@@ -51,6 +51,25 @@ impl OrderStore {
         Ok((saved, existing_room))
     }
 
+    /// The sales with a waiting room that have not ended at `now`: the
+    /// rooms the tickers serve, whatever Redis remembers of them.
+    pub async fn open_rooms(&self, now: DateTime<Utc>) -> Result<Vec<SaleId>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT s.id FROM sales s JOIN waiting_rooms w ON w.sale_id = s.id
+              WHERE s.ends_at_ms IS NULL OR s.ends_at_ms > $1
+              ORDER BY s.id",
+        )
+        .bind(now.timestamp_millis())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let id: String = row.try_get("id")?;
+                SaleId::new(id).map_err(|e| corrupt("sale id", e))
+            })
+            .collect()
+    }
+
     /// A sale and its waiting room, in one read.
     pub async fn sale_with_room(
         &self,

@@ -146,11 +146,11 @@ impl QueueBackend for MemoryQueues {
 
     async fn join(
         &self,
-        sale: &SaleId,
-        user: &UserId,
+        fresh: &TicketId,
         now_ms: i64,
         prequeue: bool,
     ) -> Result<JoinOutcome, QueueError> {
+        let (sale, user) = (&fresh.sale(), &fresh.user());
         let mut rooms = self.rooms.lock();
         let room = rooms.entry(sale.clone()).or_default();
         // Once drawn, the pre-queue is over whatever the caller's clock says.
@@ -175,7 +175,7 @@ impl QueueBackend for MemoryQueues {
         if let Some(old) = room.users.get(user).cloned() {
             room.tickets.remove(&old);
         }
-        let id = TicketId::generate(sale);
+        let id = fresh.clone();
         let place = if prequeue {
             room.early.push(id.clone());
             Place::Early(room.early.len() as u64 - 1)
@@ -200,10 +200,13 @@ impl QueueBackend for MemoryQueues {
         })
     }
 
+    /// `restore` changes nothing here: this backend's queues die only with
+    /// the process, and with them the one instance that served them.
     async fn ticket(
         &self,
         ticket: &TicketId,
         now_ms: i64,
+        _restore: bool,
     ) -> Result<Option<TicketView>, QueueError> {
         let rooms = self.rooms.lock();
         Ok(rooms

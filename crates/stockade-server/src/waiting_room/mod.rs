@@ -146,38 +146,95 @@ impl RoomConfig {
     }
 }
 
-/// A queue ticket: `<sale id>.<32 hex digits>`. The sale id tells which
-/// queue to look in; the 128 random bits make it unguessable.
+/// A queue ticket: `<sale id>.<place>.<buyer>.<mac>`, where `place` is
+/// the ticket's place in the queue (16 hex digits), `buyer` the buyer's id
+/// in base64url and `mac` 128 bits of an HMAC over the three under the
+/// service's admission secret ([`token::AdmissionSigner::mint_ticket`]).
+///
+/// A ticket describes itself so that it survives its queue: when Redis
+/// loses a room's keys (a restart without persistence, a failover to a
+/// replica that had not caught up), a ticket polled afterwards is put back
+/// at its own place ([`QueueBackend::ticket`]), and the queue order is
+/// kept. The mac makes tickets unguessable and unforgeable: nobody picks
+/// their own place.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TicketId(String);
 
-impl TicketId {
-    /// A fresh ticket of `sale`.
-    pub fn generate(sale: &SaleId) -> Self {
-        let bits: u128 = rand::random();
-        Self(format!("{sale}.{bits:032x}"))
-    }
+/// The place of a ticket that joined before the start: drawn at random
+/// below this, so early joiners come first, in random order.
+pub const PREQUEUE_PLACES: u64 = 1 << 40;
 
-    /// Parses a ticket from a path.
+impl TicketId {
+    /// The most bytes a ticket can take (a 64-byte sale id, a 128-byte
+    /// buyer id).
+    pub const MAX_LEN: usize = 64 + 1 + 16 + 1 + 171 + 1 + 32;
+
+    /// Parses a ticket from a path: its form only (whether this service
+    /// minted it is [`token::AdmissionSigner::ticket_is_genuine`]).
     pub fn parse(raw: &str) -> Result<Self, ValidationError> {
         let bad = || {
             ValidationError::new(
                 "ticket",
-                "is not a queue ticket (expected <sale id>.<32 hex digits>, as the join answered)",
+                "is not a queue ticket (expected <sale id>.<place>.<buyer>.<mac>, as the join answered)",
             )
         };
-        let (sale, random) = raw.rsplit_once('.').ok_or_else(bad)?;
+        let mut parts = raw.split('.');
+        let (Some(sale), Some(place), Some(user), Some(mac), None) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
+            return Err(bad());
+        };
         SaleId::new(sale).map_err(|_| bad())?;
-        if random.len() != 32 || !random.bytes().all(|b| b.is_ascii_hexdigit()) {
+        let hex = |text: &str, len: usize| {
+            text.len() == len
+                && text
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        };
+        if !hex(place, 16) || !hex(mac, 32) {
             return Err(bad());
         }
-        Ok(Self(raw.to_ascii_lowercase()))
+        decode_user(user).ok_or_else(bad)?;
+        Ok(Self(raw.to_owned()))
+    }
+
+    /// Joins the parts of a ticket ([`token::AdmissionSigner`] computes the
+    /// mac).
+    pub(crate) fn from_parts(sale: &SaleId, place: u64, user: &UserId, mac: &str) -> Self {
+        use base64::Engine as _;
+        let user = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(user.as_str());
+        Self(format!("{sale}.{place:016x}.{user}.{mac}"))
+    }
+
+    fn part(&self, index: usize) -> &str {
+        self.0
+            .split('.')
+            .nth(index)
+            .expect("a ticket has four parts")
     }
 
     /// The sale whose queue this ticket is in.
     pub fn sale(&self) -> SaleId {
-        let (sale, _) = self.0.rsplit_once('.').expect("a ticket has a dot");
-        SaleId::new(sale).expect("a ticket names a valid sale")
+        SaleId::new(self.part(0)).expect("a ticket names a valid sale")
+    }
+
+    /// The ticket's place in its queue: lower is served first.
+    pub fn place(&self) -> u64 {
+        u64::from_str_radix(self.part(1), 16).expect("a ticket has a hex place")
+    }
+
+    /// The buyer the ticket was issued to.
+    pub fn user(&self) -> UserId {
+        decode_user(self.part(2)).expect("a ticket names a valid buyer")
+    }
+
+    /// The mac part.
+    pub(crate) fn mac(&self) -> &str {
+        self.part(3)
     }
 
     /// The ticket as text.
@@ -189,6 +246,14 @@ impl TicketId {
     pub(crate) fn from_stored(text: String) -> Self {
         Self(text)
     }
+}
+
+fn decode_user(text: &str) -> Option<UserId> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(text)
+        .ok()?;
+    UserId::new(String::from_utf8(bytes).ok()?).ok()
 }
 
 impl fmt::Display for TicketId {
@@ -329,22 +394,26 @@ pub trait QueueBackend: Send + Sync + fmt::Debug {
     /// `memory` or `redis`.
     fn name(&self) -> &'static str;
 
-    /// Queues `user` for `sale`, or answers the buyer's live ticket.
-    /// `prequeue`: the sale has not started, so the ticket's place is drawn
-    /// at random among the other early joiners.
+    /// Queues the buyer of `fresh` (a ticket minted for this join, see
+    /// [`WaitingRooms::fresh_ticket`]), or answers the buyer's live
+    /// ticket. `prequeue`: the sale has not started (early joiners are
+    /// served first, in random order).
     async fn join(
         &self,
-        sale: &SaleId,
-        user: &UserId,
+        fresh: &TicketId,
         now_ms: i64,
         prequeue: bool,
     ) -> Result<JoinOutcome, QueueError>;
 
-    /// A ticket, or None if no such ticket was issued.
+    /// A ticket, or None if no such ticket was issued. With `restore` (the
+    /// caller checked that this service minted it), a ticket its queue
+    /// lost (Redis lost the room's keys) is put back at its own place,
+    /// unless its buyer holds another ticket there already.
     async fn ticket(
         &self,
         ticket: &TicketId,
         now_ms: i64,
+        restore: bool,
     ) -> Result<Option<TicketView>, QueueError>;
 
     /// Closes or reopens the queue as the stock and the window say, and
@@ -401,23 +470,6 @@ pub trait QueueBackend: Send + Sync + fmt::Debug {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tickets_name_their_sale_and_reject_anything_else() {
-        let sale = SaleId::new("drop-1").unwrap();
-        let ticket = TicketId::generate(&sale);
-        assert_eq!(ticket.sale(), sale);
-        assert_eq!(TicketId::parse(ticket.as_str()).unwrap(), ticket);
-        for bad in [
-            "",
-            "drop-1",
-            "drop-1.xyz",
-            ".0123456789abcdef0123456789abcdef",
-            "a b.0123456789abcdef0123456789abcdef",
-        ] {
-            assert!(TicketId::parse(bad).is_err(), "{bad:?}");
-        }
-    }
 
     #[test]
     fn the_cap_follows_the_stock_and_settings_are_bounded() {

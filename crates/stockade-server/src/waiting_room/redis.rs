@@ -2,9 +2,13 @@
 //! one Lua script over the sale's keys (`lua/*.lua`, with `lua/view.lua`
 //! prepended), so instances never race; each costs O(log n).
 //!
-//! Positions come from one sorted set per sale, scored by place: early
-//! joiners get a random place in [0, 1), later ones 1 + a per-sale counter,
-//! so ranks are the queue order. All keys of a sale share its `{hash
+//! Positions come from one sorted set per sale, scored by each ticket's
+//! own place (see [`TicketId`]): early joiners a random place below
+//! [`super::PREQUEUE_PLACES`], later ones their joining instant, so ranks
+//! are the queue order, and a ticket polled after Redis lost the queue is
+//! put back where it was (`lua/status.lua`). The list of rooms is seeded
+//! from the store as well ([`super::ticker`]), so a room Redis forgot is
+//! ticked again. All keys of a sale share its `{hash
 //! tag}`, like the engine's keys.
 
 use std::sync::LazyLock;
@@ -162,23 +166,20 @@ impl QueueBackend for RedisQueues {
 
     async fn join(
         &self,
-        sale: &SaleId,
-        user: &UserId,
+        fresh: &TicketId,
         now_ms: i64,
         prequeue: bool,
     ) -> Result<JoinOutcome, QueueError> {
-        let fresh = TicketId::generate(sale);
-        let place: f64 = rand::random();
+        let _ = prequeue; // the place in `fresh` says it already
         let reply = self
             .invoke(
                 &JOIN,
-                sale,
+                &fresh.sale(),
                 &[
                     now_ms.to_string(),
-                    user.to_string(),
+                    fresh.user().to_string(),
                     fresh.to_string(),
-                    if prequeue { "1" } else { "0" }.to_owned(),
-                    place.to_string(),
+                    fresh.place().to_string(),
                 ],
             )
             .await?;
@@ -206,12 +207,19 @@ impl QueueBackend for RedisQueues {
         &self,
         ticket: &TicketId,
         now_ms: i64,
+        restore: bool,
     ) -> Result<Option<TicketView>, QueueError> {
         let reply = self
             .invoke(
                 &STATUS,
                 &ticket.sale(),
-                &[ticket.to_string(), now_ms.to_string()],
+                &[
+                    ticket.to_string(),
+                    now_ms.to_string(),
+                    if restore { "1" } else { "0" }.to_owned(),
+                    ticket.user().to_string(),
+                    ticket.place().to_string(),
+                ],
             )
             .await?;
         if reply.is_empty() {

@@ -83,7 +83,8 @@ mod tests {
     #[test]
     fn a_ticket_is_reserved_once_settled_and_forgotten_when_it_expires() {
         let sale = SaleId::new("s").unwrap();
-        let ticket = TicketId::generate(&sale);
+        let signer = super::super::token::AdmissionSigner::new(b"spend records test secret.......");
+        let ticket = signer.mint_ticket(&sale, 1, &stockade_core::UserId::new("u1").unwrap());
         let mut records = SpendRecords::default();
         assert_eq!(records.reserve(&ticket, "held:1", 1_000, 0), None);
         assert_eq!(
@@ -104,7 +105,7 @@ mod tests {
             Some("spent:".into())
         );
         // Expired: forgotten (its token is refused by then anyway).
-        let other = TicketId::generate(&sale);
+        let other = signer.mint_ticket(&sale, 2, &stockade_core::UserId::new("u2").unwrap());
         assert_eq!(records.reserve(&other, "held:6", 2_000, 1_000), None);
         assert_eq!(records.len(), 1);
     }

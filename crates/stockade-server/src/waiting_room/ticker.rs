@@ -33,20 +33,30 @@ pub async fn run_forever(state: AppState) {
             return;
         }
         round += 1;
-        let everyone = woken || round % SOLD_OUT_EVERY == 0;
-        tick_all(&state, &mut sold_out, everyone).await;
+        let periodic = round % SOLD_OUT_EVERY == 0;
+        tick_all(&state, &mut sold_out, woken || periodic, periodic).await;
     }
 }
 
-/// One tick of every listed room; rooms in `sold_out` only if `everyone`.
-async fn tick_all(state: &AppState, sold_out: &mut HashSet<SaleId>, everyone: bool) {
-    let sales = match state.waiting_rooms().backend().rooms().await {
+/// One tick of every listed room; rooms in `sold_out` only if `everyone`;
+/// with `relisting`, the store's open rooms the backend forgot are listed
+/// again first ([`relist`]).
+async fn tick_all(
+    state: &AppState,
+    sold_out: &mut HashSet<SaleId>,
+    everyone: bool,
+    relisting: bool,
+) {
+    let mut sales = match state.waiting_rooms().backend().rooms().await {
         Ok(sales) => sales,
         Err(error) => {
             tracing::warn!(%error, "cannot list the waiting rooms");
             return;
         }
     };
+    if relisting {
+        relist(state, &mut sales).await;
+    }
     sold_out.retain(|sale| sales.contains(sale));
     for sale in sales {
         if !everyone && sold_out.contains(&sale) {
@@ -60,6 +70,33 @@ async fn tick_all(state: &AppState, sold_out: &mut HashSet<SaleId>, everyone: bo
                 sold_out.remove(&sale);
             }
             Err(error) => tracing::warn!(%error, %sale, "waiting room tick failed"),
+        }
+    }
+}
+
+/// Lists again the rooms the store has open and the backend forgot (Redis
+/// restarted empty, or failed over to a replica that had not caught up):
+/// otherwise nobody would tick them, and their buyers would wait forever.
+async fn relist(state: &AppState, listed: &mut Vec<SaleId>) {
+    let open = match state.store().open_rooms(state.clock().now()).await {
+        Ok(open) => open,
+        Err(error) => {
+            tracing::debug!(%error, "cannot read the open waiting rooms from the store; later");
+            return;
+        }
+    };
+    for sale in open {
+        if listed.contains(&sale) {
+            continue;
+        }
+        match state.waiting_rooms().backend().register(&sale).await {
+            Ok(()) => {
+                tracing::warn!(%sale, "the waiting room was not listed (its queue backend lost it): listed again");
+                listed.push(sale);
+            }
+            Err(error) => {
+                tracing::warn!(%error, %sale, "cannot list the waiting room again; later")
+            }
         }
     }
 }

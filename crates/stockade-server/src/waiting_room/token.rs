@@ -1,4 +1,8 @@
-//! Admission tokens: `<payload>.<mac>`, both base64url without padding;
+//! Queue tickets and admission tokens, both made and checked with the
+//! service's admission secret.
+//!
+//! A ticket ([`TicketId`]) carries its place and buyer and a mac over
+//! them. Admission tokens: `<payload>.<mac>`, both base64url without padding;
 //! the payload is JSON `{"s": sale, "u": buyer, "t": ticket, "e": expiry
 //! in ms}` and the mac its HMAC-SHA256 under the service's admission
 //! secret. Checking one needs no Redis nor store: any instance that shares
@@ -55,6 +59,32 @@ impl AdmissionSigner {
         Self {
             key: HmacSha256::new_from_slice(secret).expect("HMAC takes keys of any length"),
         }
+    }
+
+    /// The ticket of `user` at `place` in `sale`'s queue.
+    pub fn mint_ticket(&self, sale: &SaleId, place: u64, user: &UserId) -> TicketId {
+        let mac = self.ticket_mac(sale.as_str(), place, user.as_str());
+        TicketId::from_parts(sale, place, user, &mac)
+    }
+
+    /// Whether this service minted `ticket` (constant-time): only a
+    /// genuine ticket is put back at its place after its queue was lost.
+    pub fn ticket_is_genuine(&self, ticket: &TicketId) -> bool {
+        let expected = self.ticket_mac(
+            ticket.sale().as_str(),
+            ticket.place(),
+            ticket.user().as_str(),
+        );
+        subtle::ConstantTimeEq::ct_eq(expected.as_bytes(), ticket.mac().as_bytes()).into()
+    }
+
+    /// 128 bits of the HMAC of a ticket's parts, as 32 hex digits. The
+    /// leading `ticket` keeps ticket macs apart from token macs.
+    fn ticket_mac(&self, sale: &str, place: u64, user: &str) -> String {
+        let mut mac = self.key.clone();
+        mac.update(format!("ticket\n{sale}\n{place}\n{user}").as_bytes());
+        let bytes = mac.finalize().into_bytes();
+        bytes[..16].iter().map(|b| format!("{b:02x}")).collect()
     }
 
     /// The token admitting `user` to buy in `sale` until `until_ms`.
@@ -117,11 +147,11 @@ mod tests {
         let other_sale = SaleId::new("drop-2").unwrap();
         let alice = UserId::new("alice").unwrap();
         let bob = UserId::new("bob").unwrap();
-        let ticket = TicketId::generate(&sale);
+        let ticket = signer.mint_ticket(&sale, 7, &alice);
         let token = signer.sign(&sale, &alice, &ticket, 10_000);
         assert_eq!(
             signer.verify(&token, &sale, &alice, 9_999),
-            Ok((ticket, 10_000))
+            Ok((ticket.clone(), 10_000))
         );
         assert_eq!(
             signer.verify(&token, &sale, &alice, 10_000),
@@ -142,7 +172,7 @@ mod tests {
         );
         // A payload edited to extend the expiry no longer matches its mac.
         let (_, tag) = token.split_once('.').unwrap();
-        let longer = signer.sign(&sale, &alice, &TicketId::generate(&sale), 99_999);
+        let longer = signer.sign(&sale, &alice, &ticket, 99_999);
         let (payload, _) = longer.split_once('.').unwrap();
         assert_eq!(
             signer.verify(&format!("{payload}.{tag}"), &sale, &alice, 0),
@@ -153,6 +183,51 @@ mod tests {
                 signer.verify(garbage, &sale, &alice, 0),
                 Err(TokenError::Forged)
             );
+        }
+    }
+
+    #[test]
+    fn tickets_carry_their_place_and_buyer_and_cannot_be_forged() {
+        let signer = AdmissionSigner::new(b"0123456789abcdef0123456789abcdef");
+        let sale = SaleId::new("drop-1").unwrap();
+        let alice = UserId::new("alice@example.com").unwrap();
+        let ticket = signer.mint_ticket(&sale, 1 << 41, &alice);
+        let parsed = TicketId::parse(ticket.as_str()).unwrap();
+        assert_eq!(parsed, ticket);
+        assert_eq!(
+            (parsed.sale(), parsed.place(), parsed.user()),
+            (sale.clone(), 1 << 41, alice.clone())
+        );
+        assert!(signer.ticket_is_genuine(&parsed));
+        // Another place, buyer or secret: not one this service minted.
+        let bob = UserId::new("bob").unwrap();
+        let mac = ticket.mac().to_owned();
+        for forged in [
+            TicketId::from_parts(&sale, 1, &alice, &mac),
+            TicketId::from_parts(&sale, 1 << 41, &bob, &mac),
+        ] {
+            assert!(!signer.ticket_is_genuine(&forged), "{forged}");
+        }
+        let other = AdmissionSigner::new(b"another secret, just as long....");
+        assert!(!other.ticket_is_genuine(&ticket));
+        let longest = signer.mint_ticket(
+            &SaleId::new("s".repeat(64)).unwrap(),
+            u64::MAX,
+            &UserId::new("ü".repeat(64)).unwrap(),
+        );
+        assert_eq!(longest.as_str().len(), TicketId::MAX_LEN);
+        assert!(TicketId::parse(longest.as_str()).is_ok());
+        for bad in [
+            "",
+            "drop-1",
+            "drop-1.0123456789abcdef0123456789abcdef",
+            "drop-1.00000000000000ff.YWxpY2U.0123456789abcdef0123456789abcde",
+            "drop-1.00000000000000FF.YWxpY2U.0123456789abcdef0123456789abcdef",
+            "drop-1.00000000000000ff.!!.0123456789abcdef0123456789abcdef",
+            "a b.00000000000000ff.YWxpY2U.0123456789abcdef0123456789abcdef",
+            "drop-1.00000000000000ff.YWxpY2U.0123456789abcdef0123456789abcdef.x",
+        ] {
+            assert!(TicketId::parse(bad).is_err(), "{bad:?}");
         }
     }
 }

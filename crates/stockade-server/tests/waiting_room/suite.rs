@@ -4,8 +4,11 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use stockade_core::{SaleId, UserId};
+use stockade_server::waiting_room::rooms::next_place;
+use stockade_server::waiting_room::token::AdmissionSigner;
 use stockade_server::waiting_room::{
-    CloseReason, JoinOutcome, QueueBackend, RoomConfig, Tick, TicketId, TicketState, TicketView,
+    CloseReason, JoinOutcome, PREQUEUE_PLACES, QueueBackend, RoomConfig, Tick, TicketId,
+    TicketState, TicketView,
 };
 
 const T0: i64 = 1_800_000_000_000;
@@ -16,6 +19,22 @@ fn sale(id: &str) -> SaleId {
 
 fn user(i: usize) -> UserId {
     UserId::new(format!("buyer|{i}")).unwrap()
+}
+
+/// The tickets' signer (the service's admission secret).
+fn signer() -> AdmissionSigner {
+    AdmissionSigner::new(b"the suite's admission secret....")
+}
+
+/// A ticket minted for a join of buyer `who` at `now_ms`, as the service
+/// mints them (`WaitingRooms::fresh_ticket`).
+fn fresh(sale: &SaleId, who: usize, now_ms: i64, prequeue: bool) -> TicketId {
+    let place = if prequeue {
+        rand::random_range(0..PREQUEUE_PLACES)
+    } else {
+        next_place(now_ms)
+    };
+    signer().mint_ticket(sale, place, &user(who))
 }
 
 fn room(rate: u32, ttl_seconds: u64) -> RoomConfig {
@@ -43,14 +62,23 @@ async fn join(
     who: usize,
     now_ms: i64,
 ) -> (TicketView, bool) {
-    match backend.join(sale, &user(who), now_ms, false).await.unwrap() {
+    match backend
+        .join(&fresh(sale, who, now_ms, false), now_ms, false)
+        .await
+        .unwrap()
+    {
         JoinOutcome::Joined { view, created } => (view, created),
         JoinOutcome::Closed(reason) => panic!("the queue is closed: {reason:?}"),
     }
 }
 
 async fn state(backend: &dyn QueueBackend, ticket: &TicketId, now_ms: i64) -> TicketState {
-    backend.ticket(ticket, now_ms).await.unwrap().unwrap().state
+    backend
+        .ticket(ticket, now_ms, false)
+        .await
+        .unwrap()
+        .unwrap()
+        .state
 }
 
 pub async fn positions_count_from_the_front_and_a_buyer_keeps_one_ticket(
@@ -108,14 +136,14 @@ pub async fn positions_count_from_the_front_and_a_buyer_keeps_one_ticket(
     // Tickets never issued, or of another sale, are unknown.
     assert_eq!(
         backend
-            .ticket(&TicketId::generate(&drop), T0)
+            .ticket(&fresh(&drop, 999, T0, false), T0, false)
             .await
             .unwrap(),
         None
     );
     assert_eq!(
         backend
-            .ticket(&TicketId::generate(&sale("elsewhere")), T0)
+            .ticket(&fresh(&sale("elsewhere"), 999, T0, false), T0, false)
             .await
             .unwrap(),
         None
@@ -285,7 +313,7 @@ pub async fn sold_out_closes_every_waiting_ticket_and_returned_stock_reopens(
     for who in [5, 500] {
         assert_eq!(
             backend
-                .join(&drop, &user(who), T0 + 300, false)
+                .join(&fresh(&drop, who, T0 + 300, false), T0 + 300, false)
                 .await
                 .unwrap(),
             JoinOutcome::Closed(CloseReason::SoldOut)
@@ -310,7 +338,7 @@ pub async fn sold_out_closes_every_waiting_ticket_and_returned_stock_reopens(
     // The closed ticket the fresh one superseded is pruned (one record per
     // buyer); the other closed tickets stay closed.
     assert_eq!(
-        backend.ticket(&tickets[5], T0 + 600).await.unwrap(),
+        backend.ticket(&tickets[5], T0 + 600, false).await.unwrap(),
         None,
         "a superseded ticket is pruned"
     );
@@ -406,7 +434,10 @@ pub async fn an_ended_sale_closes_its_queue_for_good(backend: &dyn QueueBackend)
         TicketState::Closed(CloseReason::Ended)
     );
     assert_eq!(
-        backend.join(&drop, &user(2), T0, false).await.unwrap(),
+        backend
+            .join(&fresh(&drop, 2, T0, false), T0, false)
+            .await
+            .unwrap(),
         JoinOutcome::Closed(CloseReason::Ended)
     );
 }
@@ -451,8 +482,10 @@ pub async fn early_joiners_get_a_uniformly_random_order_at_the_start(backend: &d
         let drop = sale(&format!("pre-{run}"));
         let mut early = Vec::new();
         for who in 0..4 {
-            let JoinOutcome::Joined { view, created } =
-                backend.join(&drop, &user(who), T0, true).await.unwrap()
+            let JoinOutcome::Joined { view, created } = backend
+                .join(&fresh(&drop, who, T0, true), T0, true)
+                .await
+                .unwrap()
             else {
                 panic!("closed")
             };

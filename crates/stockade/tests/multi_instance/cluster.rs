@@ -360,6 +360,26 @@ impl Cluster {
         out
     }
 
+    /// Every instance's log lines that mention one of `needles` (order
+    /// ids a violation names), so a failure shows what each instance did
+    /// with the orders concerned.
+    pub fn log_lines_naming(&self, needles: &[String]) -> String {
+        let mut out = String::new();
+        if needles.is_empty() {
+            return out;
+        }
+        for (index, instance) in self.instances.iter().enumerate() {
+            let instance = instance.lock().unwrap();
+            let text = std::fs::read_to_string(instance.log_path()).unwrap_or_default();
+            for line in text.lines() {
+                if needles.iter().any(|n| line.contains(n.as_str())) {
+                    out.push_str(&format!("instance {index}: {line}\n"));
+                }
+            }
+        }
+        out
+    }
+
     /// The instances whose process ended by itself, with the last line of
     /// their log (why they gave up).
     pub fn exited_instances(&self) -> Vec<String> {

@@ -69,7 +69,8 @@ pub async fn run(scenario: Scenario) {
     );
     let mut sales = Vec::new();
     let mut heal_times = Vec::new();
-    for round in 1..=scenario.rounds {
+    let rounds = rounds(scenario.rounds);
+    for round in 1..=rounds {
         let (sale, healed) = run_round(&cluster, &scenario, round).await;
         sales.push(sale);
         heal_times.extend(healed);
@@ -105,7 +106,7 @@ pub async fn run(scenario: Scenario) {
     eprintln!(
         "{}: all {} rounds kept the invariants ({:.1} s)",
         scenario.name,
-        scenario.rounds,
+        rounds,
         started.elapsed().as_secs_f64()
     );
 }
@@ -246,6 +247,17 @@ async fn run_round(
         return (sale, heal_times);
     }
     eprintln!("{}", cluster.log_tails(15));
+    let named = order_ids_in(
+        &violations
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+    );
+    eprintln!(
+        "--- log lines naming the {} orders concerned:\n{}",
+        named.len(),
+        cluster.log_lines_naming(&named)
+    );
     let list: Vec<String> = violations.iter().map(|v| format!("  - {v}")).collect();
     let notes: Vec<String> = cluster
         .exited_instances()
@@ -260,6 +272,35 @@ async fn run_round(
         list.join("\n"),
         notes.concat()
     );
+}
+
+/// The order ids (UUIDs) the violations name, each once.
+fn order_ids_in(violations: &[String]) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    for text in violations {
+        for word in text.split(|c: char| !(c.is_ascii_hexdigit() || c == '-')) {
+            if word.len() == 36 && word.matches('-').count() == 4 && !ids.iter().any(|i| i == word)
+            {
+                ids.push(word.to_owned());
+            }
+        }
+    }
+    ids
+}
+
+/// The rounds to run: the scenario's, or more when
+/// `STOCKADE_SCENARIO_ROUNDS` asks for more (race windows are narrow, so a
+/// fault is hunted over many rounds outside CI).
+fn rounds(at_least: usize) -> usize {
+    match std::env::var("STOCKADE_SCENARIO_ROUNDS") {
+        Ok(value) => value
+            .parse::<usize>()
+            .unwrap_or_else(|_| {
+                panic!("STOCKADE_SCENARIO_ROUNDS={value:?} is not a count of rounds")
+            })
+            .max(at_least),
+        Err(_) => at_least,
+    }
 }
 
 /// A seed per scenario and round, so every round differs and a failure can

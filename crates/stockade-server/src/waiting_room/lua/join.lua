@@ -1,5 +1,5 @@
 -- Joins the queue, or answers the buyer's live ticket.
--- ARGV: now ms, user, fresh ticket, pre-queue (1/0), random place in [0, 1)
+-- ARGV: now ms, user, fresh ticket, its place (lower is served first)
 -- Reply: {ticket, state, value, created (1/0), user} or {'', 'closed', reason, 0}
 local now = tonumber(ARGV[1])
 local user, fresh = ARGV[2], ARGV[3]
@@ -15,13 +15,7 @@ if closed ~= '' then return {'', 'closed', closed, 0, user} end
 -- The buyer's closed ticket, superseded by the fresh one: pruned, so a room
 -- holds one ticket record per buyer at most.
 if existing then redis.call('HDEL', KEYS[3], existing) end
-local place
-if ARGV[4] == '1' then
-  place = ARGV[5]
-else
-  place = 1 + redis.call('HINCRBY', KEYS[1], 'seq', 1)
-end
-redis.call('ZADD', KEYS[2], place, fresh)
+redis.call('ZADD', KEYS[2], ARGV[4], fresh)
 redis.call('HSET', KEYS[3], fresh, room_gen .. '|w|0|' .. user)
 redis.call('HSET', KEYS[4], user, fresh)
 return {fresh, 'waiting', redis.call('ZRANK', KEYS[2], fresh) + 1, 1, user}
