@@ -262,6 +262,14 @@ pub const SERIES: &[Series] = &[
         help: "Moves to the fallback this instance asked for and the store's engine views refused: another instance reached Redis lately (this one is cut off from it).",
     },
     Series {
+        name: "stockade_sales_retired_total",
+        kind: Kind::Counter,
+        labels: &[],
+        initial: &[],
+        per_sale: false,
+        help: "Ended sales let go after --ended-sale-retention-s: their engine state, queue and what this instance cached of them dropped (the store keeps the orders).",
+    },
+    Series {
         name: "stockade_circuit_opened_total",
         kind: Kind::Counter,
         labels: &[],

@@ -143,6 +143,13 @@ impl Rejections {
         self.sales.get(sale).and_then(|k| k.spec.hold())
     }
 
+    /// Forgets a sale let go after its retention (a later purchase reads
+    /// its spec from the store again): what this cache holds stays bounded
+    /// by the sales still in play.
+    pub fn forget(&self, sale: &SaleId) {
+        self.sales.remove(sale);
+    }
+
     /// Remembers a sale's spec, read from the store (it never changes).
     pub fn learn_spec(&self, spec: &SaleSpec) {
         if !self.sales.contains_key(spec.id()) {

@@ -142,6 +142,13 @@ impl WaitingRooms {
         RoomLookup::Room(room)
     }
 
+    /// Forgets what this instance knows of `sale`'s room (the sale was let
+    /// go after its retention; the store still has its settings).
+    pub fn forget_local(&self, sale: &SaleId) {
+        self.known.remove(sale);
+        self.waiting.remove(sale);
+    }
+
     /// Stock came back to `sale` on this instance: tick at once, so the
     /// queue reopens and admits without waiting for the next tick.
     pub fn stock_returned(&self, sale: &SaleId) {
