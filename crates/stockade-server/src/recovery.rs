@@ -10,8 +10,10 @@
 //!   engine owes.
 //! - [`move_to_fallback`]: the sale moves to the store's own decisions
 //!   (`--fallback postgres`) by advancing its epoch, once no instance has
-//!   reached the engine for [`FALLBACK_QUIET`]; orders the engine decided
-//!   under the old epoch still commit until the rebuild back drains them.
+//!   reached the engine for [`FALLBACK_QUIET`] and no live instance still
+//!   holds orders the engine accepted on their way to the store; orders
+//!   the engine decided under the old epoch still commit until the rebuild
+//!   back drains them.
 //! - [`reconcile_forever`]: every second, on the sales that are open:
 //!   commit outbox entries nobody is committing any more, rebuild when Redis restarted or its stock drifted from the
 //!   store's, and move fallback sales back once Redis is healthy.
@@ -30,6 +32,7 @@ use crate::routing::Route;
 use crate::state::AppState;
 use crate::store::StoreError;
 use crate::store::authority::{Advance, Authority};
+use crate::store::engine_views::FallbackHold;
 
 /// Why a recovery step failed (it is retried).
 #[derive(Debug, thiserror::Error)]
@@ -261,6 +264,13 @@ pub fn request_rebuild(state: &AppState, sale: &SaleId, seen: Epoch, reason: &'s
 /// forgotten its primary routes) before a sale moves.
 pub const FALLBACK_QUIET: Duration = Duration::from_secs(4);
 
+/// How long an instance counts as live after its last report of its view
+/// of the engine: a live instance that still has accepted orders on their
+/// way to the store holds a move to the fallback off until they are
+/// committed. One silent longer has stopped, or is cut off from the store
+/// as well (its orders wait in the engine's outbox).
+pub const FALLBACK_LIVE: Duration = Duration::from_secs(10);
+
 /// How long a refused move is not asked of the store again.
 const FALLBACK_REFUSAL_TTL: Duration = Duration::from_millis(500);
 
@@ -292,7 +302,18 @@ pub async fn move_to_fallback(
     if state.routing().fallback_recently_refused(now) {
         return Ok(FallbackMove::Refused);
     }
-    if state.store().engine_reached_within(FALLBACK_QUIET).await? {
+    // This instance's own accepted orders first (its last report may be
+    // up to a second old), then every instance's view.
+    let hold = if state.queue().in_flight_count() > 0 {
+        Some(FallbackHold::Committing)
+    } else {
+        state
+            .store()
+            .fallback_hold(FALLBACK_QUIET, FALLBACK_LIVE)
+            .await?
+    };
+    if let Some(hold) = hold {
+        tracing::debug!(%sale, ?hold, "the move to the fallback waits");
         state
             .routing()
             .refuse_fallback_for(now, FALLBACK_REFUSAL_TTL);
@@ -417,7 +438,11 @@ async fn reconcile_loop(
             }
             if let Err(error) = state
                 .store()
-                .report_engine_view(state.routing().instance(), reached)
+                .report_engine_view(
+                    state.routing().instance(),
+                    reached,
+                    state.queue().in_flight_count(),
+                )
                 .await
             {
                 tracing::warn!(%error, "cannot record this instance's view of the engine; retrying");

@@ -618,31 +618,61 @@ async fn a_batch_is_judged_exactly_like_its_orders_one_by_one() {
 
 /// The engine views decide moves to the fallback from every instance: one
 /// instance that still reaches the engine keeps the sale where it is; a
-/// report of not reaching it keeps the last time it did.
+/// report of not reaching it keeps the last time it did; an instance with
+/// accepted orders still on their way to the store, or without a report
+/// since its last contact, holds the move off until it reports none (or
+/// falls silent past the live period).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn any_instance_that_reached_the_engine_lately_holds_off_the_fallback() {
+async fn engine_views_hold_off_the_fallback_while_any_instance_reaches_or_commits() {
     use std::time::Duration;
+    use stockade_server::store::engine_views::FallbackHold;
     each_store(async |store| {
-        let quiet = Duration::from_secs(4);
-        assert!(
-            !store.engine_reached_within(quiet).await.unwrap(),
+        let (quiet, live) = (Duration::from_secs(4), Duration::from_secs(10));
+        assert_eq!(
+            store.fallback_hold(quiet, live).await.unwrap(),
+            None,
             "nobody has reported yet"
         );
-        store.report_engine_view("cut-off", false).await.unwrap();
-        assert!(!store.engine_reached_within(quiet).await.unwrap());
-        store.report_engine_view("healthy", true).await.unwrap();
-        assert!(store.engine_reached_within(quiet).await.unwrap());
+        store.report_engine_view("cut-off", false, 0).await.unwrap();
+        assert_eq!(store.fallback_hold(quiet, live).await.unwrap(), None);
+        store.report_engine_view("healthy", true, 0).await.unwrap();
+        assert_eq!(
+            store.fallback_hold(quiet, live).await.unwrap(),
+            Some(FallbackHold::Reached)
+        );
         // The healthy one loses Redis too: its last success still counts
         // until the quiet period has passed.
-        store.report_engine_view("healthy", false).await.unwrap();
-        assert!(store.engine_reached_within(quiet).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        store.report_engine_view("healthy", false, 3).await.unwrap();
+        assert_eq!(
+            store.fallback_hold(quiet, live).await.unwrap(),
+            Some(FallbackHold::Reached)
+        );
         tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(
-            !store
-                .engine_reached_within(Duration::from_millis(200))
-                .await
-                .unwrap(),
-            "past the quiet period nobody holds the move off"
+        let short = Duration::from_millis(200);
+        assert_eq!(
+            store.fallback_hold(short, live).await.unwrap(),
+            Some(FallbackHold::Committing),
+            "past the quiet period, its three orders still on their way hold the move off"
+        );
+        store.report_engine_view("healthy", false, 0).await.unwrap();
+        assert_eq!(
+            store.fallback_hold(short, live).await.unwrap(),
+            None,
+            "all committed: the sale may move"
+        );
+        // Reached and reported in one report: orders may have been
+        // accepted since, so it holds the move off until its next report.
+        store.report_engine_view("late", true, 0).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            store.fallback_hold(short, live).await.unwrap(),
+            Some(FallbackHold::Committing)
+        );
+        assert_eq!(
+            store.fallback_hold(short, short).await.unwrap(),
+            None,
+            "an instance silent past the live period holds nothing off"
         );
         store.prune_engine_views().await.unwrap();
     })

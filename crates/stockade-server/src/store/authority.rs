@@ -11,8 +11,9 @@
 //! rebuild back to the primary has drained them ([`SaleState::accepts`]).
 //!
 //! A move to the fallback also needs every instance's view of the engine
-//! ([`OrderStore::engine_reached_within`]): one instance cut off from Redis
-//! must not move a sale that the others still sell through it.
+//! ([`OrderStore::fallback_hold`]): one instance cut off from Redis must
+//! not move a sale that the others still sell through it, and no instance
+//! may still hold accepted orders on their way to the store.
 //!
 //! [`SaleState::accepts`]: super::arbiter::SaleState::accepts
 

@@ -4,9 +4,11 @@
 //! Each instance reports once a second whether it reached the engine
 //! ([`OrderStore::report_engine_view`]). A sale moves to the fallback only
 //! when no instance has reached the engine for a quiet period
-//! ([`OrderStore::engine_reached_within`]): an instance cut off from Redis
-//! by a partition answers 503 instead of moving the sale from under the
-//! instances still selling through Redis. Times are the store's clock, so
+//! ([`OrderStore::fallback_hold`]): an instance cut off from Redis by a
+//! partition answers 503 instead of moving the sale from under the
+//! instances still selling through Redis. Each also reports the orders it
+//! accepted and has not committed; the move waits for them, so the
+//! fallback never sells the stock of an order named before the move. Times are the store's clock, so
 //! instances' clocks never meet.
 
 use std::time::Duration;
@@ -21,13 +23,29 @@ fn store_now_ms(kind: StoreKind) -> &'static str {
     }
 }
 
+/// What holds a move to the fallback off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FallbackHold {
+    /// Some instance reached the engine within the quiet period (a
+    /// partition cut the asking instance off; the others sell through
+    /// Redis).
+    Reached,
+    /// Some live instance still has orders the engine accepted on their way
+    /// to the store, or has not reported since it last reached the engine
+    /// (it may have accepted some since): moving now would let the
+    /// fallback sell their stock, and void them when they commit.
+    Committing,
+}
+
 impl OrderStore {
     /// Records this instance's view of the engine: it reached it just now
-    /// (`reached`), or it did not (the last time it did stays).
+    /// (`reached`), or it did not (the last time it did stays), and how
+    /// many orders it has accepted from the engine and not committed yet.
     pub async fn report_engine_view(
         &self,
         instance: &str,
         reached: bool,
+        in_flight: usize,
     ) -> Result<(), StoreError> {
         let now = store_now_ms(self.kind());
         let reached_at = if reached {
@@ -36,13 +54,17 @@ impl OrderStore {
             "engine_views.reached_at_ms".to_owned()
         };
         let sql = format!(
-            "INSERT INTO engine_views (instance, reached_at_ms, reported_at_ms)
-             VALUES ($1, {first}, {now})
+            "INSERT INTO engine_views (instance, reached_at_ms, reported_at_ms, in_flight)
+             VALUES ($1, {first}, {now}, $2)
              ON CONFLICT (instance) DO UPDATE
-                SET reached_at_ms = {reached_at}, reported_at_ms = {now}",
+                SET reached_at_ms = {reached_at}, reported_at_ms = {now}, in_flight = $2",
             first = if reached { now } else { "NULL" },
         );
-        sqlx::query(&sql).bind(instance).execute(&self.pool).await?;
+        sqlx::query(&sql)
+            .bind(instance)
+            .bind(i64::try_from(in_flight).unwrap_or(i64::MAX))
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 
@@ -58,18 +80,39 @@ impl OrderStore {
         Ok(())
     }
 
-    /// Whether any instance reached the engine within `quiet` (by the
-    /// store's clock).
-    pub async fn engine_reached_within(&self, quiet: Duration) -> Result<bool, StoreError> {
+    /// What holds a move to the fallback off, if anything (by the store's
+    /// clock): an instance that reached the engine within `quiet`, or an
+    /// instance that reported within `live` (instances silent longer are
+    /// gone, or cut off from the store too) with orders still to commit or
+    /// no report since its last contact with the engine.
+    pub async fn fallback_hold(
+        &self,
+        quiet: Duration,
+        live: Duration,
+    ) -> Result<Option<FallbackHold>, StoreError> {
         let now = store_now_ms(self.kind());
-        let quiet_ms = i64::try_from(quiet.as_millis()).unwrap_or(i64::MAX);
-        let sql =
-            format!("SELECT COUNT(*) AS n FROM engine_views WHERE reached_at_ms > {now} - $1");
+        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        let sql = format!(
+            "SELECT
+                COALESCE(SUM(CASE WHEN reached_at_ms > {now} - $1 THEN 1 ELSE 0 END), 0) AS reached,
+                COALESCE(SUM(CASE WHEN reported_at_ms > {now} - $2
+                                   AND (in_flight > 0 OR reported_at_ms <= COALESCE(reached_at_ms, -1))
+                                  THEN 1 ELSE 0 END), 0) AS committing
+               FROM engine_views"
+        );
         let row = sqlx::query(&sql)
-            .bind(quiet_ms)
+            .bind(ms(quiet))
+            .bind(ms(live))
             .fetch_one(&self.pool)
             .await?;
-        let n: i64 = sqlx::Row::try_get(&row, "n")?;
-        Ok(n > 0)
+        let reached: i64 = sqlx::Row::try_get(&row, "reached")?;
+        let committing: i64 = sqlx::Row::try_get(&row, "committing")?;
+        Ok(if reached > 0 {
+            Some(FallbackHold::Reached)
+        } else if committing > 0 {
+            Some(FallbackHold::Committing)
+        } else {
+            None
+        })
     }
 }
