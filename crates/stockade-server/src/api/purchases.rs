@@ -41,6 +41,7 @@ use super::sales::{sale_id, unknown_sale};
 use crate::recovery::{FallbackMove, move_to_fallback, request_rebuild};
 use crate::routing::Route;
 use crate::state::AppState;
+use crate::store::Stored;
 use crate::store::arbiter::{Verdict, VoidReason};
 use crate::store::authority::Authority;
 
@@ -608,37 +609,49 @@ fn order_failed(order_id: OrderId) -> ApiError {
 
 /// A replayed idempotency key: answer with the original order if the
 /// request is the same, 422 if the key is reused for something else.
+///
+/// Committed: 200. Refused by the store: 409 `order_failed`. Being
+/// committed by this instance's writer: 202 (a move to the fallback waits
+/// for it). Only in the engine's outbox (its first request was never
+/// answered with it, or another instance is committing it): committed here
+/// first, and answered with the store's verdict, because an outbox entry of
+/// an epoch the sale has left may be refused when it is drained.
 async fn replay(
     state: &AppState,
     purchase: &Purchase,
     order_id: OrderId,
 ) -> Result<Response, ApiError> {
-    let in_outbox = async {
-        match state.engine() {
-            Some(engine) => Ok::<_, ApiError>(
-                engine
-                    .outbox(purchase.sale_id())
-                    .await?
-                    .into_iter()
-                    .find(|o| o.id == order_id),
-            ),
-            None => Ok(None),
+    let committed = |order: Order| (order, StatusCode::OK);
+    let (order, status) = match state.store().stored(order_id).await? {
+        Some(Stored::Order(order)) => committed(order),
+        Some(Stored::Void) => return Err(order_failed(order_id)),
+        None => {
+            if let Some(order) = state.queue().in_flight(order_id) {
+                (order, StatusCode::ACCEPTED)
+            } else if let Some(order) = outbox_entry(state, purchase, order_id).await? {
+                same_purchase(purchase, &order)?;
+                commit_found(state, order).await?
+            } else {
+                // Committed (and gone from the outbox) by another instance
+                // between the looks above, or never taken.
+                match state.store().stored(order_id).await? {
+                    Some(Stored::Order(order)) => committed(order),
+                    _ => return Err(order_failed(order_id)),
+                }
+            }
         }
     };
-    // Committed, being committed here, or waiting in the outbox; the store
-    // is asked again last, because the order may have been committed (and
-    // left the outbox) by another instance between the first two looks.
-    let (order, status) = if let Some(order) = state.store().order(order_id).await? {
-        (order, StatusCode::OK)
-    } else if let Some(order) = state.queue().in_flight(order_id) {
-        (order, StatusCode::ACCEPTED)
-    } else if let Some(order) = in_outbox.await? {
-        (order, StatusCode::ACCEPTED)
-    } else if let Some(order) = state.store().order(order_id).await? {
-        (order, StatusCode::OK)
+    same_purchase(purchase, &order)?;
+    let body = if status == StatusCode::ACCEPTED {
+        OrderBody::with_status(&order, "pending")
     } else {
-        return Err(order_failed(order_id));
+        OrderBody::from_order(&order)
     };
+    Ok((status, Json(body)).into_response())
+}
+
+/// 422 unless `order` is the purchase its key is replayed with.
+fn same_purchase(purchase: &Purchase, order: &Order) -> Result<(), ApiError> {
     if order.user_id != *purchase.user_id() || order.quantity != purchase.quantity() {
         return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -646,10 +659,40 @@ async fn replay(
             "this Idempotency-Key was used for a different purchase; use a new key",
         ));
     }
-    let body = if status == StatusCode::ACCEPTED {
-        OrderBody::with_status(&order, "pending")
-    } else {
-        OrderBody::from_order(&order)
+    Ok(())
+}
+
+/// The order `order_id` in the engine's outbox of the purchase's sale.
+async fn outbox_entry(
+    state: &AppState,
+    purchase: &Purchase,
+    order_id: OrderId,
+) -> Result<Option<Order>, ApiError> {
+    let Some(engine) = state.engine() else {
+        return Ok(None);
     };
-    Ok((status, Json(body)).into_response())
+    Ok(engine
+        .outbox(purchase.sale_id())
+        .await?
+        .into_iter()
+        .find(|o| o.id == order_id))
+}
+
+/// Commits an order found in the engine's outbox and answers with the
+/// store's verdict: 200 once committed, 409 `order_failed` if refused, 503
+/// (without naming it) if the store does not decide within the commit
+/// deadline; a retry with the same key finds it again.
+async fn commit_found(state: &AppState, order: Order) -> Result<(Order, StatusCode), ApiError> {
+    let id = order.id;
+    let deadline = tokio::time::Instant::now() + state.commit_deadline();
+    let verdict = state.queue().submit(order.clone()).await;
+    match tokio::time::timeout_at(deadline, verdict).await {
+        Ok(Ok(Ok(Verdict::Committed))) => Ok((order, StatusCode::OK)),
+        Ok(Ok(Ok(Verdict::Void(_)))) => Err(order_failed(id)),
+        Ok(Ok(Err(_)) | Err(_)) | Err(_) => Err(ApiError::unavailable(
+            "store_unavailable",
+            "the order made with this Idempotency-Key is not committed yet; retry with the same key shortly",
+            1,
+        )),
+    }
 }

@@ -1,0 +1,64 @@
+//! A replayed idempotency key never names an order the store refused: an
+//! order Redis accepted whose client was never answered with it (the call
+//! timed out as Redis froze) waits in Redis's outbox; when the store then
+//! refuses it (the fallback sold the last items meanwhile), a buyer who
+//! retries with the key reads 409 `order_failed`, not 202 `pending`. Seen
+//! in the frozen-Redis scenario of the multi-instance suite (seed
+//! 3564112752615322858): a 202 replay of such an order broke invariant 3.
+
+mod common;
+
+use chrono::Utc;
+use common::{Setup, TestServer};
+use serde_json::json;
+use stockade_core::{Order, OrderId, Purchase, PurchaseOutcome, SaleId};
+use stockade_server::store::arbiter::{Verdict, VoidReason};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replay_of_an_order_the_store_refused_is_answered_order_failed() {
+    let server = TestServer::start(Setup::RedisPostgres).await;
+    let (status, body) = server
+        .create_sale(json!({"id": "voided-replay", "stock": 2}))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = server
+        .buy("voided-replay", "first", 1, Some("k-first"))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let state = server.state();
+    let sale = SaleId::new("voided-replay").unwrap();
+    let epoch = state.routing().get(&sale).expect("a route learned").epoch;
+
+    // Redis accepts bob's order, and nobody commits it yet.
+    let bob = Purchase::new("voided-replay", "bob", 1)
+        .unwrap()
+        .with_idempotency_key("k-bob")
+        .unwrap()
+        .at_epoch(epoch);
+    let outcome = state.engine().unwrap().purchase(&bob).await.unwrap();
+    let PurchaseOutcome::Purchased { order_id, .. } = outcome else {
+        panic!("Redis sells bob the last item: {outcome:?}");
+    };
+    // The store sells its last item to someone else, then refuses bob's.
+    let carol = Purchase::new("voided-replay", "carol", 1)
+        .unwrap()
+        .at_epoch(epoch);
+    let store = state.store();
+    let verdicts = store
+        .commit(&[Order::accepted(&carol, OrderId::generate(), Utc::now())])
+        .await
+        .unwrap();
+    assert_eq!(verdicts, vec![Verdict::Committed]);
+    let verdicts = store
+        .commit(&[Order::accepted(&bob, order_id, Utc::now())])
+        .await
+        .unwrap();
+    assert_eq!(verdicts, vec![Verdict::Void(VoidReason::Oversold)]);
+
+    // Bob retries with his key: Redis knows it, its outbox still holds the
+    // order, the store has refused it.
+    let (status, body) = server.buy("voided-replay", "bob", 1, Some("k-bob")).await;
+    assert_eq!(status, 409, "the replay names a refused order: {body}");
+    assert_eq!(body["error"]["code"], "order_failed", "{body}");
+    assert_eq!(body["error"]["order_id"], order_id.to_string(), "{body}");
+}
