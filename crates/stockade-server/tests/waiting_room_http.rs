@@ -400,6 +400,12 @@ async fn queue_routes_refuse_bad_input_and_change_nothing(front: Front) {
             404,
             "unknown_ticket",
         ),
+        // Well formed, with a buyer part that is not even UTF-8.
+        (
+            "q.0000000000000001.000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000.0123456789abcdef0123456789abcdef",
+            404,
+            "unknown_ticket",
+        ),
     ] {
         let (got, answer) = front.poll(1, ticket).await;
         assert_eq!(got, status, "{ticket}: {answer}");

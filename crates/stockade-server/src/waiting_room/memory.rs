@@ -150,7 +150,10 @@ impl QueueBackend for MemoryQueues {
         now_ms: i64,
         prequeue: bool,
     ) -> Result<JoinOutcome, QueueError> {
-        let (sale, user) = (&fresh.sale(), &fresh.user());
+        let user = &fresh
+            .user()
+            .ok_or_else(|| QueueError::Failed(format!("ticket {fresh} names no readable buyer")))?;
+        let sale = &fresh.sale();
         let mut rooms = self.rooms.lock();
         let room = rooms.entry(sale.clone()).or_default();
         // Once drawn, the pre-queue is over whatever the caller's clock says.

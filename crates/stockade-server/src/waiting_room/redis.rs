@@ -125,6 +125,12 @@ fn redis_error(error: redis::RedisError) -> QueueError {
     }
 }
 
+/// A ticket whose buyer part does not decode: the caller passed one this
+/// service did not mint.
+fn unreadable(ticket: &TicketId) -> QueueError {
+    QueueError::Failed(format!("ticket {ticket} names no readable buyer"))
+}
+
 fn malformed(script: &str, reply: &[Value]) -> QueueError {
     QueueError::Failed(format!("{script} gave a malformed reply: {reply:?}"))
 }
@@ -171,13 +177,14 @@ impl QueueBackend for RedisQueues {
         prequeue: bool,
     ) -> Result<JoinOutcome, QueueError> {
         let _ = prequeue; // the place in `fresh` says it already
+        let user = fresh.user().ok_or_else(|| unreadable(fresh))?;
         let reply = self
             .invoke(
                 &JOIN,
                 &fresh.sale(),
                 &[
                     now_ms.to_string(),
-                    fresh.user().to_string(),
+                    user.to_string(),
                     fresh.to_string(),
                     fresh.place().to_string(),
                 ],
@@ -209,6 +216,7 @@ impl QueueBackend for RedisQueues {
         now_ms: i64,
         restore: bool,
     ) -> Result<Option<TicketView>, QueueError> {
+        let user = ticket.user().ok_or_else(|| unreadable(ticket))?;
         let reply = self
             .invoke(
                 &STATUS,
@@ -217,7 +225,7 @@ impl QueueBackend for RedisQueues {
                     ticket.to_string(),
                     now_ms.to_string(),
                     if restore { "1" } else { "0" }.to_owned(),
-                    ticket.user().to_string(),
+                    user.to_string(),
                     ticket.place().to_string(),
                 ],
             )
