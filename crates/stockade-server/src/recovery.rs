@@ -392,8 +392,53 @@ pub async fn reconcile_forever(
     // reconciler's task.
     let sweeper = crate::holds::expire_forever(state.clone());
     let applier = crate::releases::apply_forever(state.clone());
+    let reporter = report_engine_view_forever(state.clone(), redis.clone());
     let reconciler = reconcile_loop(state, redis, run_id, outbox_grace);
-    tokio::join!(sweeper, applier, reconciler);
+    tokio::join!(sweeper, applier, reporter, reconciler);
+}
+
+/// How long the engine view's ping may take before it counts as not
+/// reaching the engine.
+const VIEW_PING_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Reports this instance's view of the engine to the store once a second
+/// (whether it reached Redis, and its writer's orders in flight), in a task
+/// of its own: a reconciler pass stuck on a frozen Redis must never delay
+/// the report that a move to the fallback waits for.
+async fn report_engine_view_forever(state: AppState, redis: Option<Arc<RedisEngine>>) {
+    let Some(redis) = redis else {
+        return;
+    };
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ticks = 0u64;
+    loop {
+        tick.tick().await;
+        let reached = matches!(
+            tokio::time::timeout(VIEW_PING_TIMEOUT, redis.server_run_id()).await,
+            Ok(Ok(_))
+        );
+        if !reached {
+            state.routing().forget_primaries();
+        }
+        ticks += 1;
+        if ticks % 3_600 == 60
+            && let Err(error) = state.store().prune_engine_views().await
+        {
+            tracing::debug!(%error, "cannot prune old engine views; later");
+        }
+        if let Err(error) = state
+            .store()
+            .report_engine_view(
+                state.routing().instance(),
+                reached,
+                state.queue().in_flight_count(),
+            )
+            .await
+        {
+            tracing::warn!(%error, "cannot record this instance's view of the engine; retrying");
+        }
+    }
 }
 
 /// The reconciler's own loop: every second.
@@ -407,7 +452,6 @@ async fn reconcile_loop(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut seen = Seen::default();
     let mut healthy_ticks = 0u32;
-    let mut ticks = 0u64;
     metrics::gauge!("stockade_outbox_grace_seconds").set(outbox_grace.as_secs_f64());
     loop {
         tick.tick().await;
@@ -428,24 +472,6 @@ async fn reconcile_loop(
                     state.routing().forget_primaries();
                     tracing::warn!(%error, "Redis unreachable");
                 }
-            }
-            let reached = healthy_ticks > 0;
-            ticks += 1;
-            if ticks % 3_600 == 60
-                && let Err(error) = state.store().prune_engine_views().await
-            {
-                tracing::debug!(%error, "cannot prune old engine views; later");
-            }
-            if let Err(error) = state
-                .store()
-                .report_engine_view(
-                    state.routing().instance(),
-                    reached,
-                    state.queue().in_flight_count(),
-                )
-                .await
-            {
-                tracing::warn!(%error, "cannot record this instance's view of the engine; retrying");
             }
         }
         if let Err(error) = reconcile_once(
