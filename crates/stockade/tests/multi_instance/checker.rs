@@ -130,14 +130,23 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
         .cancels
         .iter()
         .filter(|c| c.answer.status() == Some(200))
-        .filter_map(|c| match by_id.get(c.order_id.as_str()) {
-            Some(order) if order.status == "cancelled" => None,
-            found => Some(format!(
-                "cancel of {} answered 200 on instance {}, but the store has it {}",
-                c.order_id,
-                c.instance,
-                found.map_or("nowhere", |o| o.status.as_str())
-            )),
+        .filter_map(|c| {
+            // A cancel is answered 200 with the order as it stands:
+            // `cancelled`, or `expired` when its hold ran out first (the
+            // items came back either way). The store must say the same.
+            let told = match c.answer.body()["status"].as_str() {
+                Some(status @ ("cancelled" | "expired")) => status,
+                _ => "cancelled",
+            };
+            match by_id.get(c.order_id.as_str()) {
+                Some(order) if order.status == told => None,
+                found => Some(format!(
+                    "cancel of {} answered 200 ({told}) on instance {}, but the store has it {}",
+                    c.order_id,
+                    c.instance,
+                    found.map_or("nowhere", |o| o.status.as_str())
+                )),
+            }
         });
     let lost: Vec<String> = lost.into_iter().chain(lost_cancels).collect();
     if !lost.is_empty() {

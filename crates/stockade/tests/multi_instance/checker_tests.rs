@@ -242,7 +242,37 @@ fn a_cancel_answered_200_but_not_recorded_is_reported() {
     });
     let text = report(&check(&evidence));
     assert!(
-        text.contains("cancel of o2 answered 200 on instance 1, but the store has it confirmed"),
+        text.contains(
+            "cancel of o2 answered 200 (cancelled) on instance 1, but the store has it confirmed"
+        ),
+        "{text}"
+    );
+}
+
+/// A cancel that came after the hold ran out is answered 200 with the
+/// order as it stands, `expired`: that is what the store holds.
+#[test]
+fn a_cancel_answered_200_expired_matches_an_expired_order() {
+    let mut evidence = good();
+    evidence.store.as_mut().unwrap()[1].status = "expired".into();
+    let mut answer = order(200, "o2", "u2", 1);
+    if let Answer::Http { body, .. } = &mut answer {
+        body["status"] = json!("expired");
+    }
+    evidence.history.cancels.push(Cancel {
+        instance: 1,
+        order_id: "o2".into(),
+        answer: answer.clone(),
+    });
+    let text = report(&check(&evidence));
+    assert!(!text.contains("cancel of o2"), "{text}");
+    // Told `expired`, but the store has it cancelled: reported.
+    evidence.store.as_mut().unwrap()[1].status = "cancelled".into();
+    let text = report(&check(&evidence));
+    assert!(
+        text.contains(
+            "cancel of o2 answered 200 (expired) on instance 1, but the store has it cancelled"
+        ),
         "{text}"
     );
 }
