@@ -23,6 +23,7 @@
 //! - [`clock`]: injectable time, so windows and holds are testable.
 //! - [`engine`]: the [`Engine`] contract and its error type.
 //! - [`rebuild`]: deriving engine state from the store's orders, checked once.
+//! - [`room`]: a sale's waiting room settings.
 //! - [`validation`]: the error every constructor returns, and the one check
 //!   of client-sent identifiers.
 
@@ -33,6 +34,7 @@ pub mod order;
 pub mod outcome;
 pub mod purchase;
 pub mod rebuild;
+pub mod room;
 pub mod sale;
 pub mod validation;
 
@@ -43,5 +45,6 @@ pub use order::{Order, OrderId, OrderStatus};
 pub use outcome::{CreateOutcome, PurchaseOutcome, ReleaseOutcome};
 pub use purchase::{IdempotencyKey, Purchase, UserId};
 pub use rebuild::{PlannedOrder, RebuildPlan};
+pub use room::RoomConfig;
 pub use sale::{SaleId, SaleSnapshot, SaleSpec, SaleSpecBuilder, SaleStatus};
 pub use validation::ValidationError;

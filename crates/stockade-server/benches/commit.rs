@@ -15,8 +15,8 @@ use std::time::Duration;
 use chrono::Utc;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use stockade_core::{Epoch, IdempotencyKey, Order, OrderId, OrderStatus, SaleId, SaleSpec, UserId};
-use stockade_server::store::OrderStore;
-use stockade_server::store::arbiter::Verdict;
+use stockade_store::OrderStore;
+use stockade_store::arbiter::Verdict;
 use stockade_test_support::PostgresServer;
 use stockade_test_support::postgres_server::Durability;
 

@@ -5,7 +5,7 @@
 //! Every instance sweeps (it runs beside the reconciler): each tick it reads
 //! the due holds from the store's deadline index and expires them sale by
 //! sale, each in one transaction under the sale's row lock that moves only
-//! orders still `held` (see `store::holds`). So with several instances each
+//! orders still `held` (see `stockade_store::holds`). So with several instances each
 //! hold is expired exactly once, an instance killed mid-expiry leaves either
 //! nothing done or everything done plus a pending release, and a Redis
 //! restart loses nothing: the deadlines live in the store, and the rebuild
@@ -21,7 +21,7 @@ use stockade_core::{OrderId, SaleId};
 
 use crate::releases::items_returned;
 use crate::state::AppState;
-use crate::store::StoreError;
+use stockade_store::StoreError;
 
 /// How often each instance looks for due holds.
 pub const SWEEP_INTERVAL: Duration = Duration::from_millis(200);

@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 use stockade_core::{Order, OrderId};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::store::OrderStore;
+use stockade_store::OrderStore;
 
 /// How often the orders the store has decided are dropped from the file.
 pub const COMPACT_EVERY: Duration = Duration::from_secs(2);
@@ -105,7 +105,7 @@ impl IntakeJournal {
 
     /// Drops from the file every order the store has decided; returns how
     /// many orders remain.
-    pub async fn compact(&self, store: &OrderStore) -> Result<usize, crate::store::StoreError> {
+    pub async fn compact(&self, store: &OrderStore) -> Result<usize, stockade_store::StoreError> {
         let ids: Vec<OrderId> = self.kept.lock().iter().map(|o| o.id).collect();
         if ids.is_empty() {
             return Ok(0);
@@ -217,7 +217,7 @@ pub async fn commit_left(
     journal: &IntakeJournal,
     left: &[Order],
     store: &OrderStore,
-) -> Result<(), crate::store::StoreError> {
+) -> Result<(), stockade_store::StoreError> {
     if left.is_empty() {
         return Ok(());
     }

@@ -26,8 +26,8 @@
 //!   timeouts, bounded shutdown.
 //! - [`startup`]: reaching the database and Redis at start.
 //! - [`redact`]: URLs and errors as they may be shown (no passwords).
-//! - [`store`]: the order store (PostgreSQL or SQLite), the source of truth
-//!   and the arbiter of every commit; epochs and releases.
+//! - The order store (PostgreSQL or SQLite), the source of truth and the
+//!   arbiter of every commit, is its own crate: `stockade_store`.
 //! - [`routing`]: which authority decides each sale, as this instance knows.
 //! - [`rejections`]: sold-out, not-started, ended and unknown sales answered
 //!   without asking the engine or the store.
@@ -76,7 +76,6 @@ pub mod sessions;
 pub mod shedding;
 pub mod startup;
 pub mod state;
-pub mod store;
 pub mod waiting_room;
 pub mod writer;
 
@@ -96,7 +95,7 @@ use rate_limit::RateLimiter;
 use recovery::RecoveryError;
 use startup::{Backend, Unreachable};
 use state::{AppState, StateParts};
-use store::{OrderStore, StoreError};
+use stockade_store::{OrderStore, StoreError};
 use writer::CommitQueue;
 
 /// Why the service could not start or stopped with an error. Messages name

@@ -409,15 +409,6 @@ pub fn install(retention: Duration) -> PrometheusHandle {
         .clone()
 }
 
-/// Counts `count` orders of `sale` entering `event` (`held`, `confirmed`,
-/// `expired`, `cancelled`, `released`): `stockade_orders_total`.
-pub fn order_transitions(sale: &str, event: &'static str, count: usize) {
-    if count > 0 {
-        metrics::counter!("stockade_orders_total", "sale" => sale.to_owned(), "event" => event)
-            .increment(count as u64);
-    }
-}
-
 /// How long an idle series (and a sale's dashboard activity) is kept.
 pub fn retention() -> Duration {
     Duration::from_millis(RETENTION_MS.load(Ordering::Relaxed))

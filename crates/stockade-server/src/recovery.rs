@@ -30,9 +30,9 @@ use stockade_lock::{Lease, LockError};
 use crate::releases::apply_pending_releases;
 use crate::routing::Route;
 use crate::state::AppState;
-use crate::store::StoreError;
-use crate::store::authority::{Advance, Authority};
-use crate::store::engine_views::FallbackHold;
+use stockade_store::StoreError;
+use stockade_store::authority::{Advance, Authority};
+use stockade_store::engine_views::FallbackHold;
 
 /// Why a recovery step failed (it is retried).
 #[derive(Debug, thiserror::Error)]
@@ -292,7 +292,7 @@ pub enum FallbackMove {
 /// still reaches the engine (a partition cut this one off: moving would
 /// take the sale from under the instances selling through Redis). The
 /// engine's outbox under `from` is not drained (the engine is unreachable);
-/// its orders still commit, see [`crate::store::authority`].
+/// its orders still commit, see [`stockade_store::authority`].
 pub async fn move_to_fallback(
     state: &AppState,
     sale: &SaleId,

@@ -28,7 +28,7 @@ use parking_lot::Mutex;
 use stockade_core::{Engine, EngineError, Epoch, OrderId, ReleaseOutcome, SaleId};
 
 use crate::state::AppState;
-use crate::store::releases::PendingRelease;
+use stockade_store::releases::PendingRelease;
 
 /// How often the applier looks for owed releases without being woken.
 pub const PASS_INTERVAL: Duration = Duration::from_secs(1);
@@ -196,7 +196,7 @@ async fn call_engine(
 fn settles(state: &AppState, release: &PendingRelease, outcome: &ReleaseOutcome) -> bool {
     match outcome {
         ReleaseOutcome::Released { remaining, .. } => {
-            crate::metrics::order_transitions(release.sale_id.as_str(), "released", 1);
+            stockade_store::order_transitions(release.sale_id.as_str(), "released", 1);
             metrics::gauge!("stockade_sale_remaining", "sale" => release.sale_id.to_string())
                 .set(f64::from(*remaining));
             state.stock_returned(&release.sale_id);

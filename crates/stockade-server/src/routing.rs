@@ -13,7 +13,7 @@ use dashmap::DashMap;
 use parking_lot::Mutex;
 use stockade_core::{Epoch, SaleId};
 
-use crate::store::authority::Authority;
+use stockade_store::authority::Authority;
 
 /// Where a sale's purchases go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

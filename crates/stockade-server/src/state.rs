@@ -17,9 +17,9 @@ use crate::rejections::Rejections;
 use crate::routing::Routing;
 use crate::sessions::Sessions;
 use crate::shedding::Shedder;
-use crate::store::OrderStore;
 use crate::waiting_room::WaitingRooms;
 use crate::writer::CommitQueue;
+use stockade_store::OrderStore;
 
 /// The service's shared state. Cheap to clone.
 #[derive(Clone)]

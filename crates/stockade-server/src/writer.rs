@@ -42,8 +42,8 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
 use crate::in_flight::{self, InFlight};
-use crate::store::arbiter::Verdict;
-use crate::store::{OrderStore, StoreError, StoreKind};
+use stockade_store::arbiter::Verdict;
+use stockade_store::{OrderStore, StoreError, StoreKind};
 
 /// How batches are formed.
 #[derive(Debug, Clone, Copy)]

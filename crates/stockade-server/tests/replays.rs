@@ -12,7 +12,7 @@ use chrono::Utc;
 use common::{Setup, TestServer};
 use serde_json::json;
 use stockade_core::{Order, OrderId, Purchase, PurchaseOutcome, SaleId};
-use stockade_server::store::arbiter::{Verdict, VoidReason};
+use stockade_store::arbiter::{Verdict, VoidReason};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_replay_of_an_order_the_store_refused_is_answered_order_failed() {

@@ -12,9 +12,9 @@ use stockade_core::{
     SystemClock, UserId,
 };
 use stockade_engine::MemoryEngine;
-use stockade_server::store::arbiter::Verdict;
-use stockade_server::store::{OrderStore, StoreKind};
 use stockade_server::writer::{CommitQueue, CommitResult, WriterConfig};
+use stockade_store::arbiter::Verdict;
+use stockade_store::{OrderStore, StoreKind};
 use stockade_test_support::PostgresServer;
 use tokio::sync::{Mutex, oneshot};
 

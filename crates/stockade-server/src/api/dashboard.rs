@@ -34,8 +34,8 @@ use super::error::ApiError;
 use crate::activity::{self, Latency, SaleReport};
 use crate::metrics::REJECTIONS;
 use crate::state::AppState;
-use crate::store::arbiter::SaleState;
-use crate::store::authority::Authority;
+use stockade_store::arbiter::SaleState;
+use stockade_store::authority::Authority;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "stockade_session";

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use stockade_core::{EngineError, ValidationError};
 
 use crate::rate_limit::Limited;
-use crate::store::StoreError;
+use stockade_store::StoreError;
 
 /// An API error: status, stable code, message for the client.
 #[derive(Debug)]

@@ -18,7 +18,7 @@ use stockade_core::{Order, OrderId};
 use super::error::ApiError;
 use super::identity::Caller;
 use crate::state::AppState;
-use crate::store::Stored;
+use stockade_store::Stored;
 
 /// How far back an order id's timestamp may lie for a miss to read as "not
 /// committed yet" rather than unknown: an accepted order is committed

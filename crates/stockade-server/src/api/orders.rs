@@ -23,9 +23,9 @@ use super::order_lookup::{
 use super::sales::{sale_id, unknown_sale};
 use crate::releases::items_returned_awaited;
 use crate::state::AppState;
-use crate::store::Stored;
-use crate::store::holds::Confirm;
-use crate::store::releases::Cancel;
+use stockade_store::Stored;
+use stockade_store::holds::Confirm;
+use stockade_store::releases::Cancel;
 
 /// Parses an order id from the path.
 pub fn order_id(raw: &str) -> Result<OrderId, ApiError> {

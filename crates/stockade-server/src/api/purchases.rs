@@ -41,9 +41,9 @@ use super::sales::{sale_id, unknown_sale};
 use crate::recovery::{FallbackMove, move_to_fallback, request_rebuild};
 use crate::routing::Route;
 use crate::state::AppState;
-use crate::store::Stored;
-use crate::store::arbiter::{Verdict, VoidReason};
-use crate::store::authority::Authority;
+use stockade_store::Stored;
+use stockade_store::arbiter::{Verdict, VoidReason};
+use stockade_store::authority::Authority;
 
 /// Buys `quantity` items for `user_id`. Send an `Idempotency-Key` header to
 /// make retries safe.

@@ -14,9 +14,9 @@ use super::error::ApiError;
 use super::json::{ApiJson, ApiPath};
 use crate::recovery::request_rebuild;
 use crate::state::AppState;
-use crate::store::SaveSale;
-use crate::store::authority::Authority;
 use crate::waiting_room::RoomLookup;
+use stockade_store::SaveSale;
+use stockade_store::authority::Authority;
 
 /// Parses a sale id from the path.
 pub fn sale_id(raw: &str) -> Result<SaleId, ApiError> {

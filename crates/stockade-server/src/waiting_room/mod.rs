@@ -75,76 +75,7 @@ use async_trait::async_trait;
 use stockade_core::{SaleId, UserId, ValidationError};
 
 pub use rooms::{RoomInfo, RoomLookup, WaitingRooms};
-
-/// A sale's waiting room settings, fixed at the sale's creation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RoomConfig {
-    /// Buyers admitted per second at most.
-    pub admit_per_second: u32,
-    /// How long an admission (its token) is valid.
-    pub admission_ttl: Duration,
-    /// Outstanding admissions may reach remaining stock × this / 1000.
-    pub admission_factor_milli: u32,
-}
-
-impl RoomConfig {
-    /// The default admission factor, 1.5.
-    pub const DEFAULT_FACTOR_MILLI: u32 = 1_500;
-    /// The highest admission rate.
-    pub const MAX_RATE: u32 = 100_000;
-    /// The longest admission ttl.
-    pub const MAX_TTL: Duration = Duration::from_secs(3_600);
-
-    /// Validated settings.
-    pub fn new(
-        admit_per_second: u32,
-        admission_ttl: Duration,
-        admission_factor_milli: u32,
-    ) -> Result<Self, ValidationError> {
-        if !(1..=Self::MAX_RATE).contains(&admit_per_second) {
-            return Err(ValidationError::new(
-                "waiting_room.admit_per_second",
-                format!(
-                    "must be between 1 and {} (got {admit_per_second})",
-                    Self::MAX_RATE
-                ),
-            ));
-        }
-        if admission_ttl < Duration::from_secs(1) || admission_ttl > Self::MAX_TTL {
-            return Err(ValidationError::new(
-                "waiting_room.admission_ttl_seconds",
-                format!("must be between 1 and {} seconds", Self::MAX_TTL.as_secs()),
-            ));
-        }
-        if !(1_000..=10_000).contains(&admission_factor_milli) {
-            return Err(ValidationError::new(
-                "waiting_room.admission_factor",
-                "must be between 1.0 and 10.0 (below 1 the last items could never be offered)",
-            ));
-        }
-        Ok(Self {
-            admit_per_second,
-            admission_ttl,
-            admission_factor_milli,
-        })
-    }
-
-    /// The most outstanding admissions allowed with `remaining` items left.
-    pub fn cap(&self, remaining: u32) -> u64 {
-        u64::from(remaining) * u64::from(self.admission_factor_milli) / 1_000
-    }
-
-    /// The most admissions the rate lets through at once after a pause:
-    /// half a second's worth (at least one).
-    pub fn burst(&self) -> f64 {
-        (f64::from(self.admit_per_second) / 2.0).max(1.0)
-    }
-
-    /// The admission ttl in milliseconds.
-    pub fn ttl_ms(&self) -> i64 {
-        self.admission_ttl.as_millis() as i64
-    }
-}
+pub use stockade_core::RoomConfig;
 
 /// A queue ticket: `<sale id>.<place>.<buyer>.<mac>`, where `place` is
 /// the ticket's place in the queue (16 hex digits), `buyer` the buyer's id
@@ -471,20 +402,4 @@ pub trait QueueBackend: Send + Sync + fmt::Debug {
     /// gets that time to live; in memory the room is dropped when called
     /// with zero.
     async fn forget(&self, sale: &SaleId, after: std::time::Duration) -> Result<(), QueueError>;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_cap_follows_the_stock_and_settings_are_bounded() {
-        let room = RoomConfig::new(10, Duration::from_secs(60), 1_500).unwrap();
-        assert_eq!(room.cap(100), 150);
-        assert_eq!(room.cap(1), 1);
-        assert_eq!(room.cap(0), 0);
-        assert!(RoomConfig::new(0, Duration::from_secs(60), 1_500).is_err());
-        assert!(RoomConfig::new(1, Duration::ZERO, 1_500).is_err());
-        assert!(RoomConfig::new(1, Duration::from_secs(60), 999).is_err());
-    }
 }

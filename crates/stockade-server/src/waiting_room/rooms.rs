@@ -11,7 +11,7 @@ use tokio::sync::Notify;
 
 use super::token::AdmissionSigner;
 use super::{PREQUEUE_PLACES, QueueBackend, RoomConfig, TicketId};
-use crate::store::{OrderStore, StoreError};
+use stockade_store::{OrderStore, StoreError};
 
 /// A sale with a waiting room.
 #[derive(Debug, Clone)]

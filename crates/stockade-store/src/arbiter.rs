@@ -265,7 +265,7 @@ impl OrderStore {
             *entered.entry((&row.order.sale_id, row.status)).or_default() += 1;
         }
         for ((sale, status), count) in entered {
-            crate::metrics::order_transitions(sale.as_str(), status, count);
+            crate::order_transitions(sale.as_str(), status, count);
         }
         Ok(verdicts)
     }
@@ -313,7 +313,7 @@ impl OrderStore {
         write_holdings(&mut tx, sale, &holding).await?;
         write_sold(&mut tx, sale, sold).await?;
         tx.commit().await?;
-        crate::metrics::order_transitions(sale.as_str(), order.status.as_str(), 1);
+        crate::order_transitions(sale.as_str(), order.status.as_str(), 1);
         Ok(PurchaseOutcome::Purchased {
             order_id,
             remaining: state.spec.total_stock() - sold,

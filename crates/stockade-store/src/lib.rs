@@ -11,13 +11,17 @@
 //! oversold sale.
 //!
 //! # Layout
-//! - `mod.rs`: opening, sales and reading orders.
+//! - `lib.rs`: opening, sales and reading orders, and the order-transition
+//!   counter every module reports to.
 //! - [`arbiter`]: committing orders (one verdict per order) and deciding
 //!   purchases in the store itself (the PostgreSQL engine of the service).
 //! - [`authority`]: epochs and the fenced move of a sale's authority.
 //! - [`releases`]: cancelling, and the releases the engine still owes.
 //! - [`holds`]: confirming held orders and expiring unpaid ones.
 //! - `waiting_rooms`: a sale's waiting room, saved with the sale.
+//! - [`engine_views`]: every instance's view of the engine, which a move
+//!   to the fallback is decided from.
+//! - `retirement`: ended sales and what the engine still owes them.
 
 pub mod arbiter;
 pub mod authority;
@@ -416,4 +420,13 @@ fn order_from_row_as(row: &AnyRow, status: OrderStatus) -> Result<Order, StoreEr
         expires_at: expires.map(millis).transpose()?,
         epoch: epoch_of(epoch)?,
     })
+}
+
+/// Counts `count` orders of `sale` entering `event` (`held`, `confirmed`,
+/// `expired`, `cancelled`, `released`): `stockade_orders_total`.
+pub fn order_transitions(sale: &str, event: &'static str, count: usize) {
+    if count > 0 {
+        metrics::counter!("stockade_orders_total", "sale" => sale.to_owned(), "event" => event)
+            .increment(count as u64);
+    }
 }

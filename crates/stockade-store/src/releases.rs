@@ -4,7 +4,7 @@
 //! marks the order cancelled, gives its items back to the sale's sold count
 //! and the buyer's holding, and records a pending release under the sale's
 //! epoch. The engine applies the release afterwards, off the request path
-//! (`crate::releases`); until it has (engine unreachable, process killed),
+//! (the service's release applier); until it has (engine unreachable, process killed),
 //! the record stays and is retried, so no cancelled order keeps its stock
 //! in the engine.
 
@@ -82,7 +82,7 @@ impl OrderStore {
         }
         let release = give_back(&mut tx, sale, &[&order], now, engine_decides_primary).await?;
         tx.commit().await?;
-        crate::metrics::order_transitions(sale.as_str(), "cancelled", 1);
+        crate::order_transitions(sale.as_str(), "cancelled", 1);
         let order = Order {
             status: stockade_core::OrderStatus::Cancelled,
             ..order

@@ -10,10 +10,10 @@ use stockade_core::{
     Epoch, IdempotencyKey, Order, OrderId, OrderStatus, Purchase, PurchaseOutcome, SaleId,
     SaleSpec, UserId,
 };
-use stockade_server::store::OrderStore;
-use stockade_server::store::arbiter::{Verdict, VoidReason};
-use stockade_server::store::authority::{Advance, Authority};
-use stockade_server::store::releases::Cancel;
+use stockade_store::OrderStore;
+use stockade_store::arbiter::{Verdict, VoidReason};
+use stockade_store::authority::{Advance, Authority};
+use stockade_store::releases::Cancel;
 use stockade_test_support::PostgresServer;
 
 struct Stores {
@@ -625,7 +625,7 @@ async fn a_batch_is_judged_exactly_like_its_orders_one_by_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn engine_views_hold_off_the_fallback_while_any_instance_reaches_or_commits() {
     use std::time::Duration;
-    use stockade_server::store::engine_views::FallbackHold;
+    use stockade_store::engine_views::FallbackHold;
     each_store(async |store| {
         let (quiet, live) = (Duration::from_secs(4), Duration::from_secs(10));
         assert_eq!(

@@ -8,7 +8,7 @@ use sqlx::Row;
 use stockade_core::{SaleId, SaleSpec};
 
 use super::{OrderStore, SALE_COLUMNS, SaveSale, StoreError, corrupt, insert_sale, sale_from_row};
-use crate::waiting_room::RoomConfig;
+use stockade_core::RoomConfig;
 
 impl OrderStore {
     /// Records a sale with its waiting room (or none), unless a sale with

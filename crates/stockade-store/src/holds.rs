@@ -84,7 +84,7 @@ impl OrderStore {
             .await?;
             tx.commit().await?;
             if updated.rows_affected() == 1 {
-                crate::metrics::order_transitions(order.sale_id.as_str(), "confirmed", 1);
+                crate::order_transitions(order.sale_id.as_str(), "confirmed", 1);
                 return Ok(Confirm::Confirmed(Order {
                     status: OrderStatus::Confirmed,
                     ..order
@@ -192,7 +192,7 @@ impl OrderStore {
                     .record(late.as_secs_f64());
             }
         }
-        crate::metrics::order_transitions(sale.as_str(), "expired", orders.len());
+        crate::order_transitions(sale.as_str(), "expired", orders.len());
         Ok(Expired { orders, release })
     }
 }
