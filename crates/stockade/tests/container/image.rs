@@ -51,6 +51,24 @@ async fn the_image_runs_as_user_10001_on_a_read_only_root_and_stops_on_sigterm()
         );
     }
 
+    // The deployment files count on the same user and volume.
+    let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy");
+    let read = |file: &str| {
+        std::fs::read_to_string(format!("{deploy}/{file}")).expect("a deployment file")
+    };
+    let manifest = read("kubernetes/deployment.yaml");
+    for expected in [format!("runAsUser: {UID}"), format!("mountPath: {DATA}")] {
+        assert!(
+            manifest.contains(&expected),
+            "deploy/kubernetes/deployment.yaml lacks `{expected}`, which the image needs"
+        );
+    }
+    let compose = read("compose.yaml");
+    assert!(
+        compose.contains(&format!("-data:{DATA}\"")),
+        "deploy/compose.yaml mounts its volumes elsewhere than {DATA}"
+    );
+
     let name = format!("stockade-test-{}-image", std::process::id());
     let token = (
         "STOCKADE_ADMIN_TOKEN",

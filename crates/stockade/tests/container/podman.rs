@@ -162,7 +162,10 @@ impl Container {
             port,
         };
         if let Err(e) = run(&args).await {
-            panic!("starting container {name}: {e}");
+            panic!(
+                "podman cannot start a container here: {e}\n(it needs runc: apt-get install \
+                 runc; and the configuration scripts/test-container writes: {HOW})"
+            );
         }
         container
     }
