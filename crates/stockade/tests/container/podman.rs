@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 pub const LABEL: &str = "stockade-test=container";
 
 /// How to make the image and the configuration this test needs.
-const HOW: &str = "run `scripts/test-container --build-only` (it installs podman, runc and \
-                   mmdebstrap when missing, writes the configuration and builds the image); \
-                   scripts/test does it before the suite";
+const HOW: &str = "run `scripts/test-container --build-only`, which installs podman, runc and \
+                   mmdebstrap when missing, writes the configuration and builds the image \
+                   (scripts/test does it before the suite)";
 
 /// Where `scripts/test-container` keeps podman's configuration and storage.
 fn containers_dir() -> PathBuf {
@@ -81,7 +81,7 @@ pub async fn image() -> String {
         .await
     {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            panic!("podman is not installed: apt-get install podman runc mmdebstrap (or {HOW})")
+            panic!("podman is not installed: apt-get install podman runc mmdebstrap; then {HOW}")
         }
         Err(e) => panic!("podman --version: {e}"),
         Ok(_) => {}
@@ -92,8 +92,14 @@ pub async fn image() -> String {
         "no podman configuration at {}: {HOW}",
         conf.display()
     );
-    if let Err(e) = run(&["image", "exists", &image]).await {
-        panic!("the image {image} is not built ({e}): {HOW}");
+    match run(&["image", "exists", &image]).await {
+        Ok(_) => {}
+        // `image exists` answers 1 for "no such image", 125 for a podman
+        // that does not work (a missing runtime, a bad configuration).
+        Err(e) if e.contains("(exit status: 1)") => {
+            panic!("the image {image} is not built: {HOW}")
+        }
+        Err(e) => panic!("podman does not work here: {e}\n(it needs runc: {HOW})"),
     }
     image
 }
