@@ -468,8 +468,8 @@ async fn reconcile_loop(
                     }
                 }
                 Err(error) => {
+                    // The engine-view reporter forgets the primary routes.
                     healthy_ticks = 0;
-                    state.routing().forget_primaries();
                     tracing::warn!(%error, "Redis unreachable");
                 }
             }

@@ -474,8 +474,7 @@ pub fn rebuilding() -> ApiError {
 }
 
 /// Hands the accepted order to the writer and answers with the store's
-/// verdict. The deadline starts before the order is queued, so a full
-/// queue counts against it.
+/// verdict ([`store_verdict`]).
 async fn commit(
     state: &AppState,
     purchase: &Purchase,
@@ -483,14 +482,12 @@ async fn commit(
     body: OrderBody,
     route: Route,
 ) -> Result<Response, ApiError> {
-    let deadline = tokio::time::Instant::now() + state.commit_deadline();
-    let committed = state.queue().submit(order.clone()).await;
-    match tokio::time::timeout_at(deadline, committed).await {
-        Ok(Ok(Ok(Verdict::Committed))) => Ok((StatusCode::CREATED, Json(body)).into_response()),
-        Ok(Ok(Ok(Verdict::Void(reason)))) => voided(state, purchase, &order, reason, route).await,
+    match store_verdict(state, &order).await {
+        Awaited::Committed => Ok((StatusCode::CREATED, Json(body)).into_response()),
+        Awaited::Void(reason) => voided(state, purchase, &order, reason, route).await,
         // The store could not be reached: the order stays in the engine's
         // outbox, and the reconciler commits it (or voids it) later.
-        Ok(Ok(Err(_))) | Ok(Err(_)) => {
+        Awaited::StoreDown => {
             keep_named(state, &order).await?;
             Err(ApiError::unavailable(
                 "store_unavailable",
@@ -499,10 +496,35 @@ async fn commit(
             )
             .with("order_id", Value::String(order.id.to_string())))
         }
-        Err(_deadline) => {
+        Awaited::Deadline => {
             keep_named(state, &order).await?;
             Ok(pending(body))
         }
+    }
+}
+
+/// What the store made of an order handed to the writer, as far as the
+/// commit deadline lets one wait.
+enum Awaited {
+    Committed,
+    Void(VoidReason),
+    /// The store could not be reached (or the writer stopped).
+    StoreDown,
+    /// No verdict within the commit deadline.
+    Deadline,
+}
+
+/// Hands `order` to the writer and waits for the store's verdict until the
+/// commit deadline, which starts before the order is queued (a full queue
+/// counts against it).
+async fn store_verdict(state: &AppState, order: &Order) -> Awaited {
+    let deadline = tokio::time::Instant::now() + state.commit_deadline();
+    let verdict = state.queue().submit(order.clone()).await;
+    match tokio::time::timeout_at(deadline, verdict).await {
+        Ok(Ok(Ok(Verdict::Committed))) => Awaited::Committed,
+        Ok(Ok(Ok(Verdict::Void(reason)))) => Awaited::Void(reason),
+        Ok(Ok(Err(_)) | Err(_)) => Awaited::StoreDown,
+        Err(_) => Awaited::Deadline,
     }
 }
 
@@ -683,13 +705,10 @@ async fn outbox_entry(
 /// (without naming it) if the store does not decide within the commit
 /// deadline; a retry with the same key finds it again.
 async fn commit_found(state: &AppState, order: Order) -> Result<(Order, StatusCode), ApiError> {
-    let id = order.id;
-    let deadline = tokio::time::Instant::now() + state.commit_deadline();
-    let verdict = state.queue().submit(order.clone()).await;
-    match tokio::time::timeout_at(deadline, verdict).await {
-        Ok(Ok(Ok(Verdict::Committed))) => Ok((order, StatusCode::OK)),
-        Ok(Ok(Ok(Verdict::Void(_)))) => Err(order_failed(id)),
-        Ok(Ok(Err(_)) | Err(_)) | Err(_) => Err(ApiError::unavailable(
+    match store_verdict(state, &order).await {
+        Awaited::Committed => Ok((order, StatusCode::OK)),
+        Awaited::Void(_) => Err(order_failed(order.id)),
+        Awaited::StoreDown | Awaited::Deadline => Err(ApiError::unavailable(
             "store_unavailable",
             "the order made with this Idempotency-Key is not committed yet; retry with the same key shortly",
             1,
