@@ -6,6 +6,7 @@
 //! ([`crate::rejections`]) cost nothing and do not count.
 
 use std::sync::Arc;
+use stockade_api::ErrorCode;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -65,12 +66,11 @@ impl Shedder {
 
 /// 503 `overloaded`: nothing was sold; retry in a second.
 fn overloaded(limit: usize) -> ApiError {
-    ApiError::unavailable(
-        "overloaded",
+    ApiError::new(
+        ErrorCode::Overloaded,
         format!(
             "this instance already has {limit} purchases in flight (--max-purchases-in-flight); nothing was sold; retry shortly"
         ),
-        1,
     )
 }
 

@@ -23,6 +23,7 @@
 
 use std::sync::Arc;
 use std::time::Instant;
+use stockade_api::ErrorCode;
 
 use axum::Json;
 use axum::extract::State;
@@ -33,14 +34,15 @@ use stockade_core::{
     Engine, IdempotencyKey, Order, OrderId, Purchase, PurchaseOutcome, SaleId, UserId,
 };
 
-use super::dto::{ErrorBody, OrderBody, PurchaseRequest};
 use super::error::ApiError;
 use super::identity::Caller;
 use super::json::{ApiJson, ApiPath};
 use super::sales::{sale_id, unknown_sale};
+use crate::purchase::Answered;
 use crate::recovery::{FallbackMove, move_to_fallback, request_rebuild};
 use crate::routing::Route;
 use crate::state::AppState;
+use stockade_api::{ErrorBody, OrderBody, PurchaseRequest};
 use stockade_store::Stored;
 use stockade_store::arbiter::{Verdict, VoidReason};
 use stockade_store::authority::Authority;
@@ -90,12 +92,12 @@ pub async fn purchase(
         Err(error) => Err(error),
     };
     let outcome = match &result {
-        Ok((PurchaseOutcome::Duplicate { .. }, _)) => "duplicate",
+        Ok((PurchaseOutcome::Duplicate { .. }, _)) => Answered::Duplicate,
         // Sold, but not committed yet (the commit deadline passed, or the
         // buyer asked for an early answer).
-        Ok((_, response)) if response.status() == StatusCode::ACCEPTED => "pending",
-        Ok((outcome, _)) => outcome.label(),
-        Err(error) => error.code(),
+        Ok((_, response)) if response.status() == StatusCode::ACCEPTED => Answered::Pending,
+        Ok(_) => Answered::Purchased,
+        Err(error) => Answered::Refused(error.code()),
     };
     let seconds = started.elapsed().as_secs_f64();
     // Per-sale series only for sales this instance has seen in the store:
@@ -167,7 +169,9 @@ fn names_an_order(decided: &Result<(PurchaseOutcome, Response), ApiError>) -> bo
         Ok((PurchaseOutcome::Purchased { .. }, _)) => true,
         Ok(_) => false,
         // Kept in the outbox, committed later.
-        Err(error) => error.code() == "store_unavailable" && error.field("order_id").is_some(),
+        Err(error) => {
+            error.code() == ErrorCode::StoreUnavailable && error.field("order_id").is_some()
+        }
     }
 }
 
@@ -292,10 +296,9 @@ async fn to_fallback(
 /// move to a fallback (there is none, or other instances still reach the
 /// engine).
 fn engine_unavailable() -> ApiError {
-    ApiError::unavailable(
-        "engine_unavailable",
+    ApiError::new(
+        ErrorCode::EngineUnavailable,
         "the stock engine is unavailable; retry shortly (with the same Idempotency-Key)",
-        1,
     )
 }
 
@@ -433,28 +436,30 @@ async fn answer(
 /// store or this instance's own knowledge refused it.
 fn rejection(purchase: &Purchase, outcome: PurchaseOutcome) -> ApiError {
     let sale = purchase.sale_id();
-    let conflict =
-        |code: &'static str, message: String| ApiError::new(StatusCode::CONFLICT, code, message);
+    let conflict = |code: ErrorCode, message: String| ApiError::new(code, message);
     match outcome {
-        PurchaseOutcome::SoldOut => conflict("sold_out", format!("sale {sale} is sold out")),
+        PurchaseOutcome::SoldOut => {
+            conflict(ErrorCode::SoldOut, format!("sale {sale} is sold out"))
+        }
         PurchaseOutcome::InsufficientStock { remaining } => conflict(
-            "insufficient_stock",
+            ErrorCode::InsufficientStock,
             format!(
                 "only {remaining} left, fewer than the {} asked for",
                 purchase.quantity()
             ),
         ),
         PurchaseOutcome::LimitExceeded { already } => conflict(
-            "limit_exceeded",
+            ErrorCode::LimitExceeded,
             format!(
                 "buyer already holds {already} of this sale; the per-user limit does not allow {} more",
                 purchase.quantity()
             ),
         ),
-        PurchaseOutcome::NotStarted => {
-            conflict("not_started", format!("sale {sale} has not started"))
-        }
-        PurchaseOutcome::Ended => conflict("ended", format!("sale {sale} has ended")),
+        PurchaseOutcome::NotStarted => conflict(
+            ErrorCode::NotStarted,
+            format!("sale {sale} has not started"),
+        ),
+        PurchaseOutcome::Ended => conflict(ErrorCode::Ended, format!("sale {sale} has ended")),
         PurchaseOutcome::UnknownSale => unknown_sale(sale),
         PurchaseOutcome::Purchased { .. }
         | PurchaseOutcome::Duplicate { .. }
@@ -466,10 +471,9 @@ fn rejection(purchase: &Purchase, outcome: PurchaseOutcome) -> ApiError {
 
 /// 503 while the engine is being rebuilt from the store.
 pub fn rebuilding() -> ApiError {
-    ApiError::unavailable(
-        "rebuilding",
+    ApiError::new(
+        ErrorCode::Rebuilding,
         "the stock engine is being rebuilt from the order store; nothing was sold; retry shortly",
-        1,
     )
 }
 
@@ -489,11 +493,9 @@ async fn commit(
         // outbox, and the reconciler commits it (or voids it) later.
         Awaited::StoreDown => {
             keep_named(state, &order).await?;
-            Err(ApiError::unavailable(
-                "store_unavailable",
-                "the order store is unavailable; the order is kept and will be committed when it returns: check it with GET /v1/orders/{order_id}",
-                1,
-            )
+            Err(ApiError::new(
+                ErrorCode::StoreUnavailable,
+                "the order store is unavailable; the order is kept and will be committed when it returns: check it with GET /v1/orders/{order_id}")
             .with("order_id", Value::String(order.id.to_string())))
         }
         Awaited::Deadline => {
@@ -539,10 +541,9 @@ async fn keep_named(state: &AppState, order: &Order) -> Result<(), ApiError> {
     };
     journal.record(order).await.map_err(|error| {
         tracing::error!(%error, order = %order.id, "cannot journal an order before naming it");
-        ApiError::unavailable(
-            "store_unavailable",
+        ApiError::new(
+            ErrorCode::StoreUnavailable,
             "the order could not be recorded durably; retry with the same Idempotency-Key",
-            1,
         )
     })
 }
@@ -561,7 +562,7 @@ fn prefers_async(headers: &HeaderMap) -> bool {
 /// 202 for an accepted order that is not committed yet: status `pending`,
 /// and `Location` where to follow it.
 fn pending(mut body: OrderBody) -> Response {
-    body.status = "pending".into();
+    body.status = stockade_api::OrderStatus::Pending;
     let location = format!("/v1/orders/{}", body.order_id);
     let mut response = (StatusCode::ACCEPTED, Json(body)).into_response();
     if let Ok(location) = HeaderValue::from_str(&location) {
@@ -611,19 +612,16 @@ fn refused(purchase: &Purchase, order: &Order) -> ApiError {
     if purchase.idempotency_key().is_some() {
         order_failed(order.id)
     } else {
-        ApiError::unavailable(
-            "rebuilding",
+        ApiError::new(
+            ErrorCode::Rebuilding,
             "the order store refused this order (another instance had moved the sale on, or the engine was out of line and is being rebuilt); nothing was sold; retry shortly",
-            1,
         )
     }
 }
 
 /// 409 `order_failed`: the order a key names was refused; nothing was sold.
 fn order_failed(order_id: OrderId) -> ApiError {
-    ApiError::new(
-        StatusCode::CONFLICT,
-        "order_failed",
+    ApiError::new(ErrorCode::OrderFailed,
         "the order made with this Idempotency-Key was not recorded and nothing was sold; retry with a new key",
     )
     .with("order_id", Value::String(order_id.to_string()))
@@ -665,7 +663,7 @@ async fn replay(
     };
     same_purchase(purchase, &order)?;
     let body = if status == StatusCode::ACCEPTED {
-        OrderBody::with_status(&order, "pending")
+        OrderBody::pending(&order)
     } else {
         OrderBody::from_order(&order)
     };
@@ -676,8 +674,7 @@ async fn replay(
 fn same_purchase(purchase: &Purchase, order: &Order) -> Result<(), ApiError> {
     if order.user_id != *purchase.user_id() || order.quantity != purchase.quantity() {
         return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "idempotency_key_reused",
+            ErrorCode::IdempotencyKeyReused,
             "this Idempotency-Key was used for a different purchase; use a new key",
         ));
     }
@@ -708,10 +705,9 @@ async fn commit_found(state: &AppState, order: Order) -> Result<(Order, StatusCo
     match store_verdict(state, &order).await {
         Awaited::Committed => Ok((order, StatusCode::OK)),
         Awaited::Void(_) => Err(order_failed(order.id)),
-        Awaited::StoreDown | Awaited::Deadline => Err(ApiError::unavailable(
-            "store_unavailable",
+        Awaited::StoreDown | Awaited::Deadline => Err(ApiError::new(
+            ErrorCode::StoreUnavailable,
             "the order made with this Idempotency-Key is not committed yet; retry with the same key shortly",
-            1,
         )),
     }
 }

@@ -10,8 +10,9 @@
 //! purchase that spent it (the engine answers that with the same order).
 
 use std::sync::Arc;
+use stockade_api::ErrorCode;
 
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use stockade_core::Purchase;
 
 use super::{OUTSTANDING_GRACE, QueueBackend, RoomLookup, TicketId};
@@ -128,8 +129,7 @@ pub async fn check_admission(
     }
     let refuse = |why: String| {
         ApiError::new(
-            StatusCode::FORBIDDEN,
-            "admission_required",
+            ErrorCode::AdmissionRequired,
             format!(
                 "{why}: sale {sale} has a waiting room; join it with POST /v1/sales/{sale}/queue, poll GET /v1/queue/{{ticket}} until admitted, and send its admission_token in the Admission-Token header"
             ),
@@ -173,8 +173,7 @@ pub async fn check_admission(
                 "this Admission-Token has bought already"
             };
             Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "admission_spent",
+                ErrorCode::AdmissionSpent,
                 format!(
                     "{why}: an admission buys once (a refused purchase leaves it usable); to buy again, join the queue with POST /v1/sales/{sale}/queue once this admission has expired"
                 ),

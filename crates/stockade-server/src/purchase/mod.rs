@@ -1,0 +1,5 @@
+//! The purchase pipeline.
+
+mod answered;
+
+pub use answered::{Answered, Class};
