@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::identity::Identity;
+use crate::identity::Identity;
 use crate::listener::HttpLimits;
 use crate::rate_limit::{Limit, RateLimits, TrustedProxies};
 use crate::writer::WriterConfig;

@@ -14,8 +14,8 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use p256::pkcs8::{EncodePrivateKey, EncodePublicKey, LineEnding};
 use serde_json::{Value, json};
 use stockade_core::SystemClock;
-use stockade_server::api::identity::Identity;
 use stockade_server::config::{RawConfig, ServerConfig};
+use stockade_server::identity::Identity;
 
 const SECRET: &str = "a-test-secret-of-at-least-32-bytes!!";
 const ISSUER: &str = "https://id.example.test";

@@ -14,7 +14,7 @@ use common::{Setup, TOKEN, TestServer, split};
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use serde_json::{Value, json};
 use stockade_core::SystemClock;
-use stockade_server::api::identity::Identity;
+use stockade_server::identity::Identity;
 
 const SECRET: &str = "a-test-secret-of-at-least-32-bytes!!";
 const PAYMENTS: &str = "payments-service-token-0123456789";
