@@ -33,9 +33,8 @@ use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, Router};
-use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
-use stockade_test_support::process::{ServerProcess, log_tail};
+use stockade_test_support::ServeProcess;
 
 use crate::driver::{self, Tally};
 use crate::http_load::{self, HttpSale, LoadError, Success};
@@ -470,73 +469,23 @@ async fn sold_out_problems(
 /// How long a child server may take to print its URL.
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A server in a child process (the baseline, or a `stockade serve`),
-/// stopped when dropped (SIGTERM, then SIGKILL after 10 s) and killed by
-/// the kernel if this process dies first (`PR_SET_PDEATHSIG`: start it from
-/// a thread that lives as long as it, not from a pool's worker).
-#[derive(Debug)]
-pub struct ChildServer {
-    process: ServerProcess,
-    url: String,
-}
-
-impl ChildServer {
-    /// Spawns `command` with its output appended to `log`, and waits until
-    /// it prints a line with `listening on http://ADDR`. Errors name it
-    /// `name` (its command line may hold passwords).
-    pub async fn start(
-        name: &str,
-        command: Command,
-        log: &std::path::Path,
-    ) -> Result<Self, LoadError> {
-        let mut process = ServerProcess::spawn(command, log, Signal::SIGTERM)
-            .map_err(|e| LoadError::Setup(format!("starting {name}: {e}")))?;
-        let started = Instant::now();
-        loop {
-            let text = std::fs::read_to_string(log).unwrap_or_default();
-            if let Some(url) = listening_url(&text) {
-                return Ok(Self { process, url });
-            }
-            if process.has_exited() || started.elapsed() > START_TIMEOUT {
-                let why = if process.has_exited() {
-                    "it exited".to_owned()
-                } else {
-                    format!("it printed no URL within {} s", START_TIMEOUT.as_secs())
-                };
-                process.kill();
-                return Err(LoadError::Setup(format!(
-                    "starting {name}: {why}; its output ends with:\n{}",
-                    log_tail(log, 20)
-                )));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// `http://host:port`.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// Stops the server (SIGTERM, then SIGKILL after 10 s).
-    pub fn stop(mut self) {
-        self.process.stop();
-    }
+/// Starts a server in a child process (the baseline, or a `stockade
+/// serve`) and waits for its URL ([`ServeProcess::start`]). Errors name it
+/// `name` (its command line may hold passwords). Start it from a thread
+/// that lives as long as the server, not from a pool's worker.
+pub fn start_server(
+    name: &str,
+    command: Command,
+    log: &std::path::Path,
+) -> Result<ServeProcess, LoadError> {
+    ServeProcess::start(command, log, START_TIMEOUT)
+        .map_err(|e| LoadError::Setup(format!("starting {name}: {e}")))
 }
 
 /// A fresh admin token for a `stockade serve` the bench starts (random
 /// bits of a UUIDv7: enough for a server that lives as long as the run).
 pub fn fresh_admin_token() -> String {
     format!("bench-{}", uuid::Uuid::now_v7().simple())
-}
-
-/// The URL of the first `... listening on http://ADDR ...` line.
-fn listening_url(output: &str) -> Option<String> {
-    output
-        .lines()
-        .filter(|line| line.contains("listening on http://"))
-        .find_map(|line| line.split_whitespace().find(|w| w.starts_with("http://")))
-        .map(|url| url.trim_end_matches([',', ')']).to_owned())
 }
 
 /// The baseline's purchase request: the sale from the path, the buyer and
@@ -645,22 +594,6 @@ mod tests {
         assert_eq!(json["ratios"]["embedded"]["sold-out"], 0.8);
         assert_eq!(json["results"][1]["phase"], "committed");
         assert_eq!(json["connections"], 512);
-    }
-
-    #[test]
-    fn the_url_is_read_from_the_servers_first_line() {
-        assert_eq!(
-            listening_url(
-                "stockade listening on http://127.0.0.1:40123 (in-memory engine, SQLite store at /x)\n"
-            )
-            .as_deref(),
-            Some("http://127.0.0.1:40123")
-        );
-        assert_eq!(
-            listening_url("noise\nbaseline listening on http://127.0.0.1:5\n").as_deref(),
-            Some("http://127.0.0.1:5")
-        );
-        assert_eq!(listening_url("starting...\n"), None);
     }
 
     #[test]

@@ -42,6 +42,7 @@ pub mod process;
 pub mod redis_cluster;
 pub mod redis_sentinel;
 pub mod redis_server;
+pub mod serve;
 
 pub use error::TestSupportError;
 pub use partition::PartitionProxy;
@@ -49,6 +50,7 @@ pub use postgres_server::PostgresServer;
 pub use redis_cluster::RedisCluster;
 pub use redis_sentinel::RedisSentinelGroup;
 pub use redis_server::RedisServer;
+pub use serve::ServeProcess;
 
 /// Asks the kernel for a free TCP port on the loopback interface.
 ///

@@ -68,6 +68,13 @@ impl ServerProcess {
         }
     }
 
+    /// How the child ended, once it has (None while it runs).
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|child| child.try_wait().ok().flatten())
+    }
+
     /// Kills the child at once (SIGKILL) and reaps it: the crash of a server.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

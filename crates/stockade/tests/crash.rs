@@ -7,24 +7,24 @@
 //! And a cancel whose engine release failed (Redis frozen) survives the
 //! SIGKILL of the instance that took it: another instance applies it.
 
-mod serve_process;
-
 use std::collections::HashSet;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use stockade_test_support::{PostgresServer, RedisServer};
+use stockade_test_support::{PostgresServer, RedisServer, ServeProcess};
 
 const TOKEN: &str = "crash-test-admin-token-0123";
 const STOCK: u64 = 500;
 const BUYERS: usize = 2_000;
 
+/// How long `stockade serve` may take to print its URL.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// A `stockade serve` child process.
 struct Serve {
-    child: Child,
+    server: ServeProcess,
     url: String,
 }
 
@@ -45,30 +45,27 @@ impl Serve {
             .arg(data_dir)
             .env("STOCKADE_ADMIN_TOKEN", TOKEN)
             .env("RUST_LOG", "warn")
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .envs(env.iter().copied());
         if let Some(url) = redis {
             command.args(["--engine", "redis", "--redis-url", url]);
         }
         if let Some(url) = database {
             command.args(["--database-url", url]);
         }
-        let mut child = command.spawn().expect("spawn stockade serve");
-        let url = serve_process::announced_url(&mut child);
-        Self { child, url }
+        let server = ServeProcess::start(command, &data_dir.with_extension("log"), START_TIMEOUT)
+            .unwrap_or_else(|e| panic!("stockade serve did not start: {e}"));
+        let url = server.url().to_owned();
+        Self { server, url }
     }
 
     fn kill(&mut self) {
-        self.child.kill().unwrap(); // SIGKILL
-        self.child.wait().unwrap();
+        self.server.process().kill(); // SIGKILL
     }
 }
 
 impl Drop for Serve {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.server.process().kill();
     }
 }
 

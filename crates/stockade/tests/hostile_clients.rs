@@ -10,13 +10,12 @@
 //! - SIGTERM with half-sent requests open: the process exits within its
 //!   shutdown bound, and every acknowledged order is committed.
 
-mod serve_process;
-
 use std::collections::HashSet;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use stockade_test_support::ServeProcess;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -31,9 +30,11 @@ const FILE_LIMIT: u64 = 1_024;
 const ATTACKERS: usize = 2_000;
 const ATTACK: Duration = Duration::from_secs(20);
 
+/// How long `stockade serve` may take to print its URL.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// A `stockade serve` child, killed when dropped.
 struct Serve {
-    child: Child,
+    server: ServeProcess,
     url: String,
 }
 
@@ -58,21 +59,20 @@ impl Serve {
             .arg(data_dir)
             .args(args)
             .env("STOCKADE_ADMIN_TOKEN", TOKEN)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .env("RUST_LOG", "warn");
         for (name, _) in std::env::vars() {
             if name.starts_with("STOCKADE_") && name != "STOCKADE_ADMIN_TOKEN" {
                 command.env_remove(name);
             }
         }
-        let mut child = command.spawn().expect("spawn stockade serve (and prlimit)");
-        let url = serve_process::announced_url(&mut child);
-        Self { child, url }
+        let server = ServeProcess::start(command, &data_dir.with_extension("log"), START_TIMEOUT)
+            .unwrap_or_else(|e| panic!("stockade serve did not start: {e}"));
+        let url = server.url().to_owned();
+        Self { server, url }
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.server.pid().expect("running")
     }
 
     fn open_files(&self) -> usize {
@@ -82,8 +82,7 @@ impl Serve {
 
 impl Drop for Serve {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.server.process().kill();
     }
 }
 
@@ -418,9 +417,9 @@ async fn sigterm_with_half_sent_requests_exits_within_the_bound_with_every_ackno
     }
 
     let signalled = Instant::now();
-    kill(Pid::from_raw(server.child.id() as i32), Signal::SIGTERM).unwrap();
+    kill(Pid::from_raw(server.pid() as i32), Signal::SIGTERM).unwrap();
     let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
+        if let Some(status) = server.server.process().exit_status() {
             break status;
         }
         assert!(

@@ -5,13 +5,12 @@
 //! many sales come and go: the memory engine, the waiting rooms and every
 //! per-sale cache forget an ended sale (the store keeps its orders).
 
-mod serve_process;
-
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
+use stockade_test_support::ServeProcess;
 
 const TOKEN: &str = "memory-baseline-admin-token-01";
 /// Rounds of sales; the first ones warm the process up.
@@ -28,8 +27,11 @@ const LONG: &str =
 /// How long each sale is open.
 const OPEN: Duration = Duration::from_secs(10);
 
+/// How long `stockade serve` may take to print its URL.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
 struct Serve {
-    child: Child,
+    server: ServeProcess,
     url: String,
     client: reqwest::Client,
 }
@@ -43,21 +45,28 @@ impl Serve {
             .args(["--ended-sale-retention-s", "0"])
             .env("STOCKADE_ADMIN_TOKEN", TOKEN)
             .env("STOCKADE_MAX_CONNECTIONS_PER_CLIENT", "100000")
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let mut child = command.spawn().expect("spawn stockade serve");
-        let url = serve_process::announced_url(&mut child);
+            .env("RUST_LOG", "warn");
+        let server = ServeProcess::start(command, &data_dir.with_extension("log"), START_TIMEOUT)
+            .unwrap_or_else(|e| panic!("stockade serve did not start: {e}"));
+        let url = server.url().to_owned();
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(64)
             .build()
             .unwrap();
-        Self { child, url, client }
+        Self {
+            server,
+            url,
+            client,
+        }
     }
 
     /// The process's resident memory in KiB (`VmRSS`).
     fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let status = std::fs::read_to_string(format!(
+            "/proc/{}/status",
+            self.server.pid().expect("running")
+        ))
+        .unwrap();
         status
             .lines()
             .find_map(|line| line.strip_prefix("VmRSS:"))
@@ -138,8 +147,7 @@ impl Serve {
 
 impl Drop for Serve {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.server.process().kill();
     }
 }
 

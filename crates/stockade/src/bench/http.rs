@@ -18,12 +18,11 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use stockade_bench::http_bench::{
-    self, BASELINE, ChildServer, HttpBenchReport, Phase, PhaseResult, Target,
-};
+use stockade_bench::http_bench::{self, BASELINE, HttpBenchReport, Phase, PhaseResult, Target};
 use stockade_bench::report::{format_rate, format_us};
 use stockade_bench::scenario::MAX_DURATION;
 use stockade_bench::servers::{Servers, redact_urls_in};
+use stockade_test_support::ServeProcess;
 use tempfile::TempDir;
 
 use crate::cli::{HttpArgs, HttpBaselineArgs, ServeSetup};
@@ -104,12 +103,11 @@ async fn bench(args: &HttpArgs, setups: &[ServeSetup]) -> anyhow::Result<ExitCod
 
     let mut baseline_command = Command::new(&program);
     baseline_command.args(["bench", "http-baseline", "--listen", "127.0.0.1:0"]);
-    let baseline_server = ChildServer::start(
+    let baseline_server = http_bench::start_server(
         "the baseline",
         baseline_command,
         &dir.path().join("baseline.log"),
-    )
-    .await?;
+    )?;
     let baseline = Target {
         name: BASELINE.to_owned(),
         url: baseline_server.url().to_owned(),
@@ -171,7 +169,7 @@ async fn start_serve(
     setup: ServeSetup,
     servers: &Servers,
     dir: &TempDir,
-) -> anyhow::Result<(ChildServer, Target)> {
+) -> anyhow::Result<(ServeProcess, Target)> {
     let token = http_bench::fresh_admin_token();
     let mut command = Command::new(program);
     command
@@ -202,8 +200,7 @@ async fn start_serve(
         .env("NO_COLOR", "1");
     let log = dir.path().join(format!("{}.log", setup.as_str()));
     let name = format!("stockade serve ({})", setup.as_str());
-    let server = ChildServer::start(&name, command, &log)
-        .await
+    let server = http_bench::start_server(&name, command, &log)
         // Its output may quote a URL with its password.
         .map_err(|e| anyhow::anyhow!(redact_urls_in(&e.to_string())))?;
     let target = Target {

@@ -1,12 +1,11 @@
-//! One `stockade serve` child process, its log in a file, its URL read
-//! from the first line it prints (`stockade listening on http://ADDR (...)`).
+//! One `stockade serve` child process ([`ServeProcess`]), its log in a
+//! file kept across restarts.
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use nix::sys::signal::Signal;
-use stockade_test_support::process::{ServerProcess, log_tail, wait_until};
+use stockade_test_support::ServeProcess;
 use tempfile::TempDir;
 
 use crate::api::{ADMISSION_SECRET, PAYMENTS_TOKEN, TOKEN};
@@ -27,7 +26,8 @@ pub struct Instance {
     index: usize,
     args: Vec<String>,
     dir: TempDir,
-    process: Option<ServerProcess>,
+    process: Option<ServeProcess>,
+    /// Kept after a kill: requests to a dead instance fail to connect.
     url: String,
 }
 
@@ -73,13 +73,15 @@ impl Instance {
 
     /// Whether the process ended by itself (it was started and not killed).
     pub fn exited(&mut self) -> bool {
-        self.process.as_mut().is_some_and(ServerProcess::has_exited)
+        self.process
+            .as_mut()
+            .is_some_and(|process| process.process().has_exited())
     }
 
     /// SIGKILL: the crash of an instance mid-sale.
     pub fn kill(&mut self) {
         if let Some(mut process) = self.process.take() {
-            process.kill();
+            process.process().kill();
         }
     }
 
@@ -92,7 +94,6 @@ impl Instance {
 
     fn spawn(&mut self) {
         let log = self.log_path();
-        let offset = std::fs::metadata(&log).map_or(0, |m| m.len() as usize);
         let mut command = Command::new(env!("CARGO_BIN_EXE_stockade"));
         command
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
@@ -119,30 +120,13 @@ impl Instance {
             .env("STOCKADE_OUTBOX_GRACE_MS", OUTBOX_GRACE_MS.to_string())
             .env("RUST_LOG", "warn")
             .env("NO_COLOR", "1");
-        let mut process = ServerProcess::spawn(command, &log, Signal::SIGTERM)
-            .unwrap_or_else(|e| panic!("instance {}: cannot spawn: {e}", self.index));
-        let mut url = None;
-        let listening = wait_until(START_TIMEOUT, || {
-            let text = std::fs::read(&log).unwrap_or_default();
-            let new = String::from_utf8_lossy(text.get(offset..).unwrap_or_default());
-            url = new
-                .lines()
-                .find(|l| l.starts_with("stockade listening on "))
-                .and_then(|l| l.split_whitespace().find(|w| w.starts_with("http://")))
-                .map(str::to_owned);
-            url.is_some() || process.has_exited()
-        });
-        let Some(url) = url.filter(|_| listening) else {
-            process.kill();
+        let process = ServeProcess::start(command, &log, START_TIMEOUT).unwrap_or_else(|e| {
             panic!(
-                "instance {} did not print its URL within {} s (args {:?}); its log ends with:\n{}",
-                self.index,
-                START_TIMEOUT.as_secs(),
-                self.args,
-                log_tail(&log, 30)
-            );
-        };
-        self.url = url;
+                "instance {} did not start (args {:?}): {e}",
+                self.index, self.args
+            )
+        });
+        self.url = process.url().to_owned();
         self.process = Some(process);
     }
 }
