@@ -301,7 +301,7 @@ fn help_lists_every_setting_with_its_variable_and_file_key() {
     let (output, _) = run(&["serve", "--help"], &[]);
     let help = text(&output.stdout);
     assert!(output.status.success(), "{help}");
-    for row in SETTINGS {
+    for row in SETTINGS.iter() {
         assert!(help.contains(row.env), "{} missing from --help", row.env);
         assert!(
             help.lines()
