@@ -173,21 +173,55 @@ impl RawConfig {
         raw
     }
 
-    /// Reads a TOML file with the same keys (unknown keys are errors).
+    /// Reads a TOML file with the same keys (unknown keys are errors). A
+    /// bad file is named with the line of what is wrong in it.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let setting = format!("--config {}", path.display());
-        let text = std::fs::read_to_string(path).map_err(|e| invalid(&setting, e.to_string()))?;
-        toml::from_str(&text).map_err(|e| {
-            let mut reason = e.message().trim_end().to_owned();
-            if reason.starts_with("unknown field") {
-                reason.push_str(&format!("; the keys are: {}", file_keys()));
-            }
-            let at = e
-                .span()
-                .map(|span| text[..span.start].lines().count().max(1))
-                .map_or(String::new(), |line| format!(" (line {line})"));
-            invalid(&format!("{setting}{at}"), reason)
+        let file = path.display();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| invalid(&format!("--config {file}"), e.to_string()))?;
+        let failed = |at: Option<usize>, reason: &str| {
+            let line = at.map_or(String::new(), |at| {
+                format!(" (line {})", text[..at].matches('\n').count() + 1)
+            });
+            invalid(&format!("--config {file}{line}"), reason.trim_end())
+        };
+        // The keys first: serde reads the flattened groups in one piece, and
+        // would not say where an unknown key is.
+        let table = toml::de::DeTable::parse(&text)
+            .map_err(|e| failed(e.span().map(|s| s.start), e.message()))?;
+        if let Some(key) = table
+            .get_ref()
+            .keys()
+            .find(|key| !Self::keys().any(|known| known == key.get_ref().as_ref()))
+        {
+            return Err(failed(
+                Some(key.span().start),
+                &format!(
+                    "unknown field `{}`; the keys are: {}",
+                    key.get_ref(),
+                    file_keys()
+                ),
+            ));
+        }
+        toml::from_str(&text).map_err(|error| {
+            // Its place is lost in the flattening too: each group read alone
+            // says where the value it refuses is.
+            let error = Self::each_group_from_str(&text).err().unwrap_or(error);
+            failed(error.span().map(|s| s.start), error.message())
         })
+    }
+
+    /// Reads each group from the whole file, for its errors' places.
+    fn each_group_from_str(text: &str) -> Result<(), toml::de::Error> {
+        toml::from_str::<HttpSettings>(text)?;
+        toml::from_str::<StorageSettings>(text)?;
+        toml::from_str::<RedisSettings>(text)?;
+        toml::from_str::<PurchaseSettings>(text)?;
+        toml::from_str::<AccessSettings>(text)?;
+        toml::from_str::<IdentitySettings>(text)?;
+        toml::from_str::<RateLimitSettings>(text)?;
+        toml::from_str::<OperationsSettings>(text)?;
+        Ok(())
     }
 }
 

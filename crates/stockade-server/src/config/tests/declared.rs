@@ -236,3 +236,29 @@ fn the_command_line_keeps_flags_apart_and_names_a_bad_value_by_its_flag() {
         assert!(err.contains(variable), "{err}");
     }
 }
+
+#[test]
+fn a_bad_file_is_named_with_the_line_of_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("stockade.toml");
+    let error = |text: &str| {
+        std::fs::write(&file, text).unwrap();
+        RawConfig::from_file(&file).unwrap_err().to_string()
+    };
+    let at = |line: u32| {
+        format!(
+            "invalid setting --config {} (line {line}): ",
+            file.display()
+        )
+    };
+    let err = error("listen = \"127.0.0.1:0\"\n\nlisen = 3\n");
+    assert!(
+        err.starts_with(&format!("{}unknown field `lisen`", at(3))),
+        "{err}"
+    );
+    assert!(err.contains("the keys are: listen, "), "{err}");
+    let err = error("listen = \"127.0.0.1:0\"\nengine = \"memory\"\nbatch_max = \"x\"\n");
+    assert!(err.starts_with(&at(3)), "{err}");
+    let err = error("listen = \"127.0.0.1:0\"\nbatch_max = [\n");
+    assert!(err.starts_with(&at(2)), "{err}");
+}
