@@ -21,7 +21,11 @@
 //! ```
 //!
 //! # Layout
-//! - [`config`]: flags, environment and file resolved into [`config::ServerConfig`].
+//! - [`config`]: the settings of `stockade serve`, each declared once as a
+//!   field of a group struct (flag, variable, file key, default, help: the
+//!   `--help` text and the README's table come from it), layered flags over
+//!   variables over the file over defaults and checked into a
+//!   [`config::ServerConfig`].
 //! - [`listener`]: the HTTP server: connection cap, header-read and idle
 //!   timeouts, bounded shutdown.
 //! - [`startup`]: reaching the database and Redis at start.

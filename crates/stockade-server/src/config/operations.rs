@@ -26,8 +26,8 @@ settings_group! {
         /// How long after its end a sale's engine state (its Redis keys get
         /// this time to live when it ends) and waiting room are kept, in
         /// seconds (0 to 2592000); then they are dropped, once its outbox
-        /// is empty, with what each instance cached of it. The store keeps
-        /// every order.
+        /// is empty, with what each instance cached of it (counted in
+        /// stockade_sales_retired_total). The store keeps every order.
         #[arg(long, env = "STOCKADE_ENDED_SALE_RETENTION_S", value_name = "S", default_value = "86400")]
         pub ended_sale_retention_s: Option<u64>,
     }
