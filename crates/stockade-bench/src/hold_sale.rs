@@ -9,11 +9,12 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use stockade_api::{OrderBody, OrderStatus};
 
 use futures::StreamExt;
 use rand::{Rng, SeedableRng};
 use reqwest::StatusCode;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::json;
 
 use crate::http_load::{self, HttpSale, LoadError, Success};
@@ -104,11 +105,6 @@ impl HoldSaleReport {
         }
         table
     }
-}
-
-#[derive(Deserialize)]
-struct OrderAnswer {
-    order_id: String,
 }
 
 /// Runs the simulation; `progress` is told about each answered request
@@ -213,14 +209,18 @@ pub async fn run(
 
     // What the store says.
     let orders = sale.orders().await.map_err(service_error)?;
-    let count = |status: &str| {
+    let count = |status: OrderStatus| {
         orders
             .iter()
             .filter(|o| o.status == status)
-            .map(|o| o.quantity)
+            .map(|o| u64::from(o.quantity))
             .sum::<u64>()
     };
-    let (confirmed, live_holds, expired) = (count("confirmed"), count("held"), count("expired"));
+    let (confirmed, live_holds, expired) = (
+        count(OrderStatus::Confirmed),
+        count(OrderStatus::Held),
+        count(OrderStatus::Expired),
+    );
     let remaining = sale.sale_remaining().await.map_err(service_error)?;
     let stock = u64::from(config.stock);
     let mut problems = Vec::new();
@@ -318,7 +318,7 @@ async fn buy(
             .map_err(service_error)?;
         match answer.status() {
             StatusCode::CREATED | StatusCode::OK => {
-                let order: OrderAnswer = answer.json().await.map_err(service_error)?;
+                let order: OrderBody = answer.json().await.map_err(service_error)?;
                 return Ok(Some(order.order_id));
             }
             StatusCode::CONFLICT => return Ok(None),

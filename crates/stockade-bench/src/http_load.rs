@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use stockade_api::{ErrorBody, ErrorCode, OrderBody, OrderPage, OrderStatus, Sale};
 
 use async_trait::async_trait;
 use reqwest::StatusCode;
@@ -112,46 +113,12 @@ pub(crate) struct HttpSale {
     pub(crate) acknowledged: Mutex<Vec<String>>,
 }
 
-#[derive(Deserialize)]
-struct ErrorBody {
-    error: ErrorDetail,
-}
-
-#[derive(Deserialize)]
-struct ErrorDetail {
-    code: String,
-}
-
-#[derive(Deserialize)]
-struct OrderAnswer {
-    order_id: String,
-}
-
 /// The baseline's answer: the purchase, echoed.
 #[derive(Deserialize)]
 struct EchoAnswer {
     sale_id: String,
     user_id: String,
     quantity: u32,
-}
-
-#[derive(Deserialize)]
-struct SaleBody {
-    remaining: i64,
-}
-
-#[derive(Deserialize)]
-struct OrderPage {
-    orders: Vec<ListedOrder>,
-    next_after: Option<String>,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct ListedOrder {
-    pub(crate) order_id: String,
-    pub(crate) user_id: String,
-    pub(crate) quantity: u64,
-    pub(crate) status: String,
 }
 
 impl HttpSale {
@@ -214,7 +181,7 @@ impl HttpSale {
             && (status == StatusCode::CREATED || status == StatusCode::ACCEPTED)
         {
             self.count(status.as_u16().to_string());
-            let order: OrderAnswer = answer.json().await?;
+            let order: OrderBody = answer.json().await?;
             if status == StatusCode::CREATED {
                 self.acknowledged
                     .lock()
@@ -223,21 +190,20 @@ impl HttpSale {
             }
             return Ok(Answer::Purchased);
         }
-        let code = answer
-            .json::<ErrorBody>()
-            .await
-            .map(|body| body.error.code)
-            .unwrap_or_else(|_| "unreadable body".to_owned());
-        self.count(format!("{} {code}", status.as_u16()));
-        Ok(match (status, code.as_str()) {
-            (StatusCode::CONFLICT, "sold_out" | "insufficient_stock") => Answer::SoldOut,
-            (StatusCode::CONFLICT, "limit_exceeded") => Answer::AlreadyPurchased,
-            _ => Answer::Failed(format!("HTTP {status} {code}")),
+        let code = answer.json::<ErrorBody>().await.map(|body| body.error.code);
+        let label = code
+            .as_ref()
+            .map_or("unreadable body", |code| code.as_str());
+        self.count(format!("{} {label}", status.as_u16()));
+        Ok(match code {
+            Ok(ErrorCode::SoldOut | ErrorCode::InsufficientStock) => Answer::SoldOut,
+            Ok(ErrorCode::LimitExceeded) => Answer::AlreadyPurchased,
+            _ => Answer::Failed(format!("HTTP {status} {label}")),
         })
     }
 
     pub(crate) async fn sale_remaining(&self) -> Result<i64, reqwest::Error> {
-        let sale: SaleBody = self
+        let sale: Sale = self
             .client
             .get(format!("{}/v1/sales/{}", self.base, self.sale))
             .send()
@@ -245,10 +211,10 @@ impl HttpSale {
             .error_for_status()?
             .json()
             .await?;
-        Ok(sale.remaining)
+        Ok(i64::from(sale.remaining))
     }
 
-    pub(crate) async fn orders(&self) -> Result<Vec<ListedOrder>, reqwest::Error> {
+    pub(crate) async fn orders(&self) -> Result<Vec<OrderBody>, reqwest::Error> {
         let mut orders = Vec::new();
         let mut after: Option<String> = None;
         loop {
@@ -291,8 +257,8 @@ impl HttpSale {
         let orders = self.orders().await.map_err(http)?;
         let live: u64 = orders
             .iter()
-            .filter(|o| matches!(o.status.as_str(), "confirmed" | "held"))
-            .map(|o| o.quantity)
+            .filter(|o| matches!(o.status, OrderStatus::Confirmed | OrderStatus::Held))
+            .map(|o| u64::from(o.quantity))
             .sum();
         Ok(Verification {
             remaining,
@@ -400,7 +366,7 @@ pub(crate) async fn store_problems(service: &HttpSale) -> Vec<String> {
     let mut buyers = HashSet::new();
     let twice = orders
         .iter()
-        .filter(|o| matches!(o.status.as_str(), "confirmed" | "held"))
+        .filter(|o| matches!(o.status, OrderStatus::Confirmed | OrderStatus::Held))
         .filter(|o| !buyers.insert(o.user_id.as_str()))
         .count();
     if twice > 0 {

@@ -45,6 +45,6 @@ pub use order::{Order, OrderId, OrderStatus};
 pub use outcome::{CreateOutcome, PurchaseOutcome, ReleaseOutcome};
 pub use purchase::{IdempotencyKey, Purchase, UserId};
 pub use rebuild::{PlannedOrder, RebuildPlan};
-pub use room::RoomConfig;
+pub use room::{CloseReason, RoomConfig};
 pub use sale::{SaleId, SaleSnapshot, SaleSpec, SaleSpecBuilder, SaleStatus};
 pub use validation::ValidationError;

@@ -77,6 +77,40 @@ impl RoomConfig {
     }
 }
 
+/// Why a ticket or the whole queue is closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CloseReason {
+    /// The sale sold out (the queue opens again if stock comes back, but
+    /// the tickets it closed stay closed: their holders join again).
+    SoldOut,
+    /// The sale ended.
+    Ended,
+    /// The ticket's admission expired.
+    AdmissionExpired,
+}
+
+impl CloseReason {
+    /// The API's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SoldOut => "sold_out",
+            Self::Ended => "ended",
+            Self::AdmissionExpired => "admission_expired",
+        }
+    }
+
+    /// Parses a stored reason.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "sold_out" => Some(Self::SoldOut),
+            "ended" => Some(Self::Ended),
+            "admission_expired" => Some(Self::AdmissionExpired),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,7 @@ use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use crate::metrics::REJECTIONS;
+use crate::purchase::{Answered, Class};
 
 /// One slot of the chart.
 pub const SLOT: Duration = Duration::from_secs(5);
@@ -152,13 +152,13 @@ pub fn board() -> &'static Board {
 }
 
 /// How a purchase outcome is drawn on the chart.
-fn class(outcome: &str) -> fn(&mut SlotCounts) {
-    match outcome {
-        "purchased" | "pending" => |c| c.purchased += 1,
+fn class(answered: Answered) -> fn(&mut SlotCounts) {
+    match answered.class() {
+        Class::Sold => |c| c.purchased += 1,
         // A replay sold nothing new and refused nothing.
-        "duplicate" => |_| {},
-        o if REJECTIONS.contains(&o) => |c| c.rejected += 1,
-        _ => |c| c.failed += 1,
+        Class::Replayed => |_| {},
+        Class::Rejected => |c| c.rejected += 1,
+        Class::Failed => |c| c.failed += 1,
     }
 }
 
@@ -177,11 +177,12 @@ impl Board {
     }
 
     /// Records one answered purchase of a known sale.
-    pub fn record_purchase(&self, sale: &str, outcome: &'static str, seconds: f64) {
-        self.record_purchase_at(sale, outcome, seconds, Instant::now());
+    pub fn record_purchase(&self, sale: &str, answered: Answered, seconds: f64) {
+        self.record_purchase_at(sale, answered, seconds, Instant::now());
     }
 
-    fn record_purchase_at(&self, sale: &str, outcome: &'static str, seconds: f64, now: Instant) {
+    fn record_purchase_at(&self, sale: &str, answered: Answered, seconds: f64, now: Instant) {
+        let outcome = answered.label();
         self.sweep(now);
         let index = self.slot_index(now);
         let activity = match self.sales.get(sale) {
@@ -209,7 +210,7 @@ impl Board {
                 counts: SlotCounts::default(),
             };
         }
-        class(outcome)(&mut slot.counts);
+        class(answered)(&mut slot.counts);
         if outcome != "duplicate" {
             activity.latency.record(seconds, now);
         }
@@ -296,16 +297,17 @@ impl Board {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stockade_api::ErrorCode;
 
     #[test]
     fn slots_count_by_class_and_old_slots_roll_off() {
         let t0 = Instant::now();
         let board = Board::new(t0);
-        board.record_purchase_at("s", "purchased", 0.002, t0);
-        board.record_purchase_at("s", "purchased", 0.004, t0);
-        board.record_purchase_at("s", "sold_out", 0.001, t0);
-        board.record_purchase_at("s", "overloaded", 0.001, t0);
-        board.record_purchase_at("s", "duplicate", 0.001, t0);
+        board.record_purchase_at("s", Answered::Purchased, 0.002, t0);
+        board.record_purchase_at("s", Answered::Purchased, 0.004, t0);
+        board.record_purchase_at("s", Answered::Refused(ErrorCode::SoldOut), 0.001, t0);
+        board.record_purchase_at("s", Answered::Refused(ErrorCode::Overloaded), 0.001, t0);
+        board.record_purchase_at("s", Answered::Duplicate, 0.001, t0);
         let report = board.sale_at("s", t0 + Duration::from_secs(1)).unwrap();
         assert_eq!(report.history.len(), 1);
         assert_eq!(
@@ -338,9 +340,9 @@ mod tests {
     fn a_slot_reused_after_five_minutes_starts_from_zero() {
         let t0 = Instant::now();
         let board = Board::new(t0);
-        board.record_purchase_at("s", "purchased", 0.001, t0);
+        board.record_purchase_at("s", Answered::Purchased, 0.001, t0);
         let lap = t0 + SLOT * SLOTS as u32;
-        board.record_purchase_at("s", "sold_out", 0.001, lap);
+        board.record_purchase_at("s", Answered::Refused(ErrorCode::SoldOut), 0.001, lap);
         let report = board.sale_at("s", lap).unwrap();
         assert_eq!(
             *report.history.last().unwrap(),

@@ -69,6 +69,7 @@ pub mod journal;
 pub mod listener;
 pub mod login_attempts;
 pub mod metrics;
+pub mod purchase;
 pub mod rate_limit;
 pub mod recovery;
 pub mod redact;

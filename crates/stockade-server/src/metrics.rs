@@ -14,6 +14,7 @@
 //!   series every second, and the upkeep refreshes the table's own series,
 //!   so only a finished sale's series ever go.
 
+use crate::purchase::Answered;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -65,7 +66,8 @@ pub struct Series {
 /// Every purchase outcome counted in `stockade_purchases_total{outcome}`
 /// from the start. Other error codes of the API (e.g. `payload_too_large`)
 /// are counted under their own code when they happen.
-/// (Each label value is an API error code: a fixed set, never user input.)
+/// (Each is an [`Answered`] label: a fixed set, never user input; a test
+/// checks that each parses.)
 pub const PURCHASE_OUTCOMES: &[&str] = &[
     "purchased",
     "pending",
@@ -90,18 +92,6 @@ pub const PURCHASE_OUTCOMES: &[&str] = &[
     "user_mismatch",
     "rate_limited",
     "internal",
-];
-
-/// Purchase outcomes that sold nothing because of the sale or the buyer
-/// (answered 404 or 409): a "rejection" on the dashboard.
-pub const REJECTIONS: &[&str] = &[
-    "sold_out",
-    "insufficient_stock",
-    "limit_exceeded",
-    "not_started",
-    "ended",
-    "unknown_sale",
-    "order_failed",
 ];
 
 const REBUILD_REASONS: &[&str] = &[
@@ -489,7 +479,8 @@ fn refresh_documented() {
 /// Counts one answered purchase: by outcome, and for `sale` (a sale this
 /// instance knows; None for unknown or invalid ids, which must not create
 /// series) by sale and outcome.
-pub fn record_purchase(sale: Option<&str>, outcome: &'static str, seconds: f64) {
+pub fn record_purchase(sale: Option<&str>, answered: Answered, seconds: f64) {
+    let outcome = answered.label();
     metrics::counter!("stockade_purchases_total", "outcome" => outcome).increment(1);
     if let Some(sale) = sale {
         metrics::counter!("stockade_sale_purchases_total", "sale" => sale.to_owned(), "outcome" => outcome)
@@ -517,6 +508,13 @@ pub fn markdown_table() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_preregistered_purchase_outcome_is_an_answer() {
+        for label in PURCHASE_OUTCOMES {
+            assert!(Answered::parse(label).is_some(), "{label} is no answer");
+        }
+    }
 
     #[test]
     fn names_are_unique_and_labelled_series_say_which_values_start_at_zero() {

@@ -6,10 +6,9 @@
 //! ([`crate::rejections`]) cost nothing and do not count.
 
 use std::sync::Arc;
+use stockade_api::ErrorCode;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-
-use crate::api::error::ApiError;
 
 /// The default bound on purchases in flight per instance.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 4_096;
@@ -52,26 +51,30 @@ impl Shedder {
 
     /// A place for one more purchase, or 503 `overloaded` (counted in
     /// `stockade_purchases_shed_total`) when all are taken. Never waits.
-    pub fn admit(&self) -> Result<InFlight, ApiError> {
+    pub fn admit(&self) -> Result<InFlight, Overloaded> {
         match Arc::clone(&self.permits).try_acquire_owned() {
             Ok(permit) => Ok(InFlight { _permit: permit }),
             Err(_) => {
                 metrics::counter!("stockade_purchases_shed_total").increment(1);
-                Err(overloaded(self.limit))
+                Err(Overloaded { limit: self.limit })
             }
         }
     }
 }
 
-/// 503 `overloaded`: nothing was sold; retry in a second.
-fn overloaded(limit: usize) -> ApiError {
-    ApiError::unavailable(
-        "overloaded",
-        format!(
-            "this instance already has {limit} purchases in flight (--max-purchases-in-flight); nothing was sold; retry shortly"
-        ),
-        1,
-    )
+/// Every place in flight is taken: answered 503 `overloaded`, nothing
+/// sold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overloaded {
+    /// The bound.
+    pub limit: usize,
+}
+
+impl Overloaded {
+    /// The code the API answers with.
+    pub fn code(self) -> ErrorCode {
+        ErrorCode::Overloaded
+    }
 }
 
 #[cfg(test)]
@@ -87,7 +90,7 @@ mod tests {
         let _second = shedder.admit().unwrap();
         assert_eq!(shedder.in_flight(), 2);
         let shed = shedder.admit().unwrap_err();
-        assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(shed.code().status(), StatusCode::SERVICE_UNAVAILABLE);
         drop(first);
         assert_eq!(shedder.in_flight(), 1);
         assert!(shedder.admit().is_ok());

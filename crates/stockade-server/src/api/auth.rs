@@ -8,8 +8,9 @@
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use sha2::{Digest, Sha256};
+use stockade_api::ErrorCode;
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
@@ -52,14 +53,9 @@ pub fn require_admin(state: &AppState, headers: &HeaderMap) -> Result<(), ApiErr
         return Ok(());
     }
     Err(match bearer(headers) {
-        Some(_) => ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "the admin token is wrong",
-        ),
+        Some(_) => ApiError::new(ErrorCode::Unauthorized, "the admin token is wrong"),
         None => ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
+            ErrorCode::Unauthorized,
             "this is an admin endpoint: send Authorization: Bearer <STOCKADE_ADMIN_TOKEN>",
         ),
     })
@@ -97,8 +93,7 @@ impl FromRequestParts<AppState> for PaymentService {
             .is_some_and(|(token, identity)| identity.verify(token).is_ok());
         if buyer {
             return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
+                ErrorCode::Forbidden,
                 "a buyer cannot confirm an order: the confirm is the payment service's callback once the payment arrived (Authorization: Bearer <STOCKADE_PAYMENTS_TOKEN>)",
             ));
         }
@@ -113,8 +108,7 @@ impl FromRequestParts<AppState> for PaymentService {
             "confirming an order is the payment service's callback"
         };
         Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthenticated",
+            ErrorCode::Unauthenticated,
             format!("{why}: {how}"),
         ))
     }

@@ -19,6 +19,7 @@
 //! allows only this origin).
 
 use std::net::SocketAddr;
+use stockade_api::ErrorCode;
 
 use axum::Extension;
 use axum::Form;
@@ -32,7 +33,7 @@ use stockade_core::sale::Window;
 
 use super::error::ApiError;
 use crate::activity::{self, Latency, SaleReport};
-use crate::metrics::REJECTIONS;
+use crate::purchase::{Answered, Class};
 use crate::state::AppState;
 use stockade_store::arbiter::SaleState;
 use stockade_store::authority::Authority;
@@ -220,8 +221,7 @@ pub async fn asset(Path(file): Path<String>) -> Response {
         "dashboard.css" => (DASHBOARD_CSS, "text/css; charset=utf-8"),
         _ => {
             return ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found",
+                ErrorCode::NotFound,
                 "no such dashboard asset (dashboard.js, dashboard.css)",
             )
             .into_response();
@@ -290,8 +290,7 @@ pub async fn overview(
 ) -> Result<Response, ApiError> {
     if !signed_in(&state, &headers) {
         return Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
+            ErrorCode::Unauthorized,
             "sign in at /dashboard first (the session is missing or expired)",
         ));
     }
@@ -373,7 +372,7 @@ async fn sale_view(
         report
             .outcomes
             .iter()
-            .filter(|(k, _)| REJECTIONS.contains(k))
+            .filter(|(k, _)| Answered::parse(k).is_some_and(|a| a.class() == Class::Rejected))
             .map(|(k, v)| (*k, *v)),
     );
     SaleView {

@@ -1,20 +1,24 @@
 //! The one error shape of the API: `{"error": {"code", "message"}}` with a
-//! stable code. Internal failures are logged and answered without details.
+//! stable [`ErrorCode`], which gives the status and `Retry-After`. Internal
+//! failures are logged and answered without details.
 
 use axum::Json;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use stockade_api::ErrorCode;
 use stockade_core::{EngineError, ValidationError};
 
 use crate::rate_limit::Limited;
 use stockade_store::StoreError;
 
-/// An API error: status, stable code, message for the client.
+/// An API error: stable code, message for the client.
 #[derive(Debug)]
 pub struct ApiError {
+    code: ErrorCode,
+    /// The code's status but for the one documented exception (a looked-up
+    /// order the store refused is 404, not 409).
     status: StatusCode,
-    code: &'static str,
     message: String,
     retry_after: Option<u32>,
     extra: Option<(&'static str, Value)>,
@@ -23,13 +27,14 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    /// An error with `status`, `code` and `message`.
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    /// An error with `code` and `message`, answered with the code's status
+    /// and `Retry-After`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
-            status,
             code,
+            status: code.status(),
             message: message.into(),
-            retry_after: None,
+            retry_after: code.retry_after(),
             extra: None,
             headers: None,
         }
@@ -37,19 +42,14 @@ impl ApiError {
 
     /// 422 `invalid_request` naming the field.
     pub fn invalid(field: &str, reason: impl std::fmt::Display) -> Self {
-        Self::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_request",
-            format!("{field}: {reason}"),
-        )
-        .with("field", Value::String(field.to_owned()))
+        Self::new(ErrorCode::InvalidRequest, format!("{field}: {reason}"))
+            .with("field", Value::String(field.to_owned()))
     }
 
-    /// 503 with `Retry-After: seconds`.
-    pub fn unavailable(code: &'static str, message: impl Into<String>, seconds: u32) -> Self {
-        let mut error = Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message);
-        error.retry_after = Some(seconds);
-        error
+    /// The same error answered with `status` instead of its code's.
+    pub fn with_status(mut self, status: StatusCode) -> Self {
+        self.status = status;
+        self
     }
 
     /// Adds a field to the error object (e.g. the order id of a 409).
@@ -81,7 +81,7 @@ impl ApiError {
 
     /// The stable error code (e.g. `sold_out`): the outcome label of a
     /// refused purchase in the metrics.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         self.code
     }
 
@@ -89,8 +89,7 @@ impl ApiError {
     pub fn internal(error: impl std::fmt::Display) -> Self {
         tracing::error!(%error, "internal error");
         Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ErrorCode::Internal,
             "internal error; the details are in the server log",
         )
     }
@@ -112,8 +111,7 @@ impl From<Limited> for ApiError {
             crate::rate_limit::Scope::Ip => "this client address",
         };
         let mut error = Self::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rate_limited",
+            ErrorCode::RateLimited,
             format!("too many requests from {who}; nothing was done; retry after {retry} s"),
         );
         error.retry_after = Some(u32::try_from(retry).unwrap_or(u32::MAX));
@@ -135,19 +133,17 @@ impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> Self {
         if let EngineError::Timeout(_) = error {
             tracing::warn!(%error, "stock engine timed out");
-            return Self::unavailable(
-                "engine_unavailable",
+            return Self::new(
+                ErrorCode::EngineUnavailable,
                 "the stock engine did not answer in time, so the purchase may or may not have \
                  gone through: retry with the same Idempotency-Key to find out",
-                1,
             );
         }
         if error.is_retryable() {
             tracing::warn!(%error, "stock engine unavailable");
-            Self::unavailable(
-                "engine_unavailable",
+            Self::new(
+                ErrorCode::EngineUnavailable,
                 "the stock engine is unavailable; retry shortly (with the same Idempotency-Key)",
-                1,
             )
         } else {
             Self::internal(error)
@@ -160,10 +156,9 @@ impl From<StoreError> for ApiError {
         match error {
             StoreError::Unavailable(_) => {
                 tracing::warn!(%error, "order store unavailable");
-                Self::unavailable(
-                    "store_unavailable",
+                Self::new(
+                    ErrorCode::StoreUnavailable,
                     "the order store is unavailable; retry shortly",
-                    1,
                 )
             }
             StoreError::Failed(_) => Self::internal(error),
@@ -173,7 +168,7 @@ impl From<StoreError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({ "code": self.code, "message": self.message });
+        let mut body = json!({ "code": self.code.as_str(), "message": self.message });
         if let Some((key, value)) = self.extra {
             body[key] = value;
         }

@@ -13,10 +13,11 @@
 //! rate limit once per request.
 
 use std::collections::HashSet;
+use stockade_api::ErrorCode;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
@@ -182,8 +183,7 @@ impl Identity {
 /// 401 `unauthenticated`, with the `WWW-Authenticate` challenge of RFC 6750.
 fn unauthenticated(why: &str) -> ApiError {
     ApiError::new(
-        StatusCode::UNAUTHORIZED,
-        "unauthenticated",
+        ErrorCode::Unauthenticated,
         format!("{why}: send Authorization: Bearer <a JWT from your identity provider>"),
     )
     .with_header(
@@ -243,8 +243,7 @@ impl Caller {
         match self {
             Self::Buyer(buyer) => match named {
                 Some(named) if named != buyer.as_str() => Err(ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    "user_mismatch",
+                    ErrorCode::UserMismatch,
                     "user_id names another buyer than the signed-in one; leave it out or send the token's sub",
                 )),
                 _ => Ok(buyer.clone()),

@@ -8,6 +8,7 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use serde::de::DeserializeOwned;
+use stockade_api::ErrorCode;
 
 use super::error::ApiError;
 
@@ -34,8 +35,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
             });
         if !is_json {
             return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
+                ErrorCode::UnsupportedMediaType,
                 "send the body as JSON with Content-Type: application/json",
             ));
         }
@@ -44,16 +44,11 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
             .map_err(|rejection| {
                 if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                     ApiError::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "payload_too_large",
+                        ErrorCode::PayloadTooLarge,
                         format!("the body must be at most {MAX_BODY_BYTES} bytes"),
                     )
                 } else {
-                    ApiError::new(
-                        StatusCode::BAD_REQUEST,
-                        "invalid_body",
-                        rejection.body_text(),
-                    )
+                    ApiError::new(ErrorCode::InvalidBody, rejection.body_text())
                 }
             })?;
         parse(&bytes).map(ApiJson)
@@ -71,8 +66,7 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
         match Path::<T>::from_request_parts(parts, state).await {
             Ok(Path(value)) => Ok(ApiPath(value)),
             Err(rejection) => Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_path",
+                ErrorCode::InvalidPath,
                 format!(
                     "{}; path segments must be UTF-8 after percent-decoding",
                     rejection.body_text()
@@ -92,8 +86,7 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
                 Ok(_) => ApiError::invalid("body", "must be a JSON object"),
                 Err(e) => ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_json",
+                    ErrorCode::InvalidJson,
                     format!("the body is not valid JSON: {e}"),
                 ),
             },
@@ -108,8 +101,7 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         let whole_is_json = serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok();
         if inner.is_syntax() || inner.is_eof() || !whole_is_json {
             ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_json",
+                ErrorCode::InvalidJson,
                 format!("the body is not valid JSON: {inner}"),
             )
         } else {
@@ -119,8 +111,7 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     })?;
     deserializer.end().map_err(|e| {
         ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_json",
+            ErrorCode::InvalidJson,
             format!("the body is not valid JSON: {e}"),
         )
     })?;

@@ -26,7 +26,6 @@
 
 pub mod auth;
 pub mod dashboard;
-pub mod dto;
 pub mod error;
 pub mod identity;
 pub mod json;
@@ -37,12 +36,12 @@ mod purchases;
 mod queue;
 mod sales;
 
-pub(crate) use sales::{snapshot_and_store_left, unknown_sale};
+pub(crate) use sales::snapshot_and_store_left;
 use std::net::SocketAddr;
+use stockade_api::ErrorCode;
 
 use axum::Router;
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
-use axum::http::StatusCode;
 use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -69,9 +68,13 @@ use error::ApiError;
         queue::join_queue, queue::poll_ticket, queue::waiting_page,
         ops::healthz, ops::readyz, ops::metrics, ops::openapi,
     ),
-    components(schemas(dto::CreateSale, dto::Sale, dto::PurchaseRequest, dto::OrderBody,
-                       dto::OrderPage, dto::ErrorBody, dto::ErrorDetail,
-                       dto::WaitingRoom, dto::JoinQueue, dto::QueueTicket)),
+    components(schemas(stockade_api::CreateSale, stockade_api::Sale,
+                       stockade_api::PurchaseRequest, stockade_api::OrderBody,
+                       stockade_api::OrderStatus, stockade_api::OrderPage,
+                       stockade_api::ErrorBody, stockade_api::ErrorDetail,
+                       stockade_api::ErrorCode, stockade_api::WaitingRoom,
+                       stockade_api::JoinQueue, stockade_api::QueueTicket,
+                       stockade_api::TicketStatus)),
     modifiers(&SecuritySchemes, &DoorResponses),
 )]
 pub struct ApiDoc;
@@ -371,16 +374,11 @@ pub fn app(state: AppState) -> Router {
         .route("/dashboard/api/overview", get(dashboard::overview))
         .route("/dashboard/assets/{file}", get(dashboard::asset))
         .fallback(|| async {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                "no such route; see /openapi.json",
-            )
+            ApiError::new(ErrorCode::NotFound, "no such route; see /openapi.json")
         })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
+                ErrorCode::MethodNotAllowed,
                 "this route does not take that method; see /openapi.json",
             )
         })

@@ -13,6 +13,7 @@
 use axum::http::HeaderValue;
 use axum::http::StatusCode;
 use axum::http::header::RETRY_AFTER;
+use stockade_api::ErrorCode;
 use stockade_core::{Order, OrderId};
 
 use super::error::ApiError;
@@ -88,19 +89,14 @@ fn minted_recently(state: &AppState, id: OrderId) -> bool {
 
 /// 404 `unknown_order`.
 pub(super) fn unknown_order(id: OrderId) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "unknown_order",
-        format!("there is no order {id}"),
-    )
+    ApiError::new(ErrorCode::UnknownOrder, format!("there is no order {id}"))
 }
 
 /// 404 `unknown_order` for a recent id: it may be an order another
 /// instance accepted moments ago, not committed yet.
 pub(super) fn not_committed_yet(id: OrderId) -> ApiError {
     ApiError::new(
-        StatusCode::NOT_FOUND,
-        "unknown_order",
+        ErrorCode::UnknownOrder,
         format!(
             "there is no committed order {id}; if it was just accepted (202 pending) by another \
              instance, it is not committed yet: retry in a second, or long-poll the instance that \
@@ -110,20 +106,20 @@ pub(super) fn not_committed_yet(id: OrderId) -> ApiError {
     .with_header(RETRY_AFTER, HeaderValue::from_static("1"))
 }
 
-/// 404 `order_failed`: the store refused it.
+/// 404 `order_failed`: the store refused it (a lookup finds no order,
+/// so 404 rather than the 409 of a purchase replay).
 pub(super) fn order_failed(id: OrderId) -> ApiError {
     ApiError::new(
-        StatusCode::NOT_FOUND,
-        "order_failed",
+        ErrorCode::OrderFailed,
         format!("order {id} was refused by the order store: nothing was sold"),
     )
+    .with_status(StatusCode::NOT_FOUND)
 }
 
 /// 409 `order_pending`: not committed yet.
 pub(super) fn order_pending(what: &str) -> ApiError {
     ApiError::new(
-        StatusCode::CONFLICT,
-        "order_pending",
+        ErrorCode::OrderPending,
         format!("the order is still being committed; retry the {what} shortly"),
     )
 }

@@ -3,17 +3,16 @@
 
 use std::str::FromStr;
 use std::time::Duration;
+use stockade_api::ErrorCode;
 
 use axum::Json;
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::Value;
 use stockade_core::OrderId;
 use utoipa::IntoParams;
 
 use super::auth::{Admin, PaymentService};
-use super::dto::{ErrorBody, OrderBody, OrderPage};
 use super::error::ApiError;
 use super::identity::Caller;
 use super::json::ApiPath;
@@ -23,6 +22,7 @@ use super::order_lookup::{
 use super::sales::{sale_id, unknown_sale};
 use crate::releases::items_returned_awaited;
 use crate::state::AppState;
+use stockade_api::{ErrorBody, OrderBody, OrderPage};
 use stockade_store::Stored;
 use stockade_store::holds::Confirm;
 use stockade_store::releases::Cancel;
@@ -83,7 +83,7 @@ pub async fn get_order(
         Lookup::Unknown => return Err(unknown_order(id)),
     };
     if wait == 0 {
-        return Ok(Json(OrderBody::with_status(&pending, "pending")));
+        return Ok(Json(OrderBody::pending(&pending)));
     }
     // Pending here: the writer's decision wakes the poll (no store reads
     // meanwhile), then one read tells what the store decided.
@@ -93,14 +93,14 @@ pub async fn get_order(
             .await
             .is_err()
         {
-            return Ok(Json(OrderBody::with_status(&pending, "pending")));
+            return Ok(Json(OrderBody::pending(&pending)));
         }
     }
     match state.store().stored(id).await? {
         Some(Stored::Order(order)) => Ok(Json(OrderBody::from_order(&order))),
         Some(Stored::Void) => Err(order_failed(id)),
         // The writer stopped before the store took it.
-        None => Ok(Json(OrderBody::with_status(&pending, "pending"))),
+        None => Ok(Json(OrderBody::pending(&pending))),
     }
 }
 
@@ -141,9 +141,7 @@ pub async fn confirm_order(
         }
         Confirm::HoldExpired { order, release } => {
             items_returned_awaited(&state, &order.sale_id, release.is_some()).await;
-            Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "hold_expired",
+            Err(ApiError::new(ErrorCode::HoldExpired,
                 format!(
                     "the hold of order {id} ran out before it was confirmed; its items went back on sale"
                 ),
@@ -151,8 +149,7 @@ pub async fn confirm_order(
             .with("order_id", Value::String(id.to_string())))
         }
         Confirm::Cancelled(_) => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "order_cancelled",
+            ErrorCode::OrderCancelled,
             format!("order {id} was cancelled; it cannot be confirmed"),
         )
         .with("order_id", Value::String(id.to_string()))),

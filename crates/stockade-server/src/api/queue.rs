@@ -6,9 +6,9 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use chrono::{DateTime, Utc};
+use stockade_api::ErrorCode;
 use stockade_core::SaleId;
 
-use super::dto::{ErrorBody, JoinQueue, QueueTicket};
 use super::error::ApiError;
 use super::identity::Caller;
 use super::json::{ApiJson, ApiPath};
@@ -18,16 +18,16 @@ use crate::waiting_room::{
     CloseReason, JoinOutcome, QueueError, RoomConfig, RoomInfo, RoomLookup, TicketId, TicketState,
     TicketView,
 };
+use stockade_api::{ErrorBody, JoinQueue, QueueTicket, TicketStatus};
 
 impl From<QueueError> for ApiError {
     fn from(error: QueueError) -> Self {
         match error {
             QueueError::Unavailable(_) => {
                 tracing::warn!(%error, "waiting room unavailable");
-                Self::unavailable(
-                    "queue_unavailable",
+                Self::new(
+                    ErrorCode::QueueUnavailable,
                     "the waiting room is unavailable; retry shortly (your ticket is kept)",
-                    1,
                 )
             }
             QueueError::Failed(_) => Self::internal(error),
@@ -41,10 +41,10 @@ fn closed(sale: &SaleId, reason: CloseReason) -> ApiError {
         _ => format!("sale {sale} is sold out: its queue is closed"),
     };
     let code = match reason {
-        CloseReason::Ended => "ended",
-        _ => "sold_out",
+        CloseReason::Ended => ErrorCode::Ended,
+        _ => ErrorCode::SoldOut,
     };
-    ApiError::new(StatusCode::CONFLICT, code, message)
+    ApiError::new(code, message)
 }
 
 /// The sale's room; 404 `unknown_sale`, or 409 `no_waiting_room` (the sale
@@ -53,8 +53,7 @@ async fn room_of(state: &AppState, sale: &SaleId) -> Result<std::sync::Arc<RoomI
     match state.waiting_rooms().lookup(state.store(), sale).await? {
         RoomLookup::Room(room) => Ok(room),
         RoomLookup::NoRoom => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "no_waiting_room",
+            ErrorCode::NoWaitingRoom,
             format!(
                 "sale {sale} has no waiting room: buy directly with POST /v1/sales/{sale}/purchases"
             ),
@@ -138,8 +137,7 @@ pub async fn poll_ticket(
     let ticket = TicketId::parse(&raw)?;
     let unknown = || {
         ApiError::new(
-            StatusCode::NOT_FOUND,
-            "unknown_ticket",
+            ErrorCode::UnknownTicket,
             format!(
                 "there is no queue ticket {ticket}; join again with POST /v1/sales/{}/queue",
                 ticket.sale()
@@ -178,7 +176,7 @@ fn ticket_body(
     let mut body = QueueTicket {
         ticket: view.ticket.to_string(),
         sale_id: sale.to_string(),
-        status: String::new(),
+        status: TicketStatus::Waiting,
         position: None,
         estimated_wait_seconds: None,
         admission_token: None,
@@ -187,12 +185,12 @@ fn ticket_body(
     };
     match view.state {
         TicketState::Waiting { position } => {
-            body.status = "waiting".into();
+            body.status = TicketStatus::Waiting;
             body.position = Some(position);
             body.estimated_wait_seconds = Some(estimated_wait(room, position, now));
         }
         TicketState::Admitted { until_ms } => {
-            body.status = "admitted".into();
+            body.status = TicketStatus::Admitted;
             body.admission_token = Some(state.waiting_rooms().signer().sign(
                 sale,
                 &view.user,
@@ -202,8 +200,8 @@ fn ticket_body(
             body.admission_expires_at = DateTime::from_timestamp_millis(until_ms);
         }
         TicketState::Closed(reason) => {
-            body.status = "closed".into();
-            body.closed_reason = Some(reason.as_str().into());
+            body.status = TicketStatus::Closed;
+            body.closed_reason = Some(reason);
         }
     }
     body

@@ -1,6 +1,7 @@
 //! Creating and reading sales.
 
 use std::time::Duration;
+use stockade_api::ErrorCode;
 
 use axum::Json;
 use axum::extract::State;
@@ -9,12 +10,12 @@ use stockade_core::sale::Window;
 use stockade_core::{CreateOutcome, EngineError, Epoch, SaleId, SaleSnapshot, SaleSpec};
 
 use super::auth::Admin;
-use super::dto::{CreateSale, ErrorBody, Sale, WaitingRoom};
 use super::error::ApiError;
 use super::json::{ApiJson, ApiPath};
 use crate::recovery::request_rebuild;
 use crate::state::AppState;
 use crate::waiting_room::RoomLookup;
+use stockade_api::{CreateSale, ErrorBody, Sale, WaitingRoom};
 use stockade_store::SaveSale;
 use stockade_store::authority::Authority;
 
@@ -74,8 +75,7 @@ pub async fn create_sale(
         SaveSale::Created => StatusCode::CREATED,
         SaveSale::Exists if existing_room != room => {
             return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "sale_conflict",
+                ErrorCode::SaleConflict,
                 format!(
                     "sale {} already exists with {}; use a new id",
                     spec.id(),
@@ -94,8 +94,7 @@ pub async fn create_sale(
         SaveSale::Exists => StatusCode::OK,
         SaveSale::Conflict(existing) => {
             return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "sale_conflict",
+                ErrorCode::SaleConflict,
                 format!(
                     "sale {} already exists with stock {} and per-user limit {}; use a new id",
                     existing.id(),
@@ -211,9 +210,5 @@ pub(crate) async fn snapshot_and_store_left(
 
 /// 404 `unknown_sale`.
 pub fn unknown_sale(id: &SaleId) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "unknown_sale",
-        format!("there is no sale {id}"),
-    )
+    ApiError::new(ErrorCode::UnknownSale, format!("there is no sale {id}"))
 }

@@ -10,16 +10,16 @@
 //! purchase that spent it (the engine answers that with the same order).
 
 use std::sync::Arc;
+use stockade_api::ErrorCode;
 
-use axum::http::{HeaderMap, StatusCode};
 use stockade_core::Purchase;
 
 use super::{OUTSTANDING_GRACE, QueueBackend, RoomLookup, TicketId};
-use crate::api::error::ApiError;
-use crate::state::AppState;
+use stockade_core::SaleId;
+use stockade_store::StoreError;
 
-/// The header that carries the token.
-pub const ADMISSION_TOKEN: &str = "admission-token";
+use super::QueueError;
+use crate::state::AppState;
 
 /// An admission a purchase passed the door with. [`Admission::arm`] it
 /// once the purchase goes to be decided, and [`Admission::settle`] it with
@@ -103,6 +103,71 @@ fn spent_record(key: &str) -> String {
     format!("spent:{key}")
 }
 
+/// The `Admission-Token` a purchase carries.
+#[derive(Debug, Clone)]
+pub enum AdmissionToken {
+    /// No header.
+    Missing,
+    /// A header that is not visible ASCII.
+    Unreadable,
+    /// The token.
+    Given(String),
+}
+
+/// Why the waiting room turned a purchase away.
+#[derive(Debug)]
+pub enum AdmissionError {
+    /// No valid admission for this buyer and sale (`why` says what is
+    /// wrong with the token).
+    Required {
+        /// The sale.
+        sale: SaleId,
+        /// What is wrong with the token.
+        why: String,
+    },
+    /// The admission has bought already, or another purchase with it is
+    /// being decided.
+    Spent {
+        /// The sale.
+        sale: SaleId,
+        /// Which of the two.
+        why: &'static str,
+    },
+    /// There is no such sale.
+    UnknownSale(SaleId),
+    /// The queue backend failed.
+    Queue(QueueError),
+    /// The store failed (reading the sale's room).
+    Store(StoreError),
+}
+
+impl AdmissionError {
+    /// The code the API answers with.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::Required { .. } => ErrorCode::AdmissionRequired,
+            Self::Spent { .. } => ErrorCode::AdmissionSpent,
+            Self::UnknownSale(_) => ErrorCode::UnknownSale,
+            Self::Queue(QueueError::Unavailable(_)) => ErrorCode::QueueUnavailable,
+            Self::Queue(QueueError::Failed(_)) => ErrorCode::Internal,
+            Self::Store(StoreError::Unavailable(_)) => ErrorCode::StoreUnavailable,
+            Self::Store(StoreError::Failed(_)) => ErrorCode::Internal,
+        }
+    }
+}
+
+impl From<QueueError> for AdmissionError {
+    fn from(error: QueueError) -> Self {
+        Self::Queue(error)
+    }
+}
+
+impl From<StoreError> for AdmissionError {
+    fn from(error: StoreError) -> Self {
+        Self::Store(error)
+    }
+}
+
 /// Passes purchases of sales without a waiting room, and purchases with a
 /// valid token for this buyer and sale that no other purchase has spent or
 /// is spending; anything else is 403 `admission_required` or
@@ -111,8 +176,8 @@ fn spent_record(key: &str) -> String {
 pub async fn check_admission(
     state: &AppState,
     purchase: &Purchase,
-    headers: &HeaderMap,
-) -> Result<Admission, ApiError> {
+    token: &AdmissionToken,
+) -> Result<Admission, AdmissionError> {
     let rooms = state.waiting_rooms();
     let sale = purchase.sale_id();
     let read = state.rejections().unknown_ticket();
@@ -123,24 +188,22 @@ pub async fn check_admission(
             // Remembered like the purchase path does, so a flood of
             // unknown ids costs one store read each, not two.
             state.rejections().learn_unknown(sale, read);
-            return Err(crate::api::unknown_sale(sale));
+            return Err(AdmissionError::UnknownSale(sale.clone()));
         }
     }
-    let refuse = |why: String| {
-        ApiError::new(
-            StatusCode::FORBIDDEN,
-            "admission_required",
-            format!(
-                "{why}: sale {sale} has a waiting room; join it with POST /v1/sales/{sale}/queue, poll GET /v1/queue/{{ticket}} until admitted, and send its admission_token in the Admission-Token header"
-            ),
-        )
+    let refuse = |why: String| AdmissionError::Required {
+        sale: sale.clone(),
+        why,
     };
-    let Some(value) = headers.get(ADMISSION_TOKEN) else {
-        return Err(refuse("no Admission-Token header".to_owned()));
+    let token = match token {
+        AdmissionToken::Missing => return Err(refuse("no Admission-Token header".to_owned())),
+        AdmissionToken::Unreadable => {
+            return Err(refuse(
+                "the Admission-Token is not visible ASCII".to_owned(),
+            ));
+        }
+        AdmissionToken::Given(token) => token,
     };
-    let token = value
-        .to_str()
-        .map_err(|_| refuse("the Admission-Token is not visible ASCII".to_owned()))?;
     let now_ms = state.clock().now().timestamp_millis();
     let (ticket, expires_ms) = rooms
         .signer()
@@ -172,13 +235,10 @@ pub async fn check_admission(
             } else {
                 "this Admission-Token has bought already"
             };
-            Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "admission_spent",
-                format!(
-                    "{why}: an admission buys once (a refused purchase leaves it usable); to buy again, join the queue with POST /v1/sales/{sale}/queue once this admission has expired"
-                ),
-            ))
+            Err(AdmissionError::Spent {
+                sale: sale.clone(),
+                why,
+            })
         }
     }
 }

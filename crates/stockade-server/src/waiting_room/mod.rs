@@ -76,6 +76,7 @@ use stockade_core::{SaleId, UserId, ValidationError};
 
 pub use rooms::{RoomInfo, RoomLookup, WaitingRooms};
 pub use stockade_core::RoomConfig;
+pub use stockade_core::room::CloseReason;
 
 /// A queue ticket: `<sale id>.<place>.<buyer>.<mac>`, where `place` is
 /// the ticket's place in the queue (16 hex digits), `buyer` the buyer's id
@@ -196,39 +197,6 @@ fn decode_user(text: &str) -> Option<UserId> {
 impl fmt::Display for TicketId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
-    }
-}
-
-/// Why a ticket or the whole queue is closed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CloseReason {
-    /// The sale sold out (the queue opens again if stock comes back, but
-    /// the tickets it closed stay closed: their holders join again).
-    SoldOut,
-    /// The sale ended.
-    Ended,
-    /// The ticket's admission expired.
-    AdmissionExpired,
-}
-
-impl CloseReason {
-    /// The API's spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SoldOut => "sold_out",
-            Self::Ended => "ended",
-            Self::AdmissionExpired => "admission_expired",
-        }
-    }
-
-    /// Parses a stored reason.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "sold_out" => Some(Self::SoldOut),
-            "ended" => Some(Self::Ended),
-            "admission_expired" => Some(Self::AdmissionExpired),
-            _ => None,
-        }
     }
 }
 

@@ -1,0 +1,27 @@
+//! Stockade's HTTP contract, shared by the service that answers it and the
+//! programs that call it (the bench, `stockade load`, the tests): the
+//! request and response bodies, the closed set of error codes with the
+//! status each is answered with, and the statuses of orders and queue
+//! tickets. The service's OpenAPI document is generated from these types,
+//! so a client written against them matches the service by construction.
+//!
+//! # Layout
+//! - [`error_code`]: [`ErrorCode`], every code the API answers, its HTTP
+//!   status and its `Retry-After`.
+//! - [`error`]: [`ErrorBody`], the shape of every non-2xx answer.
+//! - [`sale`]: [`CreateSale`], [`Sale`] and its [`WaitingRoom`].
+//! - [`order`]: [`PurchaseRequest`], [`OrderBody`], [`OrderPage`] and the
+//!   client's [`OrderStatus`].
+//! - [`queue`]: [`JoinQueue`], [`QueueTicket`] and its [`TicketStatus`].
+
+pub mod error;
+pub mod error_code;
+pub mod order;
+pub mod queue;
+pub mod sale;
+
+pub use error::{ErrorBody, ErrorDetail};
+pub use error_code::ErrorCode;
+pub use order::{OrderBody, OrderPage, OrderStatus, PurchaseRequest};
+pub use queue::{JoinQueue, QueueTicket, TicketStatus};
+pub use sale::{CreateSale, Sale, WaitingRoom};

@@ -1,0 +1,146 @@
+//! Purchases and orders: the purchase request, an order as a client sees
+//! it, and its status.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use stockade_core::Order;
+use utoipa::ToSchema;
+
+/// Where an order stands, as a client sees it: the store's four statuses
+/// and `pending`, an order the engine accepted that the store has not
+/// committed yet. (An order the store refused is never shown as an order:
+/// it is answered 409 or 404 `order_failed`.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderStatus {
+    /// Accepted, not committed yet: follow it at `GET /v1/orders/{id}`.
+    Pending,
+    /// Awaiting payment until `expires_at`.
+    Held,
+    /// Sold for good.
+    Confirmed,
+    /// Cancelled: its items went back on sale.
+    Cancelled,
+    /// Unpaid in time: its items went back on sale.
+    Expired,
+}
+
+impl OrderStatus {
+    /// The status as sent on the wire.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Held => "held",
+            Self::Confirmed => "confirmed",
+            Self::Cancelled => "cancelled",
+            Self::Expired => "expired",
+        }
+    }
+}
+
+impl From<stockade_core::OrderStatus> for OrderStatus {
+    fn from(status: stockade_core::OrderStatus) -> Self {
+        use stockade_core::OrderStatus as Stored;
+        match status {
+            Stored::Held => Self::Held,
+            Stored::Confirmed => Self::Confirmed,
+            Stored::Cancelled => Self::Cancelled,
+            Stored::Expired => Self::Expired,
+        }
+    }
+}
+
+impl std::fmt::Display for OrderStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// `POST /v1/sales/{id}/purchases`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PurchaseRequest {
+    /// The buyer: 1 to 128 bytes, not blank, without control,
+    /// bidirectional or zero-width characters. Required unless the request
+    /// carries a buyer's JWT (the buyer is then its `sub`; naming anyone
+    /// else is 403 `user_mismatch`). The pattern: some character that is
+    /// not whitespace, and none of the control, bidirectional or
+    /// zero-width characters `stockade_core::validation::check_identifier`
+    /// refuses.
+    #[schema(
+        nullable = false,
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF]*[^\s\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF][^\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF]*$"
+    )]
+    pub user_id: Option<String>,
+    /// Items to buy (default 1).
+    #[serde(default = "one")]
+    #[schema(minimum = 1, maximum = 1_000_000_000)]
+    pub quantity: u32,
+}
+
+/// An order.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct OrderBody {
+    /// Time-ordered unique id (UUIDv7, 74 random bits).
+    #[schema(format = Uuid)]
+    pub order_id: String,
+    /// The sale.
+    pub sale_id: String,
+    /// The buyer.
+    pub user_id: String,
+    /// Items bought.
+    pub quantity: u32,
+    /// Where the order stands.
+    pub status: OrderStatus,
+    /// When the engine accepted it.
+    pub created_at: DateTime<Utc>,
+    /// Orders of a sale with a payment hold: when the hold runs out unless
+    /// confirmed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Items left in the sale right after this purchase (purchase answers only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remaining: Option<u32>,
+}
+
+impl OrderBody {
+    /// The order with its stored status.
+    pub fn from_order(order: &Order) -> Self {
+        Self::with_status(order, order.status.into())
+    }
+
+    /// An order accepted by the engine and not committed yet.
+    pub fn pending(order: &Order) -> Self {
+        Self::with_status(order, OrderStatus::Pending)
+    }
+
+    fn with_status(order: &Order, status: OrderStatus) -> Self {
+        Self {
+            order_id: order.id.to_string(),
+            sale_id: order.sale_id.to_string(),
+            user_id: order.user_id.to_string(),
+            quantity: order.quantity,
+            status,
+            created_at: order.created_at,
+            expires_at: order.expires_at,
+            remaining: None,
+        }
+    }
+}
+
+/// A page of a sale's orders.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct OrderPage {
+    /// Orders in creation order.
+    pub orders: Vec<OrderBody>,
+    /// Pass as `after` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = Uuid)]
+    pub next_after: Option<String>,
+}

@@ -1,0 +1,67 @@
+//! Who decides a purchase, and the engine's call behind the circuit
+//! breaker.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use stockade_core::{Engine, Purchase, PurchaseOutcome};
+use stockade_store::authority::Authority;
+
+use super::PurchaseError;
+use crate::routing::Route;
+use crate::state::AppState;
+
+/// Who decided a purchase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Decider {
+    /// The engine: the order still has to be committed.
+    Engine,
+    /// The store: the order is committed already.
+    Store,
+}
+
+/// The engine that decides the sale's purchases, or None when the store
+/// does (fallback authority, or `--engine postgres`).
+pub(super) fn decider(state: &AppState, route: Route) -> Option<&Arc<dyn Engine>> {
+    match route.authority {
+        Authority::Primary => state.engine(),
+        Authority::Fallback => None,
+    }
+}
+
+/// The engine's gate behind the circuit breaker. None: the breaker is open
+/// and the sale should move to the fallback.
+pub(super) async fn engine_gate(
+    state: &AppState,
+    engine: &Arc<dyn Engine>,
+    purchase: &Purchase,
+) -> Result<Option<PurchaseOutcome>, PurchaseError> {
+    // Fail fast while the engine is known to be unreachable.
+    if !state.breaker().allow(Instant::now()) {
+        if state.has_fallback() {
+            return Ok(None);
+        }
+        return Err(PurchaseError::EngineUnavailable);
+    }
+    let started = Instant::now();
+    match engine.purchase(purchase).await {
+        Ok(outcome) => {
+            state.breaker().succeeded();
+            metrics::histogram!("stockade_engine_seconds", "op" => "purchase")
+                .record(started.elapsed().as_secs_f64());
+            Ok(Some(outcome))
+        }
+        Err(error) => {
+            if error.is_retryable() {
+                state.breaker().failed(Instant::now());
+                // Another instance may move the sale meanwhile: read the
+                // route again before trusting the engine.
+                state.routing().forget_primaries();
+            } else {
+                // It answered: it is reachable.
+                state.breaker().succeeded();
+            }
+            Err(error.into())
+        }
+    }
+}

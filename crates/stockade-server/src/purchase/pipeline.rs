@@ -1,0 +1,196 @@
+//! [`Purchases::decide`]: the steps of a purchase, in order.
+
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use stockade_core::{Order, OrderId, Purchase, PurchaseOutcome, SaleId};
+use stockade_store::authority::Authority;
+
+use super::gate::{Decider, decider, engine_gate};
+use super::route::{fresh_route, known_route, to_fallback, while_rebuilding};
+use super::settle::{Accepted, settle};
+use super::{Answered, Attempt, Decision, PurchaseError, replay};
+use crate::recovery::request_rebuild;
+use crate::state::AppState;
+use crate::waiting_room::door::check_admission;
+
+/// The purchase pipeline of one service.
+#[derive(Clone, Copy)]
+pub struct Purchases<'a> {
+    state: &'a AppState,
+}
+
+impl<'a> Purchases<'a> {
+    /// The pipeline over `state`.
+    pub fn new(state: &'a AppState) -> Self {
+        Self { state }
+    }
+
+    /// Decides `attempt`: the order it named, or why it named none.
+    pub async fn decide(&self, attempt: Attempt) -> Result<Decision, PurchaseError> {
+        let state = self.state;
+        let purchase = &attempt.purchase;
+        let sale = purchase.sale_id();
+        // One reading of the clock: what this instance knows is judged at
+        // it, and an order accepted now is made at it.
+        let now = state.clock().now();
+        // Without a fallback nothing but the rebuild can sell it: answer
+        // before the door and the shedder do any work (with one, see
+        // `while_rebuilding`).
+        if !state.has_fallback() && state.routing().is_rebuilding(sale) {
+            return Err(PurchaseError::Rebuilding);
+        }
+        let keyed = purchase.idempotency_key().is_some();
+        if let Some(outcome) = state.rejections().answer(sale, keyed, now) {
+            metrics::counter!("stockade_rejections_cached_total", "reason" => outcome.label())
+                .increment(1);
+            return Err(PurchaseError::refused(sale, purchase.quantity(), outcome));
+        }
+        // Reserved for this purchase: spent if it names an order, released
+        // if it is refused or fails (see `waiting_room::door`).
+        let mut admission = check_admission(state, purchase, &attempt.admission).await?;
+        // Held until the answer: the engine call, the commit and its wait.
+        let _in_flight = state.shedder().admit()?;
+        admission.arm();
+        let decided = self.admitted(&attempt, now).await;
+        let names_an_order = match &decided {
+            Ok(decision) => decision.answered() != Answered::Duplicate,
+            Err(error) => error.names_an_order(),
+        };
+        admission.settle(names_an_order).await;
+        decided
+    }
+
+    /// [`Purchases::decide`] once the purchase passed the door and took
+    /// its place in flight. A route goes stale when another instance moves
+    /// the sale; the answers say so, and the purchase is tried once more on
+    /// the fresh route.
+    async fn admitted(
+        &self,
+        attempt: &Attempt,
+        now: DateTime<Utc>,
+    ) -> Result<Decision, PurchaseError> {
+        let state = self.state;
+        let sale = attempt.purchase.sale_id().clone();
+        let mut route = known_route(state, &sale).await?;
+        if route.authority == Authority::Primary && state.routing().is_rebuilding(&sale) {
+            route = while_rebuilding(state, &sale, route).await?;
+        }
+        let mut refreshed = false;
+        for _ in 0..3 {
+            let purchase = attempt.purchase.clone().at_epoch(route.epoch);
+            let ticket = state.rejections().ticket(&sale);
+            let (outcome, decider) = match decider(state, route) {
+                Some(engine) => {
+                    let Some(outcome) = engine_gate(state, engine, &purchase).await? else {
+                        // The breaker is open and there is a fallback: move.
+                        route = to_fallback(state, &sale, route, PurchaseError::EngineUnavailable)
+                            .await?;
+                        continue;
+                    };
+                    (outcome, Decider::Engine)
+                }
+                None => (store_decides(state, &purchase, now).await?, Decider::Store),
+            };
+            state.rejections().learn(&sale, ticket, &outcome);
+            match outcome {
+                PurchaseOutcome::WrongEpoch { engine } => {
+                    let current = fresh_route(state, &sale).await?;
+                    if current != route && !refreshed {
+                        refreshed = true;
+                        route = current;
+                        continue;
+                    }
+                    // The store agrees with this instance: the engine is
+                    // the one out of line (closed for a rebuild elsewhere,
+                    // or an old copy). Rebuild it; the lock makes one
+                    // instance do it.
+                    tracing::info!(%sale, route = %route.epoch, %engine, "engine holds another epoch");
+                    request_rebuild(state, &sale, route.epoch, "wrong_epoch");
+                    return Err(PurchaseError::Rebuilding);
+                }
+                PurchaseOutcome::UnknownSale => {
+                    return Err(unknown(state, &sale, route, decider).await);
+                }
+                PurchaseOutcome::Purchased {
+                    order_id,
+                    remaining,
+                } => {
+                    metrics::gauge!("stockade_sale_remaining", "sale" => sale.to_string())
+                        .set(f64::from(remaining));
+                    let order = accepted(state, &purchase, order_id, now);
+                    let accepted = Accepted {
+                        order,
+                        remaining,
+                        route,
+                        early: attempt.respond_async,
+                    };
+                    return match decider {
+                        // Committed already: an early answer has nothing
+                        // to save.
+                        Decider::Store => Ok(Decision::Committed {
+                            order: accepted.order,
+                            remaining,
+                        }),
+                        Decider::Engine => settle(state, &purchase, accepted).await,
+                    };
+                }
+                PurchaseOutcome::Duplicate { order_id } => {
+                    return replay::replay(state, &purchase, order_id).await;
+                }
+                refused => {
+                    return Err(PurchaseError::refused(&sale, purchase.quantity(), refused));
+                }
+            }
+        }
+        Err(PurchaseError::Rebuilding)
+    }
+}
+
+/// The store decides (and commits) the purchase: fallback authority, or
+/// `--engine postgres`.
+async fn store_decides(
+    state: &AppState,
+    purchase: &Purchase,
+    now: DateTime<Utc>,
+) -> Result<PurchaseOutcome, PurchaseError> {
+    let started = Instant::now();
+    let outcome = state
+        .store()
+        .purchase(purchase, OrderId::generate(), now)
+        .await?;
+    metrics::histogram!("stockade_engine_seconds", "op" => "store_purchase")
+        .record(started.elapsed().as_secs_f64());
+    Ok(outcome)
+}
+
+/// The order an accepted purchase made: made at `now`, the instant the
+/// store records for it, under the sale's payment hold (which the store
+/// applies the same way when it commits the order).
+fn accepted(state: &AppState, purchase: &Purchase, id: OrderId, now: DateTime<Utc>) -> Order {
+    Order::accepted(purchase, id, now).under_hold(state.rejections().hold(purchase.sale_id()))
+}
+
+/// The decider does not have the sale. When the store does, the engine
+/// lost it (Redis restarted empty): rebuild it.
+async fn unknown(
+    state: &AppState,
+    sale: &SaleId,
+    route: crate::routing::Route,
+    decider: Decider,
+) -> PurchaseError {
+    state.routing().forget(sale);
+    let read = state.rejections().unknown_ticket();
+    if decider == Decider::Engine {
+        match state.store().sale(sale).await {
+            Ok(Some(_)) => {
+                request_rebuild(state, sale, route.epoch, "engine_lost_sale");
+                return PurchaseError::Rebuilding;
+            }
+            Ok(None) => {}
+            Err(error) => return error.into(),
+        }
+    }
+    state.rejections().learn_unknown(sale, read);
+    PurchaseError::UnknownSale(sale.clone())
+}

@@ -1,0 +1,81 @@
+//! A replayed idempotency key: the original order if the request is the
+//! same, `idempotency_key_reused` if the key is reused for something else.
+//!
+//! Committed: 200. Refused by the store: 409 `order_failed`. Being
+//! committed by this instance's writer: 202 (a move to the fallback waits
+//! for it). Only in the engine's outbox (its first request was never
+//! answered with it, or another instance is committing it): committed here
+//! first, and answered with the store's verdict, because an outbox entry of
+//! an epoch the sale has left may be refused when it is drained.
+
+use stockade_core::{Order, OrderId, Purchase};
+use stockade_store::Stored;
+
+use super::settle::{Awaited, store_verdict};
+use super::{Decision, PurchaseError};
+use crate::state::AppState;
+
+/// The answer to a purchase whose key names `order_id`.
+pub(super) async fn replay(
+    state: &AppState,
+    purchase: &Purchase,
+    order_id: OrderId,
+) -> Result<Decision, PurchaseError> {
+    let (order, committed) = match state.store().stored(order_id).await? {
+        Some(Stored::Order(order)) => (order, true),
+        Some(Stored::Void) => return Err(PurchaseError::OrderFailed(order_id)),
+        None => {
+            if let Some(order) = state.queue().in_flight(order_id) {
+                (order, false)
+            } else if let Some(order) = outbox_entry(state, purchase, order_id).await? {
+                same_purchase(purchase, &order)?;
+                (commit_found(state, order).await?, true)
+            } else {
+                // Committed (and gone from the outbox) by another instance
+                // between the looks above, or never taken.
+                match state.store().stored(order_id).await? {
+                    Some(Stored::Order(order)) => (order, true),
+                    _ => return Err(PurchaseError::OrderFailed(order_id)),
+                }
+            }
+        }
+    };
+    same_purchase(purchase, &order)?;
+    Ok(Decision::Replayed { order, committed })
+}
+
+/// `KeyReused` unless `order` is the purchase its key is replayed with.
+fn same_purchase(purchase: &Purchase, order: &Order) -> Result<(), PurchaseError> {
+    if order.user_id != *purchase.user_id() || order.quantity != purchase.quantity() {
+        return Err(PurchaseError::KeyReused);
+    }
+    Ok(())
+}
+
+/// The order `order_id` in the engine's outbox of the purchase's sale.
+async fn outbox_entry(
+    state: &AppState,
+    purchase: &Purchase,
+    order_id: OrderId,
+) -> Result<Option<Order>, PurchaseError> {
+    let Some(engine) = state.engine() else {
+        return Ok(None);
+    };
+    Ok(engine
+        .outbox(purchase.sale_id())
+        .await?
+        .into_iter()
+        .find(|o| o.id == order_id))
+}
+
+/// Commits an order found in the engine's outbox: the order once
+/// committed, `order_failed` if refused, `ReplayNotCommitted` (without
+/// naming it) if the store does not decide within the commit deadline; a
+/// retry with the same key finds it again.
+async fn commit_found(state: &AppState, order: Order) -> Result<Order, PurchaseError> {
+    match store_verdict(state, &order).await {
+        Awaited::Committed => Ok(order),
+        Awaited::Void(_) => Err(PurchaseError::OrderFailed(order.id)),
+        Awaited::StoreDown | Awaited::Deadline => Err(PurchaseError::ReplayNotCommitted),
+    }
+}

@@ -1,0 +1,66 @@
+//! The sale's route (its epoch and authority) as this instance knows it,
+//! and the purchase's side of a move to the fallback.
+
+use stockade_core::SaleId;
+
+use super::PurchaseError;
+use crate::recovery::{FallbackMove, move_to_fallback};
+use crate::routing::Route;
+use crate::state::AppState;
+
+/// The sale's route as this instance knows it, read from the store the
+/// first time (with the sale's spec, which answers its window from then on).
+pub(super) async fn known_route(state: &AppState, sale: &SaleId) -> Result<Route, PurchaseError> {
+    match state.routing().get(sale) {
+        Some(route) if state.rejections().knows(sale) => Ok(route),
+        _ => fresh_route(state, sale).await,
+    }
+}
+
+/// The sale's route as the store has it now. A sale the store does not
+/// have is remembered as unknown for a while.
+pub(super) async fn fresh_route(state: &AppState, sale: &SaleId) -> Result<Route, PurchaseError> {
+    let read = state.rejections().unknown_ticket();
+    let Some(current) = state.store().sale_state(sale).await? else {
+        state.rejections().learn_unknown(sale, read);
+        return Err(PurchaseError::UnknownSale(sale.clone()));
+    };
+    state.rejections().learn_spec(&current.spec);
+    let route = Route {
+        epoch: current.epoch,
+        authority: current.authority,
+    };
+    state.routing().learn(sale, route);
+    Ok(route)
+}
+
+/// A sale this instance is rebuilding: its purchases wait (503
+/// `rebuilding`) unless there is a fallback and no instance has reached
+/// the engine lately (the rebuild cannot reach Redis): the fallback then
+/// sells it.
+pub(super) async fn while_rebuilding(
+    state: &AppState,
+    sale: &SaleId,
+    route: Route,
+) -> Result<Route, PurchaseError> {
+    if !state.has_fallback() {
+        return Err(PurchaseError::Rebuilding);
+    }
+    to_fallback(state, sale, route, PurchaseError::Rebuilding).await
+}
+
+/// Moves the sale to the fallback (see [`move_to_fallback`]); while some
+/// instance still reaches the engine, the sale stays and the answer is
+/// `refused`.
+pub(super) async fn to_fallback(
+    state: &AppState,
+    sale: &SaleId,
+    route: Route,
+    refused: PurchaseError,
+) -> Result<Route, PurchaseError> {
+    match move_to_fallback(state, sale, route.epoch).await? {
+        FallbackMove::Routed(route) => Ok(route),
+        FallbackMove::Refused => Err(refused),
+        FallbackMove::UnknownSale => Err(PurchaseError::UnknownSale(sale.clone())),
+    }
+}
