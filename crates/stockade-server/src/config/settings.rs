@@ -40,6 +40,7 @@ pub static SETTINGS: LazyLock<Vec<Setting>> =
 impl Setting {
     fn of(arg: &'static clap::Arg) -> Self {
         let key = arg.get_id().as_str();
+        // Leaked once per setting, for the life of the program like the table.
         let flag = arg
             .get_long()
             .filter(|_| !arg.is_hide_set())

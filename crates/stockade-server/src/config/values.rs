@@ -97,8 +97,10 @@ impl<T: SettingValue> TypedValueParser for Parser<T> {
                 format!("{}\n", ConfigError { setting, reason }),
             )
         };
+        // Every setting is an argument (None is an external subcommand's).
         let Some(arg) = arg else {
-            return T::parse(value).map_err(|reason| refused(String::new(), reason));
+            return T::parse(value)
+                .map_err(|reason| clap::Error::raw(ErrorKind::ValueValidation, reason));
         };
         let env = arg.get_env().and_then(OsStr::to_str).unwrap_or_default();
         let flag = arg
