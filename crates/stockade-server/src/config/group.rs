@@ -1,4 +1,4 @@
-//! [`settings_group!`]: the one declaration of a group of settings.
+//! `settings_group!`: the one declaration of a group of settings.
 
 /// Declares a group of settings: a struct whose every field is one setting
 /// of type `Option<T>` (`T` a [`SettingValue`](super::values::SettingValue)).

@@ -17,7 +17,7 @@ settings_group! {
         #[arg(long, env = "STOCKADE_LISTEN", value_name = "ADDR", default_value = "127.0.0.1:8080")]
         pub listen: Option<String>,
         /// The address browsers reach the service at, e.g.
-        /// https://shop.example.com. With https:// the dashboard's session
+        /// `https://shop.example.com`. With https:// the dashboard's session
         /// cookie is marked Secure; a request header never decides that.
         /// Default: none, the cookie is not Secure.
         #[arg(long, env = "STOCKADE_PUBLIC_URL", value_name = "URL")]

@@ -15,7 +15,7 @@ settings_group! {
     pub struct IdentitySettings {
         /// Verify buyers: HS256 JWTs signed with this secret, at least 32
         /// bytes; prefer the variable, a flag shows in `ps`. Purchases and
-        /// order routes then need Authorization: Bearer <jwt> and the buyer
+        /// order routes then need Authorization: Bearer JWT and the buyer
         /// is its sub. Default: off, the service trusts its caller to name
         /// the buyer.
         #[arg(long, env = "STOCKADE_JWT_SECRET", value_name = "SECRET")]

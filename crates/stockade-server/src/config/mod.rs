@@ -20,9 +20,13 @@
 //!    (it would show in `ps`) is `hide = true`.
 //! 2. Its check in that group's `resolve`, naming it with
 //!    `sources.name("key")`, and its value in [`ServerConfig`] (a field
-//!    and an accessor) if the service reads it.
+//!    and an accessor) if the service reads it; a value it refuses in the
+//!    tests' `REFUSED` (every setting must be named as it was given).
 //! 3. `UPDATE_README=1 cargo nextest run -p stockade-server --lib readme`
 //!    regenerates the README's table; a test fails until it matches.
+//!
+//! A new group is a file with its `settings_group!`, flattened into
+//! [`RawConfig`] (and listed in its methods, which go group by group).
 //!
 //! # Layout
 //! - [`group`]: the `settings_group!` declaration; [`values`]: how a
