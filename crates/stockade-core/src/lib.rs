@@ -35,6 +35,7 @@ pub mod outcome;
 pub mod purchase;
 pub mod rebuild;
 pub mod room;
+pub mod rule;
 pub mod sale;
 pub mod validation;
 

@@ -10,7 +10,7 @@
 //! are being bought.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
@@ -145,12 +145,6 @@ pub struct Board {
     last_sweep: Mutex<Instant>,
 }
 
-/// The board of this process.
-pub fn board() -> &'static Board {
-    static BOARD: OnceLock<Board> = OnceLock::new();
-    BOARD.get_or_init(|| Board::new(Instant::now()))
-}
-
 /// How a purchase outcome is drawn on the chart.
 fn class(answered: Answered) -> fn(&mut SlotCounts) {
     match answered.class() {
@@ -159,6 +153,12 @@ fn class(answered: Answered) -> fn(&mut SlotCounts) {
         Class::Replayed => |_| {},
         Class::Rejected => |c| c.rejected += 1,
         Class::Failed => |c| c.failed += 1,
+    }
+}
+
+impl Default for Board {
+    fn default() -> Self {
+        Self::new(Instant::now())
     }
 }
 

@@ -20,9 +20,9 @@ use std::sync::Arc;
 use axum::http::HeaderMap;
 use parking_lot::Mutex;
 
-use crate::api::auth::{bearer, secrets_match};
 use crate::rate_limit::TrustedProxies;
 use crate::rate_limit::client_ip::limit_key;
+use crate::secrets::{bearer, secrets_match};
 
 /// The default of `--max-connections-per-client`.
 pub const DEFAULT_PER_CLIENT: usize = 256;

@@ -64,6 +64,7 @@ pub mod breaker;
 pub mod client_cap;
 pub mod config;
 pub mod holds;
+pub mod identity;
 pub mod in_flight;
 pub mod journal;
 pub mod listener;
@@ -77,8 +78,10 @@ pub mod rejections;
 pub mod releases;
 pub mod retirement;
 pub mod routing;
+pub mod secrets;
 pub mod sessions;
 pub mod shedding;
+pub mod snapshot;
 pub mod startup;
 pub mod state;
 pub mod waiting_room;
@@ -285,8 +288,13 @@ impl Service {
                 "STOCKADE_ADMISSION_SECRET is not set: admission tokens from this instance will be refused by the others; set the same secret on every instance"
             );
         }
-        let (queue, writer_task) =
-            CommitQueue::start(store.clone(), engine.clone(), config.writer());
+        let activity = Arc::new(activity::Board::default());
+        let (queue, writer_task) = CommitQueue::start(
+            store.clone(),
+            engine.clone(),
+            config.writer(),
+            Arc::clone(&activity),
+        );
         // Limits are shared through the engine's Redis when there is one.
         let limits = config.rate_limits().clone();
         let rate_limiter = match &redis {
@@ -322,6 +330,7 @@ impl Service {
             rate_limiter,
             dashboard_session_ttl: config.dashboard_session_ttl(),
             waiting_rooms: waiting_room::WaitingRooms::new(queues, &config.admission_secret().key),
+            activity,
         });
         recover_at_start(&state).await?;
         state.mark_started();

@@ -8,8 +8,9 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use stockade_core::{Clock, Engine};
 use stockade_lock::Locks;
 
-use crate::api::identity::Identity;
+use crate::activity::Board;
 use crate::breaker::CircuitBreaker;
+use crate::identity::Identity;
 use crate::journal::IntakeJournal;
 use crate::login_attempts::LoginAttempts;
 use crate::rate_limit::RateLimiter;
@@ -51,6 +52,7 @@ struct Inner {
     login_attempts: LoginAttempts,
     waiting_rooms: WaitingRooms,
     journal: Option<IntakeJournal>,
+    activity: Arc<Board>,
     releases_owed: tokio::sync::Notify,
     releases_settled: tokio::sync::broadcast::Sender<stockade_core::SaleId>,
 }
@@ -107,6 +109,9 @@ pub struct StateParts {
     /// Where orders named before their commit are kept on disk, for an
     /// engine whose outbox dies with the process (memory); None otherwise.
     pub journal: Option<IntakeJournal>,
+    /// Recent purchases by sale and recent commits (the dashboard's),
+    /// shared with the writer.
+    pub activity: Arc<Board>,
 }
 
 impl AppState {
@@ -137,6 +142,7 @@ impl AppState {
                 login_attempts: LoginAttempts::new(),
                 waiting_rooms: parts.waiting_rooms,
                 journal: parts.journal,
+                activity: parts.activity,
                 releases_owed: tokio::sync::Notify::new(),
                 releases_settled: tokio::sync::broadcast::channel(1_024).0,
             }),
@@ -223,6 +229,11 @@ impl AppState {
     /// The waiting rooms.
     pub fn waiting_rooms(&self) -> &WaitingRooms {
         &self.inner.waiting_rooms
+    }
+    /// Recent purchases by sale and recent commits: what the dashboard
+    /// draws.
+    pub fn activity(&self) -> &Board {
+        &self.inner.activity
     }
     /// The intake journal (memory engine only).
     pub fn journal(&self) -> Option<&IntakeJournal> {

@@ -41,6 +41,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
+use crate::activity::Board;
 use crate::in_flight::{self, InFlight};
 use stockade_store::arbiter::Verdict;
 use stockade_store::{OrderStore, StoreError, StoreKind};
@@ -113,6 +114,7 @@ impl CommitQueue {
         store: OrderStore,
         engine: Option<Arc<dyn Engine>>,
         config: WriterConfig,
+        activity: Arc<Board>,
     ) -> (Self, JoinHandle<()>) {
         let (sender, receiver) = mpsc::channel(config.max_batch.max(1) * 16);
         let in_flight = Arc::new(InFlight::default());
@@ -122,6 +124,7 @@ impl CommitQueue {
             engine,
             config,
             Arc::clone(&in_flight),
+            activity,
         ));
         (Self { sender, in_flight }, task)
     }
@@ -173,6 +176,7 @@ async fn write_batches(
     engine: Option<Arc<dyn Engine>>,
     config: WriterConfig,
     in_flight: Arc<InFlight>,
+    activity: Arc<Board>,
 ) {
     let (acknowledger, acknowledging) = match engine {
         Some(engine) => {
@@ -189,6 +193,13 @@ async fn write_batches(
         Arc::clone(&in_flight),
         config.max_batch.max(1),
     ));
+    let outlets = Outlets {
+        store: store.clone(),
+        acknowledger: acknowledger.clone(),
+        in_flight: Arc::clone(&in_flight),
+        stranded,
+        activity,
+    };
     let slots = Arc::new(Semaphore::new(commits_in_flight(store.kind())));
     let mut commits = JoinSet::new();
     let mut previous_locked: Option<oneshot::Receiver<()>> = None;
@@ -207,22 +218,14 @@ async fn write_batches(
         };
         let (locked, locked_seen) = oneshot::channel();
         previous_locked = Some(locked_seen);
-        commits.spawn(commit_batch(
-            batch,
-            store.clone(),
-            acknowledger.clone(),
-            Arc::clone(&in_flight),
-            stranded.clone(),
-            locked,
-            slot,
-        ));
+        commits.spawn(commit_batch(batch, outlets.clone(), locked, slot));
         // Reap finished commits, so the set stays as small as the slots.
         while commits.try_join_next().is_some() {}
     }
     while commits.join_next().await.is_some() {}
     // Stranded orders get one last try; what still fails stays in the
     // engine's outbox for the next start or another instance.
-    drop(stranded);
+    drop(outlets);
     let _ = recommitting.await;
     // The last sender goes: the acknowledger drains what is queued and ends.
     drop(acknowledger);
@@ -253,17 +256,33 @@ async fn next_batch(receiver: &mut mpsc::Receiver<Job>, config: &WriterConfig) -
     Some(batch)
 }
 
-/// Commits one batch, frees its slot, then answers its waiters and queues
-/// its acknowledgements.
-async fn commit_batch(
-    batch: Vec<Job>,
+/// What a batch commit reports to: the store it commits to, and where its
+/// orders go once decided (the engine's acknowledgements, the in-flight
+/// set, the stranded loop on failure) and its timing (the activity board).
+#[derive(Clone)]
+struct Outlets {
     store: OrderStore,
     acknowledger: Option<Acknowledger>,
     in_flight: Arc<InFlight>,
     stranded: mpsc::UnboundedSender<Vec<Order>>,
+    activity: Arc<Board>,
+}
+
+/// Commits one batch, frees its slot, then answers its waiters and queues
+/// its acknowledgements.
+async fn commit_batch(
+    batch: Vec<Job>,
+    outlets: Outlets,
     locked: oneshot::Sender<()>,
     slot: OwnedSemaphorePermit,
 ) {
+    let Outlets {
+        store,
+        acknowledger,
+        in_flight,
+        stranded,
+        activity,
+    } = outlets;
     let (orders, waiters): (Vec<Order>, Vec<_>) =
         batch.into_iter().map(|job| (job.order, job.done)).unzip();
     metrics::histogram!("stockade_writer_batch_size").record(orders.len() as f64);
@@ -274,7 +293,7 @@ async fn commit_batch(
         .map_err(Arc::new);
     let seconds = started.elapsed().as_secs_f64();
     metrics::histogram!("stockade_store_commit_seconds").record(seconds);
-    crate::activity::board().record_commit(seconds);
+    activity.record_commit(seconds);
     // The store is done with this batch: the next commit may start.
     drop(slot);
     match &result {

@@ -11,7 +11,7 @@ use common::{Setup, TestServer, split};
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use serde_json::{Value, json};
 use stockade_core::SystemClock;
-use stockade_server::api::identity::LEEWAY_SECONDS;
+use stockade_server::identity::LEEWAY_SECONDS;
 
 const SECRET: &str = "a-test-secret-of-at-least-32-bytes!!";
 

@@ -93,7 +93,8 @@ async fn the_first_orders_by_arrival_win_with_batches_in_flight() {
         for n in 0..SALES {
             sales.push(sale(&store.store, &format!("arrival-{n}"), STOCK as u32).await);
         }
-        let (queue, writer) = CommitQueue::start(store.store.clone(), None, SMALL_BATCHES);
+        let (queue, writer) =
+            CommitQueue::start(store.store.clone(), None, SMALL_BATCHES, Default::default());
         // Concurrent buyers; each takes the next arrival number and submits
         // under one lock, so the queue sees orders in arrival-number order.
         let arrivals = Arc::new(Mutex::new(0_usize));
@@ -190,7 +191,8 @@ async fn a_store_failure_fails_only_its_batch_and_later_batches_commit() {
             max_batch: 4,
             max_delay: Duration::from_secs(5),
         };
-        let (queue, writer) = CommitQueue::start(store.store.clone(), None, config);
+        let (queue, writer) =
+            CommitQueue::start(store.store.clone(), None, config, Default::default());
         let users = [
             ["a0", "a1", "a2", "a3"],
             ["b0", "poison", "b2", "b3"],
@@ -248,8 +250,12 @@ async fn decided_orders_leave_the_engine_outbox() {
         // so it leaves the outbox too.
         accepted[7].epoch = Epoch::new(9);
         let engine_handle: Arc<dyn Engine> = engine.clone();
-        let (queue, writer) =
-            CommitQueue::start(store.store.clone(), Some(engine_handle), SMALL_BATCHES);
+        let (queue, writer) = CommitQueue::start(
+            store.store.clone(),
+            Some(engine_handle),
+            SMALL_BATCHES,
+            Default::default(),
+        );
         let mut submitted = Vec::new();
         for order in accepted {
             submitted.push(queue.submit(order).await);

@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
-use stockade_core::sale::Window;
+use stockade_core::rule;
 use stockade_core::{
     Epoch, IdempotencyKey, Order, OrderId, Purchase, PurchaseOutcome, SaleId, SaleSpec, UserId,
 };
@@ -112,18 +112,6 @@ impl SaleState {
     /// Items left.
     pub fn remaining(&self) -> u32 {
         self.spec.total_stock().saturating_sub(self.sold)
-    }
-}
-
-/// Why an order does not fit the sale and the buyer's holding.
-fn refusal(state: &SaleState, held: u32, quantity: u32) -> Option<PurchaseOutcome> {
-    if u64::from(held) + u64::from(quantity) > u64::from(state.spec.per_user_limit()) {
-        return Some(PurchaseOutcome::LimitExceeded { already: held });
-    }
-    match state.remaining() {
-        0 => Some(PurchaseOutcome::SoldOut),
-        remaining if remaining < quantity => Some(PurchaseOutcome::InsufficientStock { remaining }),
-        _ => None,
     }
 }
 
@@ -391,10 +379,11 @@ fn judge(
         });
     }
     let held = holdings.get(&order.user_id).copied().unwrap_or(0);
-    match refusal(state, held, order.quantity) {
-        Some(PurchaseOutcome::LimitExceeded { .. }) => Verdict::Void(VoidReason::OverLimit),
-        Some(_) => Verdict::Void(VoidReason::Oversold),
-        None => {
+    // The window was judged when the engine accepted the order.
+    match rule::limit_and_stock(&state.spec, held, state.remaining(), order.quantity) {
+        Err(PurchaseOutcome::LimitExceeded { .. }) => Verdict::Void(VoidReason::OverLimit),
+        Err(_) => Verdict::Void(VoidReason::Oversold),
+        Ok(_) => {
             state.sold += order.quantity;
             holdings.insert(order.user_id.clone(), held + order.quantity);
             if let Some(key) = &order.idempotency_key {
@@ -426,19 +415,17 @@ async fn look(
     {
         return Ok(Err(PurchaseOutcome::Duplicate { order_id: original }));
     }
-    match state.spec.window_at(now) {
-        Window::NotStarted => return Ok(Err(PurchaseOutcome::NotStarted)),
-        Window::Ended => return Ok(Err(PurchaseOutcome::Ended)),
-        Window::Open => {}
+    if let Err(refused) = rule::window(&state.spec, now) {
+        return Ok(Err(refused));
     }
     let held = read_holdings(conn, sale, &[purchase.user_id()])
         .await?
         .get(purchase.user_id())
         .copied()
         .unwrap_or(0);
-    match refusal(&state, held, purchase.quantity()) {
-        Some(outcome) => Ok(Err(outcome)),
-        None => Ok(Ok((state, held))),
+    match rule::limit_and_stock(&state.spec, held, state.remaining(), purchase.quantity()) {
+        Err(outcome) => Ok(Err(outcome)),
+        Ok(_) => Ok(Ok((state, held))),
     }
 }
 

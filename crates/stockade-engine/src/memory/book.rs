@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use chrono::{DateTime, Utc};
 use dashmap::{DashMap, Entry};
 use parking_lot::RwLock;
-use stockade_core::sale::Window;
+use stockade_core::rule;
 use stockade_core::{
     EngineError, Epoch, IdempotencyKey, Order, OrderId, Purchase, PurchaseOutcome, RebuildPlan,
     ReleaseOutcome, SaleSnapshot, SaleSpec, UserId,
@@ -94,10 +94,8 @@ impl SaleBook {
 
     /// Window, limit and stock, then the record: the purchase without its key.
     fn decide(&self, spec: &SaleSpec, purchase: &Purchase, now: DateTime<Utc>) -> PurchaseOutcome {
-        match spec.window_at(now) {
-            Window::NotStarted => return PurchaseOutcome::NotStarted,
-            Window::Ended => return PurchaseOutcome::Ended,
-            Window::Open => {}
+        if let Err(refused) = rule::window(spec, now) {
+            return refused;
         }
         let quantity = purchase.quantity();
         // The buyer's entry stays locked until their holding is updated, so
@@ -107,13 +105,12 @@ impl SaleBook {
             Entry::Occupied(held) => *held.get(),
             Entry::Vacant(_) => 0,
         };
-        if u64::from(already) + u64::from(quantity) > u64::from(spec.per_user_limit()) {
-            return PurchaseOutcome::LimitExceeded { already };
+        if let Err(refused) = rule::limit(spec, already, quantity) {
+            return refused;
         }
         let remaining = match take_stock(&self.remaining, quantity) {
             Ok(remaining) => remaining,
-            Err(0) => return PurchaseOutcome::SoldOut,
-            Err(remaining) => return PurchaseOutcome::InsufficientStock { remaining },
+            Err(refused) => return refused,
         };
         match holding {
             Entry::Occupied(mut held) => *held.get_mut() += quantity,
@@ -243,12 +240,14 @@ impl SaleBook {
     }
 }
 
-/// Takes `quantity` from `stock` if that many are left. Returns the stock
-/// left after taking, or the stock left untouched when there is not enough.
-fn take_stock(stock: &AtomicU32, quantity: u32) -> Result<u32, u32> {
-    stock
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
-            left.checked_sub(quantity)
-        })
-        .map(|before| before - quantity)
+/// Takes `quantity` from `stock` by [`rule::take`], atomically: the stock
+/// left after taking, or the rule's refusal of the stock as it was.
+fn take_stock(stock: &AtomicU32, quantity: u32) -> Result<u32, PurchaseOutcome> {
+    match stock.fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+        rule::take(left, quantity).ok()
+    }) {
+        Ok(before) => rule::take(before, quantity),
+        // Refused on this value: the rule says how.
+        Err(left) => rule::take(left, quantity),
+    }
 }

@@ -2,36 +2,17 @@
 //! the payments token (the payment service's confirm callback).
 //!
 //! Every comparison of a presented token with a configured one goes
-//! through [`secrets_match`]: both are hashed to SHA-256 and the digests
-//! compared with `subtle`, so neither the time taken nor an early exit
-//! reveals a prefix or the length of the secret.
+//! through [`crate::secrets::secrets_match`].
 
 use axum::extract::FromRequestParts;
+use axum::http::HeaderMap;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, header};
-use sha2::{Digest, Sha256};
 use stockade_api::ErrorCode;
-use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
+use crate::secrets::bearer;
+use crate::secrets::secrets_match;
 use crate::state::AppState;
-
-/// The token of `Authorization: Bearer <token>`, if the header has that form.
-pub fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.trim().split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|t| !t.is_empty())
-}
-
-/// Whether `presented` is `secret`, in time independent of both.
-pub fn secrets_match(presented: &[u8], secret: &[u8]) -> bool {
-    let presented = Sha256::digest(presented);
-    let secret = Sha256::digest(secret);
-    presented.ct_eq(&secret).into()
-}
 
 /// Whether the request carries the admin token.
 pub fn is_admin(state: &AppState, headers: &HeaderMap) -> bool {
@@ -117,26 +98,4 @@ impl FromRequestParts<AppState> for PaymentService {
 /// Whether `token` is the admin token (the dashboard's login form).
 pub fn token_matches(state: &AppState, token: &str) -> bool {
     secrets_match(token.as_bytes(), state.admin_token().as_bytes())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn secrets_match_only_themselves_whatever_their_length() {
-        assert!(secrets_match(b"a-secret-token", b"a-secret-token"));
-        assert!(!secrets_match(b"a-secret-token", b"a-secret-tokeN"));
-        assert!(!secrets_match(b"a-secret", b"a-secret-token"));
-        assert!(!secrets_match(b"", b"a-secret-token"));
-    }
-
-    #[test]
-    fn bearer_reads_only_the_bearer_scheme() {
-        let mut headers = HeaderMap::new();
-        headers.insert(header::AUTHORIZATION, "Bearer  abc ".parse().unwrap());
-        assert_eq!(bearer(&headers), Some("abc"));
-        headers.insert(header::AUTHORIZATION, "Basic abc".parse().unwrap());
-        assert_eq!(bearer(&headers), None);
-    }
 }

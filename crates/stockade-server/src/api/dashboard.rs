@@ -319,7 +319,7 @@ pub async fn overview(
             "rebuilding_sales": state.routing().rebuilding_count(),
             "writer": {
                 "queue_depth": state.queue().in_flight_count(),
-                "commit_latency": activity::board().commit_latency(),
+                "commit_latency": state.activity().commit_latency(),
             },
         },
         "sales": sales,
@@ -361,7 +361,7 @@ async fn sale_view(
         Window::Open if remaining == 0 => "sold_out",
         Window::Open => "selling",
     };
-    let report: SaleReport = activity::board().sale(id.as_str()).unwrap_or(SaleReport {
+    let report: SaleReport = state.activity().sale(id.as_str()).unwrap_or(SaleReport {
         outcomes: Default::default(),
         purchases_per_second: 0.0,
         rejections_per_second: 0.0,

@@ -12,173 +12,17 @@
 //! [`Caller::may_access`] (an order's routes). Both charge the buyer's
 //! rate limit once per request.
 
-use std::collections::HashSet;
 use stockade_api::ErrorCode;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, header};
-use jsonwebtoken::errors::ErrorKind;
-use jsonwebtoken::{Algorithm, DecodingKey, Validation};
-use serde::Deserialize;
 use stockade_core::UserId;
 
-use super::auth::{bearer, is_admin};
+use super::auth::is_admin;
 use super::error::ApiError;
+use crate::secrets::bearer;
 use crate::state::AppState;
-
-/// Seconds of clock difference allowed between the token issuer and this
-/// service when checking `exp` and `nbf`.
-pub const LEEWAY_SECONDS: u64 = 30;
-
-/// The shortest HS256 secret accepted, in bytes (RFC 7518: a key at least
-/// as long as the hash).
-pub const MIN_SECRET_BYTES: usize = 32;
-
-/// Verifies buyers' JWTs: the key, the one algorithm it allows, and the
-/// issuer and audience the tokens must name.
-#[derive(Clone)]
-pub struct Identity {
-    key: DecodingKey,
-    validation: Validation,
-    algorithm: Algorithm,
-}
-
-impl std::fmt::Debug for Identity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never the key.
-        f.debug_struct("Identity")
-            .field("algorithm", &self.algorithm)
-            .field("issuer", &self.validation.iss)
-            .field("audience", &self.validation.aud)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The claims Stockade reads (others are ignored).
-#[derive(Debug, Clone, Deserialize)]
-struct Claims {
-    sub: String,
-}
-
-impl Identity {
-    /// Tokens signed with HS256 and `secret` (at least 32 bytes).
-    pub fn hs256(
-        secret: &[u8],
-        issuer: Option<&str>,
-        audience: Option<&str>,
-    ) -> Result<Self, String> {
-        if secret.len() < MIN_SECRET_BYTES {
-            return Err(format!(
-                "must be at least {MIN_SECRET_BYTES} bytes long (it is {})",
-                secret.len()
-            ));
-        }
-        Ok(Self::new(
-            DecodingKey::from_secret(secret),
-            Algorithm::HS256,
-            issuer,
-            audience,
-        ))
-    }
-
-    /// Tokens signed with the private half of a PEM public key: RS256 for
-    /// an RSA key, ES256 for a P-256 EC key.
-    pub fn public_key_pem(
-        pem: &[u8],
-        issuer: Option<&str>,
-        audience: Option<&str>,
-    ) -> Result<Self, String> {
-        if let Ok(key) = DecodingKey::from_rsa_pem(pem) {
-            return Ok(Self::new(key, Algorithm::RS256, issuer, audience));
-        }
-        match DecodingKey::from_ec_pem(pem) {
-            Ok(key) => Ok(Self::new(key, Algorithm::ES256, issuer, audience)),
-            Err(error) => Err(format!(
-                "is not a PEM public key for RS256 (RSA) or ES256 (EC P-256): {error}"
-            )),
-        }
-    }
-
-    fn new(
-        key: DecodingKey,
-        algorithm: Algorithm,
-        issuer: Option<&str>,
-        audience: Option<&str>,
-    ) -> Self {
-        // One algorithm: a token cannot choose another (no `none`, no HS256
-        // made with a public key as the secret).
-        let mut validation = Validation::new(algorithm);
-        validation.leeway = LEEWAY_SECONDS;
-        // A token not valid yet (`nbf`) is refused, with the same leeway
-        // as `exp` (jsonwebtoken leaves `nbf` unchecked by default).
-        validation.validate_nbf = true;
-        let mut required = vec!["exp", "sub"];
-        if let Some(issuer) = issuer {
-            validation.set_issuer(&[issuer]);
-            required.push("iss");
-        }
-        match audience {
-            Some(audience) => {
-                validation.set_audience(&[audience]);
-                required.push("aud");
-            }
-            None => validation.validate_aud = false,
-        }
-        validation.required_spec_claims = required
-            .into_iter()
-            .map(str::to_owned)
-            .collect::<HashSet<_>>();
-        Self {
-            key,
-            validation,
-            algorithm,
-        }
-    }
-
-    /// The algorithm tokens must be signed with.
-    pub fn algorithm(&self) -> &'static str {
-        match self.algorithm {
-            Algorithm::HS256 => "HS256",
-            Algorithm::RS256 => "RS256",
-            Algorithm::ES256 => "ES256",
-            _ => "unsupported",
-        }
-    }
-
-    /// The buyer a token proves, or 401 `unauthenticated` saying why not.
-    pub fn verify(&self, token: &str) -> Result<UserId, ApiError> {
-        let data = jsonwebtoken::decode::<Claims>(token, &self.key, &self.validation).map_err(
-            |error| {
-                let why = match error.kind() {
-                    ErrorKind::ExpiredSignature => "the token has expired",
-                    ErrorKind::ImmatureSignature => "the token is not valid yet (nbf)",
-                    ErrorKind::InvalidSignature => "the token's signature does not verify",
-                    ErrorKind::InvalidIssuer => "the token's issuer (iss) is not the expected one",
-                    ErrorKind::InvalidAudience => {
-                        "the token's audience (aud) is not the expected one"
-                    }
-                    ErrorKind::MissingRequiredClaim(_) => {
-                        "the token lacks a required claim (exp, sub, and iss/aud when configured)"
-                    }
-                    ErrorKind::InvalidAlgorithm
-                    | ErrorKind::InvalidAlgorithmName
-                    | ErrorKind::MissingAlgorithm => {
-                        "the token is not signed with the algorithm this service accepts"
-                    }
-                    _ => "the token is not a well-formed JWT",
-                };
-                unauthenticated(why)
-            },
-        )?;
-        UserId::new(data.claims.sub).map_err(|e| {
-            unauthenticated(&format!(
-                "the token's sub is not a valid buyer id: {}",
-                e.reason
-            ))
-        })
-    }
-}
 
 /// 401 `unauthenticated`, with the `WWW-Authenticate` challenge of RFC 6750.
 fn unauthenticated(why: &str) -> ApiError {
@@ -225,7 +69,10 @@ impl Caller {
             return Ok(Self::Trusted);
         };
         match bearer(headers) {
-            Some(token) => identity.verify(token).map(Self::Buyer),
+            Some(token) => identity
+                .verify(token)
+                .map(Self::Buyer)
+                .map_err(|why| unauthenticated(&why.0)),
             None if headers.contains_key(header::AUTHORIZATION) => Err(unauthenticated(
                 "the Authorization header is not of the form Bearer <token>",
             )),

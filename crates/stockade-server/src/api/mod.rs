@@ -36,7 +36,6 @@ mod purchases;
 mod queue;
 mod sales;
 
-pub(crate) use sales::snapshot_and_store_left;
 use std::net::SocketAddr;
 use stockade_api::ErrorCode;
 

@@ -80,7 +80,7 @@ pub async fn purchase(
     let sale = known.as_ref().map(SaleId::as_str);
     crate::metrics::record_purchase(sale, answered, seconds);
     if let Some(sale) = sale {
-        crate::activity::board().record_purchase(sale, answered, seconds);
+        state.activity().record_purchase(sale, answered, seconds);
     }
     result.map(render)
 }

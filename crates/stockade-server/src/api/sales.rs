@@ -6,18 +6,15 @@ use stockade_api::ErrorCode;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use stockade_core::sale::Window;
 use stockade_core::{CreateOutcome, EngineError, Epoch, SaleId, SaleSnapshot, SaleSpec};
 
 use super::auth::Admin;
 use super::error::ApiError;
 use super::json::{ApiJson, ApiPath};
-use crate::recovery::request_rebuild;
 use crate::state::AppState;
 use crate::waiting_room::RoomLookup;
 use stockade_api::{CreateSale, ErrorBody, Sale, WaitingRoom};
 use stockade_store::SaveSale;
-use stockade_store::authority::Authority;
 
 /// Parses a sale id from the path.
 pub fn sale_id(raw: &str) -> Result<SaleId, ApiError> {
@@ -173,39 +170,9 @@ pub(crate) async fn snapshot(
     state: &AppState,
     id: &SaleId,
 ) -> Result<Option<SaleSnapshot>, ApiError> {
-    Ok(snapshot_and_store_left(state, id).await?.map(|(s, _)| s))
-}
-
-/// The sale's snapshot (see [`snapshot`]) and what the store, the source of
-/// truth, has left: the engine may read 0 while it is rebuilt or after it
-/// lost its data, when the sale is not sold out at all.
-pub(crate) async fn snapshot_and_store_left(
-    state: &AppState,
-    id: &SaleId,
-) -> Result<Option<(SaleSnapshot, u32)>, ApiError> {
-    let Some(current) = state.store().sale_state(id).await? else {
-        return Ok(None);
-    };
-    let store_left = current.remaining();
-    if current.authority == Authority::Primary
-        && let Some(engine) = state.engine()
-    {
-        match engine.snapshot(id).await {
-            Ok(Some(snapshot)) => return Ok(Some((snapshot, store_left))),
-            // An ended sale the engine let go (see `retirement`) stays
-            // gone: it sells nothing, the store answers for it.
-            Ok(None) if current.spec.window_at(state.clock().now()) == Window::Ended => {}
-            Ok(None) => request_rebuild(state, id, current.epoch, "engine_lost_sale"),
-            // Unreachable: the store's numbers are the truth anyway.
-            Err(error) => {
-                tracing::debug!(%error, "engine snapshot failed; answering from the store")
-            }
-        }
-    }
-    Ok(Some((
-        SaleSnapshot::at(current.spec, store_left, state.clock().now()),
-        store_left,
-    )))
+    Ok(crate::snapshot::snapshot_and_store_left(state, id)
+        .await?
+        .map(|(s, _)| s))
 }
 
 /// 404 `unknown_sale`.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::access::secret_or_file;
 use super::group::settings_group;
 use super::{ConfigError, Sources, invalid};
-use crate::api::identity::Identity;
+use crate::identity::Identity;
 
 settings_group! {
     /// Buyers' identity.

@@ -12,7 +12,7 @@ use super::{
     AdminToken, AdmissionSecret, Engine, LogFormat, PaymentsToken, PublicUrl, Sources,
     StoreLocation,
 };
-use crate::api::identity::Identity;
+use crate::identity::Identity;
 use crate::listener::HttpLimits;
 use crate::rate_limit::RateLimits;
 use crate::writer::WriterConfig;

@@ -124,7 +124,7 @@ async fn tick_sale(state: &AppState, sale: &SaleId) -> Result<Option<CloseReason
         .used(sale)
         .await
         .map_err(|e| e.to_string())?;
-    let Some((snapshot, store_left)) = crate::api::snapshot_and_store_left(state, sale)
+    let Some((snapshot, store_left)) = crate::snapshot::snapshot_and_store_left(state, sale)
         .await
         .map_err(|e| format!("{e:?}"))?
     else {

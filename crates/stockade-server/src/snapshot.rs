@@ -1,0 +1,43 @@
+//! What a sale looks like now: its engine's numbers while the engine
+//! decides it, the store's otherwise (and whenever the engine cannot say).
+
+use stockade_core::sale::Window;
+use stockade_core::{SaleId, SaleSnapshot};
+use stockade_store::StoreError;
+use stockade_store::authority::Authority;
+
+use crate::recovery::request_rebuild;
+use crate::state::AppState;
+
+/// The sale's snapshot (the engine's, under the primary authority; the
+/// store's otherwise) and what the store, the source of
+/// truth, has left: the engine may read 0 while it is rebuilt or after it
+/// lost its data, when the sale is not sold out at all.
+pub async fn snapshot_and_store_left(
+    state: &AppState,
+    id: &SaleId,
+) -> Result<Option<(SaleSnapshot, u32)>, StoreError> {
+    let Some(current) = state.store().sale_state(id).await? else {
+        return Ok(None);
+    };
+    let store_left = current.remaining();
+    if current.authority == Authority::Primary
+        && let Some(engine) = state.engine()
+    {
+        match engine.snapshot(id).await {
+            Ok(Some(snapshot)) => return Ok(Some((snapshot, store_left))),
+            // An ended sale the engine let go (see `retirement`) stays
+            // gone: it sells nothing, the store answers for it.
+            Ok(None) if current.spec.window_at(state.clock().now()) == Window::Ended => {}
+            Ok(None) => request_rebuild(state, id, current.epoch, "engine_lost_sale"),
+            // Unreachable: the store's numbers are the truth anyway.
+            Err(error) => {
+                tracing::debug!(%error, "engine snapshot failed; answering from the store")
+            }
+        }
+    }
+    Ok(Some((
+        SaleSnapshot::at(current.spec, store_left, state.clock().now()),
+        store_left,
+    )))
+}
