@@ -3,7 +3,7 @@
 Run by scripts/validate-deploy (which makes the virtualenv this needs):
 
 - every STOCKADE_* name in deploy/compose.yaml, deploy/compose/ and
-  deploy/kubernetes/ is a setting of crates/stockade-server/src/config/settings.rs;
+  deploy/kubernetes/ is a setting declared in crates/stockade-server/src/config/;
 - deploy/compose.yaml, structurally against the compose specification (known
   keys, an image for every service, referenced files, volumes, networks and
   services exist, health checks and restart policies, the Stockade services'
@@ -30,7 +30,9 @@ from kubernetes_validate import utils as kv
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
-SETTINGS_RS = ROOT / "crates/stockade-server/src/config/settings.rs"
+# Each setting's variable is declared once, as `env = "STOCKADE_..."` on its
+# field in one of the group files of this directory.
+SETTINGS_DIR = ROOT / "crates/stockade-server/src/config"
 COMPOSE = DEPLOY / "compose.yaml"
 KUSTOMIZE = DEPLOY / "kubernetes"
 # The oldest Kubernetes the manifests support (the preStop sleep action is
@@ -70,9 +72,10 @@ def load_yaml_all(path: Path) -> list:
 
 
 def known_settings() -> set[str]:
-    names = set(re.findall(r'"(STOCKADE_[A-Z0-9_]+)"', SETTINGS_RS.read_text()))
+    names = {name for path in sorted(SETTINGS_DIR.glob("*.rs"))
+             for name in re.findall(r'env = "(STOCKADE_[A-Z0-9_]+)"', path.read_text())}
     if len(names) < 20:
-        problem(SETTINGS_RS, f"found only {len(names)} STOCKADE_* settings: has the table moved?")
+        problem(SETTINGS_DIR, f"found only {len(names)} STOCKADE_* settings: have the declarations moved?")
     return names
 
 
@@ -86,7 +89,7 @@ def check_setting_names(files: list[Path], settings: set[str]) -> int:
                     problem(
                         path,
                         f"line {number}: {name} is not a setting of stockade serve "
-                        f"(not in {rel(SETTINGS_RS)}; renamed or misspelled?)",
+                        f"(not declared in {rel(SETTINGS_DIR)}; renamed or misspelled?)",
                     )
     return seen
 
@@ -541,7 +544,7 @@ def main() -> int:
     settings = known_settings()
     files = [COMPOSE, *sorted(p for p in (DEPLOY / "compose").rglob("*") if p.is_file()),
              *sorted(KUSTOMIZE.glob("*.yaml"))]
-    step(f"{len(settings)} settings in {rel(SETTINGS_RS)}")
+    step(f"{len(settings)} settings in {rel(SETTINGS_DIR)}")
     named = check_setting_names(files, settings)
     step(f"STOCKADE_* names: {named} uses in {len(files)} files checked against them")
     step(f"{rel(COMPOSE)}: structure, files, health checks, grace periods, HAProxy, Prometheus, Grafana")

@@ -20,17 +20,11 @@ struct Service {
 
 async fn serve() -> Service {
     let dir = tempfile::tempdir().unwrap();
-    let config = ServerConfig::resolve(
-        RawConfig {
-            listen: Some("127.0.0.1:0".into()),
-            data_dir: Some(dir.path().to_path_buf()),
-            admin_token: Some(TOKEN.into()),
-            ..RawConfig::default()
-        },
-        RawConfig::default(),
-        None,
-    )
-    .unwrap();
+    let mut settings = RawConfig::default();
+    settings.http.listen = Some("127.0.0.1:0".into());
+    settings.storage.data_dir = Some(dir.path().to_path_buf());
+    settings.access.admin_token = Some(TOKEN.into());
+    let config = ServerConfig::resolve(settings, RawConfig::default(), None).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (stop, stopped) = oneshot::channel::<()>();

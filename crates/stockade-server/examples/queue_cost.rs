@@ -51,17 +51,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let dir = tempfile::tempdir()?;
     let token = "queue-cost-admin-token-0123456789".to_owned();
-    let config = ServerConfig::resolve(
-        RawConfig {
-            data_dir: Some(dir.path().to_path_buf()),
-            engine: Some(if redis.is_some() { "redis" } else { "memory" }.into()),
-            redis_url: redis,
-            admin_token: Some(token.clone()),
-            ..RawConfig::default()
-        },
-        RawConfig::default(),
-        None,
-    )?;
+    let mut settings = RawConfig::default();
+    settings.storage.data_dir = Some(dir.path().to_path_buf());
+    settings.storage.engine = Some(if redis.is_some() { "redis" } else { "memory" }.into());
+    settings.redis.redis_url = redis;
+    settings.access.admin_token = Some(token.clone());
+    let config = ServerConfig::resolve(settings, RawConfig::default(), None)?;
     let service = Service::start(&config).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);

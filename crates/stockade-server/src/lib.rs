@@ -15,13 +15,17 @@
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let config = ServerConfig::resolve(RawConfig::default(), RawConfig::from_env(|k| std::env::var(k).ok())?, None)?;
-//! let listener = tokio::net::TcpListener::bind(config.listen).await?;
+//! let listener = tokio::net::TcpListener::bind(config.listen()).await?;
 //! stockade_server::run(listener, config, async { let _ = tokio::signal::ctrl_c().await; }).await?;
 //! # Ok(()) }
 //! ```
 //!
 //! # Layout
-//! - [`config`]: flags, environment and file resolved into [`config::ServerConfig`].
+//! - [`config`]: the settings of `stockade serve`, each declared once as a
+//!   field of a group struct (flag, variable, file key, default, help: the
+//!   `--help` text and the README's table come from it), layered flags over
+//!   variables over the file over defaults and checked into a
+//!   [`config::ServerConfig`].
 //! - [`listener`]: the HTTP server: connection cap, header-read and idle
 //!   timeouts, bounded shutdown.
 //! - [`startup`]: reaching the database and Redis at start.
@@ -93,7 +97,7 @@ use stockade_lock::{LockError, Locks};
 use tokio::net::TcpListener;
 
 pub use api::app;
-use config::{EngineChoice, ServerConfig, StoreLocation};
+use config::{ServerConfig, StoreLocation};
 use listener::HttpLimits;
 use rate_limit::RateLimiter;
 use recovery::RecoveryError;
@@ -192,14 +196,14 @@ impl Service {
         config: &ServerConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, ServeError> {
-        if let StoreLocation::Sqlite(path) = &config.store
+        if let StoreLocation::Sqlite(path) = config.store()
             && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
         {
             std::fs::create_dir_all(dir).map_err(|reason| ServeError::DataDir {
                 path: dir.display().to_string(),
                 setting: config
-                    .sources
-                    .name(if config.sources.is_set("database_url") {
+                    .sources()
+                    .name(if config.sources().is_set("database_url") {
                         "database_url"
                     } else {
                         "data_dir"
@@ -207,16 +211,16 @@ impl Service {
                 reason,
             })?;
         }
-        crate::metrics::install(config.metrics_retention);
+        crate::metrics::install(config.metrics_retention());
         let store = open_store(
-            &config.store,
-            &config.sources.name("database_url"),
-            config.startup_wait,
+            config.store(),
+            &config.sources().name("database_url"),
+            config.startup_wait(),
         )
         .await?;
-        let (engine, redis, locks): (Option<Arc<dyn Engine>>, _, _) = match &config.engine {
-            EngineChoice::Redis(url) => {
-                let setting = config.sources.name("redis_url");
+        let (engine, redis, locks): (Option<Arc<dyn Engine>>, _, _) = match config.engine() {
+            config::Engine::Redis { url, prefix, .. } => {
+                let setting = config.sources().name("redis_url");
                 let shown = |error: &dyn std::error::Error| {
                     format!(
                         "Redis at {}: {}",
@@ -226,11 +230,11 @@ impl Service {
                 };
                 let redis_config = RedisEngineConfig::from_url(url)
                     .map_err(|e| ServeError::Engine(format!("{setting}: {e}")))?
-                    .key_prefix(config.redis_key_prefix.engine());
+                    .key_prefix(prefix.engine());
                 // A single server is waited for at start; Sentinel and
                 // Cluster URLs name several nodes, left to the driver.
                 if let RedisTopology::Standalone { url } = &redis_config.topology {
-                    startup::reach(Backend::Redis, url, &setting, config.startup_wait).await?;
+                    startup::reach(Backend::Redis, url, &setting, config.startup_wait()).await?;
                 }
                 let redis = Arc::new(
                     RedisEngine::connect(&redis_config, Arc::clone(&clock))
@@ -246,38 +250,40 @@ impl Service {
                     RedisTopology::Standalone { url } => Some(
                         Locks::builder()
                             .node(url)
-                            .key_prefix(config.redis_key_prefix.locks())
+                            .key_prefix(prefix.locks())
                             .connect()
                             .await
                             .map_err(|e: LockError| ServeError::Lock(shown(&e)))?,
                     ),
                     RedisTopology::Sentinel { .. } | RedisTopology::Cluster { .. } => None,
                 };
-                (Some(redis.clone()), Some(redis), locks)
+                (Some(redis.clone()), Some((redis, prefix)), locks)
             }
-            EngineChoice::Memory => (
+            config::Engine::Memory => (
                 Some(Arc::new(MemoryEngine::new(Arc::clone(&clock)))),
                 None,
                 None,
             ),
-            EngineChoice::Postgres => (None, None, None),
+            config::Engine::Postgres => (None, None, None),
         };
         // Read before recovery, so a restart during it is noticed.
         let run_id = match &redis {
-            Some(redis) => redis.server_run_id().await.ok(),
+            Some((redis, _)) => redis.server_run_id().await.ok(),
             None => None,
         };
         // Queues live where the stock does: in Redis when several instances
         // share it, in this process otherwise (including --engine postgres,
         // whose waiting rooms are therefore per instance).
         let queues: Arc<dyn waiting_room::QueueBackend> = match &redis {
-            Some(redis) => Arc::new(waiting_room::redis::RedisQueues::new(
+            Some((redis, prefix)) => Arc::new(waiting_room::redis::RedisQueues::new(
                 redis.connection(),
-                &config.redis_key_prefix.waiting_rooms(),
+                &prefix.waiting_rooms(),
             )),
             None => Arc::new(waiting_room::memory::MemoryQueues::new()),
         };
-        if config.admission_secret.generated && matches!(config.engine, EngineChoice::Redis(_)) {
+        if config.admission_secret().generated
+            && matches!(config.engine(), config::Engine::Redis { .. })
+        {
             tracing::warn!(
                 "STOCKADE_ADMISSION_SECRET is not set: admission tokens from this instance will be refused by the others; set the same secret on every instance"
             );
@@ -286,61 +292,58 @@ impl Service {
         let (queue, writer_task) = CommitQueue::start(
             store.clone(),
             engine.clone(),
-            config.writer,
+            config.writer(),
             Arc::clone(&activity),
         );
         // Limits are shared through the engine's Redis when there is one.
-        let limits = config.rate_limits.clone();
+        let limits = config.rate_limits().clone();
         let rate_limiter = match &redis {
-            Some(redis) => RateLimiter::shared(
+            Some((redis, prefix)) => RateLimiter::shared(
                 limits,
                 redis.connection(),
-                config.redis_key_prefix.rate_limits(),
+                prefix.rate_limits(),
                 Arc::clone(&clock),
             ),
             None => RateLimiter::local(limits, Arc::clone(&clock)),
         };
         // The memory engine's outbox dies with the process: orders named
         // before their commit are journalled to disk (see `journal`).
-        let journal = match &config.engine {
-            EngineChoice::Memory => Some(open_journal(&config.data_dir, &store).await?),
+        let journal = match config.engine() {
+            config::Engine::Memory => Some(open_journal(config.data_dir(), &store).await?),
             _ => None,
         };
         let state = AppState::new(StateParts {
             journal: journal.clone(),
             engine,
-            fallback: config.fallback,
+            fallback: config.engine().fallback().is_some(),
             locks,
             store,
             queue,
             clock,
-            admin_token: config.admin.token.clone(),
-            payments_token: config
-                .payments_token
-                .as_ref()
-                .map(|t| t.as_str().to_owned()),
-            secure_cookies: config.public_url.as_ref().is_some_and(|u| u.is_https()),
-            commit_deadline: config.commit_deadline,
-            rejection_ttl: config.rejection_ttl,
-            max_purchases_in_flight: config.max_purchases_in_flight,
-            identity: config.identity.clone(),
+            admin_token: config.admin().token.clone(),
+            payments_token: config.payments_token().map(|t| t.as_str().to_owned()),
+            secure_cookies: config.public_url().is_some_and(|u| u.is_https()),
+            commit_deadline: config.commit_deadline(),
+            rejection_ttl: config.rejection_ttl(),
+            max_purchases_in_flight: config.max_purchases_in_flight(),
+            identity: config.identity().cloned(),
             rate_limiter,
-            dashboard_session_ttl: config.dashboard_session_ttl,
-            waiting_rooms: waiting_room::WaitingRooms::new(queues, &config.admission_secret.key),
+            dashboard_session_ttl: config.dashboard_session_ttl(),
+            waiting_rooms: waiting_room::WaitingRooms::new(queues, &config.admission_secret().key),
             activity,
         });
         recover_at_start(&state).await?;
         state.mark_started();
         let reconciler = tokio::spawn(recovery::reconcile_forever(
             state.clone(),
-            redis,
+            redis.map(|(redis, _)| redis),
             run_id,
-            config.outbox_grace,
+            config.outbox_grace(),
         ));
         let ticker = tokio::spawn(waiting_room::ticker::run_forever(state.clone()));
         let retirer = tokio::spawn(retirement::retire_forever(
             state.clone(),
-            config.ended_sale_retention,
+            config.ended_sale_retention(),
         ));
         let compactor = journal
             .map(|journal| tokio::spawn(journal::compact_forever(journal, state.store().clone())));
@@ -348,7 +351,7 @@ impl Service {
             retirer,
             compactor,
             state,
-            http: config.http,
+            http: config.http(),
             writer_task,
             reconciler,
             ticker,

@@ -30,9 +30,10 @@ pub struct InFlight {
 }
 
 impl Shedder {
-    /// At most `limit` purchases in flight (at least one).
+    /// At most `limit` purchases in flight: 1 to [`MAX_IN_FLIGHT_LIMIT`],
+    /// as `--max-purchases-in-flight` is checked to be.
     pub fn new(limit: usize) -> Self {
-        let limit = limit.clamp(1, MAX_IN_FLIGHT_LIMIT);
+        debug_assert!((1..=MAX_IN_FLIGHT_LIMIT).contains(&limit), "{limit}");
         Self {
             permits: Arc::new(Semaphore::new(limit)),
             limit,

@@ -62,7 +62,7 @@ async fn the_login_trades_the_token_for_a_strict_http_only_session() {
         Setup::Embedded,
         Timing::default(),
         Arc::new(clock.clone()),
-        |c| c.dashboard_session_ttl = Duration::from_secs(600),
+        |c| c.operations.dashboard_session_ttl_s = Some(600),
     )
     .await;
 

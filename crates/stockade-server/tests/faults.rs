@@ -647,7 +647,7 @@ async fn creating_a_sale_over_a_leftover_engine_copy_rebuilds_it_from_the_store(
         Setup::RedisPostgres,
         Timing::default(),
         Arc::new(stockade_core::SystemClock),
-        move |config| config.engine = stockade_server::config::EngineChoice::Redis(shared),
+        move |config| config.redis.redis_url = Some(shared),
     )
     .await;
     second
@@ -700,7 +700,6 @@ async fn an_engine_behind_the_store_is_rebuilt() {
 /// the other's keys.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_deployments_with_their_own_key_prefix_share_one_redis() {
-    use stockade_server::config::{EngineChoice, RedisKeyPrefix};
     let redis = stockade_test_support::RedisServer::start().unwrap();
     let mut deployments = Vec::new();
     for prefix in ["shop-a", "shop-b"] {
@@ -711,8 +710,8 @@ async fn two_deployments_with_their_own_key_prefix_share_one_redis() {
                 Timing::default(),
                 Arc::new(stockade_core::SystemClock),
                 move |config| {
-                    config.engine = EngineChoice::Redis(url);
-                    config.redis_key_prefix = RedisKeyPrefix::parse(Some(prefix)).unwrap();
+                    config.redis.redis_url = Some(url);
+                    config.redis.redis_key_prefix = Some(prefix.into());
                 },
             )
             .await,

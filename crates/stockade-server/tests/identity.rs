@@ -15,7 +15,6 @@ use p256::pkcs8::{EncodePrivateKey, EncodePublicKey, LineEnding};
 use serde_json::{Value, json};
 use stockade_core::SystemClock;
 use stockade_server::config::{RawConfig, ServerConfig};
-use stockade_server::identity::Identity;
 
 const SECRET: &str = "a-test-secret-of-at-least-32-bytes!!";
 const ISSUER: &str = "https://id.example.test";
@@ -68,8 +67,9 @@ async fn hs256_server() -> TestServer {
         Timing::default(),
         Arc::new(SystemClock),
         |c| {
-            c.identity =
-                Some(Identity::hs256(SECRET.as_bytes(), Some(ISSUER), Some(AUDIENCE)).unwrap());
+            c.identity.jwt_secret = Some(SECRET.into());
+            c.identity.jwt_issuer = Some(ISSUER.into());
+            c.identity.jwt_audience = Some(AUDIENCE.into());
         },
     )
     .await
@@ -337,24 +337,18 @@ async fn es256_tokens_are_checked_with_the_public_key_file() {
     let key_file = dir.path().join("buyers.pem");
     std::fs::write(&key_file, &public).unwrap();
     // Through the settings, as `--jwt-public-key FILE --jwt-issuer ...`.
-    let resolved = ServerConfig::resolve(
-        RawConfig {
-            jwt_public_key: Some(key_file.clone()),
-            jwt_issuer: Some(ISSUER.into()),
-            jwt_audience: Some(AUDIENCE.into()),
-            ..RawConfig::default()
-        },
-        RawConfig::default(),
-        None,
-    )
-    .unwrap();
-    let identity = resolved.identity.unwrap();
+    let mut given = RawConfig::default();
+    given.identity.jwt_public_key = Some(key_file.clone());
+    given.identity.jwt_issuer = Some(ISSUER.into());
+    given.identity.jwt_audience = Some(AUDIENCE.into());
+    let resolved = ServerConfig::resolve(given.clone(), RawConfig::default(), None).unwrap();
+    let identity = resolved.identity().unwrap();
     assert_eq!(identity.algorithm(), "ES256");
     let server = TestServer::start_adjusted(
         Setup::Embedded,
         Timing::default(),
         Arc::new(SystemClock),
-        move |c| c.identity = Some(identity),
+        move |c| c.identity = given.identity,
     )
     .await;
     let (status, _) = server.create_sale(json!({"id": "ec", "stock": 3})).await;
@@ -385,15 +379,9 @@ async fn es256_tokens_are_checked_with_the_public_key_file() {
     }
     // A file that is not a key fails at start, naming the setting.
     std::fs::write(&key_file, "not a key").unwrap();
-    let error = ServerConfig::resolve(
-        RawConfig {
-            jwt_public_key: Some(key_file),
-            ..RawConfig::default()
-        },
-        RawConfig::default(),
-        None,
-    )
-    .unwrap_err();
+    let mut given = RawConfig::default();
+    given.identity.jwt_public_key = Some(key_file);
+    let error = ServerConfig::resolve(given, RawConfig::default(), None).unwrap_err();
     assert!(error.to_string().contains("--jwt-public-key"), "{error}");
 }
 

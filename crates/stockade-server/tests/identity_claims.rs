@@ -11,7 +11,7 @@ use common::{Setup, TestServer, split};
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use serde_json::{Value, json};
 use stockade_core::SystemClock;
-use stockade_server::identity::{Identity, LEEWAY_SECONDS};
+use stockade_server::identity::LEEWAY_SECONDS;
 
 const SECRET: &str = "a-test-secret-of-at-least-32-bytes!!";
 
@@ -40,7 +40,7 @@ async fn buy_as(server: &TestServer, sale: &str, token: &str) -> (u16, Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_not_valid_yet_is_refused() {
     let server = TestServer::start_with_env(Setup::Embedded, Arc::new(SystemClock), &[], |c| {
-        c.identity = Some(Identity::hs256(SECRET.as_bytes(), None, None).unwrap());
+        c.identity.jwt_secret = Some(SECRET.into());
     })
     .await;
     let (status, _) = server

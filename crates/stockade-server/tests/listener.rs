@@ -23,19 +23,13 @@ struct Server {
     _dir: tempfile::TempDir,
 }
 
-async fn serve(settings: RawConfig) -> Server {
+async fn serve(settings: &[(&str, &str)]) -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let config = ServerConfig::resolve(
-        RawConfig {
-            listen: Some("127.0.0.1:0".into()),
-            data_dir: Some(dir.path().to_path_buf()),
-            admin_token: Some(TOKEN.into()),
-            ..settings
-        },
-        RawConfig::default(),
-        None,
-    )
-    .unwrap();
+    let mut settings = RawConfig::from_pairs(settings).unwrap();
+    settings.http.listen = Some("127.0.0.1:0".into());
+    settings.storage.data_dir = Some(dir.path().to_path_buf());
+    settings.access.admin_token = Some(TOKEN.into());
+    let config = ServerConfig::resolve(settings, RawConfig::default(), None).unwrap();
     let service = Service::start(&config).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -133,11 +127,7 @@ async fn time_until_closed(stream: &mut TcpStream, trickle: Option<&[u8]>) -> Du
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_request_head_is_cut_at_the_header_read_timeout() {
-    let server = serve(RawConfig {
-        header_read_timeout_ms: Some(500),
-        ..RawConfig::default()
-    })
-    .await;
+    let server = serve(&[("header_read_timeout_ms", "500")]).await;
     let mut stream = TcpStream::connect(server.address).await.unwrap();
     stream
         .write_all(b"POST /v1/sales/s/purchases HTTP/1.1\r\nhost: test\r\n")
@@ -157,11 +147,7 @@ async fn a_slow_request_head_is_cut_at_the_header_read_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_request_body_is_cut_like_a_slow_head() {
-    let server = serve(RawConfig {
-        header_read_timeout_ms: Some(500),
-        ..RawConfig::default()
-    })
-    .await;
+    let server = serve(&[("header_read_timeout_ms", "500")]).await;
     let mut stream = post_head(server.address, "/v1/sales/s/purchases", 4_000, "").await;
     stream.write_all(b"{").await.unwrap();
     // One byte every 100 ms: the body never completes.
@@ -182,11 +168,10 @@ async fn a_slow_request_body_is_cut_like_a_slow_head() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_keep_alive_connection_lasts_the_idle_timeout_not_the_header_one() {
-    let server = serve(RawConfig {
-        header_read_timeout_ms: Some(300),
-        idle_timeout_ms: Some(2_000),
-        ..RawConfig::default()
-    })
+    let server = serve(&[
+        ("header_read_timeout_ms", "300"),
+        ("idle_timeout_ms", "2000"),
+    ])
     .await;
     let mut stream = TcpStream::connect(server.address).await.unwrap();
     stream.write_all(HEALTHZ).await.unwrap();
@@ -205,11 +190,10 @@ async fn an_idle_keep_alive_connection_lasts_the_idle_timeout_not_the_header_one
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_over_the_cap_are_answered_503_at_once() {
-    let server = serve(RawConfig {
-        max_connections: Some(8),
-        header_read_timeout_ms: Some(60_000),
-        ..RawConfig::default()
-    })
+    let server = serve(&[
+        ("max_connections", "8"),
+        ("header_read_timeout_ms", "60000"),
+    ])
     .await;
     let mut held = Vec::new();
     for _ in 0..8 {
@@ -253,12 +237,11 @@ async fn connections_over_the_cap_are_answered_503_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_ends_within_its_bound_whatever_half_sent_requests_are_open() {
-    let mut server = serve(RawConfig {
-        commit_deadline_ms: Some(500),
-        shutdown_timeout_ms: Some(3_000),
-        header_read_timeout_ms: Some(60_000),
-        ..RawConfig::default()
-    })
+    let mut server = serve(&[
+        ("commit_deadline_ms", "500"),
+        ("shutdown_timeout_ms", "3000"),
+        ("header_read_timeout_ms", "60000"),
+    ])
     .await;
     // A sale, and a purchase being received when the shutdown begins.
     let sale = br#"{"id":"s","stock":10}"#;

@@ -220,7 +220,7 @@ async fn an_ended_sales_series_are_dropped_after_the_retention() {
         Setup::Embedded,
         Timing::default(),
         Arc::new(SystemClock),
-        |c| c.metrics_retention = Duration::from_secs(2),
+        |c| c.operations.metrics_retention_s = Some(2),
     )
     .await;
     let ends = Utc::now() + TimeDelta::seconds(3);

@@ -14,7 +14,6 @@ use common::{Setup, TOKEN, TestServer, split};
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use serde_json::{Value, json};
 use stockade_core::SystemClock;
-use stockade_server::identity::Identity;
 
 const SECRET: &str = "a-test-secret-of-at-least-32-bytes!!";
 const PAYMENTS: &str = "payments-service-token-0123456789";
@@ -78,7 +77,7 @@ async fn a_buyer_cannot_confirm_their_own_hold_and_the_payment_service_can() {
         Setup::Embedded,
         Arc::new(SystemClock),
         &[("STOCKADE_PAYMENTS_TOKEN", PAYMENTS)],
-        |c| c.identity = Some(Identity::hs256(SECRET.as_bytes(), None, None).unwrap()),
+        |c| c.identity.jwt_secret = Some(SECRET.into()),
     )
     .await;
     let alice = jwt("alice");

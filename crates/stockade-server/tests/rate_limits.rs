@@ -16,13 +16,13 @@ use common::{Setup, TOKEN, TestServer, Timing, split};
 use instances::{Backends, Instance};
 use serde_json::{Value, json};
 use stockade_core::ManualClock;
-use stockade_server::config::ServerConfig;
-use stockade_server::rate_limit::{Limit, RateLimits, TrustedProxies};
+use stockade_server::config::{RateLimitSettings, RawConfig};
 
-/// `count/m` with a burst of `burst`: slow enough that a test never sees
-/// the limit replenish by itself.
-fn per_minute(count: u32, burst: u64) -> Limit {
-    Limit::parse(&format!("{count}/m"), Some(burst)).unwrap()
+/// Rate-limit settings from `(file key, text)` pairs. The tests' rates are
+/// per minute: slow enough that a test never sees a limit replenish by
+/// itself.
+fn limits(pairs: &[(&str, &str)]) -> RateLimitSettings {
+    RawConfig::from_pairs(pairs).unwrap().limits
 }
 
 struct Answer {
@@ -61,12 +61,12 @@ async fn purchase(url: &str, client: &reqwest::Client, sale: &str, user: &str) -
 }
 
 /// An embedded server on a manual clock with `limits`.
-async fn embedded(clock: &ManualClock, limits: RateLimits) -> TestServer {
+async fn embedded(clock: &ManualClock, limits: RateLimitSettings) -> TestServer {
     TestServer::start_adjusted(
         Setup::Embedded,
         Timing::default(),
         Arc::new(clock.clone()),
-        move |c: &mut ServerConfig| c.rate_limits = limits,
+        move |c: &mut RawConfig| c.limits = limits,
     )
     .await
 }
@@ -76,10 +76,7 @@ async fn a_buyer_gets_a_burst_then_429_and_more_once_the_window_passes() {
     let clock = ManualClock::new(Utc::now());
     let server = embedded(
         &clock,
-        RateLimits {
-            buyer: Some(per_minute(6, 3)),
-            ..RateLimits::default()
-        },
+        limits(&[("rate_limit_buyer", "6/m"), ("rate_limit_buyer_burst", "3")]),
     )
     .await;
     let (status, _) = server
@@ -160,11 +157,11 @@ async fn clients_are_limited_by_address_and_forwarded_for_only_from_trusted_prox
     let clock = ManualClock::new(Utc::now());
     let behind_proxy = embedded(
         &clock,
-        RateLimits {
-            ip: Some(per_minute(1, 2)),
-            trusted_proxies: TrustedProxies::parse("127.0.0.0/8").unwrap(),
-            ..RateLimits::default()
-        },
+        limits(&[
+            ("rate_limit_ip", "1/m"),
+            ("rate_limit_ip_burst", "2"),
+            ("trusted_proxies", "127.0.0.0/8"),
+        ]),
     )
     .await;
     let url = &behind_proxy.url;
@@ -215,10 +212,7 @@ async fn clients_are_limited_by_address_and_forwarded_for_only_from_trusted_prox
     // every request here comes from 127.0.0.1.
     let direct = embedded(
         &clock,
-        RateLimits {
-            ip: Some(per_minute(1, 2)),
-            ..RateLimits::default()
-        },
+        limits(&[("rate_limit_ip", "1/m"), ("rate_limit_ip_burst", "2")]),
     )
     .await;
     let statuses: Vec<u16> =
@@ -249,11 +243,8 @@ async fn statuses_claiming(server: &TestServer, claimed: &[&str]) -> Vec<u16> {
 async fn two_instances_on_one_redis_share_a_buyers_limit_and_limited_requests_cost_nothing() {
     let backends = Backends::start(true).await;
     let clock = ManualClock::new(Utc::now());
-    let limits = RateLimits {
-        buyer: Some(per_minute(6, 4)),
-        ..RateLimits::default()
-    };
-    let adjust = |c: &mut ServerConfig| c.rate_limits = limits.clone();
+    let limits = limits(&[("rate_limit_buyer", "6/m"), ("rate_limit_buyer_burst", "4")]);
+    let adjust = |c: &mut RawConfig| c.limits = limits.clone();
     let a = Instance::start_with_clock(&backends, Arc::new(clock.clone()), adjust).await;
     let b = Instance::start_with_clock(&backends, Arc::new(clock.clone()), adjust).await;
     let (status, _) = a
@@ -358,13 +349,13 @@ fn script_calls(backends: &Backends) -> u64 {
 async fn a_frozen_redis_costs_a_short_timeout_then_this_instances_share_limits() {
     let backends = Backends::start(false).await;
     let clock = ManualClock::new(Utc::now());
-    let limits = RateLimits {
-        ip: Some(per_minute(6, 4)),
-        trusted_proxies: TrustedProxies::parse("127.0.0.0/8").unwrap(),
-        instances: 2,
-        ..RateLimits::default()
-    };
-    let adjust = |c: &mut ServerConfig| c.rate_limits = limits.clone();
+    let limits = limits(&[
+        ("rate_limit_ip", "6/m"),
+        ("rate_limit_ip_burst", "4"),
+        ("trusted_proxies", "127.0.0.0/8"),
+        ("rate_limit_instances", "2"),
+    ]);
+    let adjust = |c: &mut RawConfig| c.limits = limits.clone();
     let server = Instance::start_with_clock(&backends, Arc::new(clock.clone()), adjust).await;
     let from = |client: &str| {
         server

@@ -55,7 +55,7 @@ fn background_allowance(elapsed: Duration, per_second: u64) -> u64 {
 async fn after_a_sell_out_further_purchases_cost_no_redis_command() {
     let backends = Backends::start(false).await;
     let instance =
-        Arc::new(Instance::start(&backends, |c| c.rejection_ttl = Duration::from_secs(1)).await);
+        Arc::new(Instance::start(&backends, |c| c.purchases.rejection_ttl_ms = Some(1_000)).await);
     let (status, _) = instance.create_sale(json!({"id": "hot", "stock": 5})).await;
     assert_eq!(status, 201);
     for i in 0..5 {
@@ -178,7 +178,7 @@ async fn an_unknown_sale_flood_reads_the_store_a_few_times_and_a_creation_elsewh
     let backends = Backends::start(true).await;
     let a = Instance::start(&backends, |_| {}).await;
     let b =
-        Arc::new(Instance::start(&backends, |c| c.rejection_ttl = Duration::from_secs(1)).await);
+        Arc::new(Instance::start(&backends, |c| c.purchases.rejection_ttl_ms = Some(1_000)).await);
     let before = backends.statements().await;
     let started = Instant::now();
     let answers = crowd(&b, "ghost", "curious", 1_000).await;

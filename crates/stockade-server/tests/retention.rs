@@ -16,7 +16,7 @@ const RETENTION: Duration = Duration::from_secs(1);
 
 async fn server(setup: Setup) -> TestServer {
     TestServer::start_adjusted(setup, Timing::default(), Arc::new(SystemClock), |config| {
-        config.ended_sale_retention = RETENTION;
+        config.operations.ended_sale_retention_s = Some(RETENTION.as_secs());
     })
     .await
 }

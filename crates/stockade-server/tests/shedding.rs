@@ -19,8 +19,8 @@ async fn one_purchase_over_the_bound_is_shed_at_once_and_buys_nothing() {
     let backends = Backends::start(false).await;
     let instance = Arc::new(
         Instance::start(&backends, |c| {
-            c.max_purchases_in_flight = 1;
-            c.commit_deadline = Duration::from_secs(3);
+            c.purchases.max_purchases_in_flight = Some(1);
+            c.purchases.commit_deadline_ms = Some(3_000);
         })
         .await,
     );

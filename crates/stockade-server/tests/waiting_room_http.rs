@@ -45,8 +45,7 @@ impl Front {
         for _ in 0..2 {
             instances.push(
                 Instance::start(&backends, |config| {
-                    config.admission_secret.key = SECRET.as_bytes().to_vec();
-                    config.admission_secret.generated = false;
+                    config.access.admission_secret = Some(SECRET.into());
                 })
                 .await,
             );

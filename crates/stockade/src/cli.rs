@@ -352,197 +352,21 @@ fn parse_duration(value: &str) -> Result<Duration, String> {
     stockade_bench::scenario::parse_duration(value)
 }
 
-/// `stockade serve`. Every flag also reads from its `STOCKADE_*` variable
-/// and from the `--config` file; flags win, then variables, then the file.
-/// The admin token comes from `STOCKADE_ADMIN_TOKEN` (or the file's
-/// `admin_token`) only. The table after the flags in `--help` is generated
-/// from `stockade_server::config::settings::SETTINGS`.
+/// `stockade serve`. Every setting is read from its flag, then its
+/// `STOCKADE_*` variable, then the `--config` file, then its default; the
+/// admin token and the admission secret have no flag (it would show in
+/// `ps`). The settings are declared once, in `stockade_server::config`:
+/// their flags and the table after them in `--help` come from there.
 #[derive(Debug, Args)]
 #[command(after_help = stockade_server::config::settings::help_table())]
 pub struct ServeArgs {
-    /// Address to listen on (STOCKADE_LISTEN; default 127.0.0.1:8080).
-    #[arg(long)]
-    pub listen: Option<String>,
-    /// Directory of the embedded SQLite store (STOCKADE_DATA_DIR; default
-    /// ./stockade-data).
-    #[arg(long)]
-    pub data_dir: Option<std::path::PathBuf>,
-    /// Which engine decides purchases (STOCKADE_ENGINE; default memory):
-    /// memory (one instance), redis (needs --redis-url; any number of
-    /// instances), postgres (the PostgreSQL store decides each purchase;
-    /// needs a postgres:// --database-url).
-    #[arg(long)]
-    pub engine: Option<String>,
-    /// What decides purchases while Redis is unavailable (STOCKADE_FALLBACK;
-    /// default none: 503): postgres moves the sales to the PostgreSQL store
-    /// and back once Redis is healthy (needs --engine redis and a
-    /// postgres:// --database-url).
-    #[arg(long)]
-    pub fallback: Option<String>,
-    /// The Redis of --engine redis (STOCKADE_REDIS_URL): redis://host:6379
-    /// (rediss:// for TLS), redis+sentinel://host:26379,host2:26379/mymaster
-    /// (the primary Sentinel names, followed across failovers) or
-    /// redis+cluster://host:6379,host2:6379 (a Redis Cluster).
-    #[arg(long)]
-    pub redis_url: Option<String>,
-    /// The first part of every Redis key (STOCKADE_REDIS_KEY_PREFIX;
-    /// default stockade): give each deployment sharing a Redis its own.
-    #[arg(long)]
-    pub redis_key_prefix: Option<String>,
-    /// Keep orders in this PostgreSQL database (STOCKADE_DATABASE_URL).
-    /// Shown only as host:port in messages.
-    #[arg(long)]
-    pub database_url: Option<String>,
-    /// A TOML file with the same settings, under the keys of the table
-    /// below (e.g. commit_deadline_ms = 3000).
-    #[arg(long)]
+    /// A TOML file with the same settings, under the keys of the table below
+    /// (e.g. commit_deadline_ms = 3000).
+    #[arg(long, value_name = "FILE")]
     pub config: Option<std::path::PathBuf>,
-    /// How long a purchase waits for its commit before answering 202
-    /// pending (STOCKADE_COMMIT_DEADLINE_MS; default 2000).
-    #[arg(long)]
-    pub commit_deadline_ms: Option<u64>,
-    /// Most orders per store transaction (STOCKADE_BATCH_MAX; default 512).
-    #[arg(long)]
-    pub batch_max: Option<usize>,
-    /// Longest wait for a batch to fill (STOCKADE_BATCH_DELAY_MS; default 2).
-    #[arg(long)]
-    pub batch_delay_ms: Option<u64>,
-    /// How old an accepted order still missing from the store must be
-    /// before the reconciler commits it itself; longer than the commit
-    /// deadline (STOCKADE_OUTBOX_GRACE_MS; default 10000).
-    #[arg(long)]
-    pub outbox_grace_ms: Option<u64>,
-    /// How long this instance answers sold_out and unknown_sale from what
-    /// it learned, without asking Redis or the database
-    /// (STOCKADE_REJECTION_TTL_MS; default 500, at most 1000, 0: never).
-    /// Stock given back through another instance is sold here again within
-    /// this bound; not started and ended always come from the sale's times.
-    #[arg(long)]
-    pub rejection_ttl_ms: Option<u64>,
-    /// Most purchases in flight on this instance; one more is answered at
-    /// once with 503 overloaded and Retry-After: 1, selling nothing
-    /// (STOCKADE_MAX_PURCHASES_IN_FLIGHT; default 4096, at least 1).
-    #[arg(long)]
-    pub max_purchases_in_flight: Option<u64>,
-    /// Verify buyers: HS256 JWTs signed with this secret, at least 32
-    /// bytes (STOCKADE_JWT_SECRET; prefer the variable, a flag shows in
-    /// `ps`). Purchases and order routes then need Authorization: Bearer
-    /// <jwt> and the buyer is its sub. Default: off, the service trusts
-    /// its caller to name the buyer.
-    #[arg(long)]
-    pub jwt_secret: Option<String>,
-    /// Verify buyers: HS256 JWTs signed with the secret in this file
-    /// (STOCKADE_JWT_SECRET_FILE), instead of --jwt-secret.
-    #[arg(long, value_name = "FILE")]
-    pub jwt_secret_file: Option<std::path::PathBuf>,
-    /// The payment service's bearer token, at least 16 characters
-    /// (STOCKADE_PAYMENTS_TOKEN; prefer the variable or
-    /// --payments-token-file, a flag shows in `ps`). POST
-    /// /v1/orders/{id}/confirm is the payment service's callback: it needs
-    /// this token or the admin token; buyers cannot confirm. Default: none,
-    /// only the admin confirms.
-    #[arg(long)]
-    pub payments_token: Option<String>,
-    /// A file holding the payments token (STOCKADE_PAYMENTS_TOKEN_FILE).
-    #[arg(long, value_name = "FILE")]
-    pub payments_token_file: Option<std::path::PathBuf>,
-    /// Verify buyers: RS256 or ES256 JWTs checked with this PEM public key
-    /// file (STOCKADE_JWT_PUBLIC_KEY).
-    #[arg(long, value_name = "FILE")]
-    pub jwt_public_key: Option<std::path::PathBuf>,
-    /// The iss buyers' JWTs must carry (STOCKADE_JWT_ISSUER).
-    #[arg(long)]
-    pub jwt_issuer: Option<String>,
-    /// The aud buyers' JWTs must carry (STOCKADE_JWT_AUDIENCE).
-    #[arg(long)]
-    pub jwt_audience: Option<String>,
-    /// Requests per buyer, e.g. 5/s, 60/m, 1000/h; over it 429
-    /// rate_limited (STOCKADE_RATE_LIMIT_BUYER; default: no limit).
-    /// Shared by every instance through Redis with --engine redis.
-    #[arg(long, value_name = "RATE")]
-    pub rate_limit_buyer: Option<String>,
-    /// A buyer's requests accepted at once after a quiet spell
-    /// (STOCKADE_RATE_LIMIT_BUYER_BURST; default: the rate's count).
-    #[arg(long, value_name = "N")]
-    pub rate_limit_buyer_burst: Option<u64>,
-    /// Requests per client address (an IPv6 client by its /64), e.g. 50/s
-    /// (STOCKADE_RATE_LIMIT_IP; default: no limit). The admin token is
-    /// never limited.
-    #[arg(long, value_name = "RATE")]
-    pub rate_limit_ip: Option<String>,
-    /// A client's requests accepted at once (STOCKADE_RATE_LIMIT_IP_BURST;
-    /// default: the rate's count).
-    #[arg(long, value_name = "N")]
-    pub rate_limit_ip_burst: Option<u64>,
-    /// How many instances share the rate limits in Redis
-    /// (STOCKADE_RATE_LIMIT_INSTANCES; default 1): while Redis does not
-    /// answer within 50 ms, each instance enforces that share of every
-    /// limit alone.
-    #[arg(long, value_name = "N")]
-    pub rate_limit_instances: Option<u64>,
-    /// Proxies whose X-Forwarded-For names the client: comma-separated
-    /// addresses and CIDR ranges, e.g. 10.0.0.0/8,192.168.1.7
-    /// (STOCKADE_TRUSTED_PROXIES; default: none, the header is ignored).
-    #[arg(long, value_name = "LIST")]
-    pub trusted_proxies: Option<String>,
-    /// How long start waits for a database or Redis that does not accept
-    /// connections yet (STOCKADE_STARTUP_WAIT_MS; default 10000, 0: fail at
-    /// once).
-    #[arg(long)]
-    pub startup_wait_ms: Option<u64>,
-    /// How long a client may take to send a request's headers, counted from
-    /// when it connected or got its previous answer, and then the body they
-    /// announce; slower clients are disconnected
-    /// (STOCKADE_HEADER_READ_TIMEOUT_MS; default 5000).
-    #[arg(long)]
-    pub header_read_timeout_ms: Option<u64>,
-    /// How long a keep-alive connection may stay open without a request
-    /// (STOCKADE_IDLE_TIMEOUT_MS; default 75000: longer than a load
-    /// balancer's usual 60 s, so the balancer closes first).
-    #[arg(long)]
-    pub idle_timeout_ms: Option<u64>,
-    /// Most open connections; one more is answered 503 with Retry-After: 1
-    /// and closed at once (STOCKADE_MAX_CONNECTIONS; default: the open-file
-    /// limit less 128, at most 10000).
-    #[arg(long)]
-    pub max_connections: Option<u64>,
-    /// Most open connections of one client address (an IPv6 client by its
-    /// /64); one more is answered 503 too_many_connections and closed,
-    /// unless its request carries the admin token. Trusted proxies are not
-    /// capped (STOCKADE_MAX_CONNECTIONS_PER_CLIENT; default 256).
-    #[arg(long)]
-    pub max_connections_per_client: Option<u64>,
-    /// The address browsers reach the service at, e.g.
-    /// https://shop.example.com (STOCKADE_PUBLIC_URL). With https:// the
-    /// dashboard's session cookie is marked Secure; a request header never
-    /// decides that.
-    #[arg(long, value_name = "URL")]
-    pub public_url: Option<String>,
-    /// On SIGTERM or Ctrl-C: how long requests in flight get to finish
-    /// before every connection is closed; then the writer commits what it
-    /// holds and the process exits (STOCKADE_SHUTDOWN_TIMEOUT_MS; default
-    /// 10000, longer than the commit deadline).
-    #[arg(long)]
-    pub shutdown_timeout_ms: Option<u64>,
-    /// Log lines as text (coloured on a terminal, plain otherwise; NO_COLOR
-    /// turns colour off) or json, one object per line, for log shippers
-    /// (STOCKADE_LOG_FORMAT; default text). RUST_LOG picks what is logged.
-    #[arg(long)]
-    pub log_format: Option<String>,
-    /// How long a login to the live dashboard (GET /dashboard) lasts, in
-    /// seconds (STOCKADE_DASHBOARD_SESSION_TTL_S; default 28800, 60 to 604800).
-    #[arg(long)]
-    pub dashboard_session_ttl_s: Option<u64>,
-    /// How long the /metrics series of a sale that ended (anything no longer
-    /// updated) are kept, in seconds (STOCKADE_METRICS_RETENTION_S; default
-    /// 900, 1 to 86400).
-    #[arg(long)]
-    pub metrics_retention_s: Option<u64>,
-    /// How long after its end a sale's engine state (Redis keys) and
-    /// waiting room are kept, in seconds; the store keeps its orders
-    /// (STOCKADE_ENDED_SALE_RETENTION_S; default 86400, 0 to 2592000).
-    #[arg(long)]
-    pub ended_sale_retention_s: Option<u64>,
+    /// The settings, the flags' and the variables' apart.
+    #[command(flatten)]
+    pub settings: stockade_server::config::CommandLineSettings,
 }
 
 #[cfg(test)]
@@ -558,6 +382,7 @@ mod tests {
         let serve = command.find_subcommand("serve").unwrap();
         let flags: Vec<String> = serve
             .get_arguments()
+            .filter(|a| !a.is_hide_set())
             .filter_map(|a| a.get_long())
             .filter(|long| *long != "config" && *long != "help")
             .map(|long| format!("--{long}"))
@@ -569,7 +394,7 @@ mod tests {
                 .unwrap_or_else(|| panic!("{flag} has no row in config::settings::SETTINGS"));
             assert!(row.env.starts_with("STOCKADE_") && !row.key.is_empty());
         }
-        for row in SETTINGS {
+        for row in SETTINGS.iter() {
             if let Some(flag) = row.flag {
                 assert!(
                     flags.iter().any(|f| f == flag),

@@ -230,22 +230,17 @@ async fn with_service<T>(
         (_, url) => url.clone(),
     };
     let data_dir = tempfile::tempdir().context("creating a temporary data directory")?;
-    let config = ServerConfig::resolve(
-        RawConfig {
-            listen: Some("127.0.0.1:0".into()),
-            data_dir: Some(data_dir.path().to_path_buf()),
-            engine: Some(args.engine.as_str().to_owned()),
-            redis_url,
-            database_url,
-            // The crowd is one client on loopback.
-            max_connections_per_client: Some(1_000_000),
-            // The simulated payment service confirms held orders with it.
-            payments_token: Some(DEMO_PAYMENTS_TOKEN.to_owned()),
-            ..RawConfig::default()
-        },
-        RawConfig::default(),
-        None,
-    )?;
+    let mut settings = RawConfig::default();
+    settings.http.listen = Some("127.0.0.1:0".into());
+    settings.storage.data_dir = Some(data_dir.path().to_path_buf());
+    settings.storage.engine = Some(args.engine.as_str().to_owned());
+    settings.redis.redis_url = redis_url;
+    settings.storage.database_url = database_url;
+    // The crowd is one client on loopback.
+    settings.http.max_connections_per_client = Some(1_000_000);
+    // The simulated payment service confirms held orders with it.
+    settings.access.payments_token = Some(DEMO_PAYMENTS_TOKEN.to_owned());
+    let config = ServerConfig::resolve(settings, RawConfig::default(), None)?;
     let service = Service::start(&config).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
@@ -266,7 +261,7 @@ async fn with_service<T>(
     );
     let result = drive(
         url,
-        config.admin.token.clone(),
+        config.admin().token.clone(),
         DEMO_PAYMENTS_TOKEN.to_owned(),
     )
     .await;

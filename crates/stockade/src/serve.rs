@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use stockade_server::Service;
-use stockade_server::config::{EngineChoice, LogFormat, RawConfig, ServerConfig, StoreLocation};
+use stockade_server::config::{Engine, Fallback, LogFormat, ServerConfig, StoreLocation};
 use stockade_server::listener::raise_open_file_limit;
 use stockade_server::redact::redact_url;
 
@@ -20,57 +20,19 @@ use crate::cli::ServeArgs;
 /// Runs the service until Ctrl-C or SIGTERM, then shuts down gracefully.
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     raise_open_file_limit();
-    let flags = RawConfig {
-        listen: args.listen,
-        data_dir: args.data_dir,
-        engine: args.engine,
-        fallback: args.fallback,
-        redis_url: args.redis_url,
-        redis_key_prefix: args.redis_key_prefix,
-        database_url: args.database_url,
-        admin_token: None,
-        payments_token: args.payments_token,
-        payments_token_file: args.payments_token_file,
-        commit_deadline_ms: args.commit_deadline_ms,
-        batch_max: args.batch_max,
-        batch_delay_ms: args.batch_delay_ms,
-        outbox_grace_ms: args.outbox_grace_ms,
-        rejection_ttl_ms: args.rejection_ttl_ms,
-        max_purchases_in_flight: args.max_purchases_in_flight,
-        startup_wait_ms: args.startup_wait_ms,
-        header_read_timeout_ms: args.header_read_timeout_ms,
-        idle_timeout_ms: args.idle_timeout_ms,
-        max_connections: args.max_connections,
-        max_connections_per_client: args.max_connections_per_client,
-        public_url: args.public_url,
-        shutdown_timeout_ms: args.shutdown_timeout_ms,
-        log_format: args.log_format,
-        jwt_secret: args.jwt_secret,
-        jwt_secret_file: args.jwt_secret_file,
-        jwt_public_key: args.jwt_public_key,
-        jwt_issuer: args.jwt_issuer,
-        jwt_audience: args.jwt_audience,
-        rate_limit_buyer: args.rate_limit_buyer,
-        rate_limit_buyer_burst: args.rate_limit_buyer_burst,
-        rate_limit_ip: args.rate_limit_ip,
-        rate_limit_ip_burst: args.rate_limit_ip_burst,
-        rate_limit_instances: args.rate_limit_instances,
-        trusted_proxies: args.trusted_proxies,
-        dashboard_session_ttl_s: args.dashboard_session_ttl_s,
-        metrics_retention_s: args.metrics_retention_s,
-        ended_sale_retention_s: args.ended_sale_retention_s,
-        admission_secret: None,
-    };
-    let env = RawConfig::from_env(|name| std::env::var(name).ok())?;
-    let config = ServerConfig::resolve(flags, env, args.config.as_deref())?;
-    init_logging(config.log_format);
-    let listener = tokio::net::TcpListener::bind(config.listen)
+    let config = ServerConfig::resolve(
+        args.settings.flags,
+        args.settings.env,
+        args.config.as_deref(),
+    )?;
+    init_logging(config.log_format());
+    let listener = tokio::net::TcpListener::bind(config.listen())
         .await
         .with_context(|| {
             format!(
                 "cannot listen on {} ({})",
-                config.listen,
-                config.sources.name("listen")
+                config.listen(),
+                config.sources().name("listen")
             )
         })?;
     let address = listener.local_addr()?;
@@ -84,7 +46,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         "stockade listening on http://{address} ({})",
         describe_backends(&config)
     ));
-    match &config.identity {
+    match config.identity() {
         Some(identity) => announce(format_args!(
             "buyers: verified {} JWTs",
             identity.algorithm()
@@ -93,15 +55,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             "buyers: trusted as named (no --jwt-secret / --jwt-public-key): run behind a gateway that authenticates them"
         )),
     }
-    if config.payments_token.is_none() {
+    if config.payments_token().is_none() {
         announce(format_args!(
             "payments: no STOCKADE_PAYMENTS_TOKEN, so only the admin token confirms held orders (POST /v1/orders/{{id}}/confirm)"
         ));
     }
-    if config.admin.generated {
+    if config.admin().generated {
         announce(format_args!(
             "admin token: {} (generated; set STOCKADE_ADMIN_TOKEN to choose one)",
-            config.admin.token
+            config.admin().token
         ));
     }
     service.serve(listener, shutdown).await?;
@@ -118,15 +80,21 @@ fn announce(line: std::fmt::Arguments<'_>) {
 
 /// The engine and the store, URLs without their secrets.
 fn describe_backends(config: &ServerConfig) -> String {
-    let mut engine = match &config.engine {
-        EngineChoice::Redis(url) => format!("Redis engine at {}", redact_url(url)),
-        EngineChoice::Memory => "in-memory engine".to_owned(),
-        EngineChoice::Postgres => "PostgreSQL engine".to_owned(),
+    let engine = match config.engine() {
+        Engine::Redis {
+            url,
+            fallback: None,
+            ..
+        } => format!("Redis engine at {}", redact_url(url)),
+        Engine::Redis {
+            url,
+            fallback: Some(Fallback::Postgres),
+            ..
+        } => format!("Redis engine at {}, PostgreSQL fallback", redact_url(url)),
+        Engine::Memory => "in-memory engine".to_owned(),
+        Engine::Postgres => "PostgreSQL engine".to_owned(),
     };
-    if config.fallback {
-        engine.push_str(", PostgreSQL fallback");
-    }
-    let store = match &config.store {
+    let store = match config.store() {
         StoreLocation::Postgres(url) => format!("PostgreSQL store at {}", redact_url(url)),
         StoreLocation::Sqlite(path) => format!("SQLite store at {}", path.display()),
     };

@@ -1,15 +1,52 @@
-//! Settings of who may do what: the payment service's token, secrets read
-//! from files (so they stay out of `ps` and the environment), and the
-//! public address whose scheme decides whether the dashboard's cookie is
-//! `Secure`.
+//! Tokens and secrets: the admin token, the payment service's token (given
+//! directly or in a file, so it stays out of `ps`), and the key of the
+//! waiting rooms' admission tokens. The admin token and the admission key
+//! are never flags.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::settings::Sources;
-use super::{ConfigError, RawConfig, invalid};
+use super::group::settings_group;
+use super::{ConfigError, Sources, invalid};
 
 /// The shortest payments token accepted.
 pub const MIN_PAYMENTS_TOKEN: usize = 16;
+
+settings_group! {
+    /// Tokens and secrets.
+    #[command(next_help_heading = "Tokens and secrets")]
+    pub struct AccessSettings {
+        /// The bearer token of admin requests, at least 16 characters.
+        /// Default: generated and printed at start.
+        #[arg(long, env = "STOCKADE_ADMIN_TOKEN", hide = true)]
+        pub admin_token: Option<String>,
+        /// The payment service's bearer token, at least 16 characters; prefer
+        /// the variable or --payments-token-file, a flag shows in `ps`. POST
+        /// /v1/orders/{id}/confirm is the payment service's callback: it
+        /// needs this token or the admin token; buyers cannot confirm.
+        /// Default: none, only the admin confirms.
+        #[arg(long, env = "STOCKADE_PAYMENTS_TOKEN", value_name = "TOKEN")]
+        pub payments_token: Option<String>,
+        /// A file holding the payments token (instead of --payments-token).
+        #[arg(long, env = "STOCKADE_PAYMENTS_TOKEN_FILE", value_name = "FILE")]
+        pub payments_token_file: Option<PathBuf>,
+        /// The key that signs waiting-room admission tokens, at least 32
+        /// characters (e.g. `openssl rand -hex 32`). Default: generated at
+        /// start, which suits one instance only: every instance of a
+        /// deployment must share it.
+        #[arg(long, env = "STOCKADE_ADMISSION_SECRET", hide = true)]
+        pub admission_secret: Option<String>,
+    }
+}
+
+/// The admin token and whether it was generated at start.
+#[derive(Debug, Clone)]
+pub struct AdminToken {
+    /// The bearer token admin requests must carry.
+    pub token: String,
+    /// True when no token was configured and this one was generated (and
+    /// must be printed so the operator can use it).
+    pub generated: bool,
+}
 
 /// The bearer token of the payment service: with the admin token, the only
 /// credential that confirms a held order.
@@ -29,20 +66,85 @@ impl std::fmt::Debug for PaymentsToken {
     }
 }
 
-/// Where browsers reach the service (`--public-url`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PublicUrl(String);
+/// The key that signs waiting-room admission tokens.
+#[derive(Clone)]
+pub struct AdmissionSecret {
+    /// The key bytes.
+    pub key: Vec<u8>,
+    /// True when none was configured and this one was generated: tokens
+    /// then verify only on this instance, until it restarts.
+    pub generated: bool,
+}
 
-impl PublicUrl {
-    /// Whether browsers reach the service over TLS: then its cookies are
-    /// `Secure`.
-    pub fn is_https(&self) -> bool {
-        self.0.starts_with("https://")
+impl std::fmt::Debug for AdmissionSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdmissionSecret")
+            .field("key", &"<redacted>")
+            .field("generated", &self.generated)
+            .finish()
+    }
+}
+
+impl AccessSettings {
+    /// `admin_token`: at least 16 characters, or generated.
+    pub(super) fn resolve_admin(&self, sources: &Sources) -> Result<AdminToken, ConfigError> {
+        let (token, generated) = secret_or_generated(
+            self.admin_token.clone(),
+            &sources.name("admin_token"),
+            16,
+            "",
+        )?;
+        Ok(AdminToken { token, generated })
     }
 
-    /// The address as configured.
-    pub fn as_str(&self) -> &str {
-        &self.0
+    /// `payments_token` or `payments_token_file`: at least
+    /// [`MIN_PAYMENTS_TOKEN`] characters, not the admin token.
+    pub(super) fn resolve_payments_token(
+        &self,
+        sources: &Sources,
+    ) -> Result<Option<PaymentsToken>, ConfigError> {
+        let Some((token, key)) = secret_or_file(
+            self.payments_token.as_deref(),
+            self.payments_token_file.as_deref(),
+            "payments_token",
+            "payments_token_file",
+            sources,
+        )?
+        else {
+            return Ok(None);
+        };
+        if token.len() < MIN_PAYMENTS_TOKEN {
+            return Err(invalid(
+                &sources.name(key),
+                format!(
+                    "must be at least {MIN_PAYMENTS_TOKEN} characters long (for example `openssl rand -hex 24`)"
+                ),
+            ));
+        }
+        if self.admin_token.as_deref() == Some(token.as_str()) {
+            return Err(invalid(
+                &sources.name(key),
+                "must differ from the admin token: the payment service confirms orders, nothing else",
+            ));
+        }
+        Ok(Some(PaymentsToken(token)))
+    }
+
+    /// `admission_secret`: at least 32 characters, or generated.
+    pub(super) fn resolve_admission_secret(
+        &self,
+        sources: &Sources,
+    ) -> Result<AdmissionSecret, ConfigError> {
+        let (secret, generated) = secret_or_generated(
+            self.admission_secret.clone(),
+            &sources.name("admission_secret"),
+            32,
+            " (for example 64 hex digits from `openssl rand -hex 32`)",
+        )?;
+        Ok(AdmissionSecret {
+            key: secret.into_bytes(),
+            generated,
+        })
     }
 }
 
@@ -60,7 +162,7 @@ fn read_secret(path: &Path) -> Result<String, String> {
 
 /// A secret given directly (`value_key`) or in a file (`file_key`), never
 /// both; with the key it came from, for later messages.
-fn secret_or_file(
+pub(super) fn secret_or_file(
     value: Option<&str>,
     file: Option<&Path>,
     value_key: &'static str,
@@ -85,185 +187,26 @@ fn secret_or_file(
     }
 }
 
-/// `--payments-token` or `--payments-token-file`: at least
-/// [`MIN_PAYMENTS_TOKEN`] characters.
-pub fn resolve_payments_token(
-    raw: &RawConfig,
-    sources: &Sources,
-) -> Result<Option<PaymentsToken>, ConfigError> {
-    let Some((token, key)) = secret_or_file(
-        raw.payments_token.as_deref(),
-        raw.payments_token_file.as_deref(),
-        "payments_token",
-        "payments_token_file",
-        sources,
-    )?
-    else {
-        return Ok(None);
-    };
-    if token.len() < MIN_PAYMENTS_TOKEN {
-        return Err(invalid(
-            &sources.name(key),
-            format!(
-                "must be at least {MIN_PAYMENTS_TOKEN} characters long (for example `openssl rand -hex 24`)"
-            ),
-        ));
-    }
-    if raw.admin_token.as_deref() == Some(token.as_str()) {
-        return Err(invalid(
-            &sources.name(key),
-            "must differ from the admin token: the payment service confirms orders, nothing else",
-        ));
-    }
-    Ok(Some(PaymentsToken(token)))
-}
-
-/// `--jwt-secret` or `--jwt-secret-file`, and the key it came from.
-pub fn jwt_secret(
-    raw: &RawConfig,
-    sources: &Sources,
-) -> Result<Option<(String, &'static str)>, ConfigError> {
-    secret_or_file(
-        raw.jwt_secret.as_deref(),
-        raw.jwt_secret_file.as_deref(),
-        "jwt_secret",
-        "jwt_secret_file",
-        sources,
-    )
-}
-
-/// `--public-url`: an `http://` or `https://` address with a host.
-pub fn resolve_public_url(
-    raw: &RawConfig,
-    sources: &Sources,
-) -> Result<Option<PublicUrl>, ConfigError> {
-    let Some(url) = raw.public_url.as_deref().map(str::trim) else {
-        return Ok(None);
-    };
-    if url.is_empty() {
-        return Ok(None);
-    }
-    let host = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))
-        .map(|rest| rest.split('/').next().unwrap_or(""));
-    match host {
-        Some(host) if !host.is_empty() && !url.contains(char::is_whitespace) => {
-            Ok(Some(PublicUrl(url.trim_end_matches('/').to_owned())))
-        }
-        _ => Err(invalid(
-            &sources.name("public_url"),
-            format!(
-                "{url:?} is not an address like https://shop.example.com (http:// or https://, then a host)"
-            ),
+/// A configured secret of at least `min` characters, or a generated one
+/// (and true).
+fn secret_or_generated(
+    value: Option<String>,
+    setting: &str,
+    min: usize,
+    hint: &str,
+) -> Result<(String, bool), ConfigError> {
+    match value {
+        Some(secret) if secret.len() < min => Err(invalid(
+            setting,
+            format!("must be at least {min} characters long{hint}"),
         )),
+        Some(secret) => Ok((secret, false)),
+        None => Ok((generate_token(), true)),
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::super::ServerConfig;
-    use super::*;
-
-    fn resolve(raw: RawConfig) -> Result<ServerConfig, ConfigError> {
-        ServerConfig::resolve(raw, RawConfig::default(), None)
-    }
-
-    #[test]
-    fn the_payments_token_comes_from_a_value_or_a_file_never_both() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("token");
-        std::fs::write(&file, "payments-0123456789abcdef\n").unwrap();
-        let config = resolve(RawConfig {
-            payments_token_file: Some(file.clone()),
-            ..RawConfig::default()
-        })
-        .unwrap();
-        assert_eq!(
-            config.payments_token.as_ref().map(PaymentsToken::as_str),
-            Some("payments-0123456789abcdef")
-        );
-        assert!(!format!("{config:?}").contains("payments-0123456789abcdef"));
-        let err = resolve(RawConfig {
-            payments_token: Some("payments-0123456789abcdef".into()),
-            payments_token_file: Some(file),
-            ..RawConfig::default()
-        })
-        .unwrap_err();
-        assert!(err.to_string().contains("not both"), "{err}");
-        let err = resolve(RawConfig {
-            payments_token: Some("short".into()),
-            ..RawConfig::default()
-        })
-        .unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("invalid setting --payments-token:"),
-            "{err}"
-        );
-        let err = resolve(RawConfig {
-            admin_token: Some("the-same-token-0123456789".into()),
-            payments_token: Some("the-same-token-0123456789".into()),
-            ..RawConfig::default()
-        })
-        .unwrap_err();
-        assert!(
-            err.to_string().contains("differ from the admin token"),
-            "{err}"
-        );
-        assert!(
-            resolve(RawConfig::default())
-                .unwrap()
-                .payments_token
-                .is_none()
-        );
-    }
-
-    #[test]
-    fn a_jwt_secret_file_turns_identity_on_and_is_checked_like_the_secret() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("jwt");
-        std::fs::write(&file, "0123456789abcdef0123456789abcdef\n").unwrap();
-        let config = resolve(RawConfig {
-            jwt_secret_file: Some(file.clone()),
-            ..RawConfig::default()
-        })
-        .unwrap();
-        assert_eq!(config.identity.unwrap().algorithm(), "HS256");
-        std::fs::write(&file, "too short").unwrap();
-        let err = resolve(RawConfig {
-            jwt_secret_file: Some(file.clone()),
-            ..RawConfig::default()
-        })
-        .unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("invalid setting --jwt-secret-file:"),
-            "{err}"
-        );
-        std::fs::write(&file, "\n").unwrap();
-        let err = resolve(RawConfig {
-            jwt_secret_file: Some(file),
-            ..RawConfig::default()
-        })
-        .unwrap_err();
-        assert!(err.to_string().contains("is empty"), "{err}");
-    }
-
-    #[test]
-    fn the_public_url_decides_secure_cookies() {
-        let url = |text: &str| {
-            resolve(RawConfig {
-                public_url: Some(text.into()),
-                ..RawConfig::default()
-            })
-            .map(|c| c.public_url.unwrap())
-        };
-        assert!(url("https://shop.example/").unwrap().is_https());
-        assert!(!url("http://localhost:8080").unwrap().is_https());
-        for bad in ["shop.example", "https://", "ftp://x", "https://a b"] {
-            let err = url(bad).unwrap_err();
-            assert!(err.to_string().contains("--public-url"), "{bad}: {err}");
-        }
-    }
+fn generate_token() -> String {
+    use rand::Rng;
+    let bytes: [u8; 24] = rand::rng().random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -74,6 +74,29 @@ impl Default for Timing {
     }
 }
 
+/// The test's own settings, given as flags would be (`STOCKADE_*`
+/// variables give way to them): a free port, `data_dir`, the setup's
+/// engine and backends, the admin token and `timing`.
+pub fn settings(
+    setup: Setup,
+    data_dir: &std::path::Path,
+    redis: Option<String>,
+    database: Option<String>,
+    timing: Timing,
+) -> RawConfig {
+    let mut raw = RawConfig::default();
+    raw.http.listen = Some("127.0.0.1:0".into());
+    raw.storage.data_dir = Some(data_dir.to_path_buf());
+    raw.storage.engine = Some(setup.engine().into());
+    raw.storage.fallback = (setup == Setup::RedisPostgresFallback).then(|| "postgres".into());
+    raw.redis.redis_url = redis;
+    raw.storage.database_url = database;
+    raw.access.admin_token = Some(TOKEN.into());
+    raw.purchases.commit_deadline_ms = Some(timing.commit_deadline_ms);
+    raw.purchases.outbox_grace_ms = Some(timing.outbox_grace_ms);
+    raw
+}
+
 pub fn config(
     setup: Setup,
     data_dir: &std::path::Path,
@@ -81,19 +104,13 @@ pub fn config(
     database: Option<String>,
     timing: Timing,
 ) -> ServerConfig {
-    config_with_env(setup, data_dir, redis, database, timing, &[])
+    resolved(settings(setup, data_dir, redis, database, timing), &[])
 }
 
-/// [`config`] with `STOCKADE_*` variables as a user sets them (they give
-/// way to the test's own settings, as variables give way to flags).
-pub fn config_with_env(
-    setup: Setup,
-    data_dir: &std::path::Path,
-    redis: Option<String>,
-    database: Option<String>,
-    timing: Timing,
-    vars: &[(&str, &str)],
-) -> ServerConfig {
+/// `settings` resolved over `STOCKADE_*` variables `vars`, as a user sets
+/// them (they give way to the test's own settings, as variables give way
+/// to flags).
+pub fn resolved(settings: RawConfig, vars: &[(&str, &str)]) -> ServerConfig {
     let vars: Vec<(String, String)> = vars
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -101,23 +118,7 @@ pub fn config_with_env(
     let env =
         RawConfig::from_env(|name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
             .unwrap();
-    ServerConfig::resolve(
-        RawConfig {
-            listen: Some("127.0.0.1:0".into()),
-            data_dir: Some(data_dir.to_path_buf()),
-            engine: Some(setup.engine().into()),
-            fallback: (setup == Setup::RedisPostgresFallback).then(|| "postgres".into()),
-            redis_url: redis,
-            database_url: database,
-            admin_token: Some(TOKEN.into()),
-            commit_deadline_ms: Some(timing.commit_deadline_ms),
-            outbox_grace_ms: Some(timing.outbox_grace_ms),
-            ..RawConfig::default()
-        },
-        env,
-        None,
-    )
-    .unwrap()
+    ServerConfig::resolve(settings, env, None).unwrap()
 }
 
 impl TestServer {
@@ -142,7 +143,7 @@ impl TestServer {
         setup: Setup,
         timing: Timing,
         clock: Arc<dyn Clock>,
-        adjust: impl FnOnce(&mut ServerConfig),
+        adjust: impl FnOnce(&mut RawConfig),
     ) -> Self {
         Self::start_full(setup, timing, clock, &[], adjust).await
     }
@@ -153,7 +154,7 @@ impl TestServer {
         setup: Setup,
         clock: Arc<dyn Clock>,
         vars: &[(&str, &str)],
-        adjust: impl FnOnce(&mut ServerConfig),
+        adjust: impl FnOnce(&mut RawConfig),
     ) -> Self {
         Self::start_full(setup, Timing::default(), clock, vars, adjust).await
     }
@@ -163,7 +164,7 @@ impl TestServer {
         timing: Timing,
         clock: Arc<dyn Clock>,
         vars: &[(&str, &str)],
-        adjust: impl FnOnce(&mut ServerConfig),
+        adjust: impl FnOnce(&mut RawConfig),
     ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let (redis, postgres, database_url) = match setup {
@@ -180,15 +181,15 @@ impl TestServer {
                 (None, Some(pg), Some(url))
             }
         };
-        let mut config = config_with_env(
+        let mut settings = settings(
             setup,
             dir.path(),
             redis.as_ref().map(RedisServer::url),
             database_url.clone(),
             timing,
-            vars,
         );
-        adjust(&mut config);
+        adjust(&mut settings);
+        let config = resolved(settings, vars);
         let mut server = Self {
             setup,
             timing,

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use sqlx::Connection;
 use stockade_core::{Clock, SystemClock};
 use stockade_server::Service;
-use stockade_server::config::ServerConfig;
+use stockade_server::config::RawConfig;
 use stockade_server::state::AppState;
 use stockade_test_support::{PostgresServer, RedisServer};
 use tokio::sync::oneshot;
@@ -132,8 +132,8 @@ impl Backends {
     }
 
     /// The settings of an instance on these backends.
-    pub fn config(&self, data_dir: &std::path::Path) -> ServerConfig {
-        common::config(
+    pub fn settings(&self, data_dir: &std::path::Path) -> RawConfig {
+        common::settings(
             Setup::RedisPostgres,
             data_dir,
             Some(self.redis.url()),
@@ -157,7 +157,7 @@ pub struct Instance {
 impl Instance {
     /// An instance on `backends` with the system clock and `adjust`ed
     /// settings.
-    pub async fn start(backends: &Backends, adjust: impl FnOnce(&mut ServerConfig)) -> Self {
+    pub async fn start(backends: &Backends, adjust: impl FnOnce(&mut RawConfig)) -> Self {
         Self::start_with_clock(backends, Arc::new(SystemClock), adjust).await
     }
 
@@ -165,11 +165,12 @@ impl Instance {
     pub async fn start_with_clock(
         backends: &Backends,
         clock: Arc<dyn Clock>,
-        adjust: impl FnOnce(&mut ServerConfig),
+        adjust: impl FnOnce(&mut RawConfig),
     ) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = backends.config(dir.path());
-        adjust(&mut config);
+        let mut settings = backends.settings(dir.path());
+        adjust(&mut settings);
+        let config = common::resolved(settings, &[]);
         let service = Service::start_with_clock(&config, clock).await.unwrap();
         let state = service.state().clone();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -1,4 +1,47 @@
-//! The first part of every Redis key (`--redis-key-prefix`).
+//! The Redis of `--engine redis`: its URL and the first part of every key.
+
+use super::group::settings_group;
+use super::{ConfigError, Sources, invalid};
+
+settings_group! {
+    /// Redis.
+    #[command(next_help_heading = "Redis")]
+    pub struct RedisSettings {
+        /// The Redis of --engine redis: redis://host:6379 (rediss:// for
+        /// TLS), redis+sentinel://host:26379,host2:26379/mymaster (the
+        /// primary Sentinel names, followed across failovers) or
+        /// redis+cluster://host:6379,host2:6379 (a Redis Cluster). Shown
+        /// only as host:port in messages.
+        #[arg(long, env = "STOCKADE_REDIS_URL", value_name = "URL")]
+        pub redis_url: Option<String>,
+        /// The first part of every Redis key (the engine's P:{sale}:...,
+        /// the waiting rooms' P:wr:..., the rate limits' P:limit:..., the
+        /// locks' P-lock...): give each deployment sharing a Redis or
+        /// Cluster its own. 1 to 64 letters, digits, '_', '.' or '-'.
+        #[arg(long, env = "STOCKADE_REDIS_KEY_PREFIX", value_name = "P", default_value = RedisKeyPrefix::DEFAULT)]
+        pub redis_key_prefix: Option<String>,
+    }
+}
+
+impl RedisSettings {
+    /// The Redis URL, if one is given (an empty one is none), checked for
+    /// its topology.
+    pub(super) fn resolve_url(&self, sources: &Sources) -> Result<Option<String>, ConfigError> {
+        let url = self.redis_url.clone().filter(|u| !u.is_empty());
+        if let Some(url) = &url
+            && let Err(error) = stockade_engine::RedisTopology::from_url(url)
+        {
+            return Err(invalid(&sources.name("redis_url"), error.to_string()));
+        }
+        Ok(url)
+    }
+
+    /// `redis_key_prefix`, checked even when the engine is not Redis.
+    pub(super) fn resolve_prefix(&self, sources: &Sources) -> Result<RedisKeyPrefix, ConfigError> {
+        RedisKeyPrefix::parse(self.redis_key_prefix.as_deref())
+            .map_err(|reason| invalid(&sources.name("redis_key_prefix"), reason))
+    }
+}
 
 /// The first part of every Redis key of a deployment, so that several
 /// deployments can share one Redis or Cluster: the engine's keys are
