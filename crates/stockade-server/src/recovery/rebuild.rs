@@ -1,5 +1,6 @@
 //! Rebuilding a sale's engine state from the store, under its lock.
 
+use backon::{ExponentialBuilder, Retryable};
 use std::time::Duration;
 
 use stockade_core::sale::Window;
@@ -171,11 +172,16 @@ pub fn request_rebuild(state: &AppState, sale: &SaleId, seen: Epoch, reason: &'s
     let state = state.clone();
     let sale = sale.clone();
     tokio::spawn(async move {
-        let mut pause = Duration::from_millis(100);
-        while !state.is_stopping() {
-            match rebuild_sale(&state, &sale, seen, reason).await {
-                Ok(_) => break,
-                Err(error) => {
+        if !state.is_stopping() {
+            let _rebuilt = (|| rebuild_sale(&state, &sale, seen, reason))
+                .retry(
+                    ExponentialBuilder::default()
+                        .with_min_delay(Duration::from_millis(100))
+                        .with_max_delay(Duration::from_secs(2))
+                        .without_max_times(),
+                )
+                .when(|_| !state.is_stopping())
+                .notify(|error, _| {
                     if error.means_unreachable() {
                         // Purchases of the sale may then go to the fallback
                         // rather than wait for this rebuild.
@@ -184,10 +190,8 @@ pub fn request_rebuild(state: &AppState, sale: &SaleId, seen: Epoch, reason: &'s
                     }
                     metrics::counter!("stockade_rebuild_failures_total").increment(1);
                     tracing::warn!(%sale, reason, %error, "rebuilding the sale failed; retrying");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(2));
-                }
-            }
+                })
+                .await;
         }
         state.routing().end_rebuild(&sale);
     });
