@@ -29,7 +29,6 @@
 //! - [`listener`]: the HTTP server: connection cap, header-read and idle
 //!   timeouts, bounded shutdown.
 //! - [`startup`]: reaching the database and Redis at start.
-//! - [`redact`]: URLs and errors as they may be shown (no passwords).
 //! - The order store (PostgreSQL or SQLite), the source of truth and the
 //!   arbiter of every commit, is its own crate: `stockade_store`.
 //! - [`routing`]: which authority decides each sale, as this instance knows.
@@ -73,7 +72,6 @@ pub mod metrics;
 pub mod purchase;
 pub mod rate_limit;
 pub mod recovery;
-pub mod redact;
 pub mod rejections;
 pub mod releases;
 pub mod retirement;
@@ -91,6 +89,7 @@ use backon::{ConstantBuilder, Retryable};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use stockade_core::redact;
 
 use stockade_core::{Clock, Engine, EngineError, SystemClock};
 use stockade_engine::{MemoryEngine, RedisEngine, RedisEngineConfig, RedisTopology};

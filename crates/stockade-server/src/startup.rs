@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::redact::endpoint;
+use stockade_core::redact::endpoint;
 
 /// How long one probe connection may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
