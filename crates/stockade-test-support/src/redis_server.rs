@@ -1,7 +1,5 @@
 //! A throwaway `redis-server`.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -199,11 +197,26 @@ fn spawn(dir: &Path, port: u16, extra_args: &[String]) -> Result<ServerProcess, 
 }
 
 /// Sends `command` to the server on `port` over a fresh connection and
-/// parses the reply, for replies [`raw_command`] cannot read (nested arrays).
+/// parses the reply.
 pub(crate) fn query<T: redis::FromRedisValue>(
     port: u16,
     command: &redis::Cmd,
 ) -> Result<T, TestSupportError> {
+    send(port, command, Duration::from_secs(10)).and_then(|reply| {
+        reply.map_err(|e| TestSupportError::CommandFailed {
+            command: format!("{command:?} on redis port {port}"),
+            output: e.to_string(),
+        })
+    })
+}
+
+/// One command over a fresh connection: the server's reply (an error reply
+/// included), or why the server could not be asked.
+fn send<T: redis::FromRedisValue>(
+    port: u16,
+    command: &redis::Cmd,
+    read_timeout: Duration,
+) -> Result<redis::RedisResult<T>, TestSupportError> {
     let failed = |e: redis::RedisError| TestSupportError::CommandFailed {
         command: format!("{command:?} on redis port {port}"),
         output: e.to_string(),
@@ -213,28 +226,51 @@ pub(crate) fn query<T: redis::FromRedisValue>(
         .get_connection_with_timeout(Duration::from_secs(5))
         .map_err(failed)?;
     connection
-        .set_read_timeout(Some(Duration::from_secs(10)))
+        .set_read_timeout(Some(read_timeout))
         .map_err(failed)?;
-    command.query(&mut connection).map_err(failed)
+    Ok(command.query(&mut connection))
 }
 
-/// Sends one RESP command and reads whatever the server answers first.
+/// Sends one command and returns its reply as the server wrote it (RESP:
+/// `+OK`, `$-1` for nil, `-ERR ...` for an error reply), for tests that
+/// poke the server and read its answer as text.
 pub(crate) fn raw_command(port: u16, args: &[&str]) -> Result<String, TestSupportError> {
-    let io = |what: &str, e| TestSupportError::Io(format!("{what} redis on port {port}"), e);
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| io("connecting to", e))?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| io("configuring", e))?;
-    let mut request = format!("*{}\r\n", args.len());
-    for arg in args {
-        request.push_str(&format!("${}\r\n{}\r\n", arg.len(), arg));
+    let mut command = redis::cmd(args.first().copied().unwrap_or("PING"));
+    for arg in args.iter().skip(1) {
+        command.arg(*arg);
     }
-    stream
-        .write_all(request.as_bytes())
-        .map_err(|e| io("writing to", e))?;
-    let mut buf = [0u8; 4096];
-    let n = stream.read(&mut buf).map_err(|e| io("reading from", e))?;
-    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+    match send::<redis::Value>(port, &command, Duration::from_secs(5))? {
+        Ok(value) => Ok(resp(&value)),
+        Err(error) if error.kind() == redis::ErrorKind::Io => {
+            Err(TestSupportError::CommandFailed {
+                command: format!("{args:?} on redis port {port}"),
+                output: error.to_string(),
+            })
+        }
+        Err(error) => Ok(format!("-{error}\r\n")),
+    }
+}
+
+/// `value` written back as RESP.
+fn resp(value: &redis::Value) -> String {
+    use redis::Value;
+    match value {
+        Value::Nil => "$-1\r\n".to_owned(),
+        Value::Int(n) => format!(":{n}\r\n"),
+        Value::BulkString(bytes) => {
+            format!("${}\r\n{}\r\n", bytes.len(), String::from_utf8_lossy(bytes))
+        }
+        Value::SimpleString(text) => format!("+{text}\r\n"),
+        Value::Okay => "+OK\r\n".to_owned(),
+        Value::Array(items) => {
+            let mut text = format!("*{}\r\n", items.len());
+            for item in items {
+                text.push_str(&resp(item));
+            }
+            text
+        }
+        other => format!("{other:?}\r\n"),
+    }
 }
 
 #[cfg(test)]
