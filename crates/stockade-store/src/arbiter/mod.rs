@@ -17,23 +17,30 @@
 //! fallback): one transaction that locks the sale row, checks and inserts
 //! the order, after an unlocked first look that turns refused buyers away
 //! without a lock or a write.
+//!
+//! - `purchase`: deciding a purchase in the store itself;
+//! - `rows`: the sale, holding and sold-count rows the arbiter reads and
+//!   writes, and the sales' row locks.
+
+mod purchase;
+mod rows;
 
 use std::collections::{HashMap, HashSet};
 
-use chrono::{DateTime, Utc};
-use sqlx::any::AnyRow;
-use sqlx::{Any, Row, Transaction};
 use stockade_core::rule;
 use stockade_core::{
-    Epoch, IdempotencyKey, Order, OrderId, Purchase, PurchaseOutcome, SaleId, SaleSpec, UserId,
+    Epoch, IdempotencyKey, Order, OrderId, PurchaseOutcome, SaleId, SaleSpec, UserId,
 };
 
 use tokio::sync::oneshot;
 
 use super::authority::Authority;
 use super::bulk::{self, NewRow};
-use super::{
-    OrderStore, SALE_COLUMNS, StoreError, StoreKind, VOID, corrupt, epoch_of, sale_from_row,
+use super::{OrderStore, StoreError, VOID};
+
+pub(crate) use rows::{
+    IN_CHUNK, placeholders, read_holdings, read_sales, sale_state_from_row, write_holdings,
+    write_sold,
 };
 
 /// The store's verdict on one order handed to [`OrderStore::commit`].
@@ -257,105 +264,6 @@ impl OrderStore {
         }
         Ok(verdicts)
     }
-
-    /// Decides a purchase in the store itself (the store is the engine for
-    /// sales whose authority is [`Authority::Fallback`], and for every sale
-    /// with `--engine postgres`): the purchase must carry the sale's epoch.
-    /// A purchase that will be refused is answered from an unlocked read
-    /// (no lock, no write); one that looks possible locks the sale row,
-    /// checks everything again and commits the order, confirmed, before
-    /// this returns.
-    pub async fn purchase(
-        &self,
-        purchase: &Purchase,
-        order_id: OrderId,
-        now: DateTime<Utc>,
-    ) -> Result<PurchaseOutcome, StoreError> {
-        let sale = purchase.sale_id();
-        // The first look, without a lock.
-        let mut conn = self.pool.acquire().await?;
-        if let Err(outcome) = look(&mut conn, purchase, now).await? {
-            return Ok(outcome);
-        }
-        drop(conn);
-        let mut tx = self.pool.begin().await?;
-        self.lock_sales(&mut tx, &[sale]).await?;
-        let (state, held) = match look(&mut tx, purchase, now).await? {
-            Ok(fits) => fits,
-            Err(outcome) => return Ok(outcome),
-        };
-        let order = Order::accepted(purchase, order_id, now).under_hold(state.spec.hold());
-        let sold = state.sold + purchase.quantity();
-        bulk::insert_orders(
-            self.kind,
-            &mut tx,
-            &[NewRow {
-                order: &order,
-                status: order.status.as_str(),
-                expires_at: order.expires_at,
-                keeps_key: true,
-            }],
-        )
-        .await?;
-        let holding = HashMap::from([(order.user_id.clone(), held + purchase.quantity())]);
-        write_holdings(&mut tx, sale, &holding).await?;
-        write_sold(&mut tx, sale, sold).await?;
-        tx.commit().await?;
-        crate::order_transitions(sale.as_str(), order.status.as_str(), 1);
-        Ok(PurchaseOutcome::Purchased {
-            order_id,
-            remaining: state.spec.total_stock() - sold,
-        })
-    }
-
-    /// The sale with its epoch, authority and sold count.
-    pub async fn sale_state(&self, sale: &SaleId) -> Result<Option<SaleState>, StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        Ok(read_sales(&mut conn, &[sale]).await?.remove(sale))
-    }
-
-    /// Every sale with its epoch, authority and sold count; with
-    /// `ended_before`, only those whose window had not ended by then (sales
-    /// without an end are open): the ones the reconciler looks after.
-    pub async fn sale_states(
-        &self,
-        ended_before: Option<DateTime<Utc>>,
-    ) -> Result<Vec<SaleState>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {SALE_COLUMNS}, epoch, authority, sold, undrained_epoch FROM sales
-              WHERE $1 IS NULL OR ends_at_ms IS NULL OR ends_at_ms > $1 ORDER BY id"
-        ))
-        .bind(ended_before.map(|t| t.timestamp_millis()))
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(sale_state_from_row)
-        .collect()
-    }
-
-    /// Takes the row locks of `sales` until the transaction ends, in id
-    /// order. The first statement of every writing transaction, so that on
-    /// SQLite the transaction holds the write lock from its start (a read
-    /// first would make the upgrade fail under concurrency).
-    pub(super) async fn lock_sales(
-        &self,
-        tx: &mut Transaction<'_, Any>,
-        sales: &[&SaleId],
-    ) -> Result<(), StoreError> {
-        let list = placeholders(1, sales.len());
-        let sql = match self.kind {
-            StoreKind::Postgres => {
-                format!("SELECT id FROM sales WHERE id IN ({list}) ORDER BY id FOR UPDATE")
-            }
-            StoreKind::Sqlite => format!("UPDATE sales SET epoch = epoch WHERE id IN ({list})"),
-        };
-        let mut query = sqlx::query(&sql);
-        for sale in sales {
-            query = query.bind(sale.as_str());
-        }
-        query.execute(&mut **tx).await?;
-        Ok(())
-    }
 }
 
 /// Judges one order of a commit against the sale and the buyer as the
@@ -392,188 +300,4 @@ fn judge(
             Verdict::Committed
         }
     }
-}
-
-/// Every check of a store purchase, on whatever `conn` sees: the sale and
-/// the buyer's holding when the purchase fits, else the refusal.
-async fn look(
-    conn: &mut sqlx::AnyConnection,
-    purchase: &Purchase,
-    now: DateTime<Utc>,
-) -> Result<Result<(SaleState, u32), PurchaseOutcome>, StoreError> {
-    let sale = purchase.sale_id();
-    let Some(state) = read_sales(conn, &[sale]).await?.remove(sale) else {
-        return Ok(Err(PurchaseOutcome::UnknownSale));
-    };
-    if state.epoch != purchase.epoch() {
-        return Ok(Err(PurchaseOutcome::WrongEpoch {
-            engine: state.epoch,
-        }));
-    }
-    if let Some(key) = purchase.idempotency_key()
-        && let Some(original) = read_key_owner(conn, sale, purchase.user_id(), key).await?
-    {
-        return Ok(Err(PurchaseOutcome::Duplicate { order_id: original }));
-    }
-    if let Err(refused) = rule::window(&state.spec, now) {
-        return Ok(Err(refused));
-    }
-    let held = read_holdings(conn, sale, &[purchase.user_id()])
-        .await?
-        .get(purchase.user_id())
-        .copied()
-        .unwrap_or(0);
-    match rule::limit_and_stock(&state.spec, held, state.remaining(), purchase.quantity()) {
-        Err(outcome) => Ok(Err(outcome)),
-        Ok(_) => Ok(Ok((state, held))),
-    }
-}
-
-/// `$start, $start+1, …` for `count` parameters.
-pub(super) fn placeholders(start: usize, count: usize) -> String {
-    (start..start + count)
-        .map(|n| format!("${n}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// At most this many ids per `IN (…)` list.
-pub(super) const IN_CHUNK: usize = 500;
-
-pub(super) async fn read_sales(
-    conn: &mut sqlx::AnyConnection,
-    sales: &[&SaleId],
-) -> Result<HashMap<SaleId, SaleState>, StoreError> {
-    let mut found = HashMap::new();
-    for chunk in sales.chunks(IN_CHUNK) {
-        let sql = format!(
-            "SELECT {SALE_COLUMNS}, epoch, authority, sold, undrained_epoch FROM sales WHERE id IN ({})",
-            placeholders(1, chunk.len())
-        );
-        let mut query = sqlx::query(&sql);
-        for sale in chunk {
-            query = query.bind(sale.as_str());
-        }
-        for row in query.fetch_all(&mut *conn).await? {
-            let state = sale_state_from_row(&row)?;
-            found.insert(state.spec.id().clone(), state);
-        }
-    }
-    Ok(found)
-}
-
-pub(super) fn sale_state_from_row(row: &AnyRow) -> Result<SaleState, StoreError> {
-    let epoch: i64 = row.try_get("epoch")?;
-    let authority: String = row.try_get("authority")?;
-    let sold: i64 = row.try_get("sold")?;
-    let undrained: Option<i64> = row.try_get("undrained_epoch")?;
-    Ok(SaleState {
-        undrained: undrained.map(epoch_of).transpose()?,
-        spec: sale_from_row(row)?,
-        epoch: epoch_of(epoch)?,
-        authority: authority.parse()?,
-        sold: u32::try_from(sold).map_err(|e| corrupt("sold count", e))?,
-    })
-}
-
-pub(super) async fn read_holdings(
-    conn: &mut sqlx::AnyConnection,
-    sale: &SaleId,
-    users: &[&UserId],
-) -> Result<HashMap<UserId, u32>, StoreError> {
-    let mut found = HashMap::new();
-    for chunk in users.chunks(IN_CHUNK) {
-        let sql = format!(
-            "SELECT user_id, quantity FROM holdings WHERE sale_id = $1 AND user_id IN ({})",
-            placeholders(2, chunk.len())
-        );
-        let mut query = sqlx::query(&sql).bind(sale.as_str());
-        for user in chunk {
-            query = query.bind(user.as_str());
-        }
-        for row in query.fetch_all(&mut *conn).await? {
-            let user: String = row.try_get("user_id")?;
-            let quantity: i64 = row.try_get("quantity")?;
-            found.insert(
-                UserId::new(user).map_err(|e| corrupt("holding", e))?,
-                u32::try_from(quantity).map_err(|e| corrupt("holding", e))?,
-            );
-        }
-    }
-    Ok(found)
-}
-
-/// The order (committed or void) that the buyer's `key` names in `sale`.
-/// By (sale, buyer, key), the unique index's columns, so the lookup is one
-/// index probe however many orders the sale has.
-async fn read_key_owner(
-    conn: &mut sqlx::AnyConnection,
-    sale: &SaleId,
-    user: &UserId,
-    key: &IdempotencyKey,
-) -> Result<Option<OrderId>, StoreError> {
-    let row = sqlx::query(
-        "SELECT id FROM orders WHERE sale_id = $1 AND user_id = $2 AND idempotency_key = $3",
-    )
-    .bind(sale.as_str())
-    .bind(user.as_str())
-    .bind(key.as_str())
-    .fetch_optional(&mut *conn)
-    .await?;
-    row.map(|row| {
-        let id: String = row.try_get("id")?;
-        id.parse().map_err(|e| corrupt("order id", e))
-    })
-    .transpose()
-}
-
-/// Sets buyers' holdings to the given totals (0 deletes the row).
-pub(super) async fn write_holdings(
-    tx: &mut Transaction<'_, Any>,
-    sale: &SaleId,
-    holdings: &HashMap<UserId, u32>,
-) -> Result<(), StoreError> {
-    let (empty, held): (Vec<_>, Vec<_>) = holdings.iter().partition(|(_, q)| **q == 0);
-    for chunk in held.chunks(100) {
-        let tuples: Vec<String> = (0..chunk.len())
-            .map(|i| format!("($1, {})", placeholders(i * 2 + 2, 2)))
-            .collect();
-        let sql = format!(
-            "INSERT INTO holdings (sale_id, user_id, quantity) VALUES {}
-             ON CONFLICT (sale_id, user_id) DO UPDATE SET quantity = excluded.quantity",
-            tuples.join(", ")
-        );
-        let mut query = sqlx::query(&sql).bind(sale.as_str());
-        for (user, quantity) in chunk {
-            query = query.bind(user.as_str()).bind(i64::from(**quantity));
-        }
-        query.execute(&mut **tx).await?;
-    }
-    // Emptied holdings go in chunks too: an expiry of 1,000 holds of one
-    // sale is a few statements, not 1,000.
-    for chunk in empty.chunks(IN_CHUNK) {
-        let sql = format!(
-            "DELETE FROM holdings WHERE sale_id = $1 AND user_id IN ({})",
-            placeholders(2, chunk.len())
-        );
-        let mut query = sqlx::query(&sql).bind(sale.as_str());
-        for (user, _) in chunk {
-            query = query.bind(user.as_str());
-        }
-        query.execute(&mut **tx).await?;
-    }
-    Ok(())
-}
-
-pub(super) async fn write_sold(
-    tx: &mut Transaction<'_, Any>,
-    sale: &SaleId,
-    sold: u32,
-) -> Result<(), StoreError> {
-    sqlx::query("UPDATE sales SET sold = $1 WHERE id = $2")
-        .bind(i64::from(sold))
-        .bind(sale.as_str())
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
 }
