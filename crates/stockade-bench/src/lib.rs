@@ -28,7 +28,9 @@
 //!
 //! # Layout
 //! - [`latency`]: the HDR histogram of answer times.
-//! - [`scenario`]: the named scenarios and the validated [`scenario::Workload`].
+//! - [`scenario`]: the named scenarios and `--duration`'s parser.
+//!   - `scenario::workload`: the adjustments and the validated
+//!     [`scenario::Workload`].
 //! - [`strategy`]: the [`strategy::Strategy`] interface and the eight
 //!   strategies (the articles' Lua script in `lua/`, the PostgreSQL
 //!   strategies' tables in `sql/`).
@@ -36,17 +38,25 @@
 //!   strategy.
 //! - [`driver`]: sends a workload at a strategy and tallies the answers.
 //! - [`timeline`]: second-by-second throughput and latency of timed runs.
-//! - [`counters`]: Redis commands and PostgreSQL transactions, from the
-//!   servers' own statistics.
+//! - [`counters`]: the servers' work during a run, from their own statistics.
+//!   - `counters::commandstats`: Redis commands, their time, Redis's CPU time.
+//!   - `counters::transactions`: PostgreSQL transactions.
 //! - [`check`]: the correctness check.
 //! - [`compare`]: `stockade bench`, the strategies one after another.
-//! - [`report`]: results as a Markdown table or JSON.
+//! - [`report`]: each strategy's result, and the report as JSON.
+//!   - `report::ratios`: the ratios between strategies the targets use.
+//!   - `report::markdown`: the report as Markdown, numbers for people.
 //! - [`chart`]: results as an SVG chart.
 //! - [`lock`]: the lock benchmark (`stockade-lock` against `rslock`).
 //! - [`http_load`]: `stockade load`, the same crowd and checks over HTTP
 //!   against a running `stockade serve`.
 //! - [`http_bench`]: `stockade bench http`, `stockade serve` against a bare
-//!   axum handler, committed purchases and sold-out rejections.
+//!   axum handler, committed purchases and sold-out rejections: phases and
+//!   servers.
+//!   - `http_bench::results`: the phases' results as a table or JSON.
+//!   - `http_bench::checks`: the answers and the service checked after a
+//!     phase.
+//!   - `http_bench::baseline`: the bare axum handler.
 
 pub mod chart;
 pub mod check;

@@ -105,15 +105,23 @@
 //!
 //! # Layout
 //!
-//! - [`client`](Locks): [`Locks`]: `try_lock`, `lock_with`, `lock`, `run`,
-//!   and the waiting loop.
+//! - [`client`](Locks): [`Locks`]: connecting, `try_lock`, `lock_with`,
+//!   `lock`, `run`, and one acquisition attempt.
+//!   - `client::in_line`: one node: waiting in the lock's queue, taking the
+//!     grant, leaving the queue on giving up.
+//!   - `client::majority`: Redlock: waiting by retrying with a jitter on
+//!     release messages.
 //! - `config`: [`LocksBuilder`] and [`Lease`].
 //! - `guard`: [`LockGuard`], its validity and its `lost()` signal.
 //! - `watchdog`: lease extension for [`Lease::Watchdog`].
 //! - `quorum`: acquire, extend and release across nodes, by majority.
 //! - `node`: one node's connection and the script calls.
-//! - `subscriptions`: the shared pub/sub connection, grant routing and
-//!   wake-ups.
+//! - `subscriptions`: the shared pub/sub connection: interests in a lock's
+//!   channel and wake-ups.
+//!   - `subscriptions::grants`: grant messages, routed to the one waiter
+//!     that expects each.
+//!   - `subscriptions::task`: the task that owns the connection, subscribes,
+//!     routes messages and reconnects.
 //! - `scripts` and `lua/*.lua`: one Lua script per operation.
 //! - `keys`: the key, counter, queue and channel names of a lock.
 //! - [`fence`](FencingToken): [`FencingToken`].

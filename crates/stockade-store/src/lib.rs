@@ -13,8 +13,11 @@
 //! # Layout
 //! - `lib.rs`: opening, sales and reading orders, and the order-transition
 //!   counter every module reports to.
-//! - [`arbiter`]: committing orders (one verdict per order) and deciding
-//!   purchases in the store itself (the PostgreSQL engine of the service).
+//! - [`arbiter`]: committing orders (one verdict per order).
+//!   - `arbiter::purchase`: deciding purchases in the store itself (the
+//!     PostgreSQL engine of the service).
+//!   - `arbiter::rows`: the sale, holding and sold-count rows the arbiter
+//!     reads and writes, and the sales' row locks.
 //! - [`authority`]: epochs and the fenced move of a sale's authority.
 //! - [`releases`]: cancelling, and the releases the engine still owes.
 //! - [`holds`]: confirming held orders and expiring unpaid ones.

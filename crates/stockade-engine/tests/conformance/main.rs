@@ -1,5 +1,5 @@
 //! The engine conformance suite: every scenario is written once, in
-//! `suite.rs` and `properties.rs`, and run against every engine.
+//! `suite/` and `properties.rs`, and run against every engine.
 
 mod batch_release;
 mod harness;

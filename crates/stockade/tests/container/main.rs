@@ -28,7 +28,7 @@ mod sale;
 #[path = "../multi_instance/api.rs"]
 mod api;
 #[allow(dead_code)]
-#[path = "../multi_instance/checker.rs"]
+#[path = "../multi_instance/checker/mod.rs"]
 mod checker;
 #[allow(dead_code)]
 #[path = "../multi_instance/crowd.rs"]

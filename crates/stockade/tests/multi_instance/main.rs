@@ -23,6 +23,9 @@
 //! - `healing`: readiness, selling out and settling after the faults.
 //! - `evidence`: the checker's input, plain data.
 //! - `checker`: invariants 1-5 over the evidence (tests: `checker_tests`).
+//!   - `checker::acknowledgements`: acknowledgements against the store (3).
+//!   - `checker::holds`: payment holds: confirms (3), settling, expiries (5).
+//!   - `checker::idempotency`: one order per key (4).
 //! - `round`: a scenario's rounds, from sale to verdict.
 //! - `scenarios`: the tests.
 

@@ -1,0 +1,129 @@
+//! Shared helpers: specs, ids, purchases, crowds sent at once.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use stockade_core::{
+    Engine, Epoch, IdempotencyKey, Order, OrderId, OrderStatus, Purchase, PurchaseOutcome, SaleId,
+    SaleSpec, UserId,
+};
+
+use crate::harness::Harness;
+
+pub(super) fn spec(id: &str, stock: u32, limit: u32) -> SaleSpec {
+    SaleSpec::builder(id, stock)
+        .unwrap()
+        .per_user_limit(limit)
+        .unwrap()
+        .build()
+        .unwrap()
+}
+
+pub(super) fn sale(id: &str) -> SaleId {
+    SaleId::new(id).unwrap()
+}
+
+pub(super) fn user(id: &str) -> UserId {
+    UserId::new(id).unwrap()
+}
+
+pub(super) async fn buy(
+    engine: &dyn Engine,
+    sale: &str,
+    user: &str,
+    quantity: u32,
+) -> PurchaseOutcome {
+    engine
+        .purchase(&Purchase::new(sale, user, quantity).unwrap())
+        .await
+        .unwrap()
+}
+
+pub(super) async fn buy_with_key(
+    engine: &dyn Engine,
+    sale: &str,
+    user: &str,
+    key: &str,
+) -> PurchaseOutcome {
+    let purchase = Purchase::new(sale, user, 1)
+        .unwrap()
+        .with_idempotency_key(key)
+        .unwrap();
+    engine.purchase(&purchase).await.unwrap()
+}
+
+/// What a crowd of concurrent purchases got.
+#[derive(Debug, Default)]
+pub(super) struct CrowdResult {
+    pub(super) orders: Vec<OrderId>,
+    pub(super) sold_out: usize,
+    pub(super) others: Vec<PurchaseOutcome>,
+}
+
+/// Sends `purchases` all at once, each from its own task, and sorts the
+/// answers.
+pub(super) async fn stampede(engine: &Arc<dyn Engine>, purchases: Vec<Purchase>) -> CrowdResult {
+    let start = Arc::new(tokio::sync::Barrier::new(purchases.len()));
+    let tasks: Vec<_> = purchases
+        .into_iter()
+        .map(|purchase| {
+            let engine = Arc::clone(engine);
+            let start = Arc::clone(&start);
+            tokio::spawn(async move {
+                start.wait().await;
+                engine.purchase(&purchase).await.unwrap()
+            })
+        })
+        .collect();
+    let mut result = CrowdResult::default();
+    for task in tasks {
+        match task.await.unwrap() {
+            PurchaseOutcome::Purchased { order_id, .. } => result.orders.push(order_id),
+            PurchaseOutcome::SoldOut => result.sold_out += 1,
+            other => result.others.push(other),
+        }
+    }
+    result
+}
+
+pub(super) fn distinct_buyers(sale: &str, count: usize) -> Vec<Purchase> {
+    (0..count)
+        .map(|i| Purchase::new(sale, format!("buyer-{i}"), 1).unwrap())
+        .collect()
+}
+
+pub(super) async fn remaining(engine: &dyn Engine, sale_id: &str) -> u32 {
+    engine
+        .snapshot(&sale(sale_id))
+        .await
+        .unwrap()
+        .unwrap()
+        .remaining
+}
+
+pub(super) fn order(
+    sale_id: &str,
+    user_id: &str,
+    quantity: u32,
+    status: OrderStatus,
+    key: Option<&str>,
+) -> Order {
+    Order {
+        id: OrderId::generate(),
+        sale_id: sale(sale_id),
+        user_id: user(user_id),
+        quantity,
+        idempotency_key: key.map(|k| IdempotencyKey::new(k).unwrap()),
+        status,
+        created_at: Utc::now(),
+        expires_at: None,
+        epoch: Epoch::FIRST,
+    }
+}
+
+impl Harness {
+    pub(super) fn clock_now(&self) -> chrono::DateTime<Utc> {
+        use stockade_core::Clock;
+        self.clock.now()
+    }
+}

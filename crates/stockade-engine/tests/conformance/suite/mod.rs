@@ -1,0 +1,30 @@
+//! The scenarios every engine must pass. Each takes a fresh [`Harness`].
+//!
+//! [`Harness`]: crate::harness::Harness
+
+mod epochs;
+mod helpers;
+mod purchases;
+mod rebuild;
+mod releases;
+mod replays;
+mod sales;
+
+pub use crate::batch_release::releases_in_one_call_are_each_decided_as_alone;
+pub use epochs::epochs_fence_purchases_releases_and_rebuilds;
+pub use purchases::{
+    a_buyer_asking_many_times_gets_one, crowd_of_10000_buyers_for_1000_items,
+    per_user_limit_above_one, quantity_above_one_with_partial_availability,
+    sale_window_opens_and_closes, seed_100_buyers_for_100_items, seed_150_buyers_for_100_items,
+    unknown_sale,
+};
+pub use rebuild::{rebuild_from_committed_orders, rebuild_refuses_inconsistent_orders};
+pub use releases::release_and_double_release;
+pub use replays::{
+    concurrent_replays_yield_one_order, idempotent_replay_yields_the_same_order,
+    keys_are_scoped_to_their_buyer,
+};
+pub use sales::{
+    a_retired_sale_is_forgotten, create_sale_is_idempotent_and_detects_conflicts,
+    outbox_holds_accepted_orders_until_acknowledged,
+};

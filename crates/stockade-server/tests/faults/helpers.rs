@@ -1,0 +1,100 @@
+//! Shared helpers: a crowd of careful buyers, what was acknowledged, a
+//! sale settling, a metric's value.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::TestServer;
+
+/// Buyers `first..first+count` each try once (retrying 503s for a while),
+/// `concurrency` at a time. Returns every answer.
+pub(crate) async fn buyers(
+    server: &Arc<TestServer>,
+    sale: &str,
+    first: usize,
+    count: usize,
+    concurrency: usize,
+) -> Vec<(u16, Value)> {
+    let next = Arc::new(AtomicUsize::new(first));
+    let end = first + count;
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let server = Arc::clone(server);
+            let next = Arc::clone(&next);
+            let sale = sale.to_owned();
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= end {
+                        return answers;
+                    }
+                    let user = format!("buyer-{i}");
+                    let key = format!("key-{i}");
+                    let deadline = Instant::now() + Duration::from_secs(20);
+                    // A careful client: retry 503s with the same key.
+                    let answer = loop {
+                        let answer = server.buy(&sale, &user, 1, Some(&key)).await;
+                        if answer.0 != 503 || Instant::now() > deadline {
+                            break answer;
+                        }
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    };
+                    answers.push(answer);
+                }
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for worker in workers {
+        answers.extend(worker.await.unwrap());
+    }
+    answers
+}
+
+pub(crate) fn acknowledged(answers: &[(u16, Value)]) -> HashSet<String> {
+    answers
+        .iter()
+        .filter(|(status, _)| *status == 201 || *status == 200)
+        .map(|(_, body)| body["order_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Waits until the sale's remaining stock equals stock − committed, and
+/// returns the committed order ids.
+pub(crate) async fn settled(server: &TestServer, sale: &str, stock: u64) -> HashSet<String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let orders = server.all_orders(sale).await;
+        let live: u64 = orders
+            .iter()
+            .filter(|o| o["status"] == "confirmed")
+            .map(|o| o["quantity"].as_u64().unwrap())
+            .sum();
+        let (status, snapshot) = server.get(&format!("/v1/sales/{sale}")).await;
+        assert!(live <= stock, "oversold: {live} of {stock}");
+        if status == 200 && snapshot["remaining"].as_u64() == Some(stock - live) {
+            return orders
+                .iter()
+                .map(|o| o["order_id"].as_str().unwrap().to_owned())
+                .collect();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never settled: remaining {snapshot} vs stock {stock} - committed {live}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+pub(crate) async fn metric(server: &TestServer, name: &str) -> f64 {
+    let text = server.metrics_text().await;
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
