@@ -11,6 +11,12 @@
 //! Calls are made by a spawned drain task, never by a caller's own future: a
 //! caller that gives up (its HTTP client went away) cannot strand the
 //! requests queued behind it.
+//!
+//! Each purchase carries the [`tracing::Span`] current when it was queued,
+//! and each call runs in a span of its own ([`batch_span`]) that follows
+//! from all of them: exported as OpenTelemetry traces, one batch is linked
+//! to the request of every purchase it decided. With tracing off those are
+//! disabled spans, which own nothing.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -19,7 +25,7 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 use parking_lot::Mutex;
-use stockade_core::{EngineError, IdempotencyKey, OrderId, Purchase, UserId};
+use stockade_core::{EngineError, Epoch, IdempotencyKey, OrderId, Purchase, SaleId, UserId};
 use tokio::sync::oneshot;
 
 /// One purchase waiting for its batch (the sale and epoch are the batch's
@@ -30,6 +36,9 @@ pub(crate) struct BatchedPurchase {
     pub(crate) quantity: u32,
     pub(crate) key: Option<IdempotencyKey>,
     pub(crate) order_id: OrderId,
+    /// The span current when the purchase was queued (its request's),
+    /// which the batch's span follows from.
+    pub(crate) queued_from: tracing::Span,
 }
 
 impl BatchedPurchase {
@@ -39,8 +48,37 @@ impl BatchedPurchase {
             quantity: purchase.quantity(),
             key: purchase.idempotency_key().cloned(),
             order_id: OrderId::generate(),
+            queued_from: tracing::Span::current(),
         }
     }
+}
+
+/// The span of one call deciding `purchases` of `sale` under `epoch`
+/// (`call` names it: the script or the function): a root span, since the
+/// call serves many requests of as many traces, that follows from the span
+/// each purchase was queued from (an OpenTelemetry link to each).
+pub(crate) fn batch_span(
+    engine: &'static str,
+    call: &'static str,
+    sale: &SaleId,
+    epoch: Epoch,
+    purchases: &[BatchedPurchase],
+) -> tracing::Span {
+    let span = tracing::debug_span!(
+        parent: None,
+        "engine batch",
+        otel.name = call,
+        engine,
+        sale_id = %sale,
+        epoch = epoch.get(),
+        purchases = purchases.len(),
+    );
+    if !span.is_disabled() {
+        for purchase in purchases {
+            span.follows_from(&purchase.queued_from);
+        }
+    }
+    span
 }
 
 /// Runs one batch: one answer per request, in the same order.

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use stockade_core::{Engine, Purchase, PurchaseOutcome};
 use stockade_store::authority::Authority;
+use tracing::{Instrument as _, Span};
 
 use super::PurchaseError;
 use crate::routing::Route;
@@ -30,11 +31,13 @@ pub(super) fn decider(state: &AppState, route: Route) -> Option<&Arc<dyn Engine>
 }
 
 /// The engine's gate behind the circuit breaker. None: the breaker is open
-/// and the sale should move to the fallback.
+/// and the sale should move to the fallback. `request` is the request's
+/// span: the engine's batch links to it.
 pub(super) async fn engine_gate(
     state: &AppState,
     engine: &Arc<dyn Engine>,
     purchase: &Purchase,
+    request: &Span,
 ) -> Result<Option<PurchaseOutcome>, PurchaseError> {
     // Fail fast while the engine is known to be unreachable.
     if !state.breaker().allow(Instant::now()) {
@@ -44,7 +47,9 @@ pub(super) async fn engine_gate(
         return Err(PurchaseError::EngineUnavailable);
     }
     let started = Instant::now();
-    match engine.purchase(purchase).await {
+    // A batching engine links its batch to the span current when the
+    // purchase is queued: the request's, rather than this step's.
+    match engine.purchase(purchase).instrument(request.clone()).await {
         Ok(outcome) => {
             state.breaker().succeeded();
             metrics::histogram!("stockade_engine_seconds", "op" => "purchase")
