@@ -12,10 +12,11 @@
 //! caller that gives up (its HTTP client went away) cannot strand the
 //! requests queued behind it.
 //!
-//! Each purchase carries the [`tracing::Span`] current when it was queued,
-//! and each call runs in a span of its own ([`batch_span`]) that follows
-//! from all of them: exported as OpenTelemetry traces, one batch is linked
-//! to the request of every purchase it decided. With tracing off those are
+//! Each purchase carries the [`tracing::Span`] it was queued from (the one
+//! its caller named with [`link_batches_to`], else the current one), and
+//! each call runs in a span of its own ([`batch_span`]) that follows from
+//! all of them: exported as OpenTelemetry traces, one batch is linked to
+//! the request of every purchase it decided. With tracing off those are
 //! disabled spans, which own nothing.
 
 use std::collections::VecDeque;
@@ -28,6 +29,20 @@ use parking_lot::Mutex;
 use stockade_core::{EngineError, Epoch, IdempotencyKey, OrderId, Purchase, SaleId, UserId};
 use tokio::sync::oneshot;
 
+tokio::task_local! {
+    /// The span the purchases queued in this scope are queued from.
+    static QUEUED_FROM: tracing::Span;
+}
+
+/// Runs `call` (an engine call) so that the batches deciding the purchases
+/// it queues follow from `span` (an OpenTelemetry link to it) rather than
+/// from the span current when they are queued: a caller names its request's
+/// span while a span of its own step is the current one. Only worth it while
+/// `span` is enabled; without it, batches follow from the current span.
+pub async fn link_batches_to<F: Future>(span: tracing::Span, call: F) -> F::Output {
+    QUEUED_FROM.scope(span, call).await
+}
+
 /// One purchase waiting for its batch (the sale and epoch are the batch's
 /// key). The order id is made on arrival, so ids (UUIDv7) follow arrival
 /// order.
@@ -36,8 +51,8 @@ pub(crate) struct BatchedPurchase {
     pub(crate) quantity: u32,
     pub(crate) key: Option<IdempotencyKey>,
     pub(crate) order_id: OrderId,
-    /// The span current when the purchase was queued (its request's),
-    /// which the batch's span follows from.
+    /// The span the purchase was queued from (its request's, see
+    /// [`link_batches_to`]), which the batch's span follows from.
     pub(crate) queued_from: tracing::Span,
 }
 
@@ -48,7 +63,9 @@ impl BatchedPurchase {
             quantity: purchase.quantity(),
             key: purchase.idempotency_key().cloned(),
             order_id: OrderId::generate(),
-            queued_from: tracing::Span::current(),
+            queued_from: QUEUED_FROM
+                .try_with(tracing::Span::clone)
+                .unwrap_or_else(|_| tracing::Span::current()),
         }
     }
 }

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use stockade_core::{Engine, Purchase, PurchaseOutcome};
 use stockade_store::authority::Authority;
-use tracing::{Instrument as _, Span};
+use tracing::Span;
 
 use super::PurchaseError;
 use crate::routing::Route;
@@ -47,9 +47,15 @@ pub(super) async fn engine_gate(
         return Err(PurchaseError::EngineUnavailable);
     }
     let started = Instant::now();
-    // A batching engine links its batch to the span current when the
-    // purchase is queued: the request's, rather than this step's.
-    match engine.purchase(purchase).instrument(request.clone()).await {
+    // A batching engine's batch links to the request's span rather than to
+    // this step's (while tracing is on: else there is nothing to link).
+    let call = engine.purchase(purchase);
+    let decided = if request.is_disabled() {
+        call.await
+    } else {
+        stockade_engine::link_batches_to(request.clone(), call).await
+    };
+    match decided {
         Ok(outcome) => {
             state.breaker().succeeded();
             metrics::histogram!("stockade_engine_seconds", "op" => "purchase")
