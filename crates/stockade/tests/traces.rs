@@ -381,7 +381,7 @@ async fn one_purchase_is_traced_from_the_callers_request_through_the_batches_to_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_standard_variables_turn_traces_on_and_name_the_service() {
+async fn the_standard_variables_turn_traces_on_and_a_stop_exports_what_is_queued() {
     let (collector, spans) = receiver().await;
     let dir = tempfile::tempdir().unwrap();
     let server = serve(
@@ -390,7 +390,9 @@ async fn the_standard_variables_turn_traces_on_and_name_the_service() {
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.as_str()),
             ("OTEL_SERVICE_NAME", "shop-stockade"),
-            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+            // Nothing is exported on schedule during the test: what arrives
+            // comes from the flush at SIGTERM.
+            ("OTEL_BSP_SCHEDULE_DELAY", "600000"),
         ],
     );
     let client = reqwest::Client::new();
@@ -403,27 +405,31 @@ async fn the_standard_variables_turn_traces_on_and_name_the_service() {
         .await
         .unwrap();
     assert_eq!(response.status(), 201);
-    let received = spans_until(&spans, "the purchase's request span", |r| {
-        r.iter()
-            .any(|r| r.span.name == "POST /v1/sales/{id}/purchases")
-    })
-    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        spans.lock().unwrap().is_empty(),
+        "exported before the schedule or the stop"
+    );
+    // SIGTERM, waiting for the exit (the flush happens before it).
+    tokio::task::spawn_blocking(move || server.stop())
+        .await
+        .unwrap();
+    let received = spans.lock().unwrap().clone();
     let request = received
         .iter()
         .find(|r| r.span.name == "POST /v1/sales/{id}/purchases")
-        .unwrap();
+        .expect("the purchase's request span, exported at the stop");
     assert_eq!(request.service, "shop-stockade");
     assert!(request.span.parent_span_id.is_empty(), "a trace of its own");
     // The memory engine decides without a batch; the writer still commits
     // in one, linked to the request.
-    spans_until(&spans, "the store commit linked to the request", |r| {
-        r.iter().any(|s| {
+    assert!(
+        received.iter().any(|s| {
             s.span.name == "store commit"
                 && links_to(&s.span, &request.span.trace_id, &request.span.span_id)
-        })
-    })
-    .await;
-    server.stop();
+        }),
+        "the store commit linked to the request"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
