@@ -352,18 +352,21 @@ impl HttpClient for ExportClient {
 /// DEBUG, like the span it replaces: disabled at its callsite unless
 /// traces or debug logs are on, and then nothing below runs.
 pub fn request_span<B>(request: &Request<B>) -> Span {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(MatchedPath::as_str);
+    // Field values are evaluated only when the span is enabled.
+    let route = || {
+        request
+            .extensions()
+            .get::<MatchedPath>()
+            .map(MatchedPath::as_str)
+    };
     let span = tracing::debug_span!(
         "request",
-        otel.name = %format_args!("{} {}", request.method(), route.unwrap_or("(no route)")),
+        otel.name = %format_args!("{} {}", request.method(), route().unwrap_or("(no route)")),
         otel.kind = "server",
         otel.status_code = Empty,
         http.request.method = %request.method(),
         url.path = request.uri().path(),
-        http.route = route,
+        http.route = route(),
         http.response.status_code = Empty,
         sale_id = Empty,
         order_id = Empty,
@@ -517,6 +520,30 @@ mod tests {
         .unwrap_err();
         assert_eq!(error.setting, "OTEL_EXPORTER_OTLP_ENDPOINT");
         assert!(error.reason.contains("https"), "{error}");
+    }
+
+    #[test]
+    fn with_the_default_log_filter_the_spans_are_disabled() {
+        // The subscriber of `stockade serve` without an endpoint: the log
+        // layer alone, at its default filter.
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter("info,sqlx=warn")
+            .with_writer(std::io::sink)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let request = Request::post("/v1/sales/s/purchases")
+                .header(
+                    "traceparent",
+                    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                )
+                .body(())
+                .unwrap();
+            let span = request_span(&request);
+            assert!(span.is_disabled());
+            let _entered = span.enter();
+            assert!(Span::current().is_disabled(), "nothing to carry for a link");
+        });
+        assert!(!is_on());
     }
 
     #[test]
