@@ -33,7 +33,7 @@
 //! Spans go through the SDK's batch span processor (its own thread; the
 //! standard `OTEL_BSP_*` variables tune it, `OTEL_TRACES_SAMPLER` samples)
 //! to the OTLP exporter, which sends them with a hyper client driven by a
-//! one-thread runtime of its own ([`ExportClient`]), so exports never
+//! one-thread runtime of its own (`ExportClient`), so exports never
 //! compete with requests for the service's runtime and a flush at shutdown
 //! cannot wait on it.
 
