@@ -11,6 +11,7 @@
 //! and the engine's `engine_*` tables, each strategy on a fresh sale id.
 
 use std::time::Duration;
+use stockade_core::redact::{mask_password, scrub};
 
 use redis::AsyncCommands;
 use sqlx::postgres::PgConnectOptions;
@@ -176,7 +177,7 @@ impl Servers {
             } else {
                 "the named server"
             };
-            lines.push(format!("Redis: {kind} at {}", redacted(&redis.url)));
+            lines.push(format!("Redis: {kind} at {}", mask_password(&redis.url)));
         }
         match &self.postgres {
             Some(PostgresSide::Owned(server)) => lines.push(format!(
@@ -184,7 +185,10 @@ impl Servers {
                 server.url()
             )),
             Some(PostgresSide::Named(url)) => {
-                lines.push(format!("PostgreSQL: the named database {}", redacted(url)));
+                lines.push(format!(
+                    "PostgreSQL: the named database {}",
+                    mask_password(url)
+                ));
             }
             None => {}
         }
@@ -205,8 +209,8 @@ async fn check_redis(url: &str) -> Result<(), ServersError> {
     let unusable = |why: String| {
         ServersError::Unusable(format!(
             "cannot use the Redis at --redis-url {}: {}",
-            redacted(url),
-            scrubbed(&why, url)
+            mask_password(url),
+            scrub(&why, url)
         ))
     };
     let client = redis::Client::open(url).map_err(|e| unusable(e.to_string()))?;
@@ -228,17 +232,17 @@ async fn check_redis(url: &str) -> Result<(), ServersError> {
 /// within [`CONNECT_TIMEOUT`] (the strategies' pools would otherwise retry
 /// for minutes). The error names the URL without its password.
 async fn check_postgres(url: &str) -> Result<(), ServersError> {
-    let shown = redacted(url);
+    let shown = mask_password(url);
     let options: PgConnectOptions = url.parse().map_err(|e: sqlx::Error| {
         ServersError::Unusable(format!(
             "--database-url {shown} is not a PostgreSQL URL: {}",
-            scrubbed(&e.to_string(), url)
+            scrub(&e.to_string(), url)
         ))
     })?;
     let unusable = |why: String| {
         ServersError::Unusable(format!(
             "cannot use the PostgreSQL database at --database-url {shown}: {}",
-            scrubbed(&why, url)
+            scrub(&why, url)
         ))
     };
     match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options)).await {
@@ -254,111 +258,9 @@ async fn check_postgres(url: &str) -> Result<(), ServersError> {
     }
 }
 
-/// `url` with its password (in the user part or a `password` query
-/// parameter) replaced by `***`, for messages and logs:
-/// `postgres://user:***@host:5432/db`.
-pub fn redacted(url: &str) -> String {
-    let Ok(mut parsed) = reqwest::Url::parse(url) else {
-        return "(a URL that does not parse)".into();
-    };
-    if parsed.password().is_some() {
-        // Only URLs that cannot have a password refuse one.
-        let _ = parsed.set_password(Some("***"));
-    }
-    if parsed.query_pairs().any(|(key, _)| key == "password") {
-        let pairs: Vec<(String, String)> = parsed
-            .query_pairs()
-            .map(|(key, value)| {
-                let value = if key == "password" {
-                    "***".to_owned()
-                } else {
-                    value.into_owned()
-                };
-                (key.into_owned(), value)
-            })
-            .collect();
-        parsed.query_pairs_mut().clear().extend_pairs(pairs);
-    }
-    parsed.to_string()
-}
-
-/// `text` with every URL in it that carries a password shown by
-/// [`redacted`] (for a child server's output, which may quote the URLs it
-/// was given).
-pub fn redact_urls_in(text: &str) -> String {
-    let is_boundary = |c: char| {
-        c.is_whitespace() || matches!(c, '"' | '\'' | '(' | ')' | '[' | ']' | '<' | '>' | ',')
-    };
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find(|c: char| !is_boundary(c)) {
-        out.push_str(&rest[..start]);
-        rest = &rest[start..];
-        let end = rest.find(is_boundary).unwrap_or(rest.len());
-        let word = &rest[..end];
-        if word.contains("://") && word.contains('@') {
-            out.push_str(&redacted(word));
-        } else {
-            out.push_str(word);
-        }
-        rest = &rest[end..];
-    }
-    out.push_str(rest);
-    out
-}
-
-/// `text` with any password of `url` in it replaced by `***` (a driver's
-/// error message may quote the URL).
-fn scrubbed(text: &str, url: &str) -> String {
-    let Ok(parsed) = reqwest::Url::parse(url) else {
-        return text.to_owned();
-    };
-    let mut secrets: Vec<String> = parsed
-        .query_pairs()
-        .filter(|(key, _)| key == "password")
-        .map(|(_, value)| value.into_owned())
-        .collect();
-    if let Some(password) = parsed.password() {
-        secrets.push(password.to_owned());
-    }
-    let mut text = text.to_owned();
-    for secret in secrets.iter().filter(|s| !s.is_empty()) {
-        text = text.replace(secret.as_str(), "***");
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passwords_are_hidden() {
-        assert_eq!(
-            redacted("postgres://shop:s3cret@db.example:5433/sales"),
-            "postgres://shop:***@db.example:5433/sales"
-        );
-        assert_eq!(
-            redacted("redis://:s3cret@127.0.0.1:6379/0"),
-            "redis://:***@127.0.0.1:6379/0"
-        );
-        assert_eq!(
-            redacted("postgres://shop@db.example/sales?password=s3cret&sslmode=require"),
-            "postgres://shop@db.example/sales?password=***&sslmode=require"
-        );
-        assert_eq!(redacted("redis://127.0.0.1:6379"), "redis://127.0.0.1:6379");
-        assert_eq!(redacted("not a url"), "(a URL that does not parse)");
-        assert_eq!(
-            scrubbed("failed for s3cret", "postgres://u:s3cret@h/d"),
-            "failed for ***"
-        );
-        assert_eq!(
-            redact_urls_in(
-                "store at postgres://u:s3cret@h:5432/d)\n(redis \"redis://:pw@r:6379\", http://h:1 x)"
-            ),
-            "store at postgres://u:***@h:5432/d)\n(redis \"redis://:***@r:6379\", http://h:1 x)"
-        );
-    }
 
     #[tokio::test]
     async fn unreachable_named_servers_are_refused_within_seconds_without_the_password() {

@@ -34,6 +34,7 @@ pub mod order;
 pub mod outcome;
 pub mod purchase;
 pub mod rebuild;
+pub mod redact;
 pub mod room;
 pub mod rule;
 pub mod sale;

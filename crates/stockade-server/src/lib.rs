@@ -29,7 +29,6 @@
 //! - [`listener`]: the HTTP server: connection cap, header-read and idle
 //!   timeouts, bounded shutdown.
 //! - [`startup`]: reaching the database and Redis at start.
-//! - [`redact`]: URLs and errors as they may be shown (no passwords).
 //! - The order store (PostgreSQL or SQLite), the source of truth and the
 //!   arbiter of every commit, is its own crate: `stockade_store`.
 //! - [`routing`]: which authority decides each sale, as this instance knows.
@@ -75,7 +74,6 @@ pub mod metrics;
 pub mod purchase;
 pub mod rate_limit;
 pub mod recovery;
-pub mod redact;
 pub mod rejections;
 pub mod releases;
 pub mod retirement;
@@ -90,9 +88,11 @@ pub mod telemetry;
 pub mod waiting_room;
 pub mod writer;
 
+use backon::{ConstantBuilder, Retryable};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use stockade_core::redact;
 
 use stockade_core::{Clock, Engine, EngineError, SystemClock};
 use stockade_engine::{MemoryEngine, RedisEngine, RedisEngineConfig, RedisTopology};
@@ -485,39 +485,38 @@ async fn open_store(
         startup::reach(Backend::Postgres, url, setting, wait).await?;
     }
     let deadline = tokio::time::Instant::now() + wait;
-    loop {
-        match OrderStore::open(&url).await {
-            Ok(store) => return Ok(store),
-            // Listening but not accepting yet (starting up, shutting down).
-            Err(StoreError::Unavailable(_)) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(error) => {
-                return Err(ServeError::Store {
-                    location: shown_location,
-                    reason: redact::scrub(&redact::one_line(&error), &url),
-                });
-            }
-        }
-    }
+    (|| OrderStore::open(&url))
+        .retry(
+            ConstantBuilder::default()
+                .with_delay(Duration::from_millis(500))
+                .without_max_times(),
+        )
+        // Listening but not accepting yet (starting up, shutting down).
+        .when(|error| {
+            matches!(error, StoreError::Unavailable(_)) && tokio::time::Instant::now() < deadline
+        })
+        .await
+        .map_err(|error| ServeError::Store {
+            location: shown_location,
+            reason: redact::scrub(&redact::one_line(&error), &url),
+        })
 }
 
 /// Recovery at start, retried for a while if the store or engine is still
 /// coming up.
 async fn recover_at_start(state: &AppState) -> Result<(), ServeError> {
-    let mut attempts = 0;
-    loop {
-        match recovery::recover_at_start(state).await {
-            Ok(rebuilt) => {
-                tracing::info!(rebuilt, "engine recovered from the store");
-                return Ok(());
-            }
-            Err(error) if attempts < 10 => {
-                attempts += 1;
-                tracing::warn!(%error, attempts, "recovery at start failed; retrying");
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-            Err(error) => return Err(error.into()),
-        }
-    }
+    let attempts = std::sync::atomic::AtomicU32::new(0);
+    let rebuilt = (|| recovery::recover_at_start(state))
+        .retry(
+            ConstantBuilder::default()
+                .with_delay(Duration::from_millis(500))
+                .with_max_times(10),
+        )
+        .notify(|error, _| {
+            let attempts = attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            tracing::warn!(%error, attempts, "recovery at start failed; retrying");
+        })
+        .await?;
+    tracing::info!(rebuilt, "engine recovered from the store");
+    Ok(())
 }

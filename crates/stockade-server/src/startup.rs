@@ -7,12 +7,13 @@
 //! `--startup-wait-ms` (saying so once), for an instance started alongside
 //! its database.
 
+use backon::{ConstantBuilder, Retryable};
 use std::io;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::redact::endpoint;
+use stockade_core::redact::endpoint;
 
 /// How long one probe connection may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -70,33 +71,32 @@ pub async fn reach(
         return Ok(());
     }
     let started = Instant::now();
-    let mut said_so = false;
-    loop {
-        let reason = match probe(&target).await {
-            Ok(()) => return Ok(()),
-            Err(Probe::Permanent(reason)) => reason,
-            Err(Probe::Transient(reason)) if started.elapsed() < wait => {
-                if !said_so {
-                    tracing::warn!(
-                        "{} at {target} is not reachable yet ({reason}); waiting up to {} s for it (--startup-wait-ms / STOCKADE_STARTUP_WAIT_MS)",
-                        backend.name(),
-                        wait.as_secs()
-                    );
-                    said_so = true;
-                }
-                tokio::time::sleep(Duration::from_millis(250)).await;
-                continue;
+    let said_so = std::sync::atomic::AtomicBool::new(false);
+    let probed = (|| probe(&target))
+        .retry(
+            ConstantBuilder::default()
+                .with_delay(Duration::from_millis(250))
+                .without_max_times(),
+        )
+        .when(|error| matches!(error, Probe::Transient(_)) && started.elapsed() < wait)
+        .notify(|error, _| {
+            if !said_so.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                tracing::warn!(
+                    "{} at {target} is not reachable yet ({}); waiting up to {} s for it (--startup-wait-ms / STOCKADE_STARTUP_WAIT_MS)",
+                    backend.name(),
+                    error.reason(),
+                    wait.as_secs()
+                );
             }
-            Err(Probe::Transient(reason)) => reason,
-        };
-        return Err(Unreachable {
-            backend,
-            endpoint: target,
-            setting: setting.to_owned(),
-            reason,
-            waited: said_so.then(|| started.elapsed()),
-        });
-    }
+        })
+        .await;
+    probed.map_err(|error| Unreachable {
+        backend,
+        endpoint: target.clone(),
+        setting: setting.to_owned(),
+        reason: error.into_reason(),
+        waited: said_so.into_inner().then(|| started.elapsed()),
+    })
 }
 
 enum Probe {
@@ -104,6 +104,20 @@ enum Probe {
     Transient(String),
     /// Waiting will not help: the host name does not resolve.
     Permanent(String),
+}
+
+impl Probe {
+    fn reason(&self) -> &str {
+        match self {
+            Self::Transient(reason) | Self::Permanent(reason) => reason,
+        }
+    }
+
+    fn into_reason(self) -> String {
+        match self {
+            Self::Transient(reason) | Self::Permanent(reason) => reason,
+        }
+    }
 }
 
 async fn probe(target: &str) -> Result<(), Probe> {

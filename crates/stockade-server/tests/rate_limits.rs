@@ -290,8 +290,11 @@ async fn two_instances_on_one_redis_share_a_buyers_limit_and_limited_requests_co
         (limited..=limited + background).contains(&scripts),
         "{scripts} script calls for {limited} limited requests"
     );
+    // Besides the checks: each of the two instances' background work every
+    // second (a reconciler pass and an engine-view report with its PING).
+    let background_commands = 2 * 6 * (elapsed.as_secs() + 2);
     assert!(
-        commands <= 2 * limited + background,
+        commands <= 2 * limited + background_commands,
         "{commands} Redis commands for {limited} limited requests"
     );
     assert!(

@@ -25,7 +25,7 @@ use nix::sys::signal::Signal;
 use tempfile::TempDir;
 
 use crate::process::{ServerProcess, log_tail, wait_until};
-use crate::{TestSupportError, binaries, free_port};
+use crate::{TestSupportError, binaries, on_a_free_port};
 
 /// A running `chromedriver`, stopped on drop.
 #[derive(Debug)]
@@ -49,9 +49,7 @@ impl Chromedriver {
             .tempdir()
             .map_err(|e| TestSupportError::Io("creating a temp dir for chromedriver".into(), e))?;
         let log = dir.path().join("chromedriver.log");
-        let mut last_error = None;
-        for _attempt in 0..3 {
-            let port = free_port()?;
+        let (process, port) = on_a_free_port(|port| {
             let mut command = Command::new(&chromedriver);
             command.arg(format!("--port={port}"));
             let process = ServerProcess::spawn(command, &log, Signal::SIGTERM)?;
@@ -59,21 +57,21 @@ impl Chromedriver {
                 TcpStream::connect(("127.0.0.1", port)).is_ok()
             });
             if ready {
-                return Ok(Self {
-                    _process: process,
-                    port,
-                    chromium,
-                    dir,
-                });
+                return Ok((process, port));
             }
-            last_error = Some(TestSupportError::NotReady {
+            Err(TestSupportError::NotReady {
                 server: format!("chromedriver on port {port}"),
                 seconds: 20,
                 log: log.clone(),
                 tail: log_tail(&log, 20),
-            });
-        }
-        Err(last_error.expect("three attempts were made"))
+            })
+        })?;
+        Ok(Self {
+            _process: process,
+            port,
+            chromium,
+            dir,
+        })
     }
 
     /// The WebDriver endpoint.

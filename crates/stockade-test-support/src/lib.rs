@@ -33,6 +33,8 @@
 //! - [`postgres_server`]: [`PostgresServer`] (initdb + postgres, or a fresh
 //!   database on the server named by `DATABASE_URL`).
 
+use std::time::Duration;
+
 pub mod binaries;
 pub mod browser;
 mod error;
@@ -51,6 +53,37 @@ pub use redis_cluster::RedisCluster;
 pub use redis_sentinel::RedisSentinelGroup;
 pub use redis_server::RedisServer;
 pub use serve::ServeProcess;
+
+/// Starts a server with `start` on a free port, trying three ports (with
+/// `backon`): another process may take the port between [`free_port`] and
+/// the server's bind.
+pub fn on_a_free_port<T>(
+    mut start: impl FnMut(u16) -> Result<T, TestSupportError>,
+) -> Result<T, TestSupportError> {
+    use backon::{BlockingRetryable, ConstantBuilder};
+    (|| start(free_port()?))
+        .retry(
+            ConstantBuilder::default()
+                .with_delay(Duration::ZERO)
+                .with_max_times(2),
+        )
+        .call()
+}
+
+/// Starts a killed server again on its own port with `start`, for up to
+/// five seconds: the port may linger briefly after the kill.
+pub fn on_its_port_again(
+    mut start: impl FnMut() -> Result<(), TestSupportError>,
+) -> Result<(), TestSupportError> {
+    use backon::{BlockingRetryable, ConstantBuilder};
+    (|| start())
+        .retry(
+            ConstantBuilder::default()
+                .with_delay(Duration::from_millis(100))
+                .with_max_times(49),
+        )
+        .call()
+}
 
 /// Asks the kernel for a free TCP port on the loopback interface.
 ///

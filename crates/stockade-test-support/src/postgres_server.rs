@@ -14,7 +14,7 @@ use sqlx::Connection;
 use tempfile::TempDir;
 
 use crate::process::{ServerProcess, log_tail, wait_until};
-use crate::{TestSupportError, binaries, free_port};
+use crate::{TestSupportError, binaries, on_a_free_port, on_its_port_again};
 
 /// How a throwaway PostgreSQL trades durability for speed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,19 +85,13 @@ impl PostgresServer {
             durability,
             dir,
         };
-        let mut last_error = None;
-        for _attempt in 0..3 {
-            server.port = free_port()?;
-            match server.spawn() {
-                Ok(()) => {
-                    return Ok(Self {
-                        inner: Inner::Owned(server),
-                    });
-                }
-                Err(e) => last_error = Some(e),
-            }
-        }
-        Err(last_error.expect("three attempts were made"))
+        on_a_free_port(|port| {
+            server.port = port;
+            server.spawn()
+        })?;
+        Ok(Self {
+            inner: Inner::Owned(server),
+        })
     }
 
     /// The URL of the server's `postgres` database (for administration).
@@ -154,17 +148,7 @@ impl PostgresServer {
     pub fn start_again(&mut self) -> Result<(), TestSupportError> {
         match &mut self.inner {
             Inner::Owned(server) if server.process.is_none() => {
-                let mut last_error = None;
-                for _attempt in 0..50 {
-                    match server.spawn() {
-                        Ok(()) => return Ok(()),
-                        Err(e) => {
-                            last_error = Some(e);
-                            std::thread::sleep(Duration::from_millis(100));
-                        }
-                    }
-                }
-                Err(last_error.expect("attempts were made"))
+                on_its_port_again(|| server.spawn())
             }
             _ => Ok(()),
         }

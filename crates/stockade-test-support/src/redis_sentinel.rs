@@ -10,7 +10,7 @@ use tempfile::TempDir;
 
 use crate::process::{ServerProcess, log_tail, wait_until};
 use crate::redis_server::{query, raw_command};
-use crate::{RedisServer, TestSupportError, binaries, free_port};
+use crate::{RedisServer, TestSupportError, binaries, on_a_free_port};
 
 /// The name the sentinels monitor the group under.
 pub const SERVICE: &str = "mymaster";
@@ -202,9 +202,7 @@ impl Sentinel {
             .tempdir()
             .map_err(|e| TestSupportError::Io("creating a temp dir for a sentinel".into(), e))?;
         let binary = binaries::find("redis-server", "redis-server")?;
-        let mut last_error = None;
-        for _attempt in 0..3 {
-            let port = free_port()?;
+        on_a_free_port(|port| {
             let config = dir.path().join("sentinel.conf");
             let text = format!(
                 "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir {dir}\n\
@@ -224,13 +222,13 @@ impl Sentinel {
                 process.has_exited() || primary_named_by(port) == Some(primary_port)
             });
             if ready && !process.has_exited() {
-                return Ok(Self { process, port, dir });
+                return Ok((process, port));
             }
             process.kill();
             // Another process may have taken the port: try another.
-            last_error = Some(not_ready(format!("sentinel on port {port}"), 10, &log));
-        }
-        Err(last_error.expect("three attempts were made"))
+            Err(not_ready(format!("sentinel on port {port}"), 10, &log))
+        })
+        .map(|(process, port)| Self { process, port, dir })
     }
 
     fn log_path(&self) -> PathBuf {

@@ -10,7 +10,7 @@ use nix::sys::signal::Signal;
 use tempfile::TempDir;
 
 use crate::process::{ServerProcess, log_tail, wait_until};
-use crate::{TestSupportError, binaries, free_port};
+use crate::{TestSupportError, binaries, on_a_free_port, on_its_port_again};
 
 /// The RDB file `redis-server` loads at start from its `--dir` (Redis's
 /// default `dbfilename`).
@@ -44,24 +44,17 @@ impl RedisServer {
             .tempdir()
             .map_err(|e| TestSupportError::Io("creating a temp dir for redis".into(), e))?;
         let extra_args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
-        let mut last_error = None;
-        for _attempt in 0..3 {
-            let port = free_port()?;
-            match spawn(dir.path(), port, &extra_args) {
-                Ok(process) => {
-                    return Ok(Self {
-                        process,
-                        port,
-                        extra_args,
-                        dir,
-                        snapshot: None,
-                    });
-                }
-                // Another process may have taken the port: try another.
-                Err(e) => last_error = Some(e),
-            }
-        }
-        Err(last_error.expect("three attempts were made"))
+        on_a_free_port(|port| {
+            let process = spawn(dir.path(), port, &extra_args)?;
+            Ok((process, port))
+        })
+        .map(|(process, port)| Self {
+            process,
+            port,
+            extra_args,
+            dir,
+            snapshot: None,
+        })
     }
 
     /// The port the server listens on.
@@ -93,21 +86,10 @@ impl RedisServer {
 
     /// Starts the (killed) server again on the same port.
     fn restart_process(&mut self) -> Result<(), TestSupportError> {
-        // The port may linger briefly; retry for a few seconds.
-        let mut last_error = None;
-        for _attempt in 0..50 {
-            match spawn(self.dir.path(), self.port, &self.extra_args) {
-                Ok(process) => {
-                    self.process = process;
-                    return Ok(());
-                }
-                Err(e) => {
-                    last_error = Some(e);
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-            }
-        }
-        Err(last_error.expect("attempts were made"))
+        on_its_port_again(|| {
+            self.process = spawn(self.dir.path(), self.port, &self.extra_args)?;
+            Ok(())
+        })
     }
 
     /// Writes the current data to disk now (`SAVE`) and keeps that RDB file

@@ -60,10 +60,7 @@ async fn main() -> std::process::ExitCode {
         Ok(code) => code,
         Err(error) => {
             // Each cause once, even where a message already quotes its cause.
-            eprintln!(
-                "error: {}",
-                stockade_server::redact::one_line(error.as_ref())
-            );
+            eprintln!("error: {}", stockade_core::redact::one_line(error.as_ref()));
             std::process::ExitCode::from(2)
         }
     }

@@ -10,10 +10,10 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use stockade_core::redact::redact_url;
 use stockade_server::Service;
 use stockade_server::config::{Engine, Fallback, LogFormat, ServerConfig, StoreLocation};
 use stockade_server::listener::raise_open_file_limit;
-use stockade_server::redact::redact_url;
 use stockade_server::telemetry::{self, Endpoint, Tracing};
 
 use crate::cli::ServeArgs;

@@ -15,7 +15,9 @@ use stockade_core::EngineError;
 use super::RedisEngineConfig;
 use super::scripts::redis_error;
 use super::sentinel::SentinelConnection;
-use super::topology::{RedisTopology, redacted};
+use stockade_core::redact::endpoint;
+
+use super::topology::RedisTopology;
 
 /// How many times the Cluster client follows MOVED/ASK or waits out
 /// TRYAGAIN (a slot being migrated) before the request fails as
@@ -67,7 +69,7 @@ impl SharedConnection {
         Ok(match topology {
             RedisTopology::Standalone { url } => {
                 let client = redis::Client::open(url.as_str()).map_err(|e| {
-                    EngineError::backend(format!("invalid Redis URL for {}: {e}", redacted(url)))
+                    EngineError::backend(format!("invalid Redis URL for {}: {e}", endpoint(url)))
                 })?;
                 Self::Standalone(
                     ConnectionManager::new_with_config(client, manager_config)

@@ -12,6 +12,7 @@
 //! Descriptions and errors name hosts and ports only, never a password.
 
 use std::fmt;
+use stockade_core::redact::endpoint;
 
 /// The default port of a sentinel.
 const SENTINEL_PORT: u16 = 26379;
@@ -59,7 +60,7 @@ impl RedisTopology {
                 "{:?} is not a URL: use redis://host:port, \
                  redis+sentinel://host:26379,host2:26379/service or \
                  redis+cluster://host:6379,host2:6379",
-                redacted(url)
+                endpoint(url)
             ));
         };
         let (tls, kind) = match scheme {
@@ -79,7 +80,7 @@ impl RedisTopology {
         let node_scheme = if tls { "rediss" } else { "redis" };
         if kind.is_empty() {
             redis::Client::open(url).map_err(|e| {
-                RedisUrlError(format!("{} is not a valid Redis URL: {e}", redacted(url)))
+                RedisUrlError(format!("{} is not a valid Redis URL: {e}", endpoint(url)))
             })?;
             return Ok(Self::Standalone {
                 url: url.to_owned(),
@@ -145,7 +146,7 @@ impl RedisTopology {
             redis::Client::open(url.as_str()).map_err(|e| {
                 RedisUrlError(format!(
                     "{kind} URL: {} is not a valid node: {e}",
-                    redacted(&url)
+                    endpoint(&url)
                 ))
             })?;
         }
@@ -174,12 +175,12 @@ impl fmt::Display for RedisTopology {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let hosts = |urls: &[String]| {
             urls.iter()
-                .map(|u| redacted(u))
+                .map(|u| endpoint(u))
                 .collect::<Vec<_>>()
                 .join(",")
         };
         match self {
-            Self::Standalone { url } => write!(f, "Redis at {}", redacted(url)),
+            Self::Standalone { url } => write!(f, "Redis at {}", endpoint(url)),
             Self::Cluster { nodes } => write!(f, "Redis Cluster via {}", hosts(nodes)),
             Self::Sentinel {
                 sentinels, service, ..
@@ -196,17 +197,6 @@ impl fmt::Debug for RedisTopology {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "RedisTopology({self})")
     }
-}
-
-/// `host:port` of a URL, or `host` alone, without scheme, credentials,
-/// path or query: safe to print.
-pub fn redacted(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let hosts = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, hosts)| hosts);
-    hosts.to_owned()
 }
 
 /// A multi-host URL after its scheme: `[userinfo@]host[:port],...[/path]`.

@@ -146,7 +146,7 @@ impl StorageSettings {
                     &sources.name("database_url"),
                     format!(
                         "{:?} must start with postgres:// (or sqlite:)",
-                        crate::redact::redact_url(&url)
+                        stockade_core::redact::redact_url(&url)
                     ),
                 ));
             }

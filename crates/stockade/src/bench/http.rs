@@ -21,7 +21,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use stockade_bench::http_bench::{self, BASELINE, HttpBenchReport, Phase, PhaseResult, Target};
 use stockade_bench::report::{format_rate, format_us};
 use stockade_bench::scenario::MAX_DURATION;
-use stockade_bench::servers::{Servers, redact_urls_in};
+use stockade_bench::servers::Servers;
+use stockade_core::redact::mask_passwords_in;
 use stockade_test_support::ServeProcess;
 use tempfile::TempDir;
 
@@ -202,7 +203,7 @@ async fn start_serve(
     let name = format!("stockade serve ({})", setup.as_str());
     let server = http_bench::start_server(&name, command, &log)
         // Its output may quote a URL with its password.
-        .map_err(|e| anyhow::anyhow!(redact_urls_in(&e.to_string())))?;
+        .map_err(|e| anyhow::anyhow!(mask_passwords_in(&e.to_string())))?;
     let target = Target {
         name: setup.as_str().to_owned(),
         url: server.url().to_owned(),

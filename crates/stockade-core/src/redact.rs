@@ -1,6 +1,13 @@
-//! URLs as they may be shown: in the start-up banner, in errors and in logs
-//! a database or Redis URL appears as its host and port, never with its
-//! user name, password or query (which may carry a password too).
+//! URLs as they may be shown, the one place that knows how: in the start-up
+//! banner, in errors and in logs a database or Redis URL appears as its
+//! host and port, never with its user name, password or query (which may
+//! carry a password too) ([`redact_url`], [`endpoint`], [`scrub`]); the
+//! bench, which shows which named database it used, masks only the
+//! passwords ([`mask_password`], [`mask_passwords_in`]).
+//!
+//! One splitter serves every scheme, because Sentinel and Cluster URLs name
+//! several hosts (`redis+sentinel://a:26379,b:26379/mymaster`), which a
+//! URL parser refuses; percent-decoding is the `percent-encoding` crate's.
 
 /// The parts of a URL a message may show.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,23 +128,65 @@ pub fn one_line(error: &(dyn std::error::Error + 'static)) -> String {
 }
 
 fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(byte) = text
-                .get(i + 1..i + 3)
-                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
-        {
-            out.push(byte);
-            i += 3;
-            continue;
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// `url` with its password (in the user part or a `password` query
+/// parameter) replaced by `***`, the rest as written:
+/// `postgres://user:***@host:5432/db`. Text that is not a URL is shown as
+/// `(a URL that does not parse)`.
+pub fn mask_password(url: &str) -> String {
+    let Some(parts) = split(url) else {
+        return "(a URL that does not parse)".to_owned();
+    };
+    let mut shown = format!("{}://", parts.scheme);
+    if let Some(userinfo) = parts.userinfo {
+        match userinfo.split_once(':') {
+            Some((user, _)) => shown.push_str(&format!("{user}:***@")),
+            None => shown.push_str(&format!("{userinfo}@")),
         }
-        out.push(bytes[i]);
-        i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    shown.push_str(parts.hosts);
+    shown.push_str(parts.path);
+    if let Some((_, query)) = url.split_once('?') {
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some(("password", _)) => "password=***".to_owned(),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        shown.push('?');
+        shown.push_str(&pairs.join("&"));
+    }
+    shown
+}
+
+/// `text` with every URL in it that carries a password shown by
+/// [`mask_password`] (for a child server's output, which may quote the
+/// URLs it was given).
+pub fn mask_passwords_in(text: &str) -> String {
+    let is_boundary = |c: char| {
+        c.is_whitespace() || matches!(c, '"' | '\'' | '(' | ')' | '[' | ']' | '<' | '>' | ',')
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(|c: char| !is_boundary(c)) {
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        let end = rest.find(is_boundary).unwrap_or(rest.len());
+        let word = &rest[..end];
+        if word.contains("://") && word.contains('@') {
+            out.push_str(&mask_password(word));
+        } else {
+            out.push_str(word);
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -204,6 +253,37 @@ mod tests {
         assert_eq!(
             scrub("at redis://tokenonly@cache:6379", url),
             "at redis://cache:6379"
+        );
+    }
+
+    #[test]
+    fn passwords_are_hidden() {
+        assert_eq!(
+            mask_password("postgres://shop:s3cret@db.example:5433/sales"),
+            "postgres://shop:***@db.example:5433/sales"
+        );
+        assert_eq!(
+            mask_password("redis://:s3cret@127.0.0.1:6379/0"),
+            "redis://:***@127.0.0.1:6379/0"
+        );
+        assert_eq!(
+            mask_password("postgres://shop@db.example/sales?password=s3cret&sslmode=require"),
+            "postgres://shop@db.example/sales?password=***&sslmode=require"
+        );
+        assert_eq!(
+            mask_password("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
+        assert_eq!(mask_password("not a url"), "(a URL that does not parse)");
+        assert_eq!(
+            scrub("failed for s3cret", "postgres://u:s3cret@h/d"),
+            "failed for ***"
+        );
+        assert_eq!(
+            mask_passwords_in(
+                "store at postgres://u:s3cret@h:5432/d)\n(redis \"redis://:pw@r:6379\", http://h:1 x)"
+            ),
+            "store at postgres://u:***@h:5432/d)\n(redis \"redis://:***@r:6379\", http://h:1 x)"
         );
     }
 }
