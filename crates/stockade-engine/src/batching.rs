@@ -11,6 +11,13 @@
 //! Calls are made by a spawned drain task, never by a caller's own future: a
 //! caller that gives up (its HTTP client went away) cannot strand the
 //! requests queued behind it.
+//!
+//! Each purchase carries the [`tracing::Span`] it was queued from (the one
+//! its caller named with [`link_batches_to`], else the current one), and
+//! each call runs in a span of its own ([`batch_span`]) that follows from
+//! all of them: exported as OpenTelemetry traces, one batch is linked to
+//! the request of every purchase it decided. With tracing off those are
+//! disabled spans, which own nothing.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -19,8 +26,22 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 use parking_lot::Mutex;
-use stockade_core::{EngineError, IdempotencyKey, OrderId, Purchase, UserId};
+use stockade_core::{EngineError, Epoch, IdempotencyKey, OrderId, Purchase, SaleId, UserId};
 use tokio::sync::oneshot;
+
+tokio::task_local! {
+    /// The span the purchases queued in this scope are queued from.
+    static QUEUED_FROM: tracing::Span;
+}
+
+/// Runs `call` (an engine call) so that the batches deciding the purchases
+/// it queues follow from `span` (an OpenTelemetry link to it) rather than
+/// from the span current when they are queued: a caller names its request's
+/// span while a span of its own step is the current one. Only worth it while
+/// `span` is enabled; without it, batches follow from the current span.
+pub async fn link_batches_to<F: Future>(span: tracing::Span, call: F) -> F::Output {
+    QUEUED_FROM.scope(span, call).await
+}
 
 /// One purchase waiting for its batch (the sale and epoch are the batch's
 /// key). The order id is made on arrival, so ids (UUIDv7) follow arrival
@@ -30,6 +51,9 @@ pub(crate) struct BatchedPurchase {
     pub(crate) quantity: u32,
     pub(crate) key: Option<IdempotencyKey>,
     pub(crate) order_id: OrderId,
+    /// The span the purchase was queued from (its request's, see
+    /// [`link_batches_to`]), which the batch's span follows from.
+    pub(crate) queued_from: tracing::Span,
 }
 
 impl BatchedPurchase {
@@ -39,8 +63,39 @@ impl BatchedPurchase {
             quantity: purchase.quantity(),
             key: purchase.idempotency_key().cloned(),
             order_id: OrderId::generate(),
+            queued_from: QUEUED_FROM
+                .try_with(tracing::Span::clone)
+                .unwrap_or_else(|_| tracing::Span::current()),
         }
     }
+}
+
+/// The span of one call deciding `purchases` of `sale` under `epoch`
+/// (`call` names it: the script or the function): a root span, since the
+/// call serves many requests of as many traces, that follows from the span
+/// each purchase was queued from (an OpenTelemetry link to each).
+pub(crate) fn batch_span(
+    engine: &'static str,
+    call: &'static str,
+    sale: &SaleId,
+    epoch: Epoch,
+    purchases: &[BatchedPurchase],
+) -> tracing::Span {
+    let span = tracing::debug_span!(
+        parent: None,
+        "engine batch",
+        otel.name = call,
+        engine,
+        sale_id = %sale,
+        epoch = epoch.get(),
+        purchases = purchases.len(),
+    );
+    if !span.is_disabled() {
+        for purchase in purchases {
+            span.follows_from(&purchase.queued_from);
+        }
+    }
+    span
 }
 
 /// Runs one batch: one answer per request, in the same order.

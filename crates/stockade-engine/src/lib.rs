@@ -22,7 +22,9 @@
 //! ```
 //!
 //! # Layout
-//! - `batching`: the micro-batcher the Redis and PostgreSQL engines share.
+//! - `batching`: the micro-batcher the Redis and PostgreSQL engines share,
+//!   and the span of each batch call, which follows from the span of every
+//!   purchase it carried ([`link_batches_to`] names that span).
 //! - [`memory`]: the in-memory engine.
 //! - [`redis`]: the Redis engine, its key layout and its scripts (`lua/*.lua`).
 //! - [`postgres`]: the PostgreSQL engine and its migrations
@@ -34,6 +36,7 @@ pub mod memory;
 pub mod postgres;
 pub mod redis;
 
+pub use batching::link_batches_to;
 pub use memory::MemoryEngine;
 pub use postgres::PostgresEngine;
 pub use redis::{RedisEngine, RedisEngineConfig, RedisTopology, RedisUrlError};

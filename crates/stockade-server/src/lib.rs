@@ -54,6 +54,8 @@
 //! - [`api`]: the router, handlers, JSON bodies, errors and OpenAPI document.
 //! - [`waiting_room`]: queues, admission tokens and their ticker.
 //! - [`metrics`]: the Prometheus series.
+//! - [`telemetry`]: OpenTelemetry traces (`--otlp-endpoint`): the request
+//!   span, the exporter, trace ids in JSON log lines.
 //! - [`activity`]: each sale's recent traffic, for the live dashboard.
 //! - [`sessions`]: the dashboard's logins.
 
@@ -82,6 +84,7 @@ pub mod shedding;
 pub mod snapshot;
 pub mod startup;
 pub mod state;
+pub mod telemetry;
 pub mod waiting_room;
 pub mod writer;
 

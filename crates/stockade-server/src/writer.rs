@@ -31,6 +31,12 @@
 //! order is never judged before one of the same sale that arrived earlier;
 //! and since every commit takes its locks in sale id order, two commits in
 //! flight never deadlock.
+//!
+//! # Traces
+//! Each order carries the span it was submitted from (its request's, see
+//! [`CommitQueue::submit_from`]); each batch commit runs in a `store commit`
+//! span that follows from all of them, which OpenTelemetry exports as one
+//! link per order (see [`crate::telemetry`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,6 +46,7 @@ use stockade_core::{Engine, Order, OrderId, SaleId};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
+use tracing::Instrument as _;
 
 use crate::activity::Board;
 use crate::in_flight::{self, InFlight};
@@ -86,6 +93,9 @@ pub type CommitResult = Result<Verdict, Arc<StoreError>>;
 struct Job {
     order: Order,
     done: oneshot::Sender<CommitResult>,
+    /// The span the order was submitted from: the batch's span follows
+    /// from it. A disabled span, owning nothing, while tracing is off.
+    submitted_from: tracing::Span,
     /// When the order was queued: a batch's delay counts from its first
     /// order's arrival, even if that order waited for a commit slot.
     queued_at: Instant,
@@ -130,14 +140,26 @@ impl CommitQueue {
     }
 
     /// Queues an order for commit; the receiver completes when its batch is
-    /// committed (or failed).
+    /// committed (or failed). The batch's span follows from the span current
+    /// now.
     pub async fn submit(&self, order: Order) -> oneshot::Receiver<CommitResult> {
+        self.submit_from(order, tracing::Span::current()).await
+    }
+
+    /// [`CommitQueue::submit`], the batch's span following from `span` (the
+    /// order's request span, so the commit is linked to the request).
+    pub async fn submit_from(
+        &self,
+        order: Order,
+        span: tracing::Span,
+    ) -> oneshot::Receiver<CommitResult> {
         let (done, result) = oneshot::channel();
         self.in_flight.insert(order.clone());
         metrics::gauge!("stockade_writer_queue_depth").increment(1.0);
         let job = Job {
             order,
             done,
+            submitted_from: span,
             queued_at: Instant::now(),
         };
         if let Err(mpsc::error::SendError(job)) = self.sender.send(job).await {
@@ -283,14 +305,32 @@ async fn commit_batch(
         stranded,
         activity,
     } = outlets;
+    let span = commit_span(&batch, store.kind());
     let (orders, waiters): (Vec<Order>, Vec<_>) =
         batch.into_iter().map(|job| (job.order, job.done)).unzip();
     metrics::histogram!("stockade_writer_batch_size").record(orders.len() as f64);
     let started = std::time::Instant::now();
     let result = store
         .commit_in_turn(&orders, locked)
+        .instrument(span.clone())
         .await
         .map_err(Arc::new);
+    if !span.is_disabled() {
+        match &result {
+            Ok(verdicts) => {
+                let voided = verdicts
+                    .iter()
+                    .filter(|v| matches!(v, Verdict::Void(_)))
+                    .count();
+                span.record("committed", verdicts.len() - voided);
+                span.record("voided", voided);
+            }
+            Err(error) => {
+                span.record("otel.status_code", "error");
+                span.record("error", tracing::field::display(error));
+            }
+        }
+    }
     let seconds = started.elapsed().as_secs_f64();
     metrics::histogram!("stockade_store_commit_seconds").record(seconds);
     activity.record_commit(seconds);
@@ -328,6 +368,41 @@ async fn commit_batch(
         // reconciler): the stranded orders' loop commits them.
         let _ = stranded.send(orders);
     }
+}
+
+/// The span of one batch commit: a root span (the batch carries orders of
+/// many requests, each of its own trace) that follows from the span each
+/// order was submitted from. Its `sale_id` is the batch's sale when it has
+/// one sale only.
+fn commit_span(batch: &[Job], store: StoreKind) -> tracing::Span {
+    let span = tracing::debug_span!(
+        parent: None,
+        "store commit",
+        otel.name = "store commit",
+        otel.status_code = tracing::field::Empty,
+        db.system.name = match store {
+            StoreKind::Postgres => "postgresql",
+            StoreKind::Sqlite => "sqlite",
+        },
+        orders = batch.len(),
+        sale_id = tracing::field::Empty,
+        committed = tracing::field::Empty,
+        voided = tracing::field::Empty,
+        error = tracing::field::Empty,
+    );
+    if !span.is_disabled() {
+        if let Some(first) = batch.first()
+            && batch
+                .iter()
+                .all(|job| job.order.sale_id == first.order.sale_id)
+        {
+            span.record("sale_id", tracing::field::display(&first.order.sale_id));
+        }
+        for job in batch {
+            span.follows_from(&job.submitted_from);
+        }
+    }
+    span
 }
 
 /// Commits the orders whose batch failed, again and again with a growing

@@ -14,6 +14,7 @@ use stockade_core::redact::redact_url;
 use stockade_server::Service;
 use stockade_server::config::{Engine, Fallback, LogFormat, ServerConfig, StoreLocation};
 use stockade_server::listener::raise_open_file_limit;
+use stockade_server::telemetry::{self, Endpoint, Tracing};
 
 use crate::cli::ServeArgs;
 
@@ -25,7 +26,24 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         args.settings.env,
         args.config.as_deref(),
     )?;
-    init_logging(config.log_format());
+    let traces = telemetry::endpoint(
+        config
+            .otlp_endpoint()
+            .map(|url| (url, config.sources().name("otlp_endpoint"))),
+        |name| std::env::var(name).ok(),
+    )?;
+    let tracing = init_logging(config.log_format(), traces.as_ref())?;
+    let served = serve(config, traces.as_ref()).await;
+    // The spans still queued, exported before the process ends (at most the
+    // export timeout, off the runtime's threads).
+    if let Some(tracing) = tracing {
+        let _ = tokio::task::spawn_blocking(move || tracing.shutdown()).await;
+    }
+    served
+}
+
+/// [`run`] once logging (and tracing) is set up.
+async fn serve(config: ServerConfig, traces: Option<&Endpoint>) -> anyhow::Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind(config.listen())
         .await
         .with_context(|| {
@@ -59,6 +77,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         announce(format_args!(
             "payments: no STOCKADE_PAYMENTS_TOKEN, so only the admin token confirms held orders (POST /v1/orders/{{id}}/confirm)"
         ));
+    }
+    if let Some(traces) = traces {
+        announce(format_args!(
+            "traces: OTLP/HTTP to {} ({})",
+            traces.url, traces.from
+        ));
+        if let Some(protocol) = telemetry::unsupported_protocol(|name| std::env::var(name).ok()) {
+            tracing::warn!(
+                protocol,
+                "traces are sent as OTLP over HTTP (http/protobuf) only; the protocol asked for is ignored"
+            );
+        }
     }
     if config.admin().generated {
         announce(format_args!(
@@ -103,21 +133,55 @@ fn describe_backends(config: &ServerConfig) -> String {
 
 /// Logs to stderr: text for people (colour only on a terminal, never with
 /// `NO_COLOR`), or one JSON object per line for log shippers.
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| "info,sqlx=warn".into());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+///
+/// With `traces`, spans are exported too: the OpenTelemetry layer sits
+/// beside the log layer, each with its own filter (RUST_LOG picks what is
+/// logged, not what is traced), and JSON lines written inside an exported
+/// span carry its `trace_id` and `span_id`. Without, the subscriber is the
+/// log layer alone, as if tracing did not exist.
+fn init_logging(format: LogFormat, traces: Option<&Endpoint>) -> anyhow::Result<Option<Tracing>> {
+    let filter = || {
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| "info,sqlx=warn".into())
+    };
+    let ansi = || {
+        colour(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR"),
+        )
+    };
+    let Some(endpoint) = traces else {
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(filter())
+            .with_writer(std::io::stderr);
+        match format {
+            LogFormat::Text => builder.with_ansi(ansi()).init(),
+            LogFormat::Json => builder.json().with_current_span(false).init(),
+        }
+        return Ok(None);
+    };
+    use tracing_subscriber::prelude::*;
+    let (exporter, tracing) = telemetry::install(endpoint)?;
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let registry = tracing_subscriber::registry().with(exporter);
     match format {
-        LogFormat::Text => builder
-            .with_ansi(colour(
-                std::io::stderr().is_terminal(),
-                std::env::var_os("NO_COLOR"),
-            ))
+        LogFormat::Text => registry
+            .with(logs.with_ansi(ansi()).with_filter(filter()))
             .init(),
-        LogFormat::Json => builder.json().with_current_span(false).init(),
+        LogFormat::Json => registry
+            .with(
+                logs.json()
+                    .with_current_span(false)
+                    .event_format(telemetry::WithTraceIds(
+                        tracing_subscriber::fmt::format()
+                            .json()
+                            .with_current_span(false),
+                    ))
+                    .with_filter(filter()),
+            )
+            .init(),
     }
+    Ok(Some(tracing))
 }
 
 /// Whether text logs are coloured: on a terminal, unless `NO_COLOR` is set

@@ -32,8 +32,9 @@ use stockade_core::{
 };
 use uuid::Uuid;
 
-use crate::batching::{BatchRunner, BatchedPurchase, Batcher};
+use crate::batching::{BatchRunner, BatchedPurchase, Batcher, batch_span};
 use crate::codes;
+use tracing::Instrument as _;
 
 /// At most this many purchases of one sale per `engine_purchase_batch` call.
 const MAX_BATCH: usize = 256;
@@ -73,6 +74,24 @@ struct PurchaseFunction {
 
 impl BatchRunner<(SaleId, Epoch), BatchedPurchase, PurchaseOutcome> for PurchaseFunction {
     async fn run(
+        &self,
+        key: &(SaleId, Epoch),
+        purchases: Vec<BatchedPurchase>,
+    ) -> Result<Vec<PurchaseOutcome>, EngineError> {
+        let span = batch_span(
+            "postgres",
+            "engine_purchase_batch",
+            &key.0,
+            key.1,
+            &purchases,
+        );
+        self.call(key, purchases).instrument(span).await
+    }
+}
+
+impl PurchaseFunction {
+    /// One engine_purchase_batch call for the batch.
+    async fn call(
         &self,
         (sale, epoch): &(SaleId, Epoch),
         purchases: Vec<BatchedPurchase>,

@@ -29,7 +29,7 @@ use stockade_core::{
     RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
 };
 
-use crate::batching::{BatchRunner, BatchedPurchase, Batcher};
+use crate::batching::{BatchRunner, BatchedPurchase, Batcher, batch_span};
 use crate::codes;
 pub use connection::SharedConnection;
 pub use keys::SaleKeys;
@@ -39,6 +39,7 @@ use scripts::{
     RELEASE_MANY, RETIRE, redis_error,
 };
 pub use topology::{RedisTopology, RedisUrlError};
+use tracing::Instrument as _;
 
 /// At most this many entries (holdings, keys, orders) per rebuild script
 /// call, so rebuilding a sale with millions of orders never blocks Redis
@@ -134,6 +135,18 @@ struct PurchaseScript {
 
 impl BatchRunner<(SaleId, Epoch), BatchedPurchase, PurchaseOutcome> for PurchaseScript {
     async fn run(
+        &self,
+        key: &(SaleId, Epoch),
+        purchases: Vec<BatchedPurchase>,
+    ) -> Result<Vec<PurchaseOutcome>, EngineError> {
+        let span = batch_span("redis", "purchase.lua", &key.0, key.1, &purchases);
+        self.call(key, purchases).instrument(span).await
+    }
+}
+
+impl PurchaseScript {
+    /// One purchase.lua call for the batch.
+    async fn call(
         &self,
         (sale, epoch): &(SaleId, Epoch),
         purchases: Vec<BatchedPurchase>,

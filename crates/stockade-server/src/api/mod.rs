@@ -391,6 +391,12 @@ pub fn app(state: AppState) -> Router {
             HeaderValue::from_static("nosniff"),
         ))
         .layer(axum::middleware::from_fn(ops::count_responses))
-        .layer(TraceLayer::new_for_http())
+        // The request's span (see `telemetry`): continues the caller's
+        // trace and records the answer's status.
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(crate::telemetry::request_span)
+                .on_response(crate::telemetry::RecordStatus::default()),
+        )
         .with_state(state)
 }

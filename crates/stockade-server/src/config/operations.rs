@@ -1,5 +1,6 @@
-//! What operators see and how long things are kept: the log format, the
-//! dashboard's logins, the retention of ended sales and their series.
+//! What operators see and how long things are kept: the log format, where
+//! traces go, the dashboard's logins, the retention of ended sales and
+//! their series.
 
 use std::time::Duration;
 
@@ -7,14 +8,22 @@ use super::group::settings_group;
 use super::{ConfigError, Sources, invalid};
 
 settings_group! {
-    /// Logs, dashboard and retention.
-    #[command(next_help_heading = "Logs, dashboard and retention")]
+    /// Logs, traces, dashboard and retention.
+    #[command(next_help_heading = "Logs, traces, dashboard and retention")]
     pub struct OperationsSettings {
         /// Log lines as text (coloured on a terminal, plain otherwise;
         /// NO_COLOR turns colour off) or json, one object per line, for log
         /// shippers. RUST_LOG picks what is logged.
         #[arg(long, env = "STOCKADE_LOG_FORMAT", value_name = "text|json", default_value = "text")]
         pub log_format: Option<String>,
+        /// The OpenTelemetry collector to send traces to, as OTLP over
+        /// HTTP (protobuf): its base URL, http://HOST:4318, spans going to
+        /// its /v1/traces. Unset, the standard OTEL_EXPORTER_OTLP_ENDPOINT
+        /// (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is read instead; with
+        /// none of them, no spans are made at all. OTEL_SERVICE_NAME names
+        /// the service (default stockade). See docs/operations.md, Traces.
+        #[arg(long, env = "STOCKADE_OTLP_ENDPOINT", value_name = "URL")]
+        pub otlp_endpoint: Option<String>,
         /// How long a login to the live dashboard (GET /dashboard) lasts, in
         /// seconds (60 to 604800).
         #[arg(long, env = "STOCKADE_DASHBOARD_SESSION_TTL_S", value_name = "S", default_value = "28800")]
@@ -44,9 +53,10 @@ pub enum LogFormat {
 }
 
 /// The operations settings, checked.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct Operations {
     pub(super) log_format: LogFormat,
+    pub(super) otlp_endpoint: Option<String>,
     pub(super) dashboard_session_ttl: Duration,
     pub(super) metrics_retention: Duration,
     pub(super) ended_sale_retention: Duration,
@@ -71,6 +81,15 @@ impl OperationsSettings {
                 ));
             }
         };
+        let otlp_endpoint = self
+            .otlp_endpoint
+            .as_deref()
+            .map(str::trim)
+            .filter(|url| !url.is_empty())
+            .map(|url| {
+                crate::telemetry::check_endpoint(url).map_err(|reason| bad("otlp_endpoint", reason))
+            })
+            .transpose()?;
         let session_ttl = self.dashboard_session_ttl_s.unwrap_or_default();
         if !(60..=7 * 24 * 3600).contains(&session_ttl) {
             return Err(bad(
@@ -96,6 +115,7 @@ impl OperationsSettings {
         }
         Ok(Operations {
             log_format,
+            otlp_endpoint,
             dashboard_session_ttl: Duration::from_secs(session_ttl),
             metrics_retention: Duration::from_secs(metrics_retention),
             ended_sale_retention: Duration::from_secs(ended_sale_retention),

@@ -64,6 +64,7 @@ impl ServerConfig {
             identity,
             rate_limits,
             log_format: operations.log_format,
+            otlp_endpoint: operations.otlp_endpoint,
             dashboard_session_ttl: operations.dashboard_session_ttl,
             metrics_retention: operations.metrics_retention,
             ended_sale_retention: operations.ended_sale_retention,

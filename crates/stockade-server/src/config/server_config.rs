@@ -34,6 +34,7 @@ pub struct ServerConfig {
     pub(super) identity: Option<Identity>,
     pub(super) rate_limits: RateLimits,
     pub(super) log_format: LogFormat,
+    pub(super) otlp_endpoint: Option<String>,
     pub(super) dashboard_session_ttl: Duration,
     pub(super) metrics_retention: Duration,
     pub(super) ended_sale_retention: Duration,
@@ -132,6 +133,14 @@ impl ServerConfig {
     /// How log lines are written.
     pub fn log_format(&self) -> LogFormat {
         self.log_format
+    }
+
+    /// Where `--otlp-endpoint` sends traces: the collector's OTLP/HTTP base
+    /// URL, without a trailing slash. None: the setting is not given (the
+    /// standard OTEL_* variables may still turn traces on; see
+    /// [`crate::telemetry`]).
+    pub fn otlp_endpoint(&self) -> Option<&str> {
+        self.otlp_endpoint.as_deref()
     }
 
     /// How long a dashboard login lasts.

@@ -111,6 +111,14 @@ impl PurchaseError {
     pub fn names_an_order(&self) -> bool {
         matches!(self, Self::Kept(_))
     }
+
+    /// The order the answer names (kept, or refused by the store), if any.
+    pub fn order_id(&self) -> Option<OrderId> {
+        match self {
+            Self::Kept(id) | Self::OrderFailed(id) => Some(*id),
+            _ => None,
+        }
+    }
 }
 
 /// The code of a refusal by the sale.

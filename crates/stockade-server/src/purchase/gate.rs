@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use stockade_core::{Engine, Purchase, PurchaseOutcome};
 use stockade_store::authority::Authority;
+use tracing::Span;
 
 use super::PurchaseError;
 use crate::routing::Route;
@@ -30,11 +31,13 @@ pub(super) fn decider(state: &AppState, route: Route) -> Option<&Arc<dyn Engine>
 }
 
 /// The engine's gate behind the circuit breaker. None: the breaker is open
-/// and the sale should move to the fallback.
+/// and the sale should move to the fallback. `request` is the request's
+/// span: the engine's batch links to it.
 pub(super) async fn engine_gate(
     state: &AppState,
     engine: &Arc<dyn Engine>,
     purchase: &Purchase,
+    request: &Span,
 ) -> Result<Option<PurchaseOutcome>, PurchaseError> {
     // Fail fast while the engine is known to be unreachable.
     if !state.breaker().allow(Instant::now()) {
@@ -44,7 +47,15 @@ pub(super) async fn engine_gate(
         return Err(PurchaseError::EngineUnavailable);
     }
     let started = Instant::now();
-    match engine.purchase(purchase).await {
+    // A batching engine's batch links to the request's span rather than to
+    // this step's (while tracing is on: else there is nothing to link).
+    let call = engine.purchase(purchase);
+    let decided = if request.is_disabled() {
+        call.await
+    } else {
+        stockade_engine::link_batches_to(request.clone(), call).await
+    };
+    match decided {
         Ok(outcome) => {
             state.breaker().succeeded();
             metrics::histogram!("stockade_engine_seconds", "op" => "purchase")

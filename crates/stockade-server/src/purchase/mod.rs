@@ -91,6 +91,15 @@ pub enum Decision {
 }
 
 impl Decision {
+    /// The order it names.
+    pub fn order_id(&self) -> stockade_core::OrderId {
+        match self {
+            Self::Committed { order, .. }
+            | Self::Pending { order, .. }
+            | Self::Replayed { order, .. } => order.id,
+        }
+    }
+
     /// The label the metrics count it under.
     pub fn answered(&self) -> Answered {
         match self {

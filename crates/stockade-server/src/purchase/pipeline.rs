@@ -1,10 +1,18 @@
 //! [`Purchases::decide`]: the steps of a purchase, in order.
+//!
+//! Traced (see [`crate::telemetry`]) as a `purchase` span, child of the
+//! request's, with a span per step: `route`, `gate` (the engine's call, or
+//! the store's when it decides), `settle` (the writer and the store's
+//! verdict) and `replay`. The request span is handed down to the engine
+//! and the writer, whose batch spans link to it.
 
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use stockade_core::{Order, OrderId, Purchase, PurchaseOutcome, SaleId};
 use stockade_store::authority::Authority;
+use tracing::field::{Empty, display};
+use tracing::{Instrument as _, Span};
 
 use super::gate::{Decider, decider, engine_gate};
 use super::route::{fresh_route, known_route, to_fallback, while_rebuilding};
@@ -28,6 +36,40 @@ impl<'a> Purchases<'a> {
 
     /// Decides `attempt`: the order it named, or why it named none.
     pub async fn decide(&self, attempt: Attempt) -> Result<Decision, PurchaseError> {
+        // The HTTP request's span (this runs inside it): the purchase's
+        // span is its child, and the engine's and the writer's batches
+        // link to it.
+        let request = Span::current();
+        let sale = attempt.purchase.sale_id();
+        let span = tracing::debug_span!(
+            "purchase",
+            sale_id = %sale,
+            quantity = attempt.purchase.quantity(),
+            order_id = Empty,
+            answered = Empty,
+        );
+        if span.is_disabled() {
+            return self.decide_in(attempt, &request).await;
+        }
+        request.record("sale_id", display(sale));
+        let decided = self
+            .decide_in(attempt, &request)
+            .instrument(span.clone())
+            .await;
+        let (order, answered) = match &decided {
+            Ok(decision) => (Some(decision.order_id()), decision.answered()),
+            Err(error) => (error.order_id(), Answered::Refused(error.code())),
+        };
+        if let Some(order) = order {
+            span.record("order_id", display(order));
+            request.record("order_id", display(order));
+        }
+        span.record("answered", answered.label());
+        decided
+    }
+
+    /// [`Purchases::decide`] within its span; `request` is the request's.
+    async fn decide_in(&self, attempt: Attempt, request: &Span) -> Result<Decision, PurchaseError> {
         let state = self.state;
         let purchase = &attempt.purchase;
         let sale = purchase.sale_id();
@@ -52,7 +94,7 @@ impl<'a> Purchases<'a> {
         // Held until the answer: the engine call, the commit and its wait.
         let _in_flight = state.shedder().admit()?;
         admission.arm();
-        let decided = self.admitted(&attempt, now).await;
+        let decided = self.admitted(&attempt, now, request).await;
         let names_an_order = match &decided {
             Ok(decision) => decision.answered() != Answered::Duplicate,
             Err(error) => error.names_an_order(),
@@ -69,20 +111,39 @@ impl<'a> Purchases<'a> {
         &self,
         attempt: &Attempt,
         now: DateTime<Utc>,
+        request: &Span,
     ) -> Result<Decision, PurchaseError> {
         let state = self.state;
         let sale = attempt.purchase.sale_id().clone();
-        let mut route = known_route(state, &sale).await?;
-        if route.authority == Authority::Primary && state.routing().is_rebuilding(&sale) {
-            route = while_rebuilding(state, &sale, route).await?;
+        let route_span = tracing::debug_span!("route", epoch = Empty, authority = Empty);
+        let mut route = async {
+            let route = known_route(state, &sale).await?;
+            if route.authority == Authority::Primary && state.routing().is_rebuilding(&sale) {
+                return while_rebuilding(state, &sale, route).await;
+            }
+            Ok(route)
         }
+        .instrument(route_span.clone())
+        .await?;
+        route_span.record("epoch", route.epoch.get());
+        route_span.record("authority", display(route.authority));
         let mut refreshed = false;
         for _ in 0..3 {
             let purchase = attempt.purchase.clone().at_epoch(route.epoch);
             let ticket = state.rejections().ticket(&sale);
+            let gate = tracing::debug_span!(
+                "gate",
+                epoch = route.epoch.get(),
+                decider = Empty,
+                outcome = Empty,
+            );
             let (outcome, decider) = match decider(state, route) {
                 Some(engine) => {
-                    let Some(outcome) = engine_gate(state, engine, &purchase).await? else {
+                    gate.record("decider", engine.name());
+                    let Some(outcome) = engine_gate(state, engine, &purchase, request)
+                        .instrument(gate.clone())
+                        .await?
+                    else {
                         // The breaker is open and there is a fallback: move.
                         route = to_fallback(state, &sale, route, PurchaseError::EngineUnavailable)
                             .await?;
@@ -90,12 +151,21 @@ impl<'a> Purchases<'a> {
                     };
                     (outcome, Decider::Engine)
                 }
-                None => (store_decides(state, &purchase, now).await?, Decider::Store),
+                None => {
+                    gate.record("decider", "store");
+                    let outcome = store_decides(state, &purchase, now)
+                        .instrument(gate.clone())
+                        .await?;
+                    (outcome, Decider::Store)
+                }
             };
+            gate.record("outcome", outcome.label());
             state.rejections().learn(&sale, ticket, &outcome);
             match outcome {
                 PurchaseOutcome::WrongEpoch { engine } => {
-                    let current = fresh_route(state, &sale).await?;
+                    let current = fresh_route(state, &sale)
+                        .instrument(tracing::debug_span!("route", fresh = true))
+                        .await?;
                     if current != route && !refreshed {
                         refreshed = true;
                         route = current;
@@ -132,11 +202,23 @@ impl<'a> Purchases<'a> {
                             order: accepted.order,
                             remaining,
                         }),
-                        Decider::Engine => settle(state, &purchase, accepted).await,
+                        Decider::Engine => {
+                            let span = tracing::debug_span!(
+                                "settle",
+                                order_id = %accepted.order.id,
+                                early = accepted.early,
+                                verdict = Empty,
+                            );
+                            settle(state, &purchase, accepted, request)
+                                .instrument(span)
+                                .await
+                        }
                     };
                 }
                 PurchaseOutcome::Duplicate { order_id } => {
-                    return replay::replay(state, &purchase, order_id).await;
+                    return replay::replay(state, &purchase, order_id, request)
+                        .instrument(tracing::debug_span!("replay", order_id = %order_id))
+                        .await;
                 }
                 refused => {
                     return Err(PurchaseError::refused(&sale, purchase.quantity(), refused));

@@ -10,16 +10,19 @@
 
 use stockade_core::{Order, OrderId, Purchase};
 use stockade_store::Stored;
+use tracing::Span;
 
 use super::settle::{Awaited, store_verdict};
 use super::{Decision, PurchaseError};
 use crate::state::AppState;
 
-/// The answer to a purchase whose key names `order_id`.
+/// The answer to a purchase whose key names `order_id`; a commit it makes
+/// links to `request`, the request's span.
 pub(super) async fn replay(
     state: &AppState,
     purchase: &Purchase,
     order_id: OrderId,
+    request: &Span,
 ) -> Result<Decision, PurchaseError> {
     let (order, committed) = match state.store().stored(order_id).await? {
         Some(Stored::Order(order)) => (order, true),
@@ -29,7 +32,7 @@ pub(super) async fn replay(
                 (order, false)
             } else if let Some(order) = outbox_entry(state, purchase, order_id).await? {
                 same_purchase(purchase, &order)?;
-                (commit_found(state, order).await?, true)
+                (commit_found(state, order, request).await?, true)
             } else {
                 // Committed (and gone from the outbox) by another instance
                 // between the looks above, or never taken.
@@ -72,8 +75,12 @@ async fn outbox_entry(
 /// committed, `order_failed` if refused, `ReplayNotCommitted` (without
 /// naming it) if the store does not decide within the commit deadline; a
 /// retry with the same key finds it again.
-async fn commit_found(state: &AppState, order: Order) -> Result<Order, PurchaseError> {
-    match store_verdict(state, &order).await {
+async fn commit_found(
+    state: &AppState,
+    order: Order,
+    request: &Span,
+) -> Result<Order, PurchaseError> {
+    match store_verdict(state, &order, request).await {
         Awaited::Committed => Ok(order),
         Awaited::Void(_) => Err(PurchaseError::OrderFailed(order.id)),
         Awaited::StoreDown | Awaited::Deadline => Err(PurchaseError::ReplayNotCommitted),

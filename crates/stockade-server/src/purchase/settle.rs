@@ -5,6 +5,7 @@
 
 use stockade_core::{Order, Purchase};
 use stockade_store::arbiter::{Verdict, VoidReason};
+use tracing::Span;
 
 use super::{Decision, PurchaseError, replay};
 use crate::recovery::request_rebuild;
@@ -25,11 +26,13 @@ pub(super) struct Accepted {
 
 /// Hands the accepted order to the writer and decides with the store's
 /// verdict ([`store_verdict`]), or at once when the buyer asked for an
-/// early answer.
+/// early answer. The writer's commit links to `request`, the request's
+/// span; the verdict is recorded on the current (`settle`) span.
 pub(super) async fn settle(
     state: &AppState,
     purchase: &Purchase,
     accepted: Accepted,
+    request: &Span,
 ) -> Result<Decision, PurchaseError> {
     let Accepted {
         order,
@@ -41,7 +44,12 @@ pub(super) async fn settle(
         // Queued for the writer, and durable in the engine's outbox (or,
         // on the memory engine, in the intake journal) whatever happens to
         // this process.
-        drop(state.queue().submit(order.clone()).await);
+        drop(
+            state
+                .queue()
+                .submit_from(order.clone(), request.clone())
+                .await,
+        );
         keep_named(state, &order).await?;
         return Ok(Decision::Pending {
             order,
@@ -49,9 +57,11 @@ pub(super) async fn settle(
             early: true,
         });
     }
-    match store_verdict(state, &order).await {
+    let awaited = store_verdict(state, &order, request).await;
+    Span::current().record("verdict", awaited.label());
+    match awaited {
         Awaited::Committed => Ok(Decision::Committed { order, remaining }),
-        Awaited::Void(reason) => voided(state, purchase, &order, reason, route).await,
+        Awaited::Void(reason) => voided(state, purchase, &order, reason, route, request).await,
         // The store could not be reached: the order stays in the engine's
         // outbox, and the reconciler commits it (or voids it) later.
         Awaited::StoreDown => {
@@ -80,12 +90,27 @@ pub(super) enum Awaited {
     Deadline,
 }
 
+impl Awaited {
+    /// A short name, for traces.
+    pub(super) fn label(&self) -> &'static str {
+        match self {
+            Self::Committed => "committed",
+            Self::Void(reason) => reason.label(),
+            Self::StoreDown => "store_down",
+            Self::Deadline => "deadline",
+        }
+    }
+}
+
 /// Hands `order` to the writer and waits for the store's verdict until the
 /// commit deadline, which starts before the order is queued (a full queue
-/// counts against it).
-pub(super) async fn store_verdict(state: &AppState, order: &Order) -> Awaited {
+/// counts against it). The commit links to `request`.
+pub(super) async fn store_verdict(state: &AppState, order: &Order, request: &Span) -> Awaited {
     let deadline = tokio::time::Instant::now() + state.commit_deadline();
-    let verdict = state.queue().submit(order.clone()).await;
+    let verdict = state
+        .queue()
+        .submit_from(order.clone(), request.clone())
+        .await;
     match tokio::time::timeout_at(deadline, verdict).await {
         Ok(Ok(Ok(Verdict::Committed))) => Awaited::Committed,
         Ok(Ok(Ok(Verdict::Void(reason)))) => Awaited::Void(reason),
@@ -116,6 +141,7 @@ async fn voided(
     order: &Order,
     reason: VoidReason,
     route: Route,
+    request: &Span,
 ) -> Result<Decision, PurchaseError> {
     let sale = purchase.sale_id();
     match reason {
@@ -126,7 +152,7 @@ async fn voided(
         // order: it is out of line, like an oversell.
         VoidReason::KeyTaken { original } => {
             request_rebuild(state, sale, route.epoch, "store_refused");
-            replay::replay(state, purchase, original).await
+            replay::replay(state, purchase, original, request).await
         }
         // Another authority decides the sale now.
         VoidReason::StaleEpoch { .. } => {

@@ -1,0 +1,570 @@
+//! OpenTelemetry traces: `--otlp-endpoint` (or the standard
+//! `OTEL_EXPORTER_OTLP_ENDPOINT`) exports the service's spans over OTLP/HTTP
+//! (protobuf) to a collector. See `docs/operations.md`, Traces.
+//!
+//! The spans are ordinary `tracing` spans at DEBUG level, made where the
+//! work is (so a `RUST_LOG=debug` log shows them too):
+//! - `request` ([`request_span`]), one per HTTP request, a server span
+//!   named `METHOD ROUTE` that continues the caller's W3C `traceparent`;
+//!   `http.response.status_code` is recorded on it with the answer
+//!   ([`RecordStatus`]), and a purchase records `sale_id` and `order_id`;
+//! - `purchase` (`Purchases::decide`) and its steps `route`, `gate`,
+//!   `settle` and `replay`, children of the request;
+//! - `engine batch` (in `stockade_engine`), one per script or function
+//!   call that decides a micro-batch of purchases: a root span of its own,
+//!   linked to the request span of every purchase it carried;
+//! - `store commit` (the writer), one per batch transaction, linked
+//!   likewise to the request span of every order it committed.
+//!
+//! Links are made with `tracing`'s `follows_from`, which the OpenTelemetry
+//! layer turns into span links: each queued purchase or order carries the
+//! [`tracing::Span`] that was current when it was queued, so the engine
+//! crate needs nothing of OpenTelemetry.
+//!
+//! # Off costs nothing
+//! With no endpoint, [`install`] is never called: no OpenTelemetry layer is
+//! added to the subscriber, the spans above are disabled at their callsite
+//! by the log filter (DEBUG is off by default), and what the queued
+//! purchases and orders carry is [`tracing::Span::none()`], a handle that
+//! owns nothing. No context is extracted and nothing is allocated per
+//! request.
+//!
+//! # Exporting
+//! Spans go through the SDK's batch span processor (its own thread; the
+//! standard `OTEL_BSP_*` variables tune it, `OTEL_TRACES_SAMPLER` samples)
+//! to the OTLP exporter, which sends them with a hyper client driven by a
+//! one-thread runtime of its own (`ExportClient`), so exports never
+//! compete with requests for the service's runtime and a flush at shutdown
+//! cannot wait on it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::extract::MatchedPath;
+use axum::http::{Request, Response};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry_http::{HeaderExtractor, HttpClient, HttpError};
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tower_http::trace::{DefaultOnResponse, OnResponse};
+use tracing::field::Empty;
+use tracing::{Span, Subscriber};
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use tracing_subscriber::Layer;
+use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+
+/// The service name spans carry when `OTEL_SERVICE_NAME` (or
+/// `service.name` in `OTEL_RESOURCE_ATTRIBUTES`) does not name one.
+pub const DEFAULT_SERVICE_NAME: &str = "stockade";
+
+/// The path the collector takes spans at, under a base URL.
+pub const TRACES_PATH: &str = "/v1/traces";
+
+/// How long one export may take before it is given up (the OTLP default).
+const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The largest collector answer read (it is a small protobuf message).
+const MAX_ANSWER_BYTES: usize = 1 << 20;
+
+/// Whether [`install`] ran: the request span then extracts the caller's
+/// context. Read once per request, and only when the span is enabled.
+static ON: AtomicBool = AtomicBool::new(false);
+
+/// Whether spans are exported.
+pub fn is_on() -> bool {
+    ON.load(Ordering::Relaxed)
+}
+
+/// Where spans go: the full URL they are POSTed to, and what set it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `http://host:port/v1/traces` (or the traces variable's URL as given).
+    pub url: String,
+    /// The setting or variable it came from, as it was given.
+    pub from: String,
+}
+
+/// A setting or standard variable that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid setting {setting}: {reason}")]
+pub struct TelemetryError {
+    /// The flag, variable or key.
+    pub setting: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// Where spans go, if anywhere. `setting` is `--otlp-endpoint` (named as
+/// given, `named`); it wins over the standard variables, read with `env`:
+/// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (the full URL, used as it is), then
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` (a base URL, like the setting). None when
+/// none is set, or when `OTEL_SDK_DISABLED=true`.
+pub fn endpoint(
+    setting: Option<(&str, String)>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<Endpoint>, TelemetryError> {
+    let given = |name: &str| env(name).filter(|value| !value.trim().is_empty());
+    if given("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
+        return Ok(None);
+    }
+    let bad = |setting: &str, reason: String| TelemetryError {
+        setting: setting.to_owned(),
+        reason,
+    };
+    if let Some((url, named)) = setting {
+        return Ok(Some(Endpoint {
+            url: format!("{url}{TRACES_PATH}"),
+            from: named,
+        }));
+    }
+    for (name, base) in [
+        ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", false),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", true),
+    ] {
+        if let Some(url) = given(name) {
+            let url = check_endpoint(url.trim()).map_err(|reason| bad(name, reason))?;
+            let url = if base {
+                format!("{url}{TRACES_PATH}")
+            } else {
+                url
+            };
+            return Ok(Some(Endpoint {
+                url,
+                from: name.to_owned(),
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// The protocol the standard variables ask for
+/// (`OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, then `OTEL_EXPORTER_OTLP_PROTOCOL`)
+/// when it is not `http/protobuf`, the only one spoken here: the caller
+/// warns that it is ignored.
+pub fn unsupported_protocol(env: impl Fn(&str) -> Option<String>) -> Option<String> {
+    [
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+    ]
+    .into_iter()
+    .find_map(|name| {
+        env(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    })
+    .filter(|protocol| protocol != "http/protobuf")
+}
+
+/// An OTLP/HTTP URL: `http://host[:port][/path]`, without credentials, a
+/// query or a fragment; returned without a trailing slash. Only plain
+/// HTTP: the exporter speaks to a collector nearby (a sidecar, a node
+/// agent, a service in the cluster), which forwards with TLS if it must.
+pub fn check_endpoint(url: &str) -> Result<String, String> {
+    let why = |what: &str| {
+        format!(
+            "{url:?} {what}; give the collector's OTLP/HTTP address, such as http://otel-collector:4318"
+        )
+    };
+    let Some(rest) = url.strip_prefix("http://") else {
+        return Err(if url.starts_with("https://") {
+            why(
+                "is https, which the exporter does not speak: send to a collector nearby over plain HTTP",
+            )
+        } else {
+            why("is not an http:// URL")
+        });
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    if authority.is_empty() || authority.contains('@') || rest.contains(['?', '#', ' ']) {
+        return Err(why("is not a plain http://HOST[:PORT][/PATH] URL"));
+    }
+    if url.parse::<axum::http::Uri>().is_err() {
+        return Err(why("is not a valid URL"));
+    }
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
+/// The exporting pipeline, kept by whoever installed it: [`Tracing::shutdown`]
+/// exports what is still queued.
+#[derive(Debug)]
+pub struct Tracing {
+    provider: SdkTracerProvider,
+}
+
+impl Tracing {
+    /// Exports the spans still queued and stops the exporter. Blocks until
+    /// done (at most the export timeout).
+    pub fn shutdown(self) {
+        if let Err(error) = self.provider.shutdown() {
+            tracing::warn!(%error, "could not export the last spans");
+        }
+    }
+
+    /// Exports the spans queued so far, waiting until done.
+    pub fn flush(&self) {
+        if let Err(error) = self.provider.force_flush() {
+            tracing::warn!(%error, "could not export spans");
+        }
+    }
+}
+
+/// Builds the exporter and the OpenTelemetry layer for `endpoint`, sets the
+/// W3C trace-context propagator, and turns the request spans' context
+/// extraction on. The layer takes the `stockade*` crates' spans (at every
+/// level) and events at INFO and above (as span events); add it beside
+/// the log layer, each with its own filter.
+pub fn install<S>(endpoint: &Endpoint) -> Result<(impl Layer<S> + use<S>, Tracing), TelemetryError>
+where
+    S: Subscriber + for<'span> LookupSpan<'span>,
+{
+    let failed = |reason: String| TelemetryError {
+        setting: endpoint.from.clone(),
+        reason,
+    };
+    let client =
+        ExportClient::new().map_err(|e| failed(format!("cannot start the exporter: {e}")))?;
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_http_client(client)
+        .with_protocol(Protocol::HttpBinary)
+        .with_endpoint(endpoint.url.clone())
+        .with_timeout(EXPORT_TIMEOUT)
+        .build()
+        .map_err(|e| failed(e.to_string()))?;
+    let provider = SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource())
+        .build();
+    let tracer = provider.tracer("stockade");
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    ON.store(true, Ordering::Relaxed);
+    let layer = tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_location(false)
+        .with_threads(false)
+        .with_tracked_inactivity(false)
+        .with_filter(filter_fn(|metadata| {
+            if metadata.is_span() {
+                metadata.target().starts_with("stockade")
+            } else {
+                *metadata.level() <= tracing::Level::INFO
+            }
+        }));
+    Ok((layer, Tracing { provider }))
+}
+
+/// The SDK's resource (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`),
+/// named `stockade` when neither names the service.
+fn resource() -> Resource {
+    let detected = Resource::builder().build();
+    let named = detected
+        .get(&opentelemetry::Key::from_static_str("service.name"))
+        .is_some_and(|name| !name.as_str().starts_with("unknown_service"));
+    if named {
+        detected
+    } else {
+        Resource::builder()
+            .with_service_name(DEFAULT_SERVICE_NAME)
+            .build()
+    }
+}
+
+/// The exporter's HTTP client: hyper's, on a one-thread runtime of its own
+/// (the batch processor calls it from its own thread, outside any
+/// runtime).
+struct ExportClient {
+    client: Client<HttpConnector, Full<Bytes>>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl std::fmt::Debug for ExportClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExportClient").finish_non_exhaustive()
+    }
+}
+
+impl ExportClient {
+    fn new() -> std::io::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("otlp-export")
+            .enable_all()
+            .build()?;
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(EXPORT_TIMEOUT));
+        Ok(Self {
+            client: Client::builder(TokioExecutor::new()).build(connector),
+            runtime: Some(runtime),
+        })
+    }
+}
+
+impl Drop for ExportClient {
+    fn drop(&mut self) {
+        // Dropped wherever the exporter ends, possibly inside a runtime,
+        // where a blocking shutdown would panic.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl HttpClient for ExportClient {
+    async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
+        let Some(runtime) = &self.runtime else {
+            return Err("the exporter has stopped".into());
+        };
+        let client = self.client.clone();
+        let sent = runtime.spawn(async move {
+            tokio::time::timeout(EXPORT_TIMEOUT, async move {
+                let response = client.request(request.map(Full::new)).await?;
+                let (parts, body) = response.into_parts();
+                let body = Limited::new(body, MAX_ANSWER_BYTES)
+                    .collect()
+                    .await?
+                    .to_bytes();
+                Ok::<_, HttpError>(Response::from_parts(parts, body))
+            })
+            .await
+            .map_err(|_| HttpError::from("the collector did not answer in time"))?
+        });
+        sent.await?
+    }
+}
+
+/// The span of one HTTP request (`make_span_with` of the router's trace
+/// layer): a server span named `METHOD ROUTE`, with the request's method,
+/// path and route, and empty fields the answer and the purchase pipeline
+/// fill in (`http.response.status_code`, `sale_id`, `order_id`). While
+/// traces are exported, it continues the caller's W3C `traceparent`.
+///
+/// DEBUG, like the span it replaces: disabled at its callsite unless
+/// traces or debug logs are on, and then nothing below runs.
+pub fn request_span<B>(request: &Request<B>) -> Span {
+    // Field values are evaluated only when the span is enabled.
+    let route = || {
+        request
+            .extensions()
+            .get::<MatchedPath>()
+            .map(MatchedPath::as_str)
+    };
+    let span = tracing::debug_span!(
+        "request",
+        otel.name = %format_args!("{} {}", request.method(), route().unwrap_or("(no route)")),
+        otel.kind = "server",
+        otel.status_code = Empty,
+        http.request.method = %request.method(),
+        url.path = request.uri().path(),
+        http.route = route(),
+        http.response.status_code = Empty,
+        sale_id = Empty,
+        order_id = Empty,
+    );
+    if is_on() && !span.is_disabled() {
+        let parent = opentelemetry::global::get_text_map_propagator(|propagator| {
+            propagator.extract(&HeaderExtractor(request.headers()))
+        });
+        if parent.span().span_context().is_valid() {
+            let _ = span.set_parent(parent);
+        }
+    }
+    span
+}
+
+/// Records the answer's status on the request span (an error status for
+/// 5xx, as OpenTelemetry's HTTP conventions have servers do), then logs
+/// it as the trace layer did before (a DEBUG event).
+#[derive(Debug, Clone, Default)]
+pub struct RecordStatus(DefaultOnResponse);
+
+impl<B> OnResponse<B> for RecordStatus {
+    fn on_response(self, response: &Response<B>, latency: Duration, span: &Span) {
+        let status = response.status();
+        span.record("http.response.status_code", status.as_u16());
+        if status.is_server_error() {
+            span.record("otel.status_code", "error");
+        }
+        self.0.on_response(response, latency, span);
+    }
+}
+
+/// A JSON log line with the current span's `trace_id` and `span_id` (hex,
+/// as in `traceparent`) as top-level fields, when there is a span being
+/// exported; the line of `inner` as it was otherwise. Used only while
+/// traces are exported.
+#[derive(Debug)]
+pub struct WithTraceIds<F>(pub F);
+
+impl<S, N, F> FormatEvent<S, N> for WithTraceIds<F>
+where
+    S: Subscriber + for<'span> LookupSpan<'span>,
+    N: for<'writer> FormatFields<'writer> + 'static,
+    F: FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        // The OpenTelemetry layer makes the innermost exported span's
+        // context current while it is entered.
+        let context = opentelemetry::Context::current();
+        let span = context.span();
+        let ids = span.span_context();
+        if !ids.is_valid() {
+            return self.0.format_event(ctx, writer, event);
+        }
+        let mut line = String::new();
+        self.0.format_event(ctx, Writer::new(&mut line), event)?;
+        let object = line.trim_end();
+        let Some(fields) = object.strip_suffix('}') else {
+            return writer.write_str(&line);
+        };
+        let comma = if fields.trim_end().ends_with('{') {
+            ""
+        } else {
+            ","
+        };
+        write!(
+            writer,
+            "{fields}{comma}\"trace_id\":\"{}\",\"span_id\":\"{}\"}}",
+            ids.trace_id(),
+            ids.span_id()
+        )?;
+        writer.write_str(&line[object.len()..])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[test]
+    fn the_setting_wins_over_the_standard_variables() {
+        let found = endpoint(
+            Some(("http://a:4318", "--otlp-endpoint".to_owned())),
+            env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://b:4318")]),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(found.url, "http://a:4318/v1/traces");
+        assert_eq!(found.from, "--otlp-endpoint");
+    }
+
+    #[test]
+    fn the_standard_variables_follow_the_specification() {
+        let base = endpoint(
+            None,
+            env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://b:4318/")]),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(base.url, "http://b:4318/v1/traces");
+        let traces = endpoint(
+            None,
+            env(&[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://b:4318"),
+                ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://c:4318/custom"),
+            ]),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(traces.url, "http://c:4318/custom");
+        assert_eq!(traces.from, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    }
+
+    #[test]
+    fn nothing_configured_or_disabled_is_off() {
+        assert_eq!(endpoint(None, env(&[])).unwrap(), None);
+        assert_eq!(
+            endpoint(None, env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")])).unwrap(),
+            None
+        );
+        assert_eq!(
+            endpoint(
+                Some(("http://a:4318", "--otlp-endpoint".to_owned())),
+                env(&[("OTEL_SDK_DISABLED", "TRUE")])
+            )
+            .unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_bad_standard_variable_is_named() {
+        let error = endpoint(
+            None,
+            env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318")]),
+        )
+        .unwrap_err();
+        assert_eq!(error.setting, "OTEL_EXPORTER_OTLP_ENDPOINT");
+        assert!(error.reason.contains("https"), "{error}");
+    }
+
+    #[test]
+    fn with_the_default_log_filter_the_spans_are_disabled() {
+        // The subscriber of `stockade serve` without an endpoint: the log
+        // layer alone, at its default filter.
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter("info,sqlx=warn")
+            .with_writer(std::io::sink)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let request = Request::post("/v1/sales/s/purchases")
+                .header(
+                    "traceparent",
+                    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                )
+                .body(())
+                .unwrap();
+            let span = request_span(&request);
+            assert!(span.is_disabled());
+            let _entered = span.enter();
+            assert!(Span::current().is_disabled(), "nothing to carry for a link");
+        });
+        assert!(!is_on());
+    }
+
+    #[test]
+    fn only_plain_http_urls_are_endpoints() {
+        assert_eq!(
+            check_endpoint("http://collector:4318/").unwrap(),
+            "http://collector:4318"
+        );
+        assert_eq!(
+            check_endpoint("http://[::1]:4318").unwrap(),
+            "http://[::1]:4318"
+        );
+        for bad in [
+            "collector:4318",
+            "https://collector:4318",
+            "http://",
+            "http://user:pw@collector:4318",
+            "http://collector:4318/?x=1",
+            "grpc://collector:4317",
+        ] {
+            assert!(check_endpoint(bad).is_err(), "{bad}");
+        }
+    }
+}
