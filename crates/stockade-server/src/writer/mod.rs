@@ -38,11 +38,10 @@
 //! span that follows from all of them, which OpenTelemetry exports as one
 //! link per order (see [`crate::telemetry`]).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use stockade_core::{Engine, Order, OrderId, SaleId};
+use stockade_core::{Engine, Order, OrderId};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
@@ -52,6 +51,12 @@ use crate::activity::Board;
 use crate::in_flight::{self, InFlight};
 use stockade_store::arbiter::Verdict;
 use stockade_store::{OrderStore, StoreError, StoreKind};
+
+mod acknowledger;
+mod stranded;
+
+use acknowledger::Acknowledger;
+use stranded::recommit_stranded;
 
 /// How batches are formed.
 #[derive(Debug, Clone, Copy)]
@@ -405,91 +410,6 @@ fn commit_span(batch: &[Job], store: StoreKind) -> tracing::Span {
     span
 }
 
-/// Commits the orders whose batch failed, again and again with a growing
-/// pause (250 ms to 2 s), until the store takes them (committed, or void:
-/// either way decided) and the engine is told. Ends when the writer stops,
-/// after one last try: orders still stranded then stay in the engine's
-/// outbox, for this instance's next start or another instance's
-/// reconciler.
-async fn recommit_stranded(
-    mut arriving: mpsc::UnboundedReceiver<Vec<Order>>,
-    store: OrderStore,
-    acknowledger: Option<Acknowledger>,
-    in_flight: Arc<InFlight>,
-    max_batch: usize,
-) {
-    const FIRST_PAUSE: Duration = Duration::from_millis(250);
-    let mut stranded: Vec<Order> = Vec::new();
-    let mut pause = FIRST_PAUSE;
-    let mut stopping = false;
-    loop {
-        if stranded.is_empty() {
-            match arriving.recv().await {
-                Some(orders) => stranded.extend(orders),
-                None => return,
-            }
-            pause = FIRST_PAUSE;
-        }
-        if !stopping {
-            // Let the store come back; gather what else fails meanwhile.
-            let wake = tokio::time::sleep(pause);
-            tokio::pin!(wake);
-            loop {
-                tokio::select! {
-                    () = &mut wake => break,
-                    more = arriving.recv() => match more {
-                        Some(orders) => stranded.extend(orders),
-                        None => {
-                            stopping = true;
-                            break;
-                        }
-                    },
-                }
-            }
-        }
-        let mut still = Vec::new();
-        for chunk in stranded.chunks(max_batch) {
-            match store.commit(chunk).await {
-                Ok(verdicts) => {
-                    log_voids(chunk, &verdicts);
-                    if let Some(acknowledger) = &acknowledger {
-                        acknowledger.acknowledge(chunk);
-                    }
-                    for order in chunk {
-                        in_flight.remove(&order.id);
-                    }
-                }
-                Err(_) => still.extend_from_slice(chunk),
-            }
-        }
-        if !still.is_empty() && still.len() < stranded.len() {
-            pause = FIRST_PAUSE;
-        } else {
-            pause = (pause * 2).min(Duration::from_secs(2));
-        }
-        if stranded.len() != still.len() {
-            tracing::info!(
-                committed = stranded.len() - still.len(),
-                left = still.len(),
-                "stranded orders committed"
-            );
-        }
-        stranded = still;
-        if stopping {
-            for order in &stranded {
-                in_flight.remove(&order.id);
-            }
-            if !stranded.is_empty() {
-                tracing::warn!(
-                    orders = stranded.len(),
-                    "stopping with orders the store never took: they stay in the engine's outbox"
-                );
-            }
-            return;
-        }
-    }
-}
-
 /// Counts and logs the orders the store refused: each is a sign that an
 /// engine was out of line (or superseded), so they are logged at warn.
 pub(crate) fn log_voids(orders: &[Order], verdicts: &[Verdict]) {
@@ -504,84 +424,6 @@ pub(crate) fn log_voids(orders: &[Order], verdicts: &[Verdict]) {
                 reason = reason.label(),
                 "the store refused an order the engine had accepted; nothing was sold"
             );
-        }
-    }
-}
-
-/// How many committed batches may wait for the acknowledger.
-const ACK_QUEUE: usize = 64;
-/// At most this many order ids per acknowledge call: keeps one engine call
-/// (one Redis script with an argument per id) bounded.
-const ACK_CHUNK: usize = 2_000;
-
-/// Decided orders of one batch, per sale.
-type Decided = Vec<(SaleId, Vec<OrderId>)>;
-
-/// The handle commits use to have decided orders removed from the engine's
-/// outbox by the one acknowledger task. Cheap to clone.
-#[derive(Clone)]
-struct Acknowledger {
-    sender: mpsc::Sender<Decided>,
-}
-
-impl Acknowledger {
-    /// Starts the acknowledger task; it ends once every handle is dropped
-    /// and what was queued is acknowledged.
-    fn start(engine: Arc<dyn Engine>) -> (Self, JoinHandle<()>) {
-        let (sender, receiver) = mpsc::channel(ACK_QUEUE);
-        let task = tokio::spawn(acknowledge_forever(engine, receiver));
-        (Self { sender }, task)
-    }
-
-    /// Queues decided (committed or void) orders for acknowledgement,
-    /// without waiting. When the acknowledger is that far behind (the
-    /// engine slow or unreachable), the orders are dropped and counted in
-    /// `stockade_writer_acks_dropped_total`: that is safe, because they
-    /// stay in the engine's outbox, where the reconciler's outbox sweep
-    /// finds them, commits them again (the store answers with each one's
-    /// recorded verdict, changing nothing) and acknowledges them then.
-    fn acknowledge(&self, orders: &[Order]) {
-        let mut by_sale: HashMap<&SaleId, Vec<OrderId>> = HashMap::new();
-        for order in orders {
-            by_sale.entry(&order.sale_id).or_default().push(order.id);
-        }
-        let decided: Decided = by_sale
-            .into_iter()
-            .map(|(sale, ids)| (sale.clone(), ids))
-            .collect();
-        if let Err(error) = self.sender.try_send(decided) {
-            let dropped = match &error {
-                mpsc::error::TrySendError::Full(decided)
-                | mpsc::error::TrySendError::Closed(decided) => {
-                    decided.iter().map(|(_, ids)| ids.len()).sum::<usize>()
-                }
-            };
-            metrics::counter!("stockade_writer_acks_dropped_total").increment(dropped as u64);
-            tracing::debug!(
-                orders = dropped,
-                "acknowledger behind; the reconciler will acknowledge these orders"
-            );
-        }
-    }
-}
-
-/// Takes whatever batches are queued, merges their orders per sale, and
-/// acknowledges each sale's orders in as few engine calls as it can.
-async fn acknowledge_forever(engine: Arc<dyn Engine>, mut receiver: mpsc::Receiver<Decided>) {
-    let mut queued = Vec::with_capacity(ACK_QUEUE);
-    while receiver.recv_many(&mut queued, ACK_QUEUE).await > 0 {
-        let mut by_sale: HashMap<SaleId, Vec<OrderId>> = HashMap::new();
-        for (sale, ids) in queued.drain(..).flatten() {
-            by_sale.entry(sale).or_default().extend(ids);
-        }
-        for (sale, ids) in by_sale {
-            for chunk in ids.chunks(ACK_CHUNK) {
-                // A failure only leaves entries the reconciler will find
-                // decided.
-                if let Err(error) = engine.acknowledge(&sale, chunk).await {
-                    tracing::warn!(%sale, %error, "could not acknowledge decided orders");
-                }
-            }
         }
     }
 }
