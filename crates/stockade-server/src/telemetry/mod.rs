@@ -38,30 +38,24 @@
 //! cannot wait on it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
-use axum::extract::MatchedPath;
-use axum::http::{Request, Response};
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
-use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
-use opentelemetry_http::{HeaderExtractor, HttpClient, HttpError};
+use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
-use tower_http::trace::{DefaultOnResponse, OnResponse};
-use tracing::field::Empty;
-use tracing::{Span, Subscriber};
-use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+use tracing::Subscriber;
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::filter_fn;
-use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
+
+mod export;
+mod http;
+mod logs;
+
+use export::{EXPORT_TIMEOUT, ExportClient};
+pub use http::{RecordStatus, request_span};
+pub use logs::WithTraceIds;
 
 /// The service name spans carry when `OTEL_SERVICE_NAME` (or
 /// `service.name` in `OTEL_RESOURCE_ATTRIBUTES`) does not name one.
@@ -69,12 +63,6 @@ pub const DEFAULT_SERVICE_NAME: &str = "stockade";
 
 /// The path the collector takes spans at, under a base URL.
 pub const TRACES_PATH: &str = "/v1/traces";
-
-/// How long one export may take before it is given up (the OTLP default).
-const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The largest collector answer read (it is a small protobuf message).
-const MAX_ANSWER_BYTES: usize = 1 << 20;
 
 /// Whether [`install`] ran: the request span then extracts the caller's
 /// context. Read once per request, and only when the span is enabled.
@@ -279,177 +267,11 @@ fn resource() -> Resource {
     }
 }
 
-/// The exporter's HTTP client: hyper's, on a one-thread runtime of its own
-/// (the batch processor calls it from its own thread, outside any
-/// runtime).
-struct ExportClient {
-    client: Client<HttpConnector, Full<Bytes>>,
-    runtime: Option<tokio::runtime::Runtime>,
-}
-
-impl std::fmt::Debug for ExportClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ExportClient").finish_non_exhaustive()
-    }
-}
-
-impl ExportClient {
-    fn new() -> std::io::Result<Self> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("otlp-export")
-            .enable_all()
-            .build()?;
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(EXPORT_TIMEOUT));
-        Ok(Self {
-            client: Client::builder(TokioExecutor::new()).build(connector),
-            runtime: Some(runtime),
-        })
-    }
-}
-
-impl Drop for ExportClient {
-    fn drop(&mut self) {
-        // Dropped wherever the exporter ends, possibly inside a runtime,
-        // where a blocking shutdown would panic.
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl HttpClient for ExportClient {
-    async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
-        let Some(runtime) = &self.runtime else {
-            return Err("the exporter has stopped".into());
-        };
-        let client = self.client.clone();
-        let sent = runtime.spawn(async move {
-            tokio::time::timeout(EXPORT_TIMEOUT, async move {
-                let response = client.request(request.map(Full::new)).await?;
-                let (parts, body) = response.into_parts();
-                let body = Limited::new(body, MAX_ANSWER_BYTES)
-                    .collect()
-                    .await?
-                    .to_bytes();
-                Ok::<_, HttpError>(Response::from_parts(parts, body))
-            })
-            .await
-            .map_err(|_| HttpError::from("the collector did not answer in time"))?
-        });
-        sent.await?
-    }
-}
-
-/// The span of one HTTP request (`make_span_with` of the router's trace
-/// layer): a server span named `METHOD ROUTE`, with the request's method,
-/// path and route, and empty fields the answer and the purchase pipeline
-/// fill in (`http.response.status_code`, `sale_id`, `order_id`). While
-/// traces are exported, it continues the caller's W3C `traceparent`.
-///
-/// DEBUG, like the span it replaces: disabled at its callsite unless
-/// traces or debug logs are on, and then nothing below runs.
-pub fn request_span<B>(request: &Request<B>) -> Span {
-    // Field values are evaluated only when the span is enabled.
-    let route = || {
-        request
-            .extensions()
-            .get::<MatchedPath>()
-            .map(MatchedPath::as_str)
-    };
-    let span = tracing::debug_span!(
-        "request",
-        otel.name = %format_args!("{} {}", request.method(), route().unwrap_or("(no route)")),
-        otel.kind = "server",
-        otel.status_code = Empty,
-        http.request.method = %request.method(),
-        url.path = request.uri().path(),
-        http.route = route(),
-        http.response.status_code = Empty,
-        sale_id = Empty,
-        order_id = Empty,
-    );
-    if is_on() && !span.is_disabled() {
-        let parent = opentelemetry::global::get_text_map_propagator(|propagator| {
-            propagator.extract(&HeaderExtractor(request.headers()))
-        });
-        if parent.span().span_context().is_valid() {
-            let _ = span.set_parent(parent);
-        }
-    }
-    span
-}
-
-/// Records the answer's status on the request span (an error status for
-/// 5xx, as OpenTelemetry's HTTP conventions have servers do), then logs
-/// it as the trace layer did before (a DEBUG event).
-#[derive(Debug, Clone, Default)]
-pub struct RecordStatus(DefaultOnResponse);
-
-impl<B> OnResponse<B> for RecordStatus {
-    fn on_response(self, response: &Response<B>, latency: Duration, span: &Span) {
-        let status = response.status();
-        span.record("http.response.status_code", status.as_u16());
-        if status.is_server_error() {
-            span.record("otel.status_code", "error");
-        }
-        self.0.on_response(response, latency, span);
-    }
-}
-
-/// A JSON log line with the current span's `trace_id` and `span_id` (hex,
-/// as in `traceparent`) as top-level fields, when there is a span being
-/// exported; the line of `inner` as it was otherwise. Used only while
-/// traces are exported.
-#[derive(Debug)]
-pub struct WithTraceIds<F>(pub F);
-
-impl<S, N, F> FormatEvent<S, N> for WithTraceIds<F>
-where
-    S: Subscriber + for<'span> LookupSpan<'span>,
-    N: for<'writer> FormatFields<'writer> + 'static,
-    F: FormatEvent<S, N>,
-{
-    fn format_event(
-        &self,
-        ctx: &FmtContext<'_, S, N>,
-        mut writer: Writer<'_>,
-        event: &tracing::Event<'_>,
-    ) -> std::fmt::Result {
-        // The OpenTelemetry layer makes the innermost exported span's
-        // context current while it is entered.
-        let context = opentelemetry::Context::current();
-        let span = context.span();
-        let ids = span.span_context();
-        if !ids.is_valid() {
-            return self.0.format_event(ctx, writer, event);
-        }
-        let mut line = String::new();
-        self.0.format_event(ctx, Writer::new(&mut line), event)?;
-        let object = line.trim_end();
-        let Some(fields) = object.strip_suffix('}') else {
-            return writer.write_str(&line);
-        };
-        let comma = if fields.trim_end().ends_with('{') {
-            ""
-        } else {
-            ","
-        };
-        write!(
-            writer,
-            "{fields}{comma}\"trace_id\":\"{}\",\"span_id\":\"{}\"}}",
-            ids.trace_id(),
-            ids.span_id()
-        )?;
-        writer.write_str(&line[object.len()..])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::Request;
+    use tracing::Span;
 
     fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |name| {
