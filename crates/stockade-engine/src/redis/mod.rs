@@ -10,17 +10,26 @@
 //! All requests share one multiplexed connection. Time comes from the
 //! engine's clock and is passed to the scripts, so every instance of the
 //! service judges windows by its own clock (keep clocks in sync with NTP).
+//!
+//! # Layout
+//! - `config`: [`RedisEngineConfig`]; [`topology`]: standalone, Sentinel or
+//!   Cluster, from a URL; `connection`, `sentinel`: reaching it.
+//! - [`keys`]: the key layout; `scripts`: the Lua scripts; `codec`: their
+//!   replies.
+//! - `purchase_batch`: one `purchase.lua` call per micro-batch.
+//! - `outbox`: this process's and others' outbox entries.
 
 mod codec;
+mod config;
 mod connection;
 pub mod keys;
 mod outbox;
+mod purchase_batch;
 mod scripts;
 mod sentinel;
 pub mod topology;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::AsyncCommands;
@@ -29,88 +38,18 @@ use stockade_core::{
     RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
 };
 
-use crate::batching::{BatchRunner, BatchedPurchase, Batcher, batch_span};
+use crate::batching::{BatchedPurchase, Batcher};
 use crate::codes;
+pub use config::{DEFAULT_MAX_BATCH, REBUILD_CHUNK_ENTRIES, RedisEngineConfig};
 pub use connection::SharedConnection;
 pub use keys::SaleKeys;
 use outbox::OutboxIndex;
+use purchase_batch::PurchaseScript;
 use scripts::{
-    CLOSE, CREATE_SALE, PURCHASE, REBUILD_BEGIN, REBUILD_CHUNK, REBUILD_FINISH, RELEASE,
-    RELEASE_MANY, RETIRE, redis_error,
+    CLOSE, CREATE_SALE, REBUILD_BEGIN, REBUILD_CHUNK, REBUILD_FINISH, RELEASE, RELEASE_MANY,
+    RETIRE, redis_error,
 };
 pub use topology::{RedisTopology, RedisUrlError};
-use tracing::Instrument as _;
-
-/// At most this many entries (holdings, keys, orders) per rebuild script
-/// call, so rebuilding a sale with millions of orders never blocks Redis
-/// for long.
-pub const REBUILD_CHUNK_ENTRIES: usize = 2_000;
-
-/// The default bound on purchases per script call: large enough that a
-/// crowd's per-call cost is spread thin, small enough that one call stays
-/// well under a millisecond of Redis time.
-pub const DEFAULT_MAX_BATCH: usize = 256;
-
-/// How to reach Redis.
-#[derive(Debug, Clone)]
-pub struct RedisEngineConfig {
-    /// The deployment: a standalone server, Sentinel or Cluster.
-    pub topology: RedisTopology,
-    /// Prefix of every key (default `stockade:`), to share a server safely.
-    pub key_prefix: String,
-    /// How long to wait for a reply before reporting a timeout.
-    pub response_timeout: Duration,
-    /// How long to wait for a connection to be established.
-    pub connection_timeout: Duration,
-    /// At most this many purchases of one sale per script call
-    /// ([`DEFAULT_MAX_BATCH`]); 1 turns batching off.
-    pub max_batch: usize,
-}
-
-impl RedisEngineConfig {
-    /// A standalone server at `url`, with default prefix and timeouts.
-    pub fn new(url: impl Into<String>) -> Self {
-        Self {
-            topology: RedisTopology::Standalone { url: url.into() },
-            key_prefix: "stockade:".to_owned(),
-            response_timeout: Duration::from_secs(2),
-            connection_timeout: Duration::from_secs(2),
-            max_batch: DEFAULT_MAX_BATCH,
-        }
-    }
-
-    /// A Redis Cluster reachable through any of `urls`.
-    pub fn cluster(urls: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        Self {
-            topology: RedisTopology::Cluster {
-                nodes: urls.into_iter().map(Into::into).collect(),
-            },
-            ..Self::new("")
-        }
-    }
-
-    /// The deployment a `redis://`, `redis+sentinel://` or `redis+cluster://`
-    /// URL names ([`RedisTopology::from_url`]), with default prefix and
-    /// timeouts.
-    pub fn from_url(url: &str) -> Result<Self, RedisUrlError> {
-        Ok(Self {
-            topology: RedisTopology::from_url(url)?,
-            ..Self::new("")
-        })
-    }
-
-    /// Sets the key prefix.
-    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.key_prefix = prefix.into();
-        self
-    }
-
-    /// Sets the bound on purchases per script call (1 turns batching off).
-    pub fn max_batch(mut self, max_batch: usize) -> Self {
-        self.max_batch = max_batch;
-        self
-    }
-}
 
 /// Sales held in Redis.
 pub struct RedisEngine {
@@ -123,109 +62,6 @@ pub struct RedisEngine {
     outbox_index: Arc<OutboxIndex>,
     /// Other processes' entries, as of the last read of each outbox.
     read_entries: OutboxIndex,
-}
-
-/// Runs purchase.lua for a batch of one sale under one epoch.
-struct PurchaseScript {
-    connection: SharedConnection,
-    key_prefix: String,
-    clock: Arc<dyn Clock>,
-    outbox_index: Arc<OutboxIndex>,
-}
-
-impl BatchRunner<(SaleId, Epoch), BatchedPurchase, PurchaseOutcome> for PurchaseScript {
-    async fn run(
-        &self,
-        key: &(SaleId, Epoch),
-        purchases: Vec<BatchedPurchase>,
-    ) -> Result<Vec<PurchaseOutcome>, EngineError> {
-        let span = batch_span("redis", "purchase.lua", &key.0, key.1, &purchases);
-        self.call(key, purchases).instrument(span).await
-    }
-}
-
-impl PurchaseScript {
-    /// One purchase.lua call for the batch.
-    async fn call(
-        &self,
-        (sale, epoch): &(SaleId, Epoch),
-        purchases: Vec<BatchedPurchase>,
-    ) -> Result<Vec<PurchaseOutcome>, EngineError> {
-        let keys = SaleKeys::new(&self.key_prefix, sale);
-        let mut invocation = PURCHASE.prepare_invoke();
-        for key in keys.all() {
-            invocation.key(key);
-        }
-        invocation
-            .arg(self.clock.now().timestamp_millis())
-            .arg(purchases.len())
-            .arg(epoch.get());
-        for purchase in &purchases {
-            invocation
-                .arg(purchase.user.as_str())
-                .arg(purchase.quantity)
-                .arg(purchase.key.as_ref().map_or("", |k| k.as_str()))
-                .arg(purchase.order_id.to_string());
-        }
-        let reply: Vec<redis::Value> = invocation
-            .invoke_async(&mut self.connection.clone())
-            .await
-            .map_err(redis_error)?;
-        let malformed =
-            || EngineError::backend(format!("purchase.lua gave a malformed reply: {reply:?}"));
-        let (entry, answers) = reply.split_first().ok_or_else(malformed)?;
-        if answers.len() != 2 * purchases.len() {
-            return Err(malformed());
-        }
-        let outcomes = purchases
-            .iter()
-            .zip(answers.chunks_exact(2))
-            .map(|(purchase, answer)| {
-                let code = reply_int(&answer[0]).ok_or_else(malformed)?;
-                if code == 5 {
-                    let original = reply_text(&answer[1])
-                        .and_then(|id| id.parse().ok())
-                        .ok_or_else(malformed)?;
-                    return codes::purchase(
-                        5,
-                        0,
-                        Some(original),
-                        purchase.order_id,
-                        "purchase.lua",
-                    );
-                }
-                let value = reply_int(&answer[1]).ok_or_else(malformed)?;
-                codes::purchase(code, value, None, purchase.order_id, "purchase.lua")
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let accepted: Vec<OrderId> = outcomes
-            .iter()
-            .filter_map(|outcome| match outcome {
-                PurchaseOutcome::Purchased { order_id, .. } => Some(*order_id),
-                _ => None,
-            })
-            .collect();
-        if !accepted.is_empty() {
-            let entry = reply_text(entry).ok_or_else(malformed)?;
-            self.outbox_index.record(sale, &entry, &accepted);
-        }
-        Ok(outcomes)
-    }
-}
-
-fn reply_int(value: &redis::Value) -> Option<i64> {
-    match value {
-        redis::Value::Int(n) => Some(*n),
-        _ => None,
-    }
-}
-
-fn reply_text(value: &redis::Value) -> Option<String> {
-    match value {
-        redis::Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
-        redis::Value::SimpleString(text) => Some(text.clone()),
-        _ => None,
-    }
 }
 
 impl std::fmt::Debug for RedisEngine {

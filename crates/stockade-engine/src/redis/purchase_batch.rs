@@ -1,0 +1,116 @@
+//! One purchase.lua call per micro-batch of one sale under one epoch.
+
+use std::sync::Arc;
+
+use stockade_core::{Clock, EngineError, Epoch, OrderId, PurchaseOutcome, SaleId};
+use tracing::Instrument as _;
+
+use super::SharedConnection;
+use super::keys::SaleKeys;
+use super::outbox::OutboxIndex;
+use super::scripts::{PURCHASE, redis_error};
+use crate::batching::{BatchRunner, BatchedPurchase, batch_span};
+use crate::codes;
+
+/// Runs purchase.lua for a batch of one sale under one epoch.
+pub(super) struct PurchaseScript {
+    pub(super) connection: SharedConnection,
+    pub(super) key_prefix: String,
+    pub(super) clock: Arc<dyn Clock>,
+    pub(super) outbox_index: Arc<OutboxIndex>,
+}
+
+impl BatchRunner<(SaleId, Epoch), BatchedPurchase, PurchaseOutcome> for PurchaseScript {
+    async fn run(
+        &self,
+        key: &(SaleId, Epoch),
+        purchases: Vec<BatchedPurchase>,
+    ) -> Result<Vec<PurchaseOutcome>, EngineError> {
+        let span = batch_span("redis", "purchase.lua", &key.0, key.1, &purchases);
+        self.call(key, purchases).instrument(span).await
+    }
+}
+
+impl PurchaseScript {
+    /// One purchase.lua call for the batch.
+    async fn call(
+        &self,
+        (sale, epoch): &(SaleId, Epoch),
+        purchases: Vec<BatchedPurchase>,
+    ) -> Result<Vec<PurchaseOutcome>, EngineError> {
+        let keys = SaleKeys::new(&self.key_prefix, sale);
+        let mut invocation = PURCHASE.prepare_invoke();
+        for key in keys.all() {
+            invocation.key(key);
+        }
+        invocation
+            .arg(self.clock.now().timestamp_millis())
+            .arg(purchases.len())
+            .arg(epoch.get());
+        for purchase in &purchases {
+            invocation
+                .arg(purchase.user.as_str())
+                .arg(purchase.quantity)
+                .arg(purchase.key.as_ref().map_or("", |k| k.as_str()))
+                .arg(purchase.order_id.to_string());
+        }
+        let reply: Vec<redis::Value> = invocation
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(redis_error)?;
+        let malformed =
+            || EngineError::backend(format!("purchase.lua gave a malformed reply: {reply:?}"));
+        let (entry, answers) = reply.split_first().ok_or_else(malformed)?;
+        if answers.len() != 2 * purchases.len() {
+            return Err(malformed());
+        }
+        let outcomes = purchases
+            .iter()
+            .zip(answers.chunks_exact(2))
+            .map(|(purchase, answer)| {
+                let code = reply_int(&answer[0]).ok_or_else(malformed)?;
+                if code == 5 {
+                    let original = reply_text(&answer[1])
+                        .and_then(|id| id.parse().ok())
+                        .ok_or_else(malformed)?;
+                    return codes::purchase(
+                        5,
+                        0,
+                        Some(original),
+                        purchase.order_id,
+                        "purchase.lua",
+                    );
+                }
+                let value = reply_int(&answer[1]).ok_or_else(malformed)?;
+                codes::purchase(code, value, None, purchase.order_id, "purchase.lua")
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let accepted: Vec<OrderId> = outcomes
+            .iter()
+            .filter_map(|outcome| match outcome {
+                PurchaseOutcome::Purchased { order_id, .. } => Some(*order_id),
+                _ => None,
+            })
+            .collect();
+        if !accepted.is_empty() {
+            let entry = reply_text(entry).ok_or_else(malformed)?;
+            self.outbox_index.record(sale, &entry, &accepted);
+        }
+        Ok(outcomes)
+    }
+}
+
+fn reply_int(value: &redis::Value) -> Option<i64> {
+    match value {
+        redis::Value::Int(n) => Some(*n),
+        _ => None,
+    }
+}
+
+fn reply_text(value: &redis::Value) -> Option<String> {
+    match value {
+        redis::Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+        redis::Value::SimpleString(text) => Some(text.clone()),
+        _ => None,
+    }
+}
