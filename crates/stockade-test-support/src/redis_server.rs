@@ -247,7 +247,12 @@ pub(crate) fn raw_command(port: u16, args: &[&str]) -> Result<String, TestSuppor
                 output: error.to_string(),
             })
         }
-        Err(error) => Ok(format!("-{error}\r\n")),
+        // An error reply as the server wrote it: `-MOVED 3999 127.0.0.1:7001`.
+        Err(error) => Ok(match (error.code(), error.detail()) {
+            (Some(code), Some(detail)) => format!("-{code} {detail}\r\n"),
+            (Some(code), None) => format!("-{code}\r\n"),
+            _ => format!("-{error}\r\n"),
+        }),
     }
 }
 
@@ -276,6 +281,17 @@ fn resp(value: &redis::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::RedisServer;
+
+    #[test]
+    fn replies_read_as_the_server_wrote_them() {
+        let redis = RedisServer::start().unwrap();
+        assert_eq!(redis.command(&["SET", "k", "v"]).unwrap(), "+OK\r\n");
+        assert_eq!(redis.command(&["GET", "k"]).unwrap(), "$1\r\nv\r\n");
+        assert_eq!(redis.command(&["GET", "none"]).unwrap(), "$-1\r\n");
+        assert_eq!(redis.command(&["INCR", "n"]).unwrap(), ":1\r\n");
+        let error = redis.command(&["INCR", "k"]).unwrap();
+        assert!(error.starts_with("-ERR "), "{error}");
+    }
 
     #[test]
     fn a_restart_from_a_snapshot_brings_back_the_old_data() {
