@@ -94,7 +94,9 @@ impl<'a> Purchases<'a> {
         // Held until the answer: the engine call, the commit and its wait.
         let _in_flight = state.shedder().admit()?;
         admission.arm();
-        let decided = self.admitted(&attempt, now, request).await;
+        let decided = self
+            .admitted(attempt.purchase, attempt.respond_async, now, request)
+            .await;
         let names_an_order = match &decided {
             Ok(decision) => decision.answered() != Answered::Duplicate,
             Err(error) => error.names_an_order(),
@@ -109,12 +111,13 @@ impl<'a> Purchases<'a> {
     /// the fresh route.
     async fn admitted(
         &self,
-        attempt: &Attempt,
+        mut purchase: Purchase,
+        respond_async: bool,
         now: DateTime<Utc>,
         request: &Span,
     ) -> Result<Decision, PurchaseError> {
         let state = self.state;
-        let sale = attempt.purchase.sale_id().clone();
+        let sale = purchase.sale_id().clone();
         let route_span = tracing::debug_span!("route", epoch = Empty, authority = Empty);
         let mut route = async {
             let route = known_route(state, &sale).await?;
@@ -129,7 +132,7 @@ impl<'a> Purchases<'a> {
         route_span.record("authority", display(route.authority));
         let mut refreshed = false;
         for _ in 0..3 {
-            let purchase = attempt.purchase.clone().at_epoch(route.epoch);
+            purchase = purchase.at_epoch(route.epoch);
             let ticket = state.rejections().ticket(&sale);
             let gate = tracing::debug_span!(
                 "gate",
@@ -193,7 +196,7 @@ impl<'a> Purchases<'a> {
                         order,
                         remaining,
                         route,
-                        early: attempt.respond_async,
+                        early: respond_async,
                     };
                     return match decider {
                         // Committed already: an early answer has nothing
