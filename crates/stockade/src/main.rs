@@ -7,6 +7,7 @@
 //! - `demo`: `stockade demo`, a simulated flash sale.
 //! - `bench`: `stockade bench`, every strategy side by side.
 //! - `load`: `stockade load`, the same measures over HTTP.
+//! - `signals`: Ctrl-C and SIGTERM, caught before any child starts.
 //!
 //! `demo`, `bench` and `load` need the cargo feature `bench` (on by
 //! default); without it the binary is the thin product build, `serve` only,
@@ -20,6 +21,7 @@ mod demo;
 #[cfg(feature = "bench")]
 mod load;
 mod serve;
+mod signals;
 
 use clap::Parser;
 

@@ -54,7 +54,7 @@ async fn serve(config: ServerConfig, traces: Option<&Endpoint>) -> anyhow::Resul
             )
         })?;
     let address = listener.local_addr()?;
-    let mut shutdown = Box::pin(shutdown_signal()?);
+    let mut shutdown = Box::pin(crate::signals::stop_requested()?);
     // A signal while the start waits for the store or Redis ends it there.
     let service = tokio::select! {
         service = Service::start(&config) => service?,
@@ -188,21 +188,6 @@ fn init_logging(format: LogFormat, traces: Option<&Endpoint>) -> anyhow::Result<
 /// to anything non-empty (<https://no-color.org>).
 fn colour(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
     terminal && no_color.is_none_or(|v| v.is_empty())
-}
-
-/// Catches Ctrl-C and SIGTERM from now on (so that a signal sent as soon as
-/// the address is announced stops the service gracefully rather than
-/// killing it) and returns a future that completes on the first of them.
-fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut terminate = signal(SignalKind::terminate()).context("catching SIGTERM")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("catching SIGINT")?;
-    Ok(async move {
-        tokio::select! {
-            _ = terminate.recv() => {}
-            _ = interrupt.recv() => {}
-        }
-    })
 }
 
 #[cfg(test)]

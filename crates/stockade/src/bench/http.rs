@@ -48,11 +48,13 @@ pub async fn run(args: HttpArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let setups = setups(&args);
-    // Dropping the bench's future (on Ctrl-C) drops its child servers,
-    // which stops them.
+    // Caught before the first child starts: a signal at any point stops the
+    // bench gracefully. Dropping the bench's future drops its child
+    // servers, which stops them.
+    let stop = crate::signals::stop_requested()?;
     tokio::select! {
         result = bench(&args, &setups) => result,
-        _ = tokio::signal::ctrl_c() => {
+        () = stop => {
             eprintln!("interrupted: stopping the servers");
             Ok(ExitCode::from(130))
         }
@@ -272,23 +274,9 @@ pub async fn serve_baseline(args: HttpBaselineArgs) -> anyhow::Result<ExitCode> 
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("cannot listen on {} (--listen)", args.listen))?;
+    // Caught before the address is announced, which is when it may come.
+    let stop = crate::signals::stop_requested()?;
     println!("baseline listening on http://{}", listener.local_addr()?);
-    http_bench::serve_baseline(listener, stop_signal()).await?;
+    http_bench::serve_baseline(listener, stop).await?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Completes on Ctrl-C or SIGTERM.
-async fn stop_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = terminate => {}
-    }
 }
