@@ -74,6 +74,12 @@ pub async fn reconcile_forever(
 /// reaching the engine.
 const VIEW_PING_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// Failed pings in a row after which this instance forgets its primary
+/// routes (and reads them again from the store). One slow ping under load
+/// is not an outage: forgetting on it sent purchases to re-read their
+/// route from the store, which fails them when the store is down too.
+const PINGS_BEFORE_FORGETTING: u32 = 2;
+
 /// Reports this instance's view of the engine to the store once a second
 /// (whether it reached Redis, and its writer's orders in flight), in a task
 /// of its own: a reconciler pass stuck on a frozen Redis must never delay
@@ -85,13 +91,15 @@ async fn report_engine_view_forever(state: AppState, redis: Option<Arc<RedisEngi
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut ticks = 0u64;
+    let mut failed_in_a_row = 0u32;
     loop {
         tick.tick().await;
         let reached = matches!(
             tokio::time::timeout(VIEW_PING_TIMEOUT, redis.server_run_id()).await,
             Ok(Ok(_))
         );
-        if !reached {
+        failed_in_a_row = if reached { 0 } else { failed_in_a_row + 1 };
+        if failed_in_a_row >= PINGS_BEFORE_FORGETTING {
             state.routing().forget_primaries();
         }
         ticks += 1;
