@@ -42,9 +42,10 @@
 //! - [`listener`]: the HTTP server: connection cap, header-read and idle
 //!   timeouts, bounded shutdown; [`client_cap`]: connections per client.
 //! - [`startup`]: reaching the database and Redis at start.
-//! - [`routing`]: which authority decides each sale, as this instance knows.
-//! - [`rejections`]: sold-out, not-started, ended and unknown sales answered
-//!   without asking the engine or the store.
+//! - [`sale_book`]: what this instance knows of each sale, one entry per
+//!   sale: its route (epoch and authority), its rebuild, the rejections
+//!   answered without asking the engine or the store (window, sold out,
+//!   unknown sale), its waiting room.
 //! - [`shedding`]: the bound on purchases in flight (503 `overloaded`).
 //! - [`rate_limit`]: per-buyer and per-client GCRA limits (429), in
 //!   process or shared through Redis.
@@ -83,10 +84,9 @@ pub mod metrics;
 pub mod purchase;
 pub mod rate_limit;
 pub mod recovery;
-pub mod rejections;
 pub mod releases;
 pub mod retirement;
-pub mod routing;
+pub mod sale_book;
 pub mod secrets;
 mod service;
 pub mod sessions;

@@ -114,8 +114,7 @@ async fn forget_now(state: &AppState, sale: &SaleId) -> Result<bool, String> {
         .map_err(|e| e.to_string())?;
     // And what this process cached of it, so that a process serving sale
     // after sale for months holds only the sales still in play.
-    state.routing().forget(sale);
-    state.rejections().forget(sale);
+    state.book().forget_sale(sale);
     state.waiting_rooms().forget_local(sale);
     metrics::counter!("stockade_sales_retired_total").increment(1);
     Ok(true)

@@ -14,8 +14,7 @@ use crate::identity::Identity;
 use crate::journal::IntakeJournal;
 use crate::login_attempts::LoginAttempts;
 use crate::rate_limit::RateLimiter;
-use crate::rejections::Rejections;
-use crate::routing::Routing;
+use crate::sale_book::SaleBook;
 use crate::sessions::Sessions;
 use crate::shedding::Shedder;
 use crate::waiting_room::WaitingRooms;
@@ -39,8 +38,7 @@ struct Inner {
     secure_cookies: bool,
     commit_deadline: Duration,
     locks: Option<Locks>,
-    routing: Routing,
-    rejections: Rejections,
+    book: SaleBook,
     shedder: Shedder,
     started: AtomicBool,
     stopping: AtomicBool,
@@ -129,8 +127,7 @@ impl AppState {
                 secure_cookies: parts.secure_cookies,
                 commit_deadline: parts.commit_deadline,
                 locks: parts.locks,
-                routing: Routing::default(),
-                rejections: Rejections::new(parts.rejection_ttl),
+                book: SaleBook::new(parts.rejection_ttl),
                 shedder: Shedder::new(parts.max_purchases_in_flight),
                 started: AtomicBool::new(false),
                 stopping: AtomicBool::new(false),
@@ -161,13 +158,10 @@ impl AppState {
     pub fn locks(&self) -> Option<&Locks> {
         self.inner.locks.as_ref()
     }
-    /// Which authority decides each sale, as this instance knows it.
-    pub fn routing(&self) -> &Routing {
-        &self.inner.routing
-    }
-    /// What this instance knows that lets it reject a purchase for free.
-    pub fn rejections(&self) -> &Rejections {
-        &self.inner.rejections
+    /// What this instance knows of each sale: route, rebuilds, free
+    /// rejections, waiting room.
+    pub fn book(&self) -> &SaleBook {
+        &self.inner.book
     }
     /// The bound on purchases in flight.
     pub fn shedder(&self) -> &Shedder {
@@ -255,8 +249,9 @@ impl AppState {
     /// instance stops answering sold_out at once, and the sale's waiting
     /// room reopens and admits more.
     pub fn stock_returned(&self, sale: &stockade_core::SaleId) {
-        self.inner.rejections.stock_returned(sale);
-        self.inner.waiting_rooms.stock_returned(sale);
+        if self.inner.book.stock_returned(sale) {
+            self.inner.waiting_rooms.wake();
+        }
     }
     /// Start-up recovery is done: the service may answer ready.
     pub fn mark_started(&self) {

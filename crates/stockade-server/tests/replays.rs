@@ -27,7 +27,7 @@ async fn a_replay_of_an_order_the_store_refused_is_answered_order_failed() {
     assert_eq!(status, 201, "{body}");
     let state = server.state();
     let sale = SaleId::new("voided-replay").unwrap();
-    let epoch = state.routing().get(&sale).expect("a route learned").epoch;
+    let epoch = state.book().route(&sale).expect("a route learned").epoch;
 
     // Redis accepts bob's order, and nobody commits it yet.
     let bob = Purchase::new("voided-replay", "bob", 1)

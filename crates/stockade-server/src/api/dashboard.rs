@@ -316,7 +316,7 @@ pub async fn overview(
             "fallback_enabled": state.has_fallback(),
             "circuit": if state.breaker().is_open() { "open" } else { "closed" },
             "ready": state.is_started(),
-            "rebuilding_sales": state.routing().rebuilding_count(),
+            "rebuilding_sales": state.book().rebuilding_count(),
             "writer": {
                 "queue_depth": state.queue().in_flight_count(),
                 "commit_latency": state.activity().commit_latency(),
@@ -338,7 +338,7 @@ async fn sale_view(
     now: chrono::DateTime<chrono::Utc>,
 ) -> SaleView {
     let id: SaleId = current.spec.id().clone();
-    let rebuilding = state.routing().is_rebuilding(&id);
+    let rebuilding = state.book().is_rebuilding(&id);
     let engine_state = match (current.authority, state.engine()) {
         _ if rebuilding => "rebuilding",
         (Authority::Fallback, _) => "fallback",

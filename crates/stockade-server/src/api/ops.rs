@@ -49,7 +49,7 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) 
         "ready": ready,
         "down": down,
         "selling": if started { "open" } else { "starting" },
-        "rebuilding": state.routing().rebuilding_count(),
+        "rebuilding": state.book().rebuilding_count(),
     });
     let status = if ready {
         StatusCode::OK

@@ -50,7 +50,11 @@ fn closed(sale: &SaleId, reason: CloseReason) -> ApiError {
 /// The sale's room; 404 `unknown_sale`, or 409 `no_waiting_room` (the sale
 /// exists, and is bought without a queue).
 async fn room_of(state: &AppState, sale: &SaleId) -> Result<std::sync::Arc<RoomInfo>, ApiError> {
-    match state.waiting_rooms().lookup(state.store(), sale).await? {
+    match state
+        .waiting_rooms()
+        .lookup(state.book(), state.store(), sale)
+        .await?
+    {
         RoomLookup::Room(room) => Ok(room),
         RoomLookup::NoRoom => Err(ApiError::new(
             ErrorCode::NoWaitingRoom,
@@ -151,7 +155,7 @@ pub async fn poll_ticket(
     }
     let RoomLookup::Room(room) = state
         .waiting_rooms()
-        .lookup(state.store(), &ticket.sale())
+        .lookup(state.book(), state.store(), &ticket.sale())
         .await?
     else {
         return Err(unknown());

@@ -103,8 +103,11 @@ pub async fn create_sale(
     };
     // Buyable here at once, even if a purchase found it missing a moment
     // ago (other instances: within the rejection ttl).
-    state.rejections().sale_created(spec.id());
-    state.waiting_rooms().learn(spec.clone(), room).await;
+    state.book().sale_created(spec.id());
+    state
+        .waiting_rooms()
+        .learn(state.book(), spec.clone(), room)
+        .await;
     // A new sale starts in the engine under the first epoch. An existing
     // one is left alone: if the engine lost it, the next purchase rebuilds
     // it from the store under a new epoch.
@@ -157,7 +160,11 @@ pub async fn get_sale(
     metrics::gauge!("stockade_sale_remaining", "sale" => id.to_string())
         .set(f64::from(snapshot.remaining));
     let mut sale: Sale = snapshot.into();
-    if let RoomLookup::Room(room) = state.waiting_rooms().lookup(state.store(), &id).await? {
+    if let RoomLookup::Room(room) = state
+        .waiting_rooms()
+        .lookup(state.book(), state.store(), &id)
+        .await?
+    {
         sale.waiting_room = Some(room.config.into());
     }
     Ok(Json(sale))

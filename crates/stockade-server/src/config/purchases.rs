@@ -81,12 +81,12 @@ impl PurchaseSettings {
             ));
         }
         let rejection_ttl = Duration::from_millis(self.rejection_ttl_ms.unwrap_or_default());
-        if rejection_ttl > crate::rejections::MAX_TTL {
+        if rejection_ttl > crate::sale_book::MAX_TTL {
             return Err(bad(
                 "rejection_ttl_ms",
                 format!(
                     "must be at most {} (the bound on how long another instance's cancel may go unseen)",
-                    crate::rejections::MAX_TTL.as_millis()
+                    crate::sale_book::MAX_TTL.as_millis()
                 ),
             ));
         }

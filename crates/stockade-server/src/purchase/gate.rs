@@ -9,7 +9,7 @@ use stockade_store::authority::Authority;
 use tracing::Span;
 
 use super::PurchaseError;
-use crate::routing::Route;
+use crate::sale_book::Route;
 use crate::state::AppState;
 
 /// Who decided a purchase.
@@ -67,7 +67,7 @@ pub(super) async fn engine_gate(
                 state.breaker().failed(Instant::now());
                 // Another instance may move the sale meanwhile: read the
                 // route again before trusting the engine.
-                state.routing().forget_primaries();
+                state.book().forget_primaries();
             } else {
                 // It answered: it is reachable.
                 state.breaker().succeeded();

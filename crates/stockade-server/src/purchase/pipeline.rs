@@ -79,11 +79,11 @@ impl<'a> Purchases<'a> {
         // Without a fallback nothing but the rebuild can sell it: answer
         // before the door and the shedder do any work (with one, see
         // `while_rebuilding`).
-        if !state.has_fallback() && state.routing().is_rebuilding(sale) {
+        if !state.has_fallback() && state.book().is_rebuilding(sale) {
             return Err(PurchaseError::Rebuilding);
         }
         let keyed = purchase.idempotency_key().is_some();
-        if let Some(outcome) = state.rejections().answer(sale, keyed, now) {
+        if let Some(outcome) = state.book().answer(sale, keyed, now) {
             metrics::counter!("stockade_rejections_cached_total", "reason" => outcome.label())
                 .increment(1);
             return Err(PurchaseError::refused(sale, purchase.quantity(), outcome));
@@ -121,7 +121,7 @@ impl<'a> Purchases<'a> {
         let route_span = tracing::debug_span!("route", epoch = Empty, authority = Empty);
         let mut route = async {
             let route = known_route(state, &sale).await?;
-            if route.authority == Authority::Primary && state.routing().is_rebuilding(&sale) {
+            if route.authority == Authority::Primary && state.book().is_rebuilding(&sale) {
                 return while_rebuilding(state, &sale, route).await;
             }
             Ok(route)
@@ -133,7 +133,7 @@ impl<'a> Purchases<'a> {
         let mut refreshed = false;
         for _ in 0..3 {
             purchase = purchase.at_epoch(route.epoch);
-            let ticket = state.rejections().ticket(&sale);
+            let ticket = state.book().ticket(&sale);
             let gate = tracing::debug_span!(
                 "gate",
                 epoch = route.epoch.get(),
@@ -163,7 +163,7 @@ impl<'a> Purchases<'a> {
                 }
             };
             gate.record("outcome", outcome.label());
-            state.rejections().learn(&sale, ticket, &outcome);
+            state.book().learn_outcome(&sale, ticket, &outcome);
             match outcome {
                 PurchaseOutcome::WrongEpoch { engine } => {
                     let current = fresh_route(state, &sale)
@@ -253,7 +253,7 @@ async fn store_decides(
 /// store records for it, under the sale's payment hold (which the store
 /// applies the same way when it commits the order).
 fn accepted(state: &AppState, purchase: &Purchase, id: OrderId, now: DateTime<Utc>) -> Order {
-    Order::accepted(purchase, id, now).under_hold(state.rejections().hold(purchase.sale_id()))
+    Order::accepted(purchase, id, now).under_hold(state.book().hold(purchase.sale_id()))
 }
 
 /// The decider does not have the sale. When the store does, the engine
@@ -261,11 +261,11 @@ fn accepted(state: &AppState, purchase: &Purchase, id: OrderId, now: DateTime<Ut
 async fn unknown(
     state: &AppState,
     sale: &SaleId,
-    route: crate::routing::Route,
+    route: crate::sale_book::Route,
     decider: Decider,
 ) -> PurchaseError {
-    state.routing().forget(sale);
-    let read = state.rejections().unknown_ticket();
+    state.book().forget_route(sale);
+    let read = state.book().unknown_ticket();
     if decider == Decider::Engine {
         match state.store().sale(sale).await {
             Ok(Some(_)) => {
@@ -276,6 +276,6 @@ async fn unknown(
             Err(error) => return error.into(),
         }
     }
-    state.rejections().learn_unknown(sale, read);
+    state.book().learn_unknown(sale, read);
     PurchaseError::UnknownSale(sale.clone())
 }

@@ -5,32 +5,32 @@ use stockade_core::SaleId;
 
 use super::PurchaseError;
 use crate::recovery::{FallbackMove, move_to_fallback};
-use crate::routing::Route;
+use crate::sale_book::Route;
 use crate::state::AppState;
 
 /// The sale's route as this instance knows it, read from the store the
 /// first time (with the sale's spec, which answers its window from then on).
 pub(super) async fn known_route(state: &AppState, sale: &SaleId) -> Result<Route, PurchaseError> {
-    match state.routing().get(sale) {
-        Some(route) if state.rejections().knows(sale) => Ok(route),
-        _ => fresh_route(state, sale).await,
+    match state.book().route_with_spec(sale) {
+        Some(route) => Ok(route),
+        None => fresh_route(state, sale).await,
     }
 }
 
 /// The sale's route as the store has it now. A sale the store does not
 /// have is remembered as unknown for a while.
 pub(super) async fn fresh_route(state: &AppState, sale: &SaleId) -> Result<Route, PurchaseError> {
-    let read = state.rejections().unknown_ticket();
+    let read = state.book().unknown_ticket();
     let Some(current) = state.store().sale_state(sale).await? else {
-        state.rejections().learn_unknown(sale, read);
+        state.book().learn_unknown(sale, read);
         return Err(PurchaseError::UnknownSale(sale.clone()));
     };
-    state.rejections().learn_spec(&current.spec);
+    state.book().learn_spec(&current.spec);
     let route = Route {
         epoch: current.epoch,
         authority: current.authority,
     };
-    state.routing().learn(sale, route);
+    state.book().learn_route(sale, route);
     Ok(route)
 }
 

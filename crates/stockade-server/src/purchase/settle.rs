@@ -9,7 +9,7 @@ use tracing::Span;
 
 use super::{Decision, PurchaseError, replay};
 use crate::recovery::request_rebuild;
-use crate::routing::Route;
+use crate::sale_book::Route;
 use crate::state::AppState;
 
 /// An order the engine accepted, to be committed.
@@ -156,7 +156,7 @@ async fn voided(
         }
         // Another authority decides the sale now.
         VoidReason::StaleEpoch { .. } => {
-            state.routing().forget(sale);
+            state.book().forget_route(sale);
             Err(refused(purchase, order))
         }
         // The engine sold what the store does not have: it is out of line.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use stockade_core::{Epoch, SaleId};
 
-use crate::routing::Route;
+use crate::sale_book::Route;
 use crate::state::AppState;
 use stockade_store::StoreError;
 use stockade_store::authority::{Advance, Authority};
@@ -53,7 +53,7 @@ pub async fn move_to_fallback(
     from: Epoch,
 ) -> Result<FallbackMove, StoreError> {
     let now = std::time::Instant::now();
-    if state.routing().fallback_recently_refused(now) {
+    if state.book().fallback_recently_refused(now) {
         return Ok(FallbackMove::Refused);
     }
     // This instance's own accepted orders first (its last report may be
@@ -68,9 +68,7 @@ pub async fn move_to_fallback(
     };
     if let Some(hold) = hold {
         tracing::debug!(%sale, ?hold, "the move to the fallback waits");
-        state
-            .routing()
-            .refuse_fallback_for(now, FALLBACK_REFUSAL_TTL);
+        state.book().refuse_fallback_for(now, FALLBACK_REFUSAL_TTL);
         metrics::counter!("stockade_fallbacks_refused_total").increment(1);
         return Ok(FallbackMove::Refused);
     }
@@ -90,7 +88,7 @@ pub async fn move_to_fallback(
         Advance::Moved { epoch, authority } => Route { epoch, authority },
         Advance::UnknownSale => return Ok(FallbackMove::UnknownSale),
     };
-    state.routing().learn(sale, route);
+    state.book().learn_route(sale, route);
     // The store decides now, from its own stock.
     state.stock_returned(sale);
     Ok(FallbackMove::Routed(route))

@@ -8,7 +8,7 @@ use stockade_core::{Engine, EngineError, Epoch, Order, SaleId};
 use stockade_lock::Lease;
 
 use crate::releases::apply_pending_releases;
-use crate::routing::Route;
+use crate::sale_book::Route;
 use crate::state::AppState;
 use stockade_store::authority::{Advance, Authority};
 
@@ -71,7 +71,7 @@ async fn rebuild_locked(
         && current.authority == Authority::Primary
         && held == Some(current.epoch)
     {
-        state.routing().learn(
+        state.book().learn_route(
             sale,
             Route {
                 epoch: current.epoch,
@@ -102,7 +102,7 @@ async fn rebuild_locked(
         }
         Err(error) => return Err(error.into()),
     };
-    state.routing().learn(
+    state.book().learn_route(
         sale,
         Route {
             epoch,
@@ -166,7 +166,7 @@ pub(super) async fn commit_picked(
 /// the sale is in line; this instance answers its purchases 503
 /// `rebuilding` meanwhile.
 pub fn request_rebuild(state: &AppState, sale: &SaleId, seen: Epoch, reason: &'static str) {
-    if state.engine().is_none() || !state.routing().start_rebuild(sale) {
+    if state.engine().is_none() || !state.book().start_rebuild(sale) {
         return;
     }
     let state = state.clone();
@@ -186,13 +186,13 @@ pub fn request_rebuild(state: &AppState, sale: &SaleId, seen: Epoch, reason: &'s
                         // Purchases of the sale may then go to the fallback
                         // rather than wait for this rebuild.
                         state.breaker().failed(std::time::Instant::now());
-                        state.routing().forget_primaries();
+                        state.book().forget_primaries();
                     }
                     metrics::counter!("stockade_rebuild_failures_total").increment(1);
                     tracing::warn!(%sale, reason, %error, "rebuilding the sale failed; retrying");
                 })
                 .await;
         }
-        state.routing().end_rebuild(&sale);
+        state.book().end_rebuild(&sale);
     });
 }

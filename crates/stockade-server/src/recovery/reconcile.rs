@@ -8,7 +8,7 @@ use stockade_core::{Engine, Order, SaleId};
 use stockade_engine::RedisEngine;
 
 use crate::releases::apply_pending_releases;
-use crate::routing::Route;
+use crate::sale_book::Route;
 use crate::state::AppState;
 use stockade_store::authority::Authority;
 
@@ -30,7 +30,7 @@ pub async fn recover_at_start(state: &AppState) -> Result<usize, RecoveryError> 
             epoch: current.epoch,
             authority: current.authority,
         };
-        state.routing().learn(sale, route);
+        state.book().learn_route(sale, route);
         let Some(engine) = state.engine() else {
             continue;
         };
@@ -100,7 +100,7 @@ async fn report_engine_view_forever(state: AppState, redis: Option<Arc<RedisEngi
         );
         failed_in_a_row = if reached { 0 } else { failed_in_a_row + 1 };
         if failed_in_a_row >= PINGS_BEFORE_FORGETTING {
-            state.routing().forget_primaries();
+            state.book().forget_primaries();
         }
         ticks += 1;
         if ticks % 3_600 == 60
@@ -111,7 +111,7 @@ async fn report_engine_view_forever(state: AppState, redis: Option<Arc<RedisEngi
         if let Err(error) = state
             .store()
             .report_engine_view(
-                state.routing().instance(),
+                state.book().instance(),
                 reached,
                 state.queue().in_flight_count(),
             )
@@ -247,8 +247,8 @@ async fn reconcile_once(
         }
         quiet.remove(sale);
         let seen = state
-            .routing()
-            .get(sale)
+            .book()
+            .route(sale)
             .map_or(current.epoch, |r| r.epoch.min(current.epoch));
         if current.authority == Authority::Fallback {
             if engine_healthy {
@@ -260,7 +260,7 @@ async fn reconcile_once(
             request_rebuild(state, sale, seen, "redis_restarted");
             continue;
         }
-        if state.routing().is_rebuilding(sale) {
+        if state.book().is_rebuilding(sale) {
             continue;
         }
         // Outbox entries older than the grace period that this process is

@@ -180,14 +180,14 @@ pub async fn check_admission(
 ) -> Result<Admission, AdmissionError> {
     let rooms = state.waiting_rooms();
     let sale = purchase.sale_id();
-    let read = state.rejections().unknown_ticket();
-    match rooms.lookup(state.store(), sale).await? {
+    let read = state.book().unknown_ticket();
+    match rooms.lookup(state.book(), state.store(), sale).await? {
         RoomLookup::Room(_) => {}
         RoomLookup::NoRoom => return Ok(Admission::free()),
         RoomLookup::UnknownSale => {
             // Remembered like the purchase path does, so a flood of
             // unknown ids costs one store read each, not two.
-            state.rejections().learn_unknown(sale, read);
+            state.book().learn_unknown(sale, read);
             return Err(AdmissionError::UnknownSale(sale.clone()));
         }
     }

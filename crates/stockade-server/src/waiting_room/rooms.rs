@@ -1,6 +1,6 @@
-//! What the handlers and the ticker share: the queue backend, the token
-//! signer, and the rooms this instance has read from the store (a sale's
-//! waiting room never changes once created, so it is read once).
+//! What the handlers and the ticker share: the queue backend and the token
+//! signer. The rooms this instance has read from the store are kept in the
+//! service's [`SaleBook`] with the rest of what it knows of each sale.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,6 +12,8 @@ use tokio::sync::Notify;
 use super::token::AdmissionSigner;
 use super::{PREQUEUE_PLACES, QueueBackend, RoomConfig, TicketId};
 use stockade_store::{OrderStore, StoreError};
+
+use crate::sale_book::SaleBook;
 
 /// A sale with a waiting room.
 #[derive(Debug, Clone)]
@@ -37,7 +39,6 @@ pub enum RoomLookup {
 pub struct WaitingRooms {
     backend: Arc<dyn QueueBackend>,
     signer: AdmissionSigner,
-    known: DashMap<SaleId, Option<Arc<RoomInfo>>>,
     wake: Notify,
     /// Tickets waiting in each room at this instance's last tick of it.
     waiting: DashMap<SaleId, u64>,
@@ -47,7 +48,6 @@ impl std::fmt::Debug for WaitingRooms {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WaitingRooms")
             .field("backend", &self.backend.name())
-            .field("known", &self.known.len())
             .finish()
     }
 }
@@ -58,7 +58,6 @@ impl WaitingRooms {
         Self {
             backend,
             signer: AdmissionSigner::new(secret),
-            known: DashMap::new(),
             wake: Notify::new(),
             waiting: DashMap::new(),
         }
@@ -107,26 +106,32 @@ impl WaitingRooms {
     /// The sale's waiting room, read from the store the first time.
     pub async fn lookup(
         &self,
+        book: &SaleBook,
         store: &OrderStore,
         sale: &SaleId,
     ) -> Result<RoomLookup, StoreError> {
-        if let Some(known) = self.known.get(sale) {
-            return Ok(match known.value() {
-                Some(room) => RoomLookup::Room(Arc::clone(room)),
+        if let Some(known) = book.room(sale) {
+            return Ok(match known {
+                Some(room) => RoomLookup::Room(room),
                 None => RoomLookup::NoRoom,
             });
         }
         let Some((spec, config)) = store.sale_with_room(sale).await? else {
             return Ok(RoomLookup::UnknownSale);
         };
-        Ok(self.learn(spec, config).await)
+        Ok(self.learn(book, spec, config).await)
     }
 
-    /// Remembers a sale's room (at creation, or read from the store) and
-    /// lists it for the tickers.
-    pub async fn learn(&self, spec: SaleSpec, config: Option<RoomConfig>) -> RoomLookup {
+    /// Remembers a sale's room (at creation, or read from the store) in
+    /// `book` and lists it for the tickers.
+    pub async fn learn(
+        &self,
+        book: &SaleBook,
+        spec: SaleSpec,
+        config: Option<RoomConfig>,
+    ) -> RoomLookup {
         let Some(config) = config else {
-            self.known.insert(spec.id().clone(), None);
+            book.learn_room(spec.id(), None);
             return RoomLookup::NoRoom;
         };
         if let Err(error) = self.backend.register(spec.id()).await {
@@ -136,25 +141,22 @@ impl WaitingRooms {
             return RoomLookup::Room(room);
         }
         let room = Arc::new(RoomInfo { spec, config });
-        self.known
-            .insert(room.spec.id().clone(), Some(Arc::clone(&room)));
+        book.learn_room(room.spec.id(), Some(Arc::clone(&room)));
         self.wake.notify_one();
         RoomLookup::Room(room)
     }
 
-    /// Forgets what this instance knows of `sale`'s room (the sale was let
-    /// go after its retention; the store still has its settings).
+    /// Forgets the waiting count of `sale` (the sale was let go after its
+    /// retention; the store still has its settings).
     pub fn forget_local(&self, sale: &SaleId) {
-        self.known.remove(sale);
         self.waiting.remove(sale);
     }
 
-    /// Stock came back to `sale` on this instance: tick at once, so the
-    /// queue reopens and admits without waiting for the next tick.
-    pub fn stock_returned(&self, sale: &SaleId) {
-        if matches!(self.known.get(sale).as_deref(), Some(Some(_))) {
-            self.wake.notify_one();
-        }
+    /// Stock came back to a sale with a room on this instance: tick at
+    /// once, so the queue reopens and admits without waiting for the next
+    /// tick.
+    pub fn wake(&self) {
+        self.wake.notify_one();
     }
 
     /// Completes when something asks for a tick before the next one.

@@ -105,7 +105,7 @@ async fn relist(state: &AppState, listed: &mut Vec<SaleId>) {
 async fn tick_sale(state: &AppState, sale: &SaleId) -> Result<Option<CloseReason>, String> {
     let rooms = state.waiting_rooms();
     let lookup = rooms
-        .lookup(state.store(), sale)
+        .lookup(state.book(), state.store(), sale)
         .await
         .map_err(|e| e.to_string())?;
     let RoomLookup::Room(room) = lookup else {

@@ -68,7 +68,7 @@ fn every_default_parses_and_is_the_one_the_code_assumes() {
     let writer = crate::writer::WriterConfig::default();
     assert_eq!(config.writer().max_batch, writer.max_batch);
     assert_eq!(config.writer().max_delay, writer.max_delay);
-    assert_eq!(config.rejection_ttl(), crate::rejections::DEFAULT_TTL);
+    assert_eq!(config.rejection_ttl(), crate::sale_book::DEFAULT_TTL);
     assert_eq!(
         config.max_purchases_in_flight(),
         crate::shedding::DEFAULT_MAX_IN_FLIGHT

@@ -8,11 +8,11 @@
 //! - **Sold out**: learned from the decider's answer (`sold_out`, or a
 //!   purchase that left nothing). Stock can come back (a cancel, a rebuild,
 //!   a move to the fallback), so the knowledge lasts only
-//!   [`Rejections::ttl`] counted from the moment the decider was *asked*
+//!   [`SaleBook::ttl`] counted from the moment the decider was *asked*
 //!   (not answered): whatever the decider saw happened after that moment,
 //!   so a sale whose stock came back at time *t* is sold again by every
 //!   instance from *t* + ttl at the latest. This instance forgets it at
-//!   once when it gives stock back itself ([`Rejections::stock_returned`]);
+//!   once when it gives stock back itself ([`SaleBook::stock_returned`]);
 //!   a per-sale generation keeps a purchase that was in flight across such
 //!   a return from writing the old answer back.
 //! - **Unknown sale**: learned from the store having no such sale; kept the
@@ -29,13 +29,14 @@
 //! per-user limit, to whom the engine would have said `limit_exceeded`:
 //! both say that nothing was sold, and the limit is per buyer, not cached.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use dashmap::DashMap;
 use stockade_core::sale::Window;
 use stockade_core::{PurchaseOutcome, SaleId, SaleSpec};
+
+use super::SaleBook;
 
 /// The default lifetime of sold-out and unknown-sale knowledge.
 pub const DEFAULT_TTL: Duration = Duration::from_millis(500);
@@ -47,34 +48,6 @@ pub const MAX_TTL: Duration = Duration::from_secs(1);
 /// How many unknown sale ids an instance remembers at most.
 pub const UNKNOWN_SALES_CAPACITY: usize = 10_000;
 
-/// What this instance knows of each sale. See the module documentation.
-pub struct Rejections {
-    ttl: Duration,
-    sales: DashMap<SaleId, KnownSale>,
-    unknown: quick_cache::sync::Cache<SaleId, Instant>,
-    /// Bumped whenever this instance creates a sale, so that a store read
-    /// that raced the creation cannot record the sale as unknown.
-    created: AtomicU64,
-}
-
-impl std::fmt::Debug for Rejections {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Rejections")
-            .field("ttl", &self.ttl)
-            .field("sales", &self.sales.len())
-            .field("unknown", &self.unknown.len())
-            .finish()
-    }
-}
-
-struct KnownSale {
-    spec: SaleSpec,
-    /// Bumped whenever this instance gives stock back to the sale.
-    generation: u64,
-    /// Until when the sale is known to be sold out.
-    sold_out_until: Option<Instant>,
-}
-
 /// Taken just before the decider or the store is asked: what the answer
 /// may be recorded against.
 #[derive(Debug, Clone, Copy)]
@@ -83,19 +56,7 @@ pub struct Ticket {
     asked_at: Instant,
 }
 
-impl Rejections {
-    /// Knowledge of sold-out and unknown sales lasts `ttl` (zero: none is
-    /// kept, every such purchase asks the engine or the store; the window
-    /// is still answered from the spec).
-    pub fn new(ttl: Duration) -> Self {
-        Self {
-            ttl: ttl.min(MAX_TTL),
-            sales: DashMap::new(),
-            unknown: quick_cache::sync::Cache::new(UNKNOWN_SALES_CAPACITY),
-            created: AtomicU64::new(0),
-        }
-    }
-
+impl SaleBook {
     /// How long sold-out and unknown-sale knowledge lasts.
     pub fn ttl(&self) -> Duration {
         self.ttl
@@ -111,7 +72,8 @@ impl Rejections {
         keyed: bool,
         now: DateTime<Utc>,
     ) -> Option<PurchaseOutcome> {
-        let Some(known) = self.sales.get(sale) else {
+        let known = self.sales.get(sale).filter(|entry| entry.spec.is_some());
+        let Some(known) = known else {
             return self
                 .unknown
                 .get(sale)
@@ -121,10 +83,10 @@ impl Rejections {
         if keyed {
             return None;
         }
-        match known.spec.window_at(now) {
-            Window::NotStarted => return Some(PurchaseOutcome::NotStarted),
-            Window::Ended => return Some(PurchaseOutcome::Ended),
-            Window::Open => {}
+        match known.spec.as_ref().map(|spec| spec.window_at(now)) {
+            Some(Window::NotStarted) => return Some(PurchaseOutcome::NotStarted),
+            Some(Window::Ended) => return Some(PurchaseOutcome::Ended),
+            _ => {}
         }
         known
             .sold_out_until
@@ -134,32 +96,23 @@ impl Rejections {
 
     /// Whether the sale's spec is known here.
     pub fn knows(&self, sale: &SaleId) -> bool {
-        self.sales.contains_key(sale)
+        self.read(sale, |entry| entry.spec.is_some())
+            .unwrap_or(false)
     }
 
     /// The payment hold of a sale whose spec this instance knows (None:
     /// no hold, or an unknown spec).
-    pub fn hold(&self, sale: &SaleId) -> Option<std::time::Duration> {
-        self.sales.get(sale).and_then(|k| k.spec.hold())
-    }
-
-    /// Forgets a sale let go after its retention (a later purchase reads
-    /// its spec from the store again): what this cache holds stays bounded
-    /// by the sales still in play.
-    pub fn forget(&self, sale: &SaleId) {
-        self.sales.remove(sale);
+    pub fn hold(&self, sale: &SaleId) -> Option<Duration> {
+        self.read(sale, |entry| entry.spec.as_ref().and_then(SaleSpec::hold))
+            .flatten()
     }
 
     /// Remembers a sale's spec, read from the store (it never changes).
     pub fn learn_spec(&self, spec: &SaleSpec) {
-        if !self.sales.contains_key(spec.id()) {
-            self.sales
-                .entry(spec.id().clone())
-                .or_insert_with(|| KnownSale {
-                    spec: spec.clone(),
-                    generation: 0,
-                    sold_out_until: None,
-                });
+        if !self.knows(spec.id()) {
+            self.edit(spec.id(), |entry| {
+                entry.spec.get_or_insert_with(|| spec.clone());
+            });
         }
         self.unknown.remove(spec.id());
     }
@@ -167,13 +120,13 @@ impl Rejections {
     /// To take before asking the decider about a purchase of `sale`.
     pub fn ticket(&self, sale: &SaleId) -> Ticket {
         Ticket {
-            generation: self.sales.get(sale).map_or(0, |k| k.generation),
+            generation: self.read(sale, |entry| entry.generation).unwrap_or(0),
             asked_at: Instant::now(),
         }
     }
 
     /// Learns from the decider's answer to a purchase asked under `ticket`.
-    pub fn learn(&self, sale: &SaleId, ticket: Ticket, outcome: &PurchaseOutcome) {
+    pub fn learn_outcome(&self, sale: &SaleId, ticket: Ticket, outcome: &PurchaseOutcome) {
         let sold_out = match outcome {
             PurchaseOutcome::SoldOut
             | PurchaseOutcome::Purchased { remaining: 0, .. }
@@ -184,13 +137,15 @@ impl Rejections {
         };
         // Most answers change nothing: look under the shard's shared lock
         // first, so purchases of one sale do not queue for its write lock.
-        let changes = self.sales.get(sale).is_some_and(|known| {
-            if sold_out {
-                !self.ttl.is_zero() && known.generation == ticket.generation
-            } else {
-                known.sold_out_until.is_some()
-            }
-        });
+        let changes = self
+            .read(sale, |known| {
+                if sold_out {
+                    !self.ttl.is_zero() && known.generation == ticket.generation
+                } else {
+                    known.sold_out_until.is_some()
+                }
+            })
+            .unwrap_or(false);
         if !changes {
             return;
         }
@@ -212,12 +167,15 @@ impl Rejections {
 
     /// This instance gave stock back to the sale (a cancel, a rebuild, a
     /// move to the fallback): forget that it was sold out, and make answers
-    /// to purchases asked before now unable to say so again.
-    pub fn stock_returned(&self, sale: &SaleId) {
-        if let Some(mut known) = self.sales.get_mut(sale) {
-            known.generation += 1;
-            known.sold_out_until = None;
-        }
+    /// to purchases asked before now unable to say so again. Returns
+    /// whether the sale has a waiting room (to tick it at once).
+    pub fn stock_returned(&self, sale: &SaleId) -> bool {
+        let Some(mut known) = self.sales.get_mut(sale) else {
+            return false;
+        };
+        known.generation += 1;
+        known.sold_out_until = None;
+        matches!(known.room, Some(Some(_)))
     }
 
     /// To take before reading a sale from the store.
@@ -231,7 +189,7 @@ impl Rejections {
     /// The store, read under `ticket`, has no such sale.
     pub fn learn_unknown(&self, sale: &SaleId, ticket: Ticket) {
         if self.ttl.is_zero()
-            || self.sales.contains_key(sale)
+            || self.knows(sale)
             || self.created.load(Ordering::Acquire) != ticket.generation
         {
             return;
@@ -277,12 +235,12 @@ mod tests {
 
     #[test]
     fn sold_out_is_known_for_the_ttl_from_the_question() {
-        let rejections = Rejections::new(Duration::from_millis(50));
+        let rejections = SaleBook::new(Duration::from_millis(50));
         let id = sale("s");
         let now = Utc::now();
         rejections.learn_spec(&spec("s"));
         let ticket = rejections.ticket(&id);
-        rejections.learn(&id, ticket, &purchased(0));
+        rejections.learn_outcome(&id, ticket, &purchased(0));
         assert_eq!(
             rejections.answer(&id, false, now),
             Some(PurchaseOutcome::SoldOut)
@@ -295,16 +253,16 @@ mod tests {
 
     #[test]
     fn stock_given_back_here_is_seen_at_once_even_by_an_answer_in_flight() {
-        let rejections = Rejections::new(Duration::from_secs(1));
+        let rejections = SaleBook::new(Duration::from_secs(1));
         let id = sale("s");
         let now = Utc::now();
         rejections.learn_spec(&spec("s"));
         let in_flight = rejections.ticket(&id);
         rejections.stock_returned(&id);
-        rejections.learn(&id, in_flight, &PurchaseOutcome::SoldOut);
+        rejections.learn_outcome(&id, in_flight, &PurchaseOutcome::SoldOut);
         assert_eq!(rejections.answer(&id, false, now), None);
         let ticket = rejections.ticket(&id);
-        rejections.learn(&id, ticket, &PurchaseOutcome::SoldOut);
+        rejections.learn_outcome(&id, ticket, &PurchaseOutcome::SoldOut);
         assert_eq!(
             rejections.answer(&id, false, now),
             Some(PurchaseOutcome::SoldOut)
@@ -312,14 +270,14 @@ mod tests {
         rejections.stock_returned(&id);
         assert_eq!(rejections.answer(&id, false, now), None);
         // Stock seen by a later purchase clears it too.
-        rejections.learn(&id, rejections.ticket(&id), &PurchaseOutcome::SoldOut);
-        rejections.learn(&id, rejections.ticket(&id), &purchased(3));
+        rejections.learn_outcome(&id, rejections.ticket(&id), &PurchaseOutcome::SoldOut);
+        rejections.learn_outcome(&id, rejections.ticket(&id), &purchased(3));
         assert_eq!(rejections.answer(&id, false, now), None);
     }
 
     #[test]
     fn the_window_comes_from_the_spec() {
-        let rejections = Rejections::new(Duration::ZERO);
+        let rejections = SaleBook::new(Duration::ZERO);
         let now = Utc::now();
         let windowed = SaleSpec::builder("w", 10)
             .unwrap()
@@ -343,7 +301,7 @@ mod tests {
             Some(PurchaseOutcome::Ended)
         );
         // A zero ttl keeps no sold-out knowledge.
-        rejections.learn(&id, rejections.ticket(&id), &PurchaseOutcome::SoldOut);
+        rejections.learn_outcome(&id, rejections.ticket(&id), &PurchaseOutcome::SoldOut);
         assert_eq!(
             rejections.answer(&id, false, now + TimeDelta::seconds(15)),
             None
@@ -352,7 +310,7 @@ mod tests {
 
     #[test]
     fn unknown_sales_expire_are_bounded_and_yield_to_a_creation() {
-        let rejections = Rejections::new(Duration::from_millis(50));
+        let rejections = SaleBook::new(Duration::from_millis(50));
         let now = Utc::now();
         let id = sale("ghost");
         rejections.learn_unknown(&id, rejections.unknown_ticket());

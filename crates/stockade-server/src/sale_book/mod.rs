@@ -1,0 +1,149 @@
+//! What this instance knows of each sale, in one place: its spec, its
+//! route (epoch and authority), whether this instance is rebuilding it,
+//! whether it was sold out a moment ago, and its waiting room.
+//!
+//! The store holds the truth; the book is a cache of it, filled on first
+//! use, one entry per sale in play, dropped whole when the sale is let go
+//! after its retention ([`SaleBook::forget_sale`]). Every part of it is
+//! safe to be stale: a stale route costs a refused purchase (engines
+//! refuse purchases under another epoch and the store refuses to commit
+//! them), stale sold-out knowledge lasts at most [`MAX_TTL`], and a sale's
+//! spec and waiting room never change once created.
+//!
+//! # Layout
+//! - `mod.rs`: the book and its entries.
+//! - `routes.rs`: routes, rebuilds and moves to the fallback.
+//! - `rejections.rs`: rejections that cost nothing (window, sold out,
+//!   unknown sale).
+//! - `rooms.rs`: the waiting room of each sale.
+
+mod rejections;
+mod rooms;
+mod routes;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use dashmap::DashMap;
+use parking_lot::Mutex;
+use stockade_core::{SaleId, SaleSpec};
+
+pub use rejections::{DEFAULT_TTL, MAX_TTL, Ticket, UNKNOWN_SALES_CAPACITY};
+pub use routes::Route;
+
+use crate::waiting_room::RoomInfo;
+
+/// The per-sale cache of one service. See the module documentation.
+pub struct SaleBook {
+    /// This process's name in the store's engine views.
+    instance: String,
+    /// How long sold-out and unknown-sale knowledge lasts.
+    ttl: Duration,
+    sales: DashMap<SaleId, Entry>,
+    /// Ids the store had no sale for, until when.
+    unknown: quick_cache::sync::Cache<SaleId, Instant>,
+    /// Bumped whenever this instance creates a sale, so that a store read
+    /// that raced the creation cannot record the sale as unknown.
+    created: AtomicU64,
+    /// Until when a move to the fallback is refused without asking the
+    /// store again (another instance reached the engine lately).
+    fallback_refused_until: Mutex<Option<Instant>>,
+}
+
+impl std::fmt::Debug for SaleBook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaleBook")
+            .field("instance", &self.instance)
+            .field("ttl", &self.ttl)
+            .field("sales", &self.sales.len())
+            .field("unknown", &self.unknown.len())
+            .finish()
+    }
+}
+
+/// What is known of one sale. Each part is learned on its own: a sale
+/// being rebuilt may have no route known yet, a sale read for its waiting
+/// room no route either.
+#[derive(Default)]
+struct Entry {
+    /// The sale's spec, read from the store (it never changes).
+    spec: Option<SaleSpec>,
+    /// Where its purchases go.
+    route: Option<Route>,
+    /// Whether this instance is rebuilding it.
+    rebuilding: bool,
+    /// Bumped whenever this instance gives stock back to the sale.
+    generation: u64,
+    /// Until when the sale is known to be sold out.
+    sold_out_until: Option<Instant>,
+    /// Its waiting room: None until read, then the room or no room.
+    room: Option<Option<Arc<RoomInfo>>>,
+}
+
+impl SaleBook {
+    /// An empty book whose sold-out and unknown-sale knowledge lasts `ttl`
+    /// (at most [`MAX_TTL`]; zero: none is kept, every such purchase asks
+    /// the engine or the store, the window is still answered from the spec).
+    pub fn new(ttl: Duration) -> Self {
+        Self {
+            instance: uuid::Uuid::now_v7().to_string(),
+            ttl: ttl.min(MAX_TTL),
+            sales: DashMap::new(),
+            unknown: quick_cache::sync::Cache::new(UNKNOWN_SALES_CAPACITY),
+            created: AtomicU64::new(0),
+            fallback_refused_until: Mutex::new(None),
+        }
+    }
+
+    /// Forgets everything about a sale let go after its retention (a later
+    /// request reads it from the store again): the book stays bounded by
+    /// the sales still in play.
+    pub fn forget_sale(&self, sale: &SaleId) {
+        self.sales.remove(sale);
+    }
+
+    /// How many sales the book has an entry for (bounded by the sales in
+    /// play).
+    pub fn sales_known(&self) -> usize {
+        self.sales.len()
+    }
+
+    /// Changes the sale's entry, made empty if there was none.
+    fn edit<R>(&self, sale: &SaleId, change: impl FnOnce(&mut Entry) -> R) -> R {
+        let mut entry = self.sales.entry(sale.clone()).or_default();
+        change(&mut entry)
+    }
+
+    /// Reads the sale's entry, if there is one.
+    fn read<R>(&self, sale: &SaleId, look: impl FnOnce(&Entry) -> R) -> Option<R> {
+        self.sales.get(sale).map(|entry| look(&entry))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sale_let_go_is_forgotten_whole() {
+        let book = SaleBook::new(Duration::from_secs(1));
+        let spec = SaleSpec::builder("s", 10).unwrap().build().unwrap();
+        let sale = spec.id().clone();
+        book.learn_spec(&spec);
+        book.learn_route(
+            &sale,
+            Route {
+                epoch: stockade_core::Epoch::new(2),
+                authority: stockade_store::authority::Authority::Primary,
+            },
+        );
+        assert!(book.start_rebuild(&sale));
+        assert_eq!(book.sales_known(), 1);
+        book.forget_sale(&sale);
+        assert_eq!(book.sales_known(), 0);
+        assert!(!book.knows(&sale));
+        assert_eq!(book.route(&sale), None);
+        assert!(!book.is_rebuilding(&sale));
+    }
+}
