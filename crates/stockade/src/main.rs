@@ -9,9 +9,9 @@
 //! - `load`: `stockade load`, the same measures over HTTP.
 //! - `signals`: Ctrl-C and SIGTERM, caught before any child starts.
 //!
-//! `demo`, `bench` and `load` need the cargo feature `bench` (on by
-//! default); without it the binary is the thin product build, `serve` only,
-//! linking none of the benchmark tool's dependencies.
+//! `demo`, `bench` and `load` need the cargo feature `bench` (off by
+//! default); without it the binary is the product build, `serve` only,
+//! linking none of the benchmark tool's dependencies (nor test support).
 
 #[cfg(feature = "bench")]
 mod bench;
@@ -42,9 +42,10 @@ async fn main() -> std::process::ExitCode {
         .filter(|c| matches!(c.as_str(), "bench" | "load" | "demo"))
     {
         eprintln!(
-            "error: `stockade {command}` is not in this build of stockade, the thin one built \
-             without the `bench` feature (`--no-default-features`); install the full tool \
-             with `cargo install stockade` to get bench, load and demo"
+            "error: `stockade {command}` is not in this build of stockade, the product one \
+             built without the `bench` feature; run it with \
+             `cargo run --release --features bench -- {command}` or install the tool with \
+             `cargo install stockade --features bench` to get bench, load and demo"
         );
         return std::process::ExitCode::from(2);
     }

@@ -1,5 +1,7 @@
-//! The thin product build: `cargo install stockade --no-default-features`
-//! gives `stockade serve` without the benchmark tool. These tests read the
+//! The product build: `cargo install stockade` (the default features, or
+//! `--no-default-features`) gives `stockade serve` without the benchmark
+//! tool, its throwaway servers and test support; `--features bench` adds
+//! them. These tests read the
 //! dependency graph cargo would build (`cargo tree`) and fail if the thin
 //! build links a benchmark-only crate again.
 
@@ -71,16 +73,27 @@ fn the_thin_build_links_no_benchmark_only_crate() {
 }
 
 #[test]
-fn the_default_build_keeps_the_benchmark_tool() {
+fn the_default_build_is_the_product_build() {
+    // `stockade serve`'s build never links test support or the benchmark
+    // tool unless asked for.
+    assert_eq!(
+        linked_crates(&[]),
+        linked_crates(&["--no-default-features"]),
+        "the default features link more than the product build: keep `bench` out of `default`"
+    );
+}
+
+#[test]
+fn the_bench_feature_keeps_the_benchmark_tool() {
     // Also proves the names above are real crate names of this workspace:
     // a misspelt one would make the thin-build check pass vacuously.
-    let full = linked_crates(&[]);
+    let full = linked_crates(&["--features", "bench"]);
     let missing: Vec<&str> = BENCH_ONLY
         .into_iter()
         .filter(|name| !full.contains(*name))
         .collect();
     assert!(
         missing.is_empty(),
-        "the default build lacks {missing:?}: `stockade bench`/`load`/`demo` need them"
+        "`--features bench` lacks {missing:?}: `stockade bench`/`load`/`demo` need them"
     );
 }
