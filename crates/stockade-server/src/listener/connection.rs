@@ -1,6 +1,8 @@
-//! One connection: hyper's HTTP/1.1 server around the router, watched by
-//! the connection's [`Activity`] for its timeouts and by the shutdown.
+//! One connection: hyper's HTTP/1.1 server around the router, handed to the
+//! graceful shutdown, and watched by the connection's [`Activity`] for its
+//! timeouts.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::Arc;
@@ -8,102 +10,83 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::activity::Activity;
-use super::cap::over_cap;
+use super::cap::{Admitted, over_cap};
 use super::limits::HttpLimits;
-use super::tracked::{BusyGuard, TrackedBody, TrackedRequestBody, Watched};
-use crate::client_cap::{ClientCap, Slot};
+use super::shutdown::Signals;
+use super::tracked;
 
 /// Serves one connection until the client closes it, a timeout closes it,
-/// or the shutdown does. On `probation` (its client is over its cap) only
+/// or the shutdown does. On probation (its client is over its cap) only
 /// admin requests are served; anything else is refused and the connection
 /// closed.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn connection(
+pub(super) async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
     router: Router,
     limits: HttpLimits,
-    _places: (OwnedSemaphorePermit, Slot),
-    probation: Option<Arc<ClientCap>>,
-    stopping: CancellationToken,
-    closing: CancellationToken,
+    admitted: Admitted,
+    signals: Signals,
 ) {
     let activity = Arc::new(Activity::new(Instant::now()));
-    let io = TokioIo::new(Watched {
-        inner: stream,
-        activity: Arc::clone(&activity),
-    });
+    let io = TokioIo::new(tracked::watched(stream, Arc::clone(&activity)));
+    let probation = admitted.probation.clone();
     let on_request = Arc::clone(&activity);
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-        let body_pending = !http_body::Body::is_end_stream(request.body());
-        let busy = BusyGuard::new(Arc::clone(&on_request), body_pending);
-        let activity = Arc::clone(&on_request);
-        let mut request = request.map(|inner| TrackedRequestBody {
-            inner,
-            activity,
-            received: !body_pending,
-        });
+        let (mut request, busy) = tracked::start(request, &on_request);
         request.extensions_mut().insert(ConnectInfo(peer));
         let refused = probation
             .as_ref()
             .is_some_and(|cap| !cap.is_admin(request.headers()));
         let response = (!refused).then(|| router.clone().oneshot(request));
         async move {
-            let Some(response) = response else {
-                tracing::debug!(%peer, "a request over its client's connection cap refused");
-                return Ok(over_cap().map(|body| TrackedBody {
-                    inner: body,
-                    _busy: busy,
-                }));
+            let response = match response {
+                Some(response) => response.await?,
+                None => {
+                    tracing::debug!(%peer, "a request over its client's connection cap refused");
+                    over_cap()
+                }
             };
             // Busy until the whole body is written: a streamed answer
             // (server-sent events) is not idle while it streams.
-            let response = response.await;
-            response.map(|r| {
-                r.map(|body| TrackedBody {
-                    inner: body,
-                    _busy: busy,
-                })
-            })
+            Ok::<_, Infallible>(response.map(|body| tracked::TrackedBody::new(body, busy)))
         }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        // The watchdog below times request heads and idleness apart.
-        .header_read_timeout(None)
-        .keep_alive(true);
-    let mut served = pin!(builder.serve_connection(io, service));
-    let mut draining = false;
+    // hyper's header-read timeout would also time the wait between requests
+    // (see the module docs): the watchdog below times heads and idleness
+    // apart.
+    builder.header_read_timeout(None).keep_alive(true);
+    let mut served = pin!(signals.watcher.watch(builder.serve_connection(io, service)));
+    let mut stopping = false;
     loop {
         tokio::select! {
             result = served.as_mut() => {
                 if let Err(error) = result {
                     tracing::debug!(%error, %peer, "connection ended with an error");
                 }
-                return;
+                break;
             }
             phase = activity.expired(limits.header_read_timeout, limits.idle_timeout) => {
                 tracing::debug!(%peer, ?phase, "closing a connection past its timeout");
-                return;
+                break;
             }
-            () = stopping.cancelled(), if !draining => {
-                // Nothing in flight: nothing to answer, close now.
+            // hyper, told by the graceful shutdown, finishes a request in
+            // flight and closes; one still reading a head would wait for it.
+            () = signals.stopping.cancelled(), if !stopping => {
                 if !activity.is_busy() {
-                    return;
+                    break;
                 }
-                served.as_mut().graceful_shutdown();
-                draining = true;
+                stopping = true;
             }
-            () = closing.cancelled() => return,
+            () = signals.closing.cancelled() => break,
         }
     }
+    // `admitted`, a parameter, is dropped after the connection: its places
+    // under the caps are given back once its socket is closed.
 }

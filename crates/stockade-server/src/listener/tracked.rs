@@ -1,29 +1,57 @@
 //! The wrappers that report a connection's traffic to its [`Activity`]:
-//! its socket's reads, each request's body, and each response's body.
+//! its socket's reads (through tokio-util's `InspectReader`), each request
+//! and its body, and each response's body.
+//!
+//! Own code for the bodies: no crate tells when a request's body has all
+//! arrived, or when hyper has finished writing (and dropped) a response's
+//! body, to a watcher that must be woken then. tower-http's in-flight
+//! counter counts the same span but only answers when polled.
 
-use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use hyper::body::Incoming;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+use tokio_util::io::InspectReader;
 
 use super::activity::Activity;
+
+/// `stream`, reporting to `activity` whenever bytes arrive (its writes,
+/// vectored ones too, pass straight through).
+pub(super) fn watched(
+    stream: TcpStream,
+    activity: Arc<Activity>,
+) -> InspectReader<TcpStream, impl FnMut(&[u8])> {
+    InspectReader::new(stream, move |read: &[u8]| {
+        if !read.is_empty() {
+            activity.bytes_read(Instant::now());
+        }
+    })
+}
+
+/// A request handed to the router: its body reports its arrival, and the
+/// returned guard marks it in flight until dropped.
+pub(super) fn start(
+    request: hyper::Request<Incoming>,
+    activity: &Arc<Activity>,
+) -> (hyper::Request<TrackedRequestBody>, BusyGuard) {
+    let body_pending = !http_body::Body::is_end_stream(request.body());
+    activity.request_started(Instant::now(), body_pending);
+    let busy = BusyGuard(Arc::clone(activity));
+    let request = request.map(|inner| TrackedRequestBody {
+        inner,
+        activity: Arc::clone(activity),
+        received: !body_pending,
+    });
+    (request, busy)
+}
 
 /// Marks a request in flight for as long as it lives (dropped when its
 /// response body has been written, or when the connection is closed under
 /// it).
 pub(super) struct BusyGuard(Arc<Activity>);
-
-impl BusyGuard {
-    pub(super) fn new(activity: Arc<Activity>, body_pending: bool) -> Self {
-        activity.request_started(Instant::now(), body_pending);
-        Self(activity)
-    }
-}
 
 impl Drop for BusyGuard {
     fn drop(&mut self) {
@@ -34,9 +62,9 @@ impl Drop for BusyGuard {
 /// A request body that tells the connection's [`Activity`] when it has
 /// arrived, so that a body trickled in slowly is timed like a slow head.
 pub(super) struct TrackedRequestBody {
-    pub(super) inner: Incoming,
-    pub(super) activity: Arc<Activity>,
-    pub(super) received: bool,
+    inner: Incoming,
+    activity: Arc<Activity>,
+    received: bool,
 }
 
 impl TrackedRequestBody {
@@ -85,8 +113,14 @@ impl Drop for TrackedRequestBody {
 /// A response body that keeps its request [`BusyGuard`] until hyper has
 /// written it all (or the connection is dropped).
 pub(super) struct TrackedBody {
-    pub(super) inner: axum::body::Body,
-    pub(super) _busy: BusyGuard,
+    inner: axum::body::Body,
+    _busy: BusyGuard,
+}
+
+impl TrackedBody {
+    pub(super) fn new(inner: axum::body::Body, busy: BusyGuard) -> Self {
+        Self { inner, _busy: busy }
+    }
 }
 
 impl http_body::Body for TrackedBody {
@@ -106,56 +140,5 @@ impl http_body::Body for TrackedBody {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.inner.size_hint()
-    }
-}
-
-/// A socket that reports its reads to the connection's [`Activity`].
-pub(super) struct Watched {
-    pub(super) inner: TcpStream,
-    pub(super) activity: Arc<Activity>,
-}
-
-impl AsyncRead for Watched {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.activity.bytes_read(Instant::now());
-        }
-        polled
-    }
-}
-
-impl AsyncWrite for Watched {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
