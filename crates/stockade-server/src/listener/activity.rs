@@ -1,6 +1,19 @@
 //! A connection's [`Phase`] (reading a head, reading a body, busy, idle)
 //! and the deadline each phase owes: the watchdog behind the header-read,
 //! slow-body and idle timeouts.
+//!
+//! Own code, because the crates time these differently from what the
+//! listener promises (and its tests check):
+//!
+//! - hyper 1.x's `http1::Builder::header_read_timeout` restarts its clock as
+//!   soon as a keep-alive connection has sent its response, so it is also
+//!   the idle timeout: an idle connection could not outlast a slow head.
+//!   Here the idle clock runs until the next request's first byte, and the
+//!   header clock from then;
+//! - tower-http's `RequestBodyTimeoutLayer` restarts its clock on every
+//!   frame, so a body trickled a byte at a time would never be cut. Here the
+//!   whole body is due within the header timeout from the end of its head;
+//! - a request in flight (its response body included) is never timed out.
 
 use std::pin::pin;
 use std::time::Duration;
