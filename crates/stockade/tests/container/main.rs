@@ -13,6 +13,8 @@
 //!   health check, stop signal, labels, the thin binary).
 //! - `sale`: a crowd sells a sale out through the three containers while
 //!   one is stopped with SIGTERM and started again.
+//! - `compose`: `deploy/compose.yaml`'s Stockade services, started by
+//!   podman-compose, sell a sale out; one is stopped.
 //!
 //! The crowd, the healing and the checker are the multi-instance suite's
 //! (`../multi_instance/`), included as they are: the same invariants judged
@@ -20,6 +22,7 @@
 //! `cluster` offers what they ask of their cluster.
 
 mod cluster;
+mod compose;
 mod image;
 mod podman;
 mod sale;

@@ -27,7 +27,7 @@ fn containers_dir() -> PathBuf {
 
 /// The variables that point podman at the test's configuration, unless
 /// the environment already names one.
-fn configuration() -> Vec<(&'static str, PathBuf)> {
+pub fn configuration() -> Vec<(&'static str, PathBuf)> {
     let dir = containers_dir();
     [
         ("CONTAINERS_CONF", "containers.conf"),
