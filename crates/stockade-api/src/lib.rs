@@ -13,7 +13,16 @@
 //! - [`order`]: [`PurchaseRequest`], [`OrderBody`], [`OrderPage`] and the
 //!   client's [`OrderStatus`].
 //! - [`queue`]: [`JoinQueue`], [`QueueTicket`] and its [`TicketStatus`].
+//! - `client` (feature `client`, off by default so the service links no
+//!   HTTP client through this crate): `Client`, a typed client of the API
+//!   with one method per route a program calls, its `ClientBuilder`
+//!   (tokens, timeouts, connection pool), and `ClientError`, which tells a
+//!   failed transport, an error answer (status, [`ErrorCode`],
+//!   `Retry-After`) and an unreadable body apart. The bench, `stockade
+//!   load` and `stockade demo` send their requests through it.
 
+#[cfg(feature = "client")]
+pub mod client;
 pub mod error;
 pub mod error_code;
 pub mod order;

@@ -32,6 +32,22 @@ pub struct CreateSale {
     pub waiting_room: Option<WaitingRoom>,
 }
 
+impl CreateSale {
+    /// A sale of `stock` items under `id`, with the defaults for the rest
+    /// (set the public fields for more).
+    pub fn new(id: impl Into<String>, stock: u32) -> Self {
+        Self {
+            id: id.into(),
+            stock,
+            per_user_limit: None,
+            starts_at: None,
+            ends_at: None,
+            hold_seconds: None,
+            waiting_room: None,
+        }
+    }
+}
+
 fn default_factor() -> f64 {
     f64::from(RoomConfig::DEFAULT_FACTOR_MILLI) / 1_000.0
 }
