@@ -9,13 +9,13 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use stockade_api::{OrderBody, OrderStatus};
 
 use futures::StreamExt;
 use rand::{Rng, SeedableRng};
 use reqwest::StatusCode;
 use serde::Serialize;
-use serde_json::json;
+use stockade_api::client::{Client, ClientError, Purchase};
+use stockade_api::{ErrorCode, OrderStatus};
 
 use crate::http_load::{self, HttpSale, LoadError, Success};
 
@@ -119,24 +119,19 @@ pub async fn run(
             config.pay_ratio
         )));
     }
-    let client = http_load::client(config.concurrency)?;
-    let base = config.url.trim_end_matches('/').to_owned();
+    let client = http_load::client_builder(&config.url, config.concurrency)
+        .admin_token(&config.admin_token)
+        .payments_token(&config.payments_token)
+        .build()
+        .map_err(|e| LoadError::Setup(format!("--url: {e}")))?;
     http_load::create_sale(
         &client,
-        &base,
-        &config.admin_token,
         &config.sale,
         config.stock,
         Some(config.hold_seconds),
     )
     .await?;
-    let sale = HttpSale::new(
-        client.clone(),
-        &base,
-        &config.admin_token,
-        config.sale.clone(),
-        Success::Order,
-    );
+    let sale = HttpSale::new(client.clone(), config.sale.clone(), Success::Order);
     let started = Instant::now();
     let hold = Duration::from_secs(config.hold_seconds);
     let mut rng = rand::rngs::StdRng::seed_from_u64(config.seed);
@@ -160,7 +155,7 @@ pub async fn run(
     let answers = futures::stream::iter(buyers)
         .map(|(buyer, pays, after)| {
             let pay_after = pays.then_some(after);
-            buy_then_pay(&client, &base, config, buyer, pay_after, &progress)
+            buy_then_pay(&client, config, buyer, pay_after, &progress)
         })
         .buffer_unordered(config.concurrency)
         .collect::<Vec<_>>()
@@ -189,16 +184,7 @@ pub async fn run(
         .collect();
     let mut resold = 0;
     let answers = futures::stream::iter(second)
-        .map(|buyer| {
-            buy_then_pay(
-                &client,
-                &base,
-                config,
-                buyer,
-                Some(Duration::ZERO),
-                &progress,
-            )
-        })
+        .map(|buyer| buy_then_pay(&client, config, buyer, Some(Duration::ZERO), &progress))
         .buffer_unordered(config.concurrency)
         .collect::<Vec<_>>()
         .await;
@@ -267,14 +253,13 @@ pub async fn run(
 /// One buyer: buys one item and, with `pay_after`, pays for it after that
 /// long. Returns (got an order, paid).
 async fn buy_then_pay(
-    client: &reqwest::Client,
-    base: &str,
+    client: &Client,
     config: &HoldSaleConfig,
     buyer: String,
     pay_after: Option<Duration>,
     progress: &Arc<dyn Fn(Phase) + Send + Sync>,
 ) -> Result<(bool, bool), LoadError> {
-    let order = buy(client, base, &config.sale, &buyer).await;
+    let order = buy(client, &config.sale, &buyer).await;
     progress(Phase::Answered);
     let Some(order) = order? else {
         return Ok((false, false));
@@ -283,7 +268,7 @@ async fn buy_then_pay(
         return Ok((true, false));
     };
     tokio::time::sleep(after).await;
-    confirm(client, base, &config.payments_token, &order).await?;
+    confirm(client, &order).await?;
     Ok((true, true))
 }
 
@@ -296,42 +281,28 @@ pub enum Phase {
     Line(String),
 }
 
-fn service_error(error: reqwest::Error) -> LoadError {
+fn service_error(error: ClientError) -> LoadError {
     LoadError::Service(format!("the service failed: {error}"))
 }
 
 /// One purchase: the order id on 201, None on 409 (sold out).
-async fn buy(
-    client: &reqwest::Client,
-    base: &str,
-    sale: &str,
-    buyer: &str,
-) -> Result<Option<String>, LoadError> {
+async fn buy(client: &Client, sale: &str, buyer: &str) -> Result<Option<String>, LoadError> {
+    let key = format!("{buyer}-1");
+    let purchase = Purchase::by(buyer).idempotency_key(&key);
     // 503s (overloaded, rebuilding) are retried with the same key.
     for _ in 0..50 {
-        let answer = client
-            .post(format!("{base}/v1/sales/{sale}/purchases"))
-            .header("Idempotency-Key", format!("{buyer}-1"))
-            .json(&json!({ "user_id": buyer }))
-            .send()
-            .await
-            .map_err(service_error)?;
-        match answer.status() {
-            StatusCode::CREATED | StatusCode::OK => {
-                let order: OrderBody = answer.json().await.map_err(service_error)?;
-                return Ok(Some(order.order_id));
-            }
-            StatusCode::CONFLICT => return Ok(None),
-            StatusCode::SERVICE_UNAVAILABLE | StatusCode::ACCEPTED => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            status => {
-                let body = answer.text().await.unwrap_or_default();
-                return Err(LoadError::Service(format!(
-                    "a purchase answered HTTP {status}: {body}"
-                )));
-            }
+        match client.purchase(sale, &purchase).await {
+            Ok(reply) if reply.status == StatusCode::ACCEPTED => {}
+            Ok(reply) => return Ok(Some(reply.body.order_id)),
+            Err(error) => match error.status() {
+                Some(StatusCode::CONFLICT) => return Ok(None),
+                Some(StatusCode::SERVICE_UNAVAILABLE) => {}
+                _ => {
+                    return Err(LoadError::Service(format!("a purchase failed: {error}")));
+                }
+            },
         }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Err(LoadError::Service(
         "a purchase stayed unavailable for 5 s".into(),
@@ -341,34 +312,31 @@ async fn buy(
 /// Pays for an order as the payment service does: `POST
 /// /v1/orders/{id}/confirm` with the payments token, retried while the
 /// order is still being committed.
-async fn confirm(
-    client: &reqwest::Client,
-    base: &str,
-    payments_token: &str,
-    order: &str,
-) -> Result<(), LoadError> {
+async fn confirm(client: &Client, order: &str) -> Result<(), LoadError> {
     for _ in 0..50 {
-        let answer = client
-            .post(format!("{base}/v1/orders/{order}/confirm"))
-            .bearer_auth(payments_token)
-            .send()
-            .await
-            .map_err(service_error)?;
-        match answer.status() {
-            StatusCode::OK => return Ok(()),
-            StatusCode::CONFLICT | StatusCode::SERVICE_UNAVAILABLE => {
-                let body = answer.text().await.unwrap_or_default();
-                if !body.contains("order_pending") && answer_is_final(&body) {
-                    return Err(LoadError::Service(format!(
-                        "confirming order {order} within its hold failed: {body}"
-                    )));
-                }
+        let error = match client.confirm_order(order).await {
+            Ok(_) => return Ok(()),
+            Err(error) => error,
+        };
+        match error.status() {
+            // A 409 other than `order_pending` is final (`hold_expired`,
+            // `order_cancelled`).
+            Some(StatusCode::CONFLICT | StatusCode::SERVICE_UNAVAILABLE)
+                if !matches!(
+                    error.code(),
+                    Some(ErrorCode::HoldExpired | ErrorCode::OrderCancelled)
+                ) =>
+            {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            status => {
-                let body = answer.text().await.unwrap_or_default();
+            Some(StatusCode::CONFLICT | StatusCode::SERVICE_UNAVAILABLE) => {
                 return Err(LoadError::Service(format!(
-                    "confirming order {order} answered HTTP {status}: {body}"
+                    "confirming order {order} within its hold failed: {error}"
+                )));
+            }
+            _ => {
+                return Err(LoadError::Service(format!(
+                    "confirming order {order} failed: {error}"
                 )));
             }
         }
@@ -376,10 +344,4 @@ async fn confirm(
     Err(LoadError::Service(format!(
         "order {order} could not be confirmed within 5 s"
     )))
-}
-
-/// A 409 other than `order_pending` is final (`hold_expired`,
-/// `order_cancelled`).
-fn answer_is_final(body: &str) -> bool {
-    body.contains("hold_expired") || body.contains("order_cancelled")
 }

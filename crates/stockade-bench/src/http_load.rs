@@ -11,12 +11,13 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use stockade_api::{ErrorBody, ErrorCode, OrderBody, OrderPage, OrderStatus, Sale};
 
 use async_trait::async_trait;
 use reqwest::StatusCode;
 use serde::Deserialize;
 use serde_json::json;
+use stockade_api::client::{Client, ClientBuilder, ClientError, OrderRef, Purchase};
+use stockade_api::{CreateSale, ErrorCode, OrderBody, OrderStatus};
 
 use crate::check::Observed;
 use crate::driver;
@@ -31,8 +32,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long to wait for answered-but-pending (202) orders to be committed
 /// before checking the store.
 pub(crate) const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Orders per page of the admin order list.
-const PAGE: u32 = 1_000;
 
 /// What to send where.
 #[derive(Debug, Clone)]
@@ -104,9 +103,7 @@ pub(crate) enum Success {
 
 /// The service's sale: one purchase is one HTTP request.
 pub(crate) struct HttpSale {
-    pub(crate) client: reqwest::Client,
-    pub(crate) base: String,
-    pub(crate) admin_token: String,
+    pub(crate) client: Client,
     pub(crate) sale: String,
     pub(crate) success: Success,
     pub(crate) statuses: Mutex<BTreeMap<String, u64>>,
@@ -122,18 +119,10 @@ struct EchoAnswer {
 }
 
 impl HttpSale {
-    /// A sale `sale` of the service at `base`, not yet created.
-    pub(crate) fn new(
-        client: reqwest::Client,
-        base: &str,
-        admin_token: &str,
-        sale: String,
-        success: Success,
-    ) -> Self {
+    /// A sale `sale` of the service `client` calls, not yet created.
+    pub(crate) fn new(client: Client, sale: String, success: Success) -> Self {
         Self {
             client,
-            base: base.trim_end_matches('/').to_owned(),
-            admin_token: admin_token.to_owned(),
             sale,
             success,
             statuses: Mutex::new(BTreeMap::new()),
@@ -158,81 +147,62 @@ impl HttpSale {
             .or_default() += 1;
     }
 
-    async fn decide(&self, buyer: &str) -> Result<Answer, reqwest::Error> {
+    async fn decide(&self, buyer: &str) -> Result<Answer, ClientError> {
+        let purchase = Purchase::by(buyer);
+        if self.success == Success::Echo {
+            let answer = self
+                .client
+                .purchase_brief::<EchoAnswer>(&self.sale, &purchase)
+                .await?;
+            if let (StatusCode::CREATED, Ok(echo)) = (answer.status, &answer.outcome) {
+                self.count(answer.status.as_u16().to_string());
+                if echo.sale_id != self.sale || echo.user_id != buyer || echo.quantity != 1 {
+                    return Ok(Answer::Failed(format!(
+                        "the baseline echoed {}/{}/{} for {}/{buyer}/1",
+                        echo.sale_id, echo.user_id, echo.quantity, self.sale
+                    )));
+                }
+                return Ok(Answer::Purchased);
+            }
+            return Ok(self.refused(answer.status, answer.outcome.err()));
+        }
         let answer = self
             .client
-            .post(format!("{}/v1/sales/{}/purchases", self.base, self.sale))
-            .json(&json!({ "user_id": buyer, "quantity": 1 }))
-            .send()
+            .purchase_brief::<OrderRef>(&self.sale, &purchase)
             .await?;
-        let status = answer.status();
-        if self.success == Success::Echo && status == StatusCode::CREATED {
-            self.count(status.as_u16().to_string());
-            let echo: EchoAnswer = answer.json().await?;
-            if echo.sale_id != self.sale || echo.user_id != buyer || echo.quantity != 1 {
-                return Ok(Answer::Failed(format!(
-                    "the baseline echoed {}/{}/{} for {}/{buyer}/1",
-                    echo.sale_id, echo.user_id, echo.quantity, self.sale
-                )));
+        match (answer.status, answer.outcome) {
+            (status @ (StatusCode::CREATED | StatusCode::ACCEPTED), Ok(order)) => {
+                self.count(status.as_u16().to_string());
+                if status == StatusCode::CREATED {
+                    self.acknowledged
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(order.order_id);
+                }
+                Ok(Answer::Purchased)
             }
-            return Ok(Answer::Purchased);
+            (status, outcome) => Ok(self.refused(status, outcome.err())),
         }
-        if self.success == Success::Order
-            && (status == StatusCode::CREATED || status == StatusCode::ACCEPTED)
-        {
-            self.count(status.as_u16().to_string());
-            let order: OrderBody = answer.json().await?;
-            if status == StatusCode::CREATED {
-                self.acknowledged
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(order.order_id);
-            }
-            return Ok(Answer::Purchased);
-        }
-        let code = answer.json::<ErrorBody>().await.map(|body| body.error.code);
-        let label = code
-            .as_ref()
-            .map_or("unreadable body", |code| code.as_str());
-        self.count(format!("{} {label}", status.as_u16()));
-        Ok(match code {
-            Ok(ErrorCode::SoldOut | ErrorCode::InsufficientStock) => Answer::SoldOut,
-            Ok(ErrorCode::LimitExceeded) => Answer::AlreadyPurchased,
-            _ => Answer::Failed(format!("HTTP {status} {label}")),
-        })
     }
 
-    pub(crate) async fn sale_remaining(&self) -> Result<i64, reqwest::Error> {
-        let sale: Sale = self
-            .client
-            .get(format!("{}/v1/sales/{}", self.base, self.sale))
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
+    /// Counts an answer that is not a purchase, under its error code.
+    fn refused(&self, status: StatusCode, code: Option<ErrorCode>) -> Answer {
+        let label = code.map_or("unexpected answer", ErrorCode::as_str);
+        self.count(format!("{} {label}", status.as_u16()));
+        match code {
+            Some(ErrorCode::SoldOut | ErrorCode::InsufficientStock) => Answer::SoldOut,
+            Some(ErrorCode::LimitExceeded) => Answer::AlreadyPurchased,
+            _ => Answer::Failed(format!("HTTP {status} {label}")),
+        }
+    }
+
+    pub(crate) async fn sale_remaining(&self) -> Result<i64, ClientError> {
+        let sale = self.client.sale(&self.sale).await?;
         Ok(i64::from(sale.remaining))
     }
 
-    pub(crate) async fn orders(&self) -> Result<Vec<OrderBody>, reqwest::Error> {
-        let mut orders = Vec::new();
-        let mut after: Option<String> = None;
-        loop {
-            let mut request = self
-                .client
-                .get(format!("{}/v1/sales/{}/orders", self.base, self.sale))
-                .bearer_auth(&self.admin_token)
-                .query(&[("limit", PAGE.to_string())]);
-            if let Some(after) = &after {
-                request = request.query(&[("after", after)]);
-            }
-            let page: OrderPage = request.send().await?.error_for_status()?.json().await?;
-            orders.extend(page.orders);
-            match page.next_after {
-                Some(next) => after = Some(next),
-                None => return Ok(orders),
-            }
-        }
+    pub(crate) async fn orders(&self) -> Result<Vec<OrderBody>, ClientError> {
+        self.client.all_orders(&self.sale).await
     }
 }
 
@@ -241,10 +211,16 @@ impl Purchaser for HttpSale {
     async fn purchase(&self, buyer: &str) -> Answer {
         match self.decide(buyer).await {
             Ok(answer) => answer,
-            Err(error) => {
-                self.count("no answer".to_owned());
-                Answer::Failed(error.to_string())
-            }
+            Err(error) => match error.status() {
+                Some(status) => {
+                    self.count(format!("{} unreadable body", status.as_u16()));
+                    Answer::Failed(error.to_string())
+                }
+                None => {
+                    self.count("no answer".to_owned());
+                    Answer::Failed(error.to_string())
+                }
+            },
         }
     }
 }
@@ -252,7 +228,7 @@ impl Purchaser for HttpSale {
 impl HttpSale {
     /// Stock left and live orders, from the service.
     pub(crate) async fn verify(&self) -> Result<Verification, StrategyError> {
-        let http = |e: reqwest::Error| StrategyError::Other(format!("HTTP: {e}"));
+        let http = |e: ClientError| StrategyError::Other(format!("HTTP: {e}"));
         let remaining = self.sale_remaining().await.map_err(http)?;
         let orders = self.orders().await.map_err(http)?;
         let live: u64 = orders
@@ -274,31 +250,12 @@ pub async fn run(
     config: &LoadConfig,
     on_answer: Arc<dyn Fn() + Send + Sync>,
 ) -> Result<LoadReport, LoadError> {
-    let base = config.url.trim_end_matches('/').to_owned();
-    if !(base.starts_with("http://") || base.starts_with("https://")) {
-        return Err(LoadError::Setup(format!(
-            "--url {base:?} must start with http:// (for example http://127.0.0.1:8080)"
-        )));
-    }
     let workload = &config.workload;
-    let client = client(workload.concurrency)?;
+    let client = client(&config.url, &config.admin_token, workload.concurrency)
+        .map_err(|e| LoadError::Setup(format!("--url: {e}")))?;
     let sale = format!("load-{}", uuid::Uuid::now_v7().simple());
-    create_sale(
-        &client,
-        &base,
-        &config.admin_token,
-        &sale,
-        workload.stock,
-        config.hold_seconds,
-    )
-    .await?;
-    let service = Arc::new(HttpSale::new(
-        client,
-        &base,
-        &config.admin_token,
-        sale,
-        Success::Order,
-    ));
+    create_sale(&client, &sale, workload.stock, config.hold_seconds).await?;
+    let service = Arc::new(HttpSale::new(client, sale, Success::Order));
     let tally = driver::drive(Arc::clone(&service), workload, on_answer).await;
 
     // Orders answered 202 may still be committing: give them a moment.
@@ -330,14 +287,24 @@ pub async fn run(
     })
 }
 
-/// A keep-alive HTTP/1.1 client for `connections` requests in flight.
-pub(crate) fn client(connections: usize) -> Result<reqwest::Client, LoadError> {
-    reqwest::Client::builder()
+/// A keep-alive HTTP/1.1 client of the service at `url` for `connections`
+/// requests in flight, with the admin token.
+pub(crate) fn client(
+    url: &str,
+    admin_token: &str,
+    connections: usize,
+) -> Result<Client, ClientError> {
+    client_builder(url, connections)
+        .admin_token(admin_token)
+        .build()
+}
+
+/// The settings of [`client`], without a token.
+pub(crate) fn client_builder(url: &str, connections: usize) -> ClientBuilder {
+    Client::builder(url)
         .pool_max_idle_per_host(connections)
         .tcp_nodelay(true)
         .timeout(REQUEST_TIMEOUT)
-        .build()
-        .map_err(|e| LoadError::Setup(format!("building the HTTP client: {e}")))
 }
 
 /// What the order list says beyond the counts: acknowledged orders that
@@ -378,35 +345,28 @@ pub(crate) async fn store_problems(service: &HttpSale) -> Vec<String> {
 }
 
 pub(crate) async fn create_sale(
-    client: &reqwest::Client,
-    base: &str,
-    token: &str,
+    client: &Client,
     sale: &str,
     stock: u32,
     hold_seconds: Option<u64>,
 ) -> Result<(), LoadError> {
-    let mut body = json!({ "id": sale, "stock": stock });
-    if let Some(hold) = hold_seconds {
-        body["hold_seconds"] = json!(hold);
+    let mut body = CreateSale::new(sale, stock);
+    body.hold_seconds = hold_seconds;
+    match client.create_sale(&body).await {
+        Ok(_) => Ok(()),
+        Err(error) if error.is_transport() => Err(LoadError::Service(format!(
+            "cannot reach {}: {error}",
+            client.base_url()
+        ))),
+        Err(error) => {
+            let hint = if error.status() == Some(StatusCode::UNAUTHORIZED) {
+                " (pass the service's admin token with --admin-token or STOCKADE_ADMIN_TOKEN)"
+            } else {
+                ""
+            };
+            Err(LoadError::Service(format!(
+                "creating the sale failed{hint}: {error}"
+            )))
+        }
     }
-    let answer = client
-        .post(format!("{base}/v1/sales"))
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .map_err(|e| LoadError::Service(format!("cannot reach {base}: {e}")))?;
-    let status = answer.status();
-    if status.is_success() {
-        return Ok(());
-    }
-    let body = answer.text().await.unwrap_or_default();
-    let hint = if status == StatusCode::UNAUTHORIZED {
-        " (pass the service's admin token with --admin-token or STOCKADE_ADMIN_TOKEN)"
-    } else {
-        ""
-    };
-    Err(LoadError::Service(format!(
-        "creating the sale failed with HTTP {status}{hint}: {body}"
-    )))
 }

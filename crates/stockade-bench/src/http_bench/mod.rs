@@ -136,21 +136,16 @@ pub async fn run_phase(
         },
     )
     .map_err(|e| LoadError::Setup(e.to_string()))?;
-    let client = http_load::client(connections)?;
     let sale = format!("http-{}-{}", phase, uuid::Uuid::now_v7().simple());
     let (token, success) = match &target.admin_token {
         Some(token) => (token.as_str(), Success::Order),
         None => ("", Success::Echo),
     };
-    let service = Arc::new(HttpSale::new(
-        client.clone(),
-        &target.url,
-        token,
-        sale.clone(),
-        success,
-    ));
+    let client = http_load::client(&target.url, token, connections)
+        .map_err(|e| LoadError::Setup(format!("{}: {e}", target.name)))?;
+    let service = Arc::new(HttpSale::new(client.clone(), sale.clone(), success));
     if !target.is_baseline() {
-        http_load::create_sale(&client, &service.base, token, &sale, stock, None).await?;
+        http_load::create_sale(&client, &sale, stock, None).await?;
         if phase == Phase::SoldOut {
             sell_out(&service).await?;
         }
