@@ -32,371 +32,39 @@
 //! the admin token to act for any buyer) with the buyer's routes. A
 //! [`Client`] is cheap to clone and shares its connections; give a clone
 //! another buyer with [`Client::with_bearer`].
+//!
+//! # Layout
+//! - `mod.rs`: the [`Client`] and one method per route.
+//! - `builder.rs`: its settings and credentials ([`ClientBuilder`]).
+//! - `request.rs`: what a call sends and answers ([`Purchase`], [`Reply`],
+//!   [`Brief`]).
+//! - `error.rs`: [`ClientError`] and the error answer it carries.
+
+mod builder;
+mod error;
+mod request;
+
+pub use builder::ClientBuilder;
+pub use error::{ClientError, ErrorAnswer};
+pub use request::{Brief, OrderRef, Purchase, Reply};
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
-use http::StatusCode;
 use reqwest::Method;
 use reqwest::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 
-use crate::{
-    CreateSale, ErrorBody, ErrorCode, ErrorDetail, OrderBody, OrderPage, QueueTicket, Sale,
-};
+use crate::{CreateSale, ErrorBody, OrderBody, OrderPage, QueueTicket, Sale};
+
+use builder::bearer;
+use error::unreadable;
+use request::{CodeOnly, JoinBody, PurchaseBody};
 
 /// Orders per page when [`Client::all_orders`] pages through a sale.
 const ALL_ORDERS_PAGE: u32 = 1_000;
-/// The most of an unreadable body an error keeps.
-const BODY_EXCERPT: usize = 512;
-
-/// Why a call got no usable answer.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ClientError {
-    /// The client could not be built or the request could not be made: a
-    /// base URL that is not `http(s)://...`, a token that is not a valid
-    /// header value.
-    #[error("{0}")]
-    Setup(String),
-    /// No answer: the connection failed or was cut, or the request timed
-    /// out.
-    #[error("no answer: {}", chain(.0))]
-    Transport(#[source] reqwest::Error),
-    /// The API answered with an error (a non-2xx status and its error
-    /// body).
-    #[error("{0}")]
-    Api(ErrorAnswer),
-    /// The answer's body is not what the API sends (not JSON, another
-    /// shape, an error code this client does not know).
-    #[error("HTTP {status}: unreadable body ({reason}): {body}")]
-    Unreadable {
-        /// The answer's status.
-        status: StatusCode,
-        /// Why it could not be read.
-        reason: String,
-        /// The start of the body, for people.
-        body: String,
-    },
-}
-
-impl ClientError {
-    /// The answer's status; None without an answer.
-    pub fn status(&self) -> Option<StatusCode> {
-        match self {
-            Self::Api(answer) => Some(answer.status),
-            Self::Unreadable { status, .. } => Some(*status),
-            Self::Setup(_) | Self::Transport(_) => None,
-        }
-    }
-
-    /// The API's error code, for an error answer.
-    pub fn code(&self) -> Option<ErrorCode> {
-        match self {
-            Self::Api(answer) => Some(answer.error.code),
-            _ => None,
-        }
-    }
-
-    /// The error answer, if the API gave one.
-    pub fn answer(&self) -> Option<&ErrorAnswer> {
-        match self {
-            Self::Api(answer) => Some(answer),
-            _ => None,
-        }
-    }
-
-    /// The answer's `Retry-After`, in seconds.
-    pub fn retry_after(&self) -> Option<u32> {
-        self.answer().and_then(|answer| answer.retry_after)
-    }
-
-    /// Whether no answer came (the request may or may not have been
-    /// carried out: retry a purchase with the same idempotency key).
-    pub fn is_transport(&self) -> bool {
-        matches!(self, Self::Transport(_))
-    }
-}
-
-/// An error answer of the API.
-#[derive(Debug)]
-pub struct ErrorAnswer {
-    /// Its status (usually [`ErrorCode::status`], but not always: an
-    /// `order_failed` lookup is a 404).
-    pub status: StatusCode,
-    /// Its `Retry-After`, in seconds.
-    pub retry_after: Option<u32>,
-    /// The error: its code, message, and field or order id.
-    pub error: ErrorDetail,
-}
-
-impl fmt::Display for ErrorAnswer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "HTTP {} {}: {}",
-            self.status.as_u16(),
-            self.error.code,
-            self.error.message
-        )?;
-        if let Some(field) = &self.error.field {
-            write!(f, " (field {field})")?;
-        }
-        if let Some(seconds) = self.retry_after {
-            write!(f, " (retry after {seconds} s)")?;
-        }
-        Ok(())
-    }
-}
-
-/// A 2xx answer whose status says more than its body: a purchase (201
-/// committed, 200 replayed, 202 pending), a sale created (201) or found
-/// identical (200), a ticket new (201) or joined before (200).
-#[derive(Debug)]
-pub struct Reply<T> {
-    /// The status.
-    pub status: StatusCode,
-    /// The body.
-    pub body: T,
-}
-
-/// A purchase answered briefly ([`Client::purchase_brief`]): the status
-/// and either the 2xx body read as `T` or the error code, without the
-/// message or `Retry-After`.
-#[derive(Debug)]
-pub struct Brief<T> {
-    /// The status.
-    pub status: StatusCode,
-    /// The 2xx body, or the error answer's code.
-    pub outcome: Result<T, ErrorCode>,
-}
-
-/// The least of a purchase's 2xx body: the order id. Read as the `T` of
-/// [`Client::purchase_brief`], it costs one string.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct OrderRef {
-    /// The order.
-    pub order_id: String,
-}
-
-/// What a purchase sends: the buyer and quantity of the body, and the
-/// `Idempotency-Key`, `Admission-Token` and `Prefer: respond-async`
-/// headers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Purchase<'a> {
-    /// The body's `user_id`; None leaves it out (the JWT's `sub` buys).
-    pub user_id: Option<&'a str>,
-    /// Items to buy.
-    pub quantity: u32,
-    /// The `Idempotency-Key` header.
-    pub idempotency_key: Option<&'a str>,
-    /// The `Admission-Token` header (a sale with a waiting room).
-    pub admission_token: Option<&'a str>,
-    /// Send `Prefer: respond-async` (answered 202 `pending` once the
-    /// engine took it).
-    pub respond_async: bool,
-}
-
-impl<'a> Purchase<'a> {
-    /// One item for `user_id`.
-    pub fn by(user_id: &'a str) -> Self {
-        Self {
-            user_id: Some(user_id),
-            ..Self::as_caller()
-        }
-    }
-
-    /// One item for the buyer the bearer token names (no `user_id`).
-    pub fn as_caller() -> Self {
-        Self {
-            user_id: None,
-            quantity: 1,
-            idempotency_key: None,
-            admission_token: None,
-            respond_async: false,
-        }
-    }
-
-    /// `quantity` items.
-    pub fn quantity(mut self, quantity: u32) -> Self {
-        self.quantity = quantity;
-        self
-    }
-
-    /// With an `Idempotency-Key`: a retry returns the same order.
-    pub fn idempotency_key(mut self, key: &'a str) -> Self {
-        self.idempotency_key = Some(key);
-        self
-    }
-
-    /// With the admission token of an admitted queue ticket.
-    pub fn admission_token(mut self, token: &'a str) -> Self {
-        self.admission_token = Some(token);
-        self
-    }
-
-    /// Answered as soon as the engine took it (202 `pending`).
-    pub fn respond_async(mut self) -> Self {
-        self.respond_async = true;
-        self
-    }
-}
-
-/// The purchase body, serialized straight from borrowed strings.
-#[derive(Serialize)]
-struct PurchaseBody<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    user_id: Option<&'a str>,
-    quantity: u32,
-}
-
-/// The join body.
-#[derive(Serialize)]
-struct JoinBody<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    user_id: Option<&'a str>,
-}
-
-/// Only the code of an error body (the message is skipped, not copied).
-#[derive(Deserialize)]
-struct CodeOnly {
-    error: CodeOnlyDetail,
-}
-
-#[derive(Deserialize)]
-struct CodeOnlyDetail {
-    code: ErrorCode,
-}
-
-/// The settings a [`Client`] is built with.
-#[derive(Debug, Clone)]
-pub struct ClientBuilder {
-    base: String,
-    admin_token: Option<String>,
-    payments_token: Option<String>,
-    bearer: Option<String>,
-    timeout: Option<Duration>,
-    connect_timeout: Option<Duration>,
-    pool_max_idle_per_host: Option<usize>,
-    pool_idle_timeout: Option<Duration>,
-    tcp_nodelay: bool,
-    http: Option<reqwest::Client>,
-}
-
-impl ClientBuilder {
-    /// The admin token: sent with the admin routes (and with a confirm
-    /// when no payments token is set).
-    pub fn admin_token(mut self, token: impl Into<String>) -> Self {
-        self.admin_token = Some(token.into());
-        self
-    }
-
-    /// The payment service's token: sent with a confirm.
-    pub fn payments_token(mut self, token: impl Into<String>) -> Self {
-        self.payments_token = Some(token.into());
-        self
-    }
-
-    /// The buyer's bearer token (a JWT; or the admin token, to act for any
-    /// buyer): sent with the buyer's routes.
-    pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
-        self.bearer = Some(token.into());
-        self
-    }
-
-    /// How long one request may take in all (none by default).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
-    }
-
-    /// How long connecting may take.
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = Some(timeout);
-        self
-    }
-
-    /// Idle keep-alive connections kept per host (as many as requests in
-    /// flight, for a load generator).
-    pub fn pool_max_idle_per_host(mut self, connections: usize) -> Self {
-        self.pool_max_idle_per_host = Some(connections);
-        self
-    }
-
-    /// How long an idle connection is kept.
-    pub fn pool_idle_timeout(mut self, timeout: Duration) -> Self {
-        self.pool_idle_timeout = Some(timeout);
-        self
-    }
-
-    /// `TCP_NODELAY` on the connections (on by default).
-    pub fn tcp_nodelay(mut self, on: bool) -> Self {
-        self.tcp_nodelay = on;
-        self
-    }
-
-    /// Send through this `reqwest` client (its own pool and timeouts: the
-    /// connection settings above are then not used).
-    pub fn http_client(mut self, client: reqwest::Client) -> Self {
-        self.http = Some(client);
-        self
-    }
-
-    /// The client.
-    pub fn build(self) -> Result<Client, ClientError> {
-        let base = self.base.trim_end_matches('/').to_owned();
-        let usable = reqwest::Url::parse(&base)
-            .is_ok_and(|url| matches!(url.scheme(), "http" | "https") && url.has_host());
-        if !usable {
-            return Err(ClientError::Setup(format!(
-                "the URL {base:?} must start with http:// or https:// (for example http://127.0.0.1:8080)"
-            )));
-        }
-        let http = match self.http {
-            Some(http) => http,
-            None => {
-                let mut builder = reqwest::Client::builder().tcp_nodelay(self.tcp_nodelay);
-                if let Some(timeout) = self.timeout {
-                    builder = builder.timeout(timeout);
-                }
-                if let Some(timeout) = self.connect_timeout {
-                    builder = builder.connect_timeout(timeout);
-                }
-                if let Some(connections) = self.pool_max_idle_per_host {
-                    builder = builder.pool_max_idle_per_host(connections);
-                }
-                if let Some(timeout) = self.pool_idle_timeout {
-                    builder = builder.pool_idle_timeout(timeout);
-                }
-                builder.build().map_err(|e| {
-                    ClientError::Setup(format!("building the HTTP client: {}", chain(&e)))
-                })?
-            }
-        };
-        Ok(Client {
-            http,
-            shared: Arc::new(Shared {
-                base,
-                admin: self.admin_token.as_deref().map(bearer).transpose()?,
-                payments: self.payments_token.as_deref().map(bearer).transpose()?,
-                buyer: self.bearer.as_deref().map(bearer).transpose()?,
-            }),
-        })
-    }
-}
-
-/// `Authorization: Bearer <token>`, kept out of debug output.
-fn bearer(token: &str) -> Result<HeaderValue, ClientError> {
-    let mut value = HeaderValue::try_from(format!("Bearer {token}"))
-        .map_err(|_| ClientError::Setup("a token must be visible ASCII".to_owned()))?;
-    value.set_sensitive(true);
-    Ok(value)
-}
-
 /// What the clones of a client share besides the connections.
-struct Shared {
+pub(super) struct Shared {
     base: String,
     admin: Option<HeaderValue>,
     payments: Option<HeaderValue>,
@@ -721,28 +389,6 @@ async fn read<T: DeserializeOwned>(response: reqwest::Response) -> Result<Reply<
         retry_after,
         error: body.error,
     }))
-}
-
-fn unreadable(status: StatusCode, error: &serde_json::Error, bytes: &[u8]) -> ClientError {
-    let excerpt = &bytes[..bytes.len().min(BODY_EXCERPT)];
-    ClientError::Unreadable {
-        status,
-        reason: error.to_string(),
-        body: String::from_utf8_lossy(excerpt).into_owned(),
-    }
-}
-
-/// An error and its causes, `: `-separated (reqwest's own message hides
-/// whether it was a timeout, a refused connection or a reset).
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]
