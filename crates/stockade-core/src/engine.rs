@@ -3,6 +3,8 @@
 
 use async_trait::async_trait;
 
+use chrono::{DateTime, Utc};
+
 use crate::{
     CreateOutcome, Epoch, Order, OrderId, Purchase, PurchaseOutcome, ReleaseOutcome, SaleId,
     SaleSnapshot, SaleSpec, UserId,
@@ -20,8 +22,17 @@ use crate::{
 /// directly, so windows are testable.
 #[async_trait]
 pub trait Engine: Send + Sync + 'static {
-    /// A short name for reports: `memory`, `redis`, `postgres`.
+    /// A short name for reports: `memory`, `redis`, `postgres`, `sqlite`.
     fn name(&self) -> &'static str;
+
+    /// Whether an accepted purchase still has to be committed to the order
+    /// store ([`Durability::Outbox`]: memory, Redis) or is committed already
+    /// ([`Durability::Committed`]: the store deciding itself). Everything
+    /// the service does around an engine (the writer, the outbox sweep,
+    /// releases owed, rebuilds) follows from this answer.
+    fn durability(&self) -> Durability {
+        Durability::Outbox
+    }
 
     /// Creates a sale with all its stock available. Creating the same spec
     /// again is a no-op ([`CreateOutcome::AlreadyExists`]); a different spec
@@ -31,6 +42,19 @@ pub trait Engine: Send + Sync + 'static {
     /// Decides one purchase, if the engine holds the sale under the
     /// purchase's epoch ([`Purchase::at_epoch`]).
     async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError>;
+
+    /// [`Engine::purchase`] judged at `now` (its window) and its order made
+    /// at `now`, so the caller's order and the engine's agree to the
+    /// instant. An engine that decides purchases in batches (Redis) judges
+    /// a whole batch at one reading of its own clock and ignores `now`.
+    async fn purchase_at(
+        &self,
+        purchase: &Purchase,
+        now: DateTime<Utc>,
+    ) -> Result<PurchaseOutcome, EngineError> {
+        let _ = now;
+        self.purchase(purchase).await
+    }
 
     /// Returns an order's items to stock and to its buyer's allowance, and
     /// drops it from the outbox, if the engine holds the sale under `epoch`
@@ -114,6 +138,20 @@ pub trait Engine: Send + Sync + 'static {
         let _ = (sale, after);
         Ok(())
     }
+}
+
+/// What an accepted purchase still needs before it is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// The engine keeps its own stock apart from the store: an accepted
+    /// order waits in the engine's outbox until the store commits it and
+    /// it is acknowledged; a cancel in the store owes the engine a release;
+    /// a lost or stale engine is rebuilt from the store.
+    Outbox,
+    /// The engine is the store itself: an accepted order is committed
+    /// before the engine answers. Its outbox is always empty, nothing is
+    /// owed to it, and there is nothing to close or rebuild.
+    Committed,
 }
 
 /// Why an engine call failed. Every variant says whether retrying may help.

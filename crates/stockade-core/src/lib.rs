@@ -41,7 +41,7 @@ pub mod sale;
 pub mod validation;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use engine::{Engine, EngineError};
+pub use engine::{Durability, Engine, EngineError};
 pub use epoch::Epoch;
 pub use order::{Order, OrderId, OrderStatus};
 pub use outcome::{CreateOutcome, PurchaseOutcome, ReleaseOutcome};

@@ -14,10 +14,11 @@
 //! - `lib.rs`: opening, sales and reading orders, and the order-transition
 //!   counter every module reports to.
 //! - [`arbiter`]: committing orders (one verdict per order).
-//!   - `arbiter::purchase`: deciding purchases in the store itself (the
-//!     PostgreSQL engine of the service).
+//!   - `arbiter::purchase`: deciding purchases in the store itself.
 //!   - `arbiter::rows`: the sale, holding and sold-count rows the arbiter
 //!     reads and writes, and the sales' row locks.
+//! - [`engine`]: [`StoreEngine`], the store deciding purchases as a stock
+//!   engine (`--engine postgres`, and every sale moved to the fallback).
 //! - [`authority`]: epochs and the fenced move of a sale's authority.
 //! - [`releases`]: cancelling, and the releases the engine still owes.
 //! - [`holds`]: confirming held orders and expiring unpaid ones.
@@ -29,11 +30,14 @@
 pub mod arbiter;
 pub mod authority;
 mod bulk;
+pub mod engine;
 pub mod engine_views;
 pub mod holds;
 pub mod releases;
 mod retirement;
 mod waiting_rooms;
+
+pub use engine::StoreEngine;
 
 use std::str::FromStr;
 use std::time::Duration;

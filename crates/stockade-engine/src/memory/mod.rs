@@ -15,6 +15,7 @@ mod book;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use dashmap::DashMap;
 use stockade_core::{
     Clock, CreateOutcome, Engine, EngineError, Epoch, Order, OrderId, Purchase, PurchaseOutcome,
@@ -62,8 +63,16 @@ impl Engine for MemoryEngine {
     }
 
     async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError> {
+        self.purchase_at(purchase, self.clock.now()).await
+    }
+
+    async fn purchase_at(
+        &self,
+        purchase: &Purchase,
+        now: DateTime<Utc>,
+    ) -> Result<PurchaseOutcome, EngineError> {
         Ok(match self.book(purchase.sale_id()) {
-            Some(book) => book.purchase(purchase, self.clock.now()),
+            Some(book) => book.purchase(purchase, now),
             None => PurchaseOutcome::UnknownSale,
         })
     }
