@@ -76,7 +76,7 @@ async fn expire_sale(
     let now = state.clock().now();
     let expired = state
         .store()
-        .expire_holds(sale, orders, now, state.engine().is_some())
+        .expire_holds(sale, orders, now, state.engine_apart())
         .await?;
     if expired.orders.is_empty() {
         // Another instance (or a confirm) got there first.

@@ -117,9 +117,10 @@ enum Held {
 /// Applies `sale`'s owed releases, batch after batch, until none is left
 /// or one is held up.
 async fn apply_sale(state: &AppState, sale: &SaleId) -> Result<usize, Held> {
-    let Some(engine) = state.engine() else {
+    if !state.engine_apart() {
         return Ok(0);
-    };
+    }
+    let engine = state.engine();
     let mut settled_total = 0;
     loop {
         let pending = match state.store().pending_releases_of(sale, BATCH).await {
@@ -228,7 +229,7 @@ pub async fn apply_forever(state: AppState) {
             _ = tick.tick() => {}
             () = state.releases_owed().notified() => {}
         }
-        if state.engine().is_none() {
+        if !state.engine_apart() {
             continue;
         }
         let owing = match state.store().sales_owed_releases().await {

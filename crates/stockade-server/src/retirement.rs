@@ -84,9 +84,11 @@ pub async fn retire_once(
 
 /// Gives the sale's engine state and queue `left` to live (zero: gone now).
 async fn forget_later(state: &AppState, sale: &SaleId, left: Duration) -> Result<(), String> {
-    if let Some(engine) = state.engine() {
-        engine.retire(sale, left).await.map_err(|e| e.to_string())?;
-    }
+    state
+        .engine()
+        .retire(sale, left)
+        .await
+        .map_err(|e| e.to_string())?;
     state
         .waiting_rooms()
         .backend()
@@ -98,13 +100,15 @@ async fn forget_later(state: &AppState, sale: &SaleId, left: Duration) -> Result
 /// Drops the sale's engine state and queue now, with the releases still
 /// owed for it, unless its outbox still holds orders; true once done.
 async fn forget_now(state: &AppState, sale: &SaleId) -> Result<bool, String> {
-    if let Some(engine) = state.engine() {
-        let outbox = engine.outbox(sale).await.map_err(|e| e.to_string())?;
-        if !outbox.is_empty() {
-            tracing::info!(%sale, orders = outbox.len(),
-                "an ended sale's outbox still holds orders: it is retired once they commit");
-            return Ok(false);
-        }
+    let outbox = state
+        .engine()
+        .outbox(sale)
+        .await
+        .map_err(|e| e.to_string())?;
+    if !outbox.is_empty() {
+        tracing::info!(%sale, orders = outbox.len(),
+            "an ended sale's outbox still holds orders: it is retired once they commit");
+        return Ok(false);
     }
     forget_later(state, sale, Duration::ZERO).await?;
     state

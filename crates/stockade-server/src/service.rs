@@ -19,7 +19,7 @@ use crate::recovery::RecoveryError;
 use crate::startup::{Backend, Unreachable};
 use crate::state::{AppState, StateParts};
 use crate::writer::CommitQueue;
-use stockade_store::{OrderStore, StoreError};
+use stockade_store::{OrderStore, StoreEngine, StoreError};
 
 use crate::api::app;
 use crate::{activity, client_cap, journal, listener, recovery, retirement, startup, waiting_room};
@@ -136,7 +136,7 @@ impl Service {
             config.startup_wait(),
         )
         .await?;
-        let (engine, redis, locks): (Option<Arc<dyn Engine>>, _, _) = match config.engine() {
+        let (engine, redis, locks): (Arc<dyn Engine>, _, _) = match config.engine() {
             crate::config::Engine::Redis { url, prefix, .. } => {
                 let setting = config.sources().name("redis_url");
                 let shown = |error: &dyn std::error::Error| {
@@ -175,14 +175,17 @@ impl Service {
                     ),
                     RedisTopology::Sentinel { .. } | RedisTopology::Cluster { .. } => None,
                 };
-                (Some(redis.clone()), Some((redis, prefix)), locks)
+                (redis.clone(), Some((redis, prefix)), locks)
             }
-            crate::config::Engine::Memory => (
-                Some(Arc::new(MemoryEngine::new(Arc::clone(&clock)))),
+            crate::config::Engine::Memory => {
+                (Arc::new(MemoryEngine::new(Arc::clone(&clock))), None, None)
+            }
+            // The store decides every purchase itself.
+            crate::config::Engine::Postgres => (
+                Arc::new(StoreEngine::new(store.clone(), Arc::clone(&clock))),
                 None,
                 None,
             ),
-            crate::config::Engine::Postgres => (None, None, None),
         };
         // Read before recovery, so a restart during it is noticed.
         let run_id = match &redis {

@@ -21,10 +21,8 @@ pub async fn snapshot_and_store_left(
         return Ok(None);
     };
     let store_left = current.remaining();
-    if current.authority == Authority::Primary
-        && let Some(engine) = state.engine()
-    {
-        match engine.snapshot(id).await {
+    if current.authority == Authority::Primary && state.engine_apart() {
+        match state.engine().snapshot(id).await {
             Ok(Some(snapshot)) => return Ok(Some((snapshot, store_left))),
             // An ended sale the engine let go (see `retirement`) stays
             // gone: it sells nothing, the store answers for it.

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusHandle;
-use stockade_core::{Clock, Engine};
+use stockade_core::{Clock, Durability, Engine};
 use stockade_lock::Locks;
 
 use crate::activity::Board;
@@ -19,7 +19,7 @@ use crate::sessions::Sessions;
 use crate::shedding::Shedder;
 use crate::waiting_room::WaitingRooms;
 use crate::writer::CommitQueue;
-use stockade_store::OrderStore;
+use stockade_store::{OrderStore, StoreEngine};
 
 /// The service's shared state. Cheap to clone.
 #[derive(Clone)]
@@ -28,7 +28,8 @@ pub struct AppState {
 }
 
 struct Inner {
-    engine: Option<Arc<dyn Engine>>,
+    engine: Arc<dyn Engine>,
+    store_engine: Arc<dyn Engine>,
     fallback: bool,
     store: OrderStore,
     queue: CommitQueue,
@@ -58,10 +59,7 @@ struct Inner {
 impl std::fmt::Debug for AppState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AppState")
-            .field(
-                "engine",
-                &self.inner.engine.as_ref().map_or("postgres", |e| e.name()),
-            )
+            .field("engine", &self.inner.engine.name())
             .field("store", &self.inner.store.kind())
             .finish_non_exhaustive()
     }
@@ -69,9 +67,9 @@ impl std::fmt::Debug for AppState {
 
 /// The parts an [`AppState`] is made of.
 pub struct StateParts {
-    /// The stock engine; None when the store decides every purchase
-    /// (`--engine postgres`).
-    pub engine: Option<Arc<dyn Engine>>,
+    /// The stock engine of the sales' primary authority: memory, Redis,
+    /// or the store itself ([`StoreEngine`], `--engine postgres`).
+    pub engine: Arc<dyn Engine>,
     /// Whether sales move to the store while the engine is unavailable.
     pub fallback: bool,
     /// The lock that lets one instance at a time rebuild a sale (None for
@@ -117,6 +115,10 @@ impl AppState {
     pub fn new(parts: StateParts) -> Self {
         Self {
             inner: Arc::new(Inner {
+                store_engine: Arc::new(StoreEngine::new(
+                    parts.store.clone(),
+                    Arc::clone(&parts.clock),
+                )),
                 engine: parts.engine,
                 fallback: parts.fallback,
                 store: parts.store,
@@ -146,9 +148,22 @@ impl AppState {
         }
     }
 
-    /// The stock engine; None when the store decides every purchase.
-    pub fn engine(&self) -> Option<&Arc<dyn Engine>> {
-        self.inner.engine.as_ref()
+    /// The stock engine of the sales' primary authority.
+    pub fn engine(&self) -> &Arc<dyn Engine> {
+        &self.inner.engine
+    }
+    /// The store deciding purchases itself: the engine of sales moved to
+    /// the fallback (and, with `--engine postgres`, the primary's too).
+    pub fn store_engine(&self) -> &Arc<dyn Engine> {
+        &self.inner.store_engine
+    }
+    /// Whether the primary engine keeps its stock apart from the store
+    /// ([`Durability::Outbox`]: memory, Redis): its accepted orders go
+    /// through the writer and its outbox, cancels owe it releases, and it
+    /// is rebuilt from the store when lost or out of line. False with
+    /// `--engine postgres`, where the store decides and commits at once.
+    pub fn engine_apart(&self) -> bool {
+        self.inner.engine.durability() == Durability::Outbox
     }
     /// Whether sales move to the store while the engine is unavailable.
     pub fn has_fallback(&self) -> bool {

@@ -27,7 +27,7 @@ async fn count(backends: &Backends, sql: &str) -> i64 {
 }
 
 async fn engine_remaining(instance: &Instance, sale: &str) -> u32 {
-    let engine = instance.state.engine().unwrap();
+    let engine = instance.state.engine();
     let snapshot = engine.snapshot(&SaleId::new(sale).unwrap()).await.unwrap();
     snapshot.unwrap().remaining
 }

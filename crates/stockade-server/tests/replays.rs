@@ -35,7 +35,7 @@ async fn a_replay_of_an_order_the_store_refused_is_answered_order_failed() {
         .with_idempotency_key("k-bob")
         .unwrap()
         .at_epoch(epoch);
-    let outcome = state.engine().unwrap().purchase(&bob).await.unwrap();
+    let outcome = state.engine().purchase(&bob).await.unwrap();
     let PurchaseOutcome::Purchased { order_id, .. } = outcome else {
         panic!("Redis sells bob the last item: {outcome:?}");
     };

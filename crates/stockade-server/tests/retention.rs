@@ -166,7 +166,7 @@ async fn wait_until_gone(redis: &stockade_test_support::RedisServer, keys: u64) 
 async fn the_embedded_default_forgets_an_ended_sale_but_keeps_its_orders() {
     let server = server(Setup::Embedded).await;
     busy_sales(&server, Duration::from_secs(5)).await;
-    let engine = server.state().engine().unwrap().clone();
+    let engine = server.state().engine().clone();
     let brief = SaleId::new("brief").unwrap();
     assert!(engine.snapshot(&brief).await.unwrap().is_some());
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -14,7 +14,7 @@ use stockade_core::{
 use stockade_engine::MemoryEngine;
 use stockade_server::writer::{CommitQueue, CommitResult, WriterConfig};
 use stockade_store::arbiter::Verdict;
-use stockade_store::{OrderStore, StoreKind};
+use stockade_store::{OrderStore, StoreEngine, StoreKind};
 use stockade_test_support::PostgresServer;
 use tokio::sync::{Mutex, oneshot};
 
@@ -44,6 +44,11 @@ async fn each_store(test: impl AsyncFn(&Store)) {
         url: postgres_url,
     };
     test(&postgres).await;
+}
+
+/// The store deciding itself: an engine with no outbox to clear.
+fn store_engine(store: &OrderStore) -> Arc<dyn Engine> {
+    Arc::new(StoreEngine::new(store.clone(), Arc::new(SystemClock)))
 }
 
 async fn sale(store: &OrderStore, id: &str, stock: u32) -> SaleSpec {
@@ -93,8 +98,12 @@ async fn the_first_orders_by_arrival_win_with_batches_in_flight() {
         for n in 0..SALES {
             sales.push(sale(&store.store, &format!("arrival-{n}"), STOCK as u32).await);
         }
-        let (queue, writer) =
-            CommitQueue::start(store.store.clone(), None, SMALL_BATCHES, Default::default());
+        let (queue, writer) = CommitQueue::start(
+            store.store.clone(),
+            store_engine(&store.store),
+            SMALL_BATCHES,
+            Default::default(),
+        );
         // Concurrent buyers; each takes the next arrival number and submits
         // under one lock, so the queue sees orders in arrival-number order.
         let arrivals = Arc::new(Mutex::new(0_usize));
@@ -191,8 +200,12 @@ async fn a_store_failure_fails_only_its_batch_and_later_batches_commit() {
             max_batch: 4,
             max_delay: Duration::from_secs(5),
         };
-        let (queue, writer) =
-            CommitQueue::start(store.store.clone(), None, config, Default::default());
+        let (queue, writer) = CommitQueue::start(
+            store.store.clone(),
+            store_engine(&store.store),
+            config,
+            Default::default(),
+        );
         let users = [
             ["a0", "a1", "a2", "a3"],
             ["b0", "poison", "b2", "b3"],
@@ -252,7 +265,7 @@ async fn decided_orders_leave_the_engine_outbox() {
         let engine_handle: Arc<dyn Engine> = engine.clone();
         let (queue, writer) = CommitQueue::start(
             store.store.clone(),
-            Some(engine_handle),
+            engine_handle,
             SMALL_BATCHES,
             Default::default(),
         );

@@ -50,6 +50,23 @@ impl From<StoreError> for EngineError {
     }
 }
 
+/// The store's own error inside an error of [`StoreEngine`], so that it is
+/// answered as the store's (`store_unavailable`, not the engine's); any
+/// other error comes back as it was.
+pub fn store_error(error: EngineError) -> Result<StoreError, EngineError> {
+    match error {
+        EngineError::Unavailable(source) => source
+            .downcast::<StoreError>()
+            .map(|store| *store)
+            .map_err(EngineError::Unavailable),
+        EngineError::Backend(source) => source
+            .downcast::<StoreError>()
+            .map(|store| *store)
+            .map_err(EngineError::Backend),
+        other => Err(other),
+    }
+}
+
 /// The answer to `close` and `rebuild`, which only an engine apart from
 /// the store has a use for.
 fn nothing_to_rebuild(sale: &SaleId) -> EngineError {
@@ -119,18 +136,16 @@ impl Engine for StoreEngine {
             Some(found) if &found.sale_id == sale => {}
             _ => return Ok(ReleaseOutcome::UnknownOrder),
         }
-        Ok(match self.store.cancel(order, self.clock.now(), false).await? {
-            Cancel::Cancelled { order, .. } => {
-                let remaining = self
+        let cancelled = self.store.cancel(order, self.clock.now(), false).await?;
+        Ok(match cancelled {
+            Cancel::Cancelled { order, .. } => ReleaseOutcome::Released {
+                quantity: order.quantity,
+                remaining: self
                     .store
                     .sale_state(sale)
                     .await?
-                    .map_or(0, |state| state.remaining());
-                ReleaseOutcome::Released {
-                    quantity: order.quantity,
-                    remaining,
-                }
-            }
+                    .map_or(0, |state| state.remaining()),
+            },
             Cancel::AlreadyCancelled(_) => ReleaseOutcome::AlreadyReleased,
             Cancel::Unknown => ReleaseOutcome::UnknownOrder,
         })

@@ -312,7 +312,7 @@ pub async fn overview(
         "generated_at": now,
         "slot_seconds": activity::SLOT.as_secs(),
         "instance": {
-            "engine": state.engine().map_or("postgres", |e| e.name()),
+            "engine": state.engine().name(),
             "fallback_enabled": state.has_fallback(),
             "circuit": if state.breaker().is_open() { "open" } else { "closed" },
             "ready": state.is_started(),
@@ -339,19 +339,19 @@ async fn sale_view(
 ) -> SaleView {
     let id: SaleId = current.spec.id().clone();
     let rebuilding = state.book().is_rebuilding(&id);
-    let engine_state = match (current.authority, state.engine()) {
+    let engine_state = match current.authority {
         _ if rebuilding => "rebuilding",
-        (Authority::Fallback, _) => "fallback",
-        (Authority::Primary, None) => "store",
-        (Authority::Primary, Some(_)) => "selling",
+        Authority::Fallback => "fallback",
+        Authority::Primary if state.engine_apart() => "selling",
+        Authority::Primary => "store",
     };
     // The deciding authority's stock: the engine's counts orders still
     // being committed; the store's when it decides or the engine is away.
     let mut remaining = current.remaining();
     if current.authority == Authority::Primary
         && !rebuilding
-        && let Some(engine) = state.engine()
-        && let Ok(Some(snapshot)) = engine.snapshot(&id).await
+        && state.engine_apart()
+        && let Ok(Some(snapshot)) = state.engine().snapshot(&id).await
     {
         remaining = snapshot.remaining;
     }

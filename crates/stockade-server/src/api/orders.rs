@@ -133,7 +133,7 @@ pub async fn confirm_order(
     let caller = Caller::Admin;
     let confirm = state
         .store()
-        .confirm(id, state.clock().now(), state.engine().is_some())
+        .confirm(id, state.clock().now(), state.engine_apart())
         .await?;
     match confirm {
         Confirm::Confirmed(order) | Confirm::AlreadyConfirmed(order) => {
@@ -179,7 +179,7 @@ pub async fn cancel_order(
     ensure_own_order(&state, &caller, id).await?;
     let cancel = state
         .store()
-        .cancel(id, state.clock().now(), state.engine().is_some())
+        .cancel(id, state.clock().now(), state.engine_apart())
         .await?;
     match cancel {
         Cancel::Cancelled { order, release } => {

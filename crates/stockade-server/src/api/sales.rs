@@ -111,10 +111,9 @@ pub async fn create_sale(
     // A new sale starts in the engine under the first epoch. An existing
     // one is left alone: if the engine lost it, the next purchase rebuilds
     // it from the store under a new epoch.
-    if status == StatusCode::CREATED
-        && let Some(engine) = state.engine()
-    {
-        match engine.create_sale(&spec).await {
+    // (The store engine has it already: saving it created it.)
+    if status == StatusCode::CREATED && state.engine_apart() {
+        match state.engine().create_sale(&spec).await {
             Ok(CreateOutcome::Created) => {}
             // The engine already holds a sale of that id that the store did
             // not have: left over from an earlier store (restored from a

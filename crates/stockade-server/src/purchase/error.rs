@@ -145,8 +145,12 @@ impl From<ValidationError> for PurchaseError {
 }
 
 impl From<EngineError> for PurchaseError {
+    /// The store engine's failures are the store's.
     fn from(error: EngineError) -> Self {
-        Self::Engine(error)
+        match stockade_store::engine::store_error(error) {
+            Ok(store) => Self::Store(store),
+            Err(error) => Self::Engine(error),
+        }
     }
 }
 

@@ -1,10 +1,11 @@
-//! Who decides a purchase, and the engine's call behind the circuit
-//! breaker.
+//! Who decides a purchase, and the call to it: the engine apart from the
+//! store behind the circuit breaker, the store engine directly.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use stockade_core::{Engine, Purchase, PurchaseOutcome};
+use chrono::{DateTime, Utc};
+use stockade_core::{Durability, Engine, Purchase, PurchaseOutcome};
 use stockade_store::authority::Authority;
 use tracing::Span;
 
@@ -12,56 +13,60 @@ use super::PurchaseError;
 use crate::sale_book::Route;
 use crate::state::AppState;
 
-/// Who decided a purchase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Decider {
-    /// The engine: the order still has to be committed.
-    Engine,
-    /// The store: the order is committed already.
-    Store,
-}
-
-/// The engine that decides the sale's purchases, or None when the store
-/// does (fallback authority, or `--engine postgres`).
-pub(super) fn decider(state: &AppState, route: Route) -> Option<&Arc<dyn Engine>> {
+/// The engine that decides the sale's purchases on `route`: the primary
+/// engine, or the store engine for a sale moved to the fallback.
+pub(super) fn decider(state: &AppState, route: Route) -> &Arc<dyn Engine> {
     match route.authority {
         Authority::Primary => state.engine(),
-        Authority::Fallback => None,
+        Authority::Fallback => state.store_engine(),
     }
 }
 
-/// The engine's gate behind the circuit breaker. None: the breaker is open
-/// and the sale should move to the fallback. `request` is the request's
-/// span: the engine's batch links to it.
-pub(super) async fn engine_gate(
+/// Asks `engine` to decide `purchase` at `now`. None: the breaker in front
+/// of an engine apart from the store is open and the sale should move to
+/// the fallback. `request` is the request's span: a batching engine's
+/// batch links to it.
+pub(super) async fn gate(
     state: &AppState,
     engine: &Arc<dyn Engine>,
     purchase: &Purchase,
+    now: DateTime<Utc>,
     request: &Span,
 ) -> Result<Option<PurchaseOutcome>, PurchaseError> {
+    // The breaker watches the engine apart from the store, whose outage
+    // the fallback is for; the store engine's errors are the store's.
+    let guarded = engine.durability() == Durability::Outbox;
     // Fail fast while the engine is known to be unreachable.
-    if !state.breaker().allow(Instant::now()) {
+    if guarded && !state.breaker().allow(Instant::now()) {
         if state.has_fallback() {
             return Ok(None);
         }
         return Err(PurchaseError::EngineUnavailable);
     }
     let started = Instant::now();
+    let call = engine.purchase_at(purchase, now);
     // A batching engine's batch links to the request's span rather than to
     // this step's (while tracing is on: else there is nothing to link).
-    let call = engine.purchase(purchase);
     let decided = if request.is_disabled() {
         call.await
     } else {
         stockade_engine::link_batches_to(request.clone(), call).await
     };
+    let op = if guarded {
+        "purchase"
+    } else {
+        "store_purchase"
+    };
     match decided {
         Ok(outcome) => {
-            state.breaker().succeeded();
-            metrics::histogram!("stockade_engine_seconds", "op" => "purchase")
+            if guarded {
+                state.breaker().succeeded();
+            }
+            metrics::histogram!("stockade_engine_seconds", "op" => op)
                 .record(started.elapsed().as_secs_f64());
             Ok(Some(outcome))
         }
+        Err(error) if !guarded => Err(error.into()),
         Err(error) => {
             if error.is_retryable() {
                 state.breaker().failed(Instant::now());

@@ -6,15 +6,13 @@
 //! verdict) and `replay`. The request span is handed down to the engine
 //! and the writer, whose batch spans link to it.
 
-use std::time::Instant;
-
 use chrono::{DateTime, Utc};
-use stockade_core::{Order, OrderId, Purchase, PurchaseOutcome, SaleId};
+use stockade_core::{Durability, Order, OrderId, Purchase, PurchaseOutcome, SaleId};
 use stockade_store::authority::Authority;
 use tracing::field::{Empty, display};
 use tracing::{Instrument as _, Span};
 
-use super::gate::{Decider, decider, engine_gate};
+use super::gate::{decider, gate};
 use super::route::{fresh_route, known_route, to_fallback, while_rebuilding};
 use super::settle::{Accepted, settle};
 use super::{Answered, Attempt, Decision, PurchaseError, replay};
@@ -134,35 +132,26 @@ impl<'a> Purchases<'a> {
         for _ in 0..3 {
             purchase = purchase.at_epoch(route.epoch);
             let ticket = state.book().ticket(&sale);
-            let gate = tracing::debug_span!(
+            let engine = decider(state, route);
+            let durability = engine.durability();
+            let gate_span = tracing::debug_span!(
                 "gate",
                 epoch = route.epoch.get(),
-                decider = Empty,
+                decider = match durability {
+                    Durability::Outbox => engine.name(),
+                    Durability::Committed => "store",
+                },
                 outcome = Empty,
             );
-            let (outcome, decider) = match decider(state, route) {
-                Some(engine) => {
-                    gate.record("decider", engine.name());
-                    let Some(outcome) = engine_gate(state, engine, &purchase, request)
-                        .instrument(gate.clone())
-                        .await?
-                    else {
-                        // The breaker is open and there is a fallback: move.
-                        route = to_fallback(state, &sale, route, PurchaseError::EngineUnavailable)
-                            .await?;
-                        continue;
-                    };
-                    (outcome, Decider::Engine)
-                }
-                None => {
-                    gate.record("decider", "store");
-                    let outcome = store_decides(state, &purchase, now)
-                        .instrument(gate.clone())
-                        .await?;
-                    (outcome, Decider::Store)
-                }
+            let Some(outcome) = gate(state, engine, &purchase, now, request)
+                .instrument(gate_span.clone())
+                .await?
+            else {
+                // The breaker is open and there is a fallback: move.
+                route = to_fallback(state, &sale, route, PurchaseError::EngineUnavailable).await?;
+                continue;
             };
-            gate.record("outcome", outcome.label());
+            gate_span.record("outcome", outcome.label());
             state.book().learn_outcome(&sale, ticket, &outcome);
             match outcome {
                 PurchaseOutcome::WrongEpoch { engine } => {
@@ -183,7 +172,7 @@ impl<'a> Purchases<'a> {
                     return Err(PurchaseError::Rebuilding);
                 }
                 PurchaseOutcome::UnknownSale => {
-                    return Err(unknown(state, &sale, route, decider).await);
+                    return Err(unknown(state, &sale, route, durability).await);
                 }
                 PurchaseOutcome::Purchased {
                     order_id,
@@ -198,14 +187,14 @@ impl<'a> Purchases<'a> {
                         route,
                         early: respond_async,
                     };
-                    return match decider {
+                    return match durability {
                         // Committed already: an early answer has nothing
                         // to save.
-                        Decider::Store => Ok(Decision::Committed {
+                        Durability::Committed => Ok(Decision::Committed {
                             order: accepted.order,
                             remaining,
                         }),
-                        Decider::Engine => {
+                        Durability::Outbox => {
                             let span = tracing::debug_span!(
                                 "settle",
                                 order_id = %accepted.order.id,
@@ -232,23 +221,6 @@ impl<'a> Purchases<'a> {
     }
 }
 
-/// The store decides (and commits) the purchase: fallback authority, or
-/// `--engine postgres`.
-async fn store_decides(
-    state: &AppState,
-    purchase: &Purchase,
-    now: DateTime<Utc>,
-) -> Result<PurchaseOutcome, PurchaseError> {
-    let started = Instant::now();
-    let outcome = state
-        .store()
-        .purchase(purchase, OrderId::generate(), now)
-        .await?;
-    metrics::histogram!("stockade_engine_seconds", "op" => "store_purchase")
-        .record(started.elapsed().as_secs_f64());
-    Ok(outcome)
-}
-
 /// The order an accepted purchase made: made at `now`, the instant the
 /// store records for it, under the sale's payment hold (which the store
 /// applies the same way when it commits the order).
@@ -256,17 +228,18 @@ fn accepted(state: &AppState, purchase: &Purchase, id: OrderId, now: DateTime<Ut
     Order::accepted(purchase, id, now).under_hold(state.book().hold(purchase.sale_id()))
 }
 
-/// The decider does not have the sale. When the store does, the engine
-/// lost it (Redis restarted empty): rebuild it.
+/// The decider does not have the sale. When it is an engine apart from the
+/// store and the store has the sale, the engine lost it (Redis restarted
+/// empty): rebuild it.
 async fn unknown(
     state: &AppState,
     sale: &SaleId,
     route: crate::sale_book::Route,
-    decider: Decider,
+    durability: Durability,
 ) -> PurchaseError {
     state.book().forget_route(sale);
     let read = state.book().unknown_ticket();
-    if decider == Decider::Engine {
+    if durability == Durability::Outbox {
         match state.store().sale(sale).await {
             Ok(Some(_)) => {
                 request_rebuild(state, sale, route.epoch, "engine_lost_sale");

@@ -61,10 +61,8 @@ async fn outbox_entry(
     purchase: &Purchase,
     order_id: OrderId,
 ) -> Result<Option<Order>, PurchaseError> {
-    let Some(engine) = state.engine() else {
-        return Ok(None);
-    };
-    Ok(engine
+    Ok(state
+        .engine()
         .outbox(purchase.sale_id())
         .await?
         .into_iter()

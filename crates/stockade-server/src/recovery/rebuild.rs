@@ -30,9 +30,10 @@ pub async fn rebuild_sale(
     seen: Epoch,
     reason: &'static str,
 ) -> Result<Rebuild, RecoveryError> {
-    let Some(engine) = state.engine() else {
+    if !state.engine_apart() {
         return Ok(Rebuild::Nothing);
-    };
+    }
+    let engine = state.engine();
     let guard = match state.locks() {
         Some(locks) => Some(
             locks
@@ -166,7 +167,7 @@ pub(super) async fn commit_picked(
 /// the sale is in line; this instance answers its purchases 503
 /// `rebuilding` meanwhile.
 pub fn request_rebuild(state: &AppState, sale: &SaleId, seen: Epoch, reason: &'static str) {
-    if state.engine().is_none() || !state.book().start_rebuild(sale) {
+    if !state.engine_apart() || !state.book().start_rebuild(sale) {
         return;
     }
     let state = state.clone();

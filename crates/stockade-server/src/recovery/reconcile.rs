@@ -31,9 +31,10 @@ pub async fn recover_at_start(state: &AppState) -> Result<usize, RecoveryError> 
             authority: current.authority,
         };
         state.book().learn_route(sale, route);
-        let Some(engine) = state.engine() else {
+        if !state.engine_apart() {
             continue;
-        };
+        }
+        let engine = state.engine();
         if current.authority == Authority::Fallback {
             continue;
         }
@@ -218,9 +219,10 @@ async fn reconcile_once(
     grace: Duration,
     seen_before: &mut Seen,
 ) -> Result<(), RecoveryError> {
-    let Some(engine) = state.engine() else {
+    if !state.engine_apart() {
         return Ok(());
-    };
+    }
+    let engine = state.engine();
     let now = state.clock().now();
     // Orders accepted just before a sale ended may still be in an outbox.
     let margin = chrono::TimeDelta::from_std(grace * 10).unwrap_or_default();

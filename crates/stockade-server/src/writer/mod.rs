@@ -41,7 +41,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use stockade_core::{Engine, Order, OrderId};
+use stockade_core::{Durability, Engine, Order, OrderId};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
@@ -127,7 +127,7 @@ impl CommitQueue {
     /// `CommitQueue` clone is dropped.
     pub fn start(
         store: OrderStore,
-        engine: Option<Arc<dyn Engine>>,
+        engine: Arc<dyn Engine>,
         config: WriterConfig,
         activity: Arc<Board>,
     ) -> (Self, JoinHandle<()>) {
@@ -200,17 +200,18 @@ impl CommitQueue {
 async fn write_batches(
     mut receiver: mpsc::Receiver<Job>,
     store: OrderStore,
-    engine: Option<Arc<dyn Engine>>,
+    engine: Arc<dyn Engine>,
     config: WriterConfig,
     in_flight: Arc<InFlight>,
     activity: Arc<Board>,
 ) {
-    let (acknowledger, acknowledging) = match engine {
-        Some(engine) => {
+    // Only an engine apart from the store keeps an outbox to clear.
+    let (acknowledger, acknowledging) = match engine.durability() {
+        Durability::Outbox => {
             let (acknowledger, task) = Acknowledger::start(engine);
             (Some(acknowledger), Some(task))
         }
-        None => (None, None),
+        Durability::Committed => (None, None),
     };
     let (stranded, stranded_orders) = mpsc::unbounded_channel();
     let recommitting = tokio::spawn(recommit_stranded(
