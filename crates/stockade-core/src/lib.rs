@@ -2,8 +2,9 @@
 //!
 //! This crate has no I/O. It defines the values every other part of Stockade
 //! passes around — validated at construction, so an engine never sees an
-//! invalid one — and the [`Engine`] trait that the in-memory, Redis and
-//! PostgreSQL engines (in `stockade-engine`) implement.
+//! invalid one — and the [`Engine`] trait that the in-memory and Redis
+//! engines (in `stockade-engine`) and the store deciding itself
+//! (`stockade-store`'s `StoreEngine`, on PostgreSQL or SQLite) implement.
 //!
 //! ```
 //! use stockade_core::{Purchase, SaleSpec};

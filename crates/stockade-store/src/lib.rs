@@ -159,7 +159,8 @@ impl OrderStore {
         }
         let pool = options.connect(url).await?;
         let mut migrator = sqlx::migrate!("./migrations/store");
-        // The PostgreSQL engine keeps its own migrations in the same database.
+        // Databases used by earlier builds also record the migrations of
+        // the separate PostgreSQL engine they had (since removed).
         migrator.set_ignore_missing(true);
         migrator
             .run(&pool)
