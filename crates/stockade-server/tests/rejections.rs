@@ -228,6 +228,73 @@ async fn an_unknown_sale_flood_reads_the_store_a_few_times_and_a_creation_elsewh
     assert_eq!(status, 201, "{body}");
 }
 
+/// Store reads of one sale by id: the route's (`sale_state`) and the
+/// waiting room's (`sale_with_room`), the reads a purchase makes of a sale
+/// its instance does not know yet (not the commits' locking reads).
+async fn cold_reads(backends: &Backends) -> i64 {
+    backends
+        .statements_like("%undrained_epoch FROM sales WHERE id IN ($1)")
+        .await
+        + backends
+            .statements_like("%LEFT JOIN waiting_rooms w ON w.sale_id%")
+            .await
+}
+
+/// `count` purchases of `sale` by distinct buyers, all sent while the
+/// store's `sales` table is locked, so that every one of them that reads
+/// the sale waits for the read together; the lock goes after a moment.
+async fn burst_on_a_slow_store(
+    backends: &Backends,
+    instance: &Arc<Instance>,
+    sale: &str,
+    count: usize,
+) -> Vec<(u16, Value)> {
+    use sqlx::Connection as _;
+    let mut locker = sqlx::PgConnection::connect(&backends.database_url)
+        .await
+        .unwrap();
+    let mut lock = locker.begin().await.unwrap();
+    sqlx::query("LOCK TABLE sales IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let mut pending = tokio::task::JoinSet::new();
+    for i in 0..count {
+        let instance = Arc::clone(instance);
+        let sale = sale.to_owned();
+        pending.spawn(async move { instance.buy(&sale, &format!("burst-{i}"), None).await });
+    }
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    lock.rollback().await.unwrap();
+    pending.join_all().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_burst_for_a_sale_an_instance_has_not_read_yet_reads_it_from_the_store_once() {
+    let backends = Backends::start(true).await;
+    let a = Instance::start(&backends, |_| {}).await;
+    let b =
+        Arc::new(Instance::start(&backends, |c| c.purchases.rejection_ttl_ms = Some(1_000)).await);
+    // Created on A: B has never read it.
+    let (status, body) = a.create_sale(json!({"id": "cold", "stock": 1000})).await;
+    assert_eq!(status, 201, "{body}");
+    for (sale, expected) in [("cold", 201), ("never-created", 404)] {
+        let before = cold_reads(&backends).await;
+        let answers = burst_on_a_slow_store(&backends, &b, sale, 100).await;
+        let reads = cold_reads(&backends).await - before;
+        for (status, body) in &answers {
+            assert_eq!(*status, expected, "{sale}: {body}");
+        }
+        eprintln!("100 purchases at once of {sale}, unread on B: {reads} store reads of it");
+        // One read of its waiting room and one of its route, and a spare
+        // for a reconciler pass that looks the sale up meanwhile.
+        assert!(
+            reads <= 3,
+            "{reads} store reads of {sale} for one burst of 100 purchases"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_sale_window_is_answered_locally_and_opens_exactly_at_its_start() {
     let backends = Backends::start(false).await;

@@ -10,11 +10,22 @@ use crate::state::AppState;
 
 /// The sale's route as this instance knows it, read from the store the
 /// first time (with the sale's spec, which answers its window from then on).
+/// Purchases that miss together share one read ([`SaleBook::cold_read_turn`]).
+///
+/// [`SaleBook::cold_read_turn`]: crate::sale_book::SaleBook::cold_read_turn
 pub(super) async fn known_route(state: &AppState, sale: &SaleId) -> Result<Route, PurchaseError> {
-    match state.book().route_with_spec(sale) {
-        Some(route) => Ok(route),
-        None => fresh_route(state, sale).await,
+    if let Some(route) = state.book().route_with_spec(sale) {
+        return Ok(route);
     }
+    let _turn = state.book().cold_read_turn(sale).await;
+    // Whoever had the turn before may have read it already.
+    if let Some(route) = state.book().route_with_spec(sale) {
+        return Ok(route);
+    }
+    if state.book().is_unknown(sale) {
+        return Err(PurchaseError::UnknownSale(sale.clone()));
+    }
+    fresh_route(state, sale).await
 }
 
 /// The sale's route as the store has it now. A sale the store does not

@@ -49,7 +49,14 @@ pub struct SaleBook {
     /// Until when a move to the fallback is refused without asking the
     /// store again (another instance reached the engine lately).
     fallback_refused_until: Mutex<Option<Instant>>,
+    /// Turns for reading a sale this book does not know from the store,
+    /// by sale id's hash (see [`SaleBook::cold_read_turn`]).
+    cold_reads: Box<[tokio::sync::Mutex<()>]>,
 }
+
+/// How many turns for cold store reads there are: at most this many such
+/// reads at once, whatever a flood of unknown ids asks.
+const COLD_READ_TURNS: usize = 64;
 
 impl std::fmt::Debug for SaleBook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -93,7 +100,23 @@ impl SaleBook {
             unknown: quick_cache::sync::Cache::new(UNKNOWN_SALES_CAPACITY),
             created: AtomicU64::new(0),
             fallback_refused_until: Mutex::new(None),
+            cold_reads: (0..COLD_READ_TURNS)
+                .map(|_| tokio::sync::Mutex::new(()))
+                .collect(),
         }
+    }
+
+    /// The turn to read `sale` from the store when this book does not know
+    /// it. Purchases that miss the book together queue here; the first
+    /// reads and teaches the book (the route, or that the sale is unknown),
+    /// and the others find the answer in the book when their turn comes
+    /// instead of reading again: a burst for one cold or unknown sale costs
+    /// one store read, not one per purchase.
+    pub async fn cold_read_turn(&self, sale: &SaleId) -> tokio::sync::MutexGuard<'_, ()> {
+        use std::hash::BuildHasher as _;
+        let hash = self.sales.hasher().hash_one(sale);
+        let turn = usize::try_from(hash % COLD_READ_TURNS as u64).unwrap_or(0);
+        self.cold_reads[turn].lock().await
     }
 
     /// Forgets everything about a sale let go after its retention (a later

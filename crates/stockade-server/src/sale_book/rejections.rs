@@ -75,9 +75,7 @@ impl SaleBook {
         let known = self.sales.get(sale).filter(|entry| entry.spec.is_some());
         let Some(known) = known else {
             return self
-                .unknown
-                .get(sale)
-                .is_some_and(|until| Instant::now() < until)
+                .is_unknown(sale)
                 .then_some(PurchaseOutcome::UnknownSale);
         };
         if keyed {
@@ -92,6 +90,13 @@ impl SaleBook {
             .sold_out_until
             .is_some_and(|until| Instant::now() < until)
             .then_some(PurchaseOutcome::SoldOut)
+    }
+
+    /// Whether the store had no such sale a moment ago (within the ttl).
+    pub fn is_unknown(&self, sale: &SaleId) -> bool {
+        self.unknown
+            .get(sale)
+            .is_some_and(|until| Instant::now() < until)
     }
 
     /// Whether the sale's spec is known here.

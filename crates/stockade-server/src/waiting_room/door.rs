@@ -180,16 +180,12 @@ pub async fn check_admission(
 ) -> Result<Admission, AdmissionError> {
     let rooms = state.waiting_rooms();
     let sale = purchase.sale_id();
-    let read = state.book().unknown_ticket();
+    // An unknown sale is remembered by the lookup, so a flood of unknown
+    // ids costs one store read each, not two.
     match rooms.lookup(state.book(), state.store(), sale).await? {
         RoomLookup::Room(_) => {}
         RoomLookup::NoRoom => return Ok(Admission::free()),
-        RoomLookup::UnknownSale => {
-            // Remembered like the purchase path does, so a flood of
-            // unknown ids costs one store read each, not two.
-            state.book().learn_unknown(sale, read);
-            return Err(AdmissionError::UnknownSale(sale.clone()));
-        }
+        RoomLookup::UnknownSale => return Err(AdmissionError::UnknownSale(sale.clone())),
     }
     let refuse = |why: String| AdmissionError::Required {
         sale: sale.clone(),

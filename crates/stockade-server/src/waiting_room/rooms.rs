@@ -103,20 +103,36 @@ impl WaitingRooms {
         &self.signer
     }
 
-    /// The sale's waiting room, read from the store the first time.
+    /// The sale's waiting room, read from the store the first time (once
+    /// for purchases that miss together); a sale the store does not have
+    /// is remembered as unknown in `book`.
     pub async fn lookup(
         &self,
         book: &SaleBook,
         store: &OrderStore,
         sale: &SaleId,
     ) -> Result<RoomLookup, StoreError> {
-        if let Some(known) = book.room(sale) {
-            return Ok(match known {
+        let known = |book: &SaleBook| {
+            book.room(sale).map(|known| match known {
                 Some(room) => RoomLookup::Room(room),
                 None => RoomLookup::NoRoom,
-            });
+            })
+        };
+        if let Some(found) = known(book) {
+            return Ok(found);
         }
+        // One read for a burst of lookups that missed together: the others
+        // find its answer in the book when their turn comes.
+        let _turn = book.cold_read_turn(sale).await;
+        if let Some(found) = known(book) {
+            return Ok(found);
+        }
+        if book.is_unknown(sale) {
+            return Ok(RoomLookup::UnknownSale);
+        }
+        let read = book.unknown_ticket();
         let Some((spec, config)) = store.sale_with_room(sale).await? else {
+            book.learn_unknown(sale, read);
             return Ok(RoomLookup::UnknownSale);
         };
         Ok(self.learn(book, spec, config).await)
