@@ -115,10 +115,15 @@ impl AppState {
     pub fn new(parts: StateParts) -> Self {
         Self {
             inner: Arc::new(Inner {
-                store_engine: Arc::new(StoreEngine::new(
-                    parts.store.clone(),
-                    Arc::clone(&parts.clock),
-                )),
+                // One store engine (one queue in front of the pool) when
+                // the store is the primary engine too.
+                store_engine: match parts.engine.durability() {
+                    Durability::Committed => Arc::clone(&parts.engine),
+                    Durability::Outbox => Arc::new(StoreEngine::new(
+                        parts.store.clone(),
+                        Arc::clone(&parts.clock),
+                    )),
+                },
                 engine: parts.engine,
                 fallback: parts.fallback,
                 store: parts.store,
