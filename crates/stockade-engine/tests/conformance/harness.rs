@@ -1,18 +1,29 @@
 //! How each engine is set up for a conformance test: a fresh engine on a
 //! fresh backend, with a manual clock the test can move.
+//!
+//! `postgres` and `sqlite` are the order store deciding purchases itself
+//! ([`StoreEngine`], [`Durability::Committed`]); memory and Redis keep
+//! their own stock beside the store ([`Durability::Outbox`]).
+//!
+//! [`Durability::Committed`]: stockade_core::Durability::Committed
+//! [`Durability::Outbox`]: stockade_core::Durability::Outbox
 
 use std::any::Any;
 use std::sync::Arc;
 
 use chrono::Utc;
 use stockade_core::{Engine, ManualClock};
-use stockade_engine::{MemoryEngine, PostgresEngine, RedisEngine, RedisEngineConfig};
+use stockade_engine::{MemoryEngine, RedisEngine, RedisEngineConfig};
+use stockade_store::{OrderStore, StoreEngine};
 use stockade_test_support::{PostgresServer, RedisServer};
 
 /// An engine under test, its clock, and whatever keeps its backend alive.
 pub struct Harness {
     pub engine: Arc<dyn Engine>,
     pub clock: ManualClock,
+    /// The order store the engine decides in, for the store engines: a
+    /// scenario reads what it committed there.
+    pub store: Option<OrderStore>,
     _backend: Box<dyn Any + Send + Sync>,
 }
 
@@ -25,6 +36,7 @@ pub async fn memory() -> Harness {
     Harness {
         engine: Arc::new(MemoryEngine::new(Arc::new(clock.clone()))),
         clock,
+        store: None,
         _backend: Box::new(()),
     }
 }
@@ -41,20 +53,36 @@ pub async fn redis() -> Harness {
     Harness {
         engine: Arc::new(engine),
         clock,
+        store: None,
         _backend: Box::new(server),
     }
 }
 
+/// The store engine on `url`, its backend kept alive by `backend`.
+async fn store_engine(url: &str, backend: Box<dyn Any + Send + Sync>) -> Harness {
+    let store = OrderStore::open(url).await.expect("open the order store");
+    let clock = clock();
+    Harness {
+        engine: Arc::new(StoreEngine::new(store.clone(), Arc::new(clock.clone()))),
+        clock,
+        store: Some(store),
+        _backend: backend,
+    }
+}
+
+/// The store engine on a fresh database of a throwaway PostgreSQL.
 pub async fn postgres() -> Harness {
     let server = PostgresServer::start().expect("start postgres");
     let url = server.fresh_database().await.expect("create a database");
-    let clock = clock();
-    let engine = PostgresEngine::connect(&url, 32, Arc::new(clock.clone()))
-        .await
-        .expect("connect to postgres");
-    Harness {
-        engine: Arc::new(engine),
-        clock,
-        _backend: Box::new(server),
-    }
+    store_engine(&url, Box::new(server)).await
+}
+
+/// The store engine on a SQLite file in a temporary directory.
+pub async fn sqlite() -> Harness {
+    let dir = tempfile::tempdir().expect("create a temporary directory");
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("orders.db").display()
+    );
+    store_engine(&url, Box::new(dir)).await
 }

@@ -1,13 +1,28 @@
 //! The engine conformance suite: every scenario is written once, in
-//! `suite/` and `properties.rs`, and run against every engine.
+//! `suite/` and `properties.rs`, and run against every engine it applies
+//! to.
+//!
+//! The engines are memory and Redis, which keep their own stock beside the
+//! order store ([`Durability::Outbox`]), and the store deciding purchases
+//! itself ([`stockade_store::StoreEngine`], [`Durability::Committed`]) on
+//! PostgreSQL and on SQLite. Scenarios about the outbox, acknowledging,
+//! closing and rebuilding run on the outbox engines only; the store
+//! engines have a scenario of their own for what they promise instead.
+//!
+//! Tests are named `group::engine::scenario`, e.g.
+//! `all_engines::sqlite::release_and_double_release`.
+//!
+//! [`Durability::Outbox`]: stockade_core::Durability::Outbox
+//! [`Durability::Committed`]: stockade_core::Durability::Committed
 
 mod batch_release;
 mod harness;
 mod properties;
 mod suite;
 
-macro_rules! conformance {
-    ($engine:ident: $($scenario:ident),* $(,)?) => {
+/// One test per scenario on one engine: `mod $engine { $scenario, … }`.
+macro_rules! on_engine {
+    ($engine:ident [$($scenario:ident),* $(,)?]) => {
         mod $engine {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -16,24 +31,22 @@ macro_rules! conformance {
                     crate::suite::$scenario(&harness).await;
                 }
             )*
-
-            #[test]
-            fn random_interleavings_keep_the_invariants() {
-                crate::properties::check(|| crate::harness::$engine());
-            }
         }
     };
 }
 
-macro_rules! all_engines {
-    ($($scenario:ident),* $(,)?) => {
-        conformance!(memory: $($scenario),*);
-        conformance!(redis: $($scenario),*);
-        conformance!(postgres: $($scenario),*);
+/// Every scenario listed on every engine listed:
+/// `mod $group { mod $engine { $scenario, … } … }`.
+macro_rules! conformance {
+    ($group:ident on [$($engine:ident),* $(,)?]: $scenarios:tt) => {
+        mod $group {
+            $( on_engine!($engine $scenarios); )*
+        }
     };
 }
 
-all_engines!(
+// Every engine, whatever its durability.
+conformance!(all_engines on [memory, redis, postgres, sqlite]: [
     seed_100_buyers_for_100_items,
     seed_150_buyers_for_100_items,
     crowd_of_10000_buyers_for_1000_items,
@@ -44,30 +57,56 @@ all_engines!(
     idempotent_replay_yields_the_same_order,
     concurrent_replays_yield_one_order,
     release_and_double_release,
-    rebuild_from_committed_orders,
-    rebuild_refuses_inconsistent_orders,
     unknown_sale,
     create_sale_is_idempotent_and_detects_conflicts,
-    outbox_holds_accepted_orders_until_acknowledged,
     keys_are_scoped_to_their_buyer,
-    epochs_fence_purchases_releases_and_rebuilds,
+    epochs_fence_purchases_and_releases,
     releases_in_one_call_are_each_decided_as_alone,
-);
+    durability_is_reported_for_each_engine,
+]);
 
-/// Engines that let an ended sale go ([`stockade_core::Engine::retire`]):
-/// the PostgreSQL engine keeps its rows (they are its only copy).
-macro_rules! retiring_engines {
-    ($($engine:ident => $module:ident),* $(,)?) => {
-        $(
-            mod $module {
-                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-                async fn a_retired_sale_is_forgotten() {
-                    let harness = crate::harness::$engine().await;
-                    crate::suite::a_retired_sale_is_forgotten(&harness).await;
-                }
-            }
-        )*
-    };
+// The engines whose accepted orders wait in an outbox for the store
+// (`Durability::Outbox`): acknowledged once committed, closed and rebuilt
+// from the store.
+conformance!(outbox_engines on [memory, redis]: [
+    outbox_holds_accepted_orders_until_acknowledged,
+    rebuild_from_committed_orders,
+    rebuild_refuses_inconsistent_orders,
+    close_and_rebuild_are_fenced_by_epochs,
+]);
+
+// The store deciding purchases itself (`Durability::Committed`).
+conformance!(committed_engines on [postgres, sqlite]: [
+    an_accepted_purchase_is_committed_when_answered,
+]);
+
+// Engines that let an ended sale go (`Engine::retire`): the store engines
+// keep every sale's orders (the store is their only copy).
+conformance!(retiring_engines on [memory, redis]: [
+    a_retired_sale_is_forgotten,
+]);
+
+/// Random interleavings of purchases and releases, checked against a model
+/// after every step (`properties.rs`). They only buy and release, so they
+/// run on every engine, whatever its durability.
+mod random_interleavings_keep_the_invariants {
+    #[test]
+    fn memory() {
+        crate::properties::check(crate::harness::memory);
+    }
+
+    #[test]
+    fn redis() {
+        crate::properties::check(crate::harness::redis);
+    }
+
+    #[test]
+    fn postgres() {
+        crate::properties::check(crate::harness::postgres);
+    }
+
+    #[test]
+    fn sqlite() {
+        crate::properties::check(crate::harness::sqlite);
+    }
 }
-
-retiring_engines!(memory => memory_retire, redis => redis_retire);

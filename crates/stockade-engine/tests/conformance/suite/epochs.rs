@@ -1,29 +1,33 @@
-//! Epochs fencing purchases, releases and rebuilds.
+//! Epochs fencing purchases and releases (every engine), and closing and
+//! rebuilding (the engines with an outbox).
 
 use stockade_core::{EngineError, Epoch, OrderStatus, Purchase, PurchaseOutcome, ReleaseOutcome};
 
-use super::helpers::{order, sale, spec};
+use super::helpers::{order, remaining, sale, spec, user};
 use crate::harness::Harness;
 
-pub async fn epochs_fence_purchases_releases_and_rebuilds(h: &Harness) {
+fn at(sale: &str, epoch: u64) -> Purchase {
+    Purchase::new(sale, "u", 1)
+        .unwrap()
+        .at_epoch(Epoch::new(epoch))
+}
+
+/// A purchase or a release under another epoch than the sale's changes
+/// nothing; under the sale's own epoch it goes through.
+pub async fn epochs_fence_purchases_and_releases(h: &Harness) {
     let e = h.engine.as_ref();
-    let fenced = spec("fenced", 10, 5);
-    e.create_sale(&fenced).await.unwrap();
+    e.create_sale(&spec("fenced", 10, 5)).await.unwrap();
     let id = sale("fenced");
     assert_eq!(e.epoch(&id).await.unwrap(), Some(Epoch::FIRST));
-    let at = |epoch: u64| {
-        Purchase::new("fenced", "u", 1)
-            .unwrap()
-            .at_epoch(Epoch::new(epoch))
-    };
-    // A purchase under another epoch changes nothing.
     assert_eq!(
-        e.purchase(&at(2)).await.unwrap(),
+        e.purchase(&at("fenced", 2)).await.unwrap(),
         PurchaseOutcome::WrongEpoch {
             engine: Epoch::FIRST
         }
     );
-    let PurchaseOutcome::Purchased { order_id, .. } = e.purchase(&at(1)).await.unwrap() else {
+    assert_eq!(remaining(e, "fenced").await, 10);
+    let PurchaseOutcome::Purchased { order_id, .. } = e.purchase(&at("fenced", 1)).await.unwrap()
+    else {
         panic!("a purchase under the sale's epoch must succeed");
     };
     assert_eq!(
@@ -32,11 +36,34 @@ pub async fn epochs_fence_purchases_releases_and_rebuilds(h: &Harness) {
             engine: Epoch::FIRST
         }
     );
+    assert_eq!(remaining(e, "fenced").await, 9);
+    assert_eq!(e.purchased_by(&id, &user("u")).await.unwrap(), 1);
+    assert_eq!(
+        e.release(&id, order_id, Epoch::FIRST).await.unwrap(),
+        ReleaseOutcome::Released {
+            quantity: 1,
+            remaining: 10
+        }
+    );
+    assert_eq!(e.epoch(&sale("no-such-sale")).await.unwrap(), None);
+}
+
+/// A closed sale sells nothing and keeps its outbox readable; a rebuild
+/// opens it under its epoch, and an older rebuild is refused.
+pub async fn close_and_rebuild_are_fenced_by_epochs(h: &Harness) {
+    let e = h.engine.as_ref();
+    let fenced = spec("fenced", 10, 5);
+    e.create_sale(&fenced).await.unwrap();
+    let id = sale("fenced");
+    assert!(matches!(
+        e.purchase(&at("fenced", 1)).await.unwrap(),
+        PurchaseOutcome::Purchased { .. }
+    ));
     // Closed: nothing sells, the outbox stays readable.
     assert_eq!(e.close(&id).await.unwrap(), Some(Epoch::FIRST));
     assert_eq!(e.epoch(&id).await.unwrap(), Some(Epoch::CLOSED));
     assert_eq!(
-        e.purchase(&at(1)).await.unwrap(),
+        e.purchase(&at("fenced", 1)).await.unwrap(),
         PurchaseOutcome::WrongEpoch {
             engine: Epoch::CLOSED
         }
@@ -67,7 +94,7 @@ pub async fn epochs_fence_purchases_releases_and_rebuilds(h: &Harness) {
         .await
         .unwrap();
     assert!(matches!(
-        e.purchase(&at(4)).await.unwrap(),
+        e.purchase(&at("fenced", 4)).await.unwrap(),
         PurchaseOutcome::Purchased { remaining: 8, .. }
     ));
     assert_eq!(
@@ -75,5 +102,4 @@ pub async fn epochs_fence_purchases_releases_and_rebuilds(h: &Harness) {
         None,
         "closing an unknown sale"
     );
-    assert_eq!(e.epoch(&sale("no-such-sale")).await.unwrap(), None);
 }

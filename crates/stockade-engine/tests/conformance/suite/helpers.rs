@@ -1,6 +1,7 @@
 //! Shared helpers: specs, ids, purchases, crowds sent at once.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::Utc;
 use stockade_core::{
@@ -58,10 +59,22 @@ pub(super) struct CrowdResult {
     pub(super) orders: Vec<OrderId>,
     pub(super) sold_out: usize,
     pub(super) others: Vec<PurchaseOutcome>,
+    /// Answers the engine said to retry
+    /// ([`stockade_core::EngineError::is_retryable`]), each asked again
+    /// until it had a decision.
+    pub(super) retried: usize,
 }
 
+/// How long a buyer told to retry waits before asking again.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
 /// Sends `purchases` all at once, each from its own task, and sorts the
-/// answers.
+/// answers. A buyer told to retry
+/// ([`stockade_core::EngineError::Unavailable`]: a store engine whose
+/// connections stay busy longer than it lets a purchase wait for one, as a
+/// crowd of thousands keeps them in a debug build) asks again a second
+/// later, as the service's clients do on its 503; any other error fails
+/// the test.
 pub(super) async fn stampede(engine: &Arc<dyn Engine>, purchases: Vec<Purchase>) -> CrowdResult {
     let start = Arc::new(tokio::sync::Barrier::new(purchases.len()));
     let tasks: Vec<_> = purchases
@@ -71,13 +84,25 @@ pub(super) async fn stampede(engine: &Arc<dyn Engine>, purchases: Vec<Purchase>)
             let start = Arc::clone(&start);
             tokio::spawn(async move {
                 start.wait().await;
-                engine.purchase(&purchase).await.unwrap()
+                let mut retried = 0;
+                loop {
+                    match engine.purchase(&purchase).await {
+                        Ok(outcome) => return (outcome, retried),
+                        Err(error) if error.is_retryable() => {
+                            retried += 1;
+                            tokio::time::sleep(RETRY_AFTER).await;
+                        }
+                        Err(error) => panic!("{purchase:?}: {error}"),
+                    }
+                }
             })
         })
         .collect();
     let mut result = CrowdResult::default();
     for task in tasks {
-        match task.await.unwrap() {
+        let (outcome, retried) = task.await.unwrap();
+        result.retried += retried;
+        match outcome {
             PurchaseOutcome::Purchased { order_id, .. } => result.orders.push(order_id),
             PurchaseOutcome::SoldOut => result.sold_out += 1,
             other => result.others.push(other),

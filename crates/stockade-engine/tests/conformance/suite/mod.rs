@@ -1,7 +1,9 @@
-//! The scenarios every engine must pass. Each takes a fresh [`Harness`].
+//! The scenarios of the suite, each run on every engine it applies to
+//! (see `main.rs`). Each takes a fresh [`Harness`].
 //!
 //! [`Harness`]: crate::harness::Harness
 
+mod durability;
 mod epochs;
 mod helpers;
 mod purchases;
@@ -11,7 +13,10 @@ mod replays;
 mod sales;
 
 pub use crate::batch_release::releases_in_one_call_are_each_decided_as_alone;
-pub use epochs::epochs_fence_purchases_releases_and_rebuilds;
+pub use durability::{
+    an_accepted_purchase_is_committed_when_answered, durability_is_reported_for_each_engine,
+};
+pub use epochs::{close_and_rebuild_are_fenced_by_epochs, epochs_fence_purchases_and_releases};
 pub use purchases::{
     a_buyer_asking_many_times_gets_one, crowd_of_10000_buyers_for_1000_items,
     per_user_limit_above_one, quantity_above_one_with_partial_availability,
