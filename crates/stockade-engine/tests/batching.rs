@@ -1,8 +1,8 @@
-//! Micro-batching on the engines that batch (Redis, PostgreSQL): a batch of
-//! purchases decided in one call answers exactly as the same purchases made
-//! one at a time on the memory engine, and a crowd shares calls. On Redis, a
-//! batch leaves one outbox entry that the engine deletes once every order
-//! in it is decided. Real throwaway servers.
+//! Micro-batching on the Redis engine: a batch of purchases decided in one
+//! script call answers exactly as the same purchases made one at a time on
+//! the memory engine, and a crowd shares calls. A batch leaves one outbox
+//! entry that the engine deletes once every order in it is decided. Real
+//! throwaway servers.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -10,12 +10,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use proptest::prelude::*;
 use redis::AsyncCommands;
-use sqlx::Row;
 use stockade_core::{
     Engine, OrderId, Purchase, PurchaseOutcome, ReleaseOutcome, SaleId, SaleSpec, SystemClock,
 };
-use stockade_engine::{MemoryEngine, PostgresEngine, RedisEngine, RedisEngineConfig};
-use stockade_test_support::{PostgresServer, RedisServer};
+use stockade_engine::{MemoryEngine, RedisEngine, RedisEngineConfig};
+use stockade_test_support::RedisServer;
 
 fn spec(id: &str, stock: u32, limit: u32) -> SaleSpec {
     SaleSpec::builder(id, stock)
@@ -120,79 +119,6 @@ fn redis_batches_decide_exactly_as_one_at_a_time() {
         ))
         .unwrap();
     batches_decide_exactly_as_one_at_a_time(&runtime, &redis, 40);
-}
-
-#[test]
-fn postgres_batches_decide_exactly_as_one_at_a_time() {
-    let server = PostgresServer::start().unwrap();
-    let runtime = current_thread();
-    let postgres = runtime.block_on(async {
-        let url = server.fresh_database().await.unwrap();
-        PostgresEngine::connect(&url, 4, Arc::new(SystemClock))
-            .await
-            .unwrap()
-    });
-    batches_decide_exactly_as_one_at_a_time(&runtime, &postgres, 20);
-}
-
-async fn commits(engine: &PostgresEngine) -> i64 {
-    sqlx::query(
-        "SELECT xact_commit::bigint AS commits FROM pg_stat_database \
-          WHERE datname = current_database()",
-    )
-    .fetch_one(engine.pool())
-    .await
-    .unwrap()
-    .get("commits")
-}
-
-/// A crowd's purchases share transactions: far fewer commits than
-/// purchases, and exactly the stock sold.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_postgres_crowd_shares_transactions() {
-    let server = PostgresServer::start().unwrap();
-    let url = server.fresh_database().await.unwrap();
-    let engine = Arc::new(
-        PostgresEngine::connect(&url, 8, Arc::new(SystemClock))
-            .await
-            .unwrap(),
-    );
-    engine.create_sale(&spec("crowd", 300, 1)).await.unwrap();
-    // Statistics are flushed to the view when a backend goes idle; force it.
-    sqlx::query("SELECT pg_stat_force_next_flush()")
-        .execute(engine.pool())
-        .await
-        .unwrap();
-    let before = commits(&engine).await;
-    let tasks: Vec<_> = (0..1_000)
-        .map(|i| {
-            let engine = Arc::clone(&engine);
-            tokio::spawn(async move {
-                engine
-                    .purchase(&Purchase::new("crowd", format!("u{i}"), 1).unwrap())
-                    .await
-                    .unwrap()
-            })
-        })
-        .collect();
-    let mut sold = 0;
-    for task in tasks {
-        if matches!(task.await.unwrap(), PurchaseOutcome::Purchased { .. }) {
-            sold += 1;
-        }
-    }
-    assert_eq!(sold, 300);
-    // Idle backends report their counts within a second.
-    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
-    sqlx::query("SELECT pg_stat_force_next_flush()")
-        .execute(engine.pool())
-        .await
-        .unwrap();
-    let made = commits(&engine).await - before;
-    assert!(
-        made < 500,
-        "1,000 purchases should share transactions, made {made} commits"
-    );
 }
 
 async fn engine(server: &RedisServer) -> Arc<RedisEngine> {
