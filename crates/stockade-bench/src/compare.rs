@@ -22,7 +22,9 @@ use crate::strategy::{
 };
 
 /// Connections per pool (Redis pools of the hand-written strategies and
-/// every PostgreSQL pool) when not set: the founding article's 32 threads.
+/// the PostgreSQL pools of `pg-for-update` and `pg-conditional`; the order
+/// store behind `stockade-postgres` has its own) when not set: the founding
+/// article's 32 threads.
 pub const DEFAULT_POOL_SIZE: u32 = 32;
 
 /// What to compare.
@@ -32,7 +34,8 @@ pub struct BenchConfig {
     pub workload: Workload,
     /// The strategies, in the order to run them.
     pub strategies: Vec<StrategyKind>,
-    /// Connections per pool.
+    /// Connections per pool (not the order store's: see
+    /// [`DEFAULT_POOL_SIZE`]).
     pub pool_size: u32,
 }
 
@@ -108,9 +111,7 @@ async fn connect(
         StrategyKind::RedisDecr => Box::new(RedisDecr::connect(redis()?, pool_size).await?),
         StrategyKind::RedisLua => Box::new(RedisLua::connect(redis()?, pool_size).await?),
         StrategyKind::StockadeRedis => Box::new(EngineStrategy::redis(redis()?).await?),
-        StrategyKind::StockadePostgres => {
-            Box::new(EngineStrategy::postgres(database()?, pool_size).await?)
-        }
+        StrategyKind::StockadePostgres => Box::new(EngineStrategy::postgres(database()?).await?),
         StrategyKind::StockadeMemory => Box::new(EngineStrategy::memory()),
     })
 }

@@ -1,14 +1,20 @@
 //! `stockade-memory`, `stockade-redis`, `stockade-postgres`: Stockade's own
 //! engines, driven through the [`Engine`] contract exactly as the service
-//! drives them (one purchase call per request, per-user limit 1).
+//! drives them (one purchase call per request, per-user limit 1). On
+//! PostgreSQL the engine is the order store deciding itself
+//! ([`StoreEngine`], as `--engine postgres` runs it): each purchase is
+//! committed in the store's own tables before it is answered.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::PgPool;
-use stockade_core::{Engine, Purchase, PurchaseOutcome, SaleId, SaleSpec, SystemClock};
+use stockade_core::{
+    Engine, OrderStatus, Purchase, PurchaseOutcome, SaleId, SaleSpec, SystemClock,
+};
 use stockade_engine::redis::SaleKeys;
-use stockade_engine::{MemoryEngine, PostgresEngine, RedisEngine, RedisEngineConfig};
+use stockade_engine::{MemoryEngine, RedisEngine, RedisEngineConfig};
+use stockade_store::{OrderStore, StoreEngine};
 
 use super::{
     Answer, Purchaser, SaleSetup, Strategy, StrategyError, StrategyKind, Verification, pg_schema,
@@ -22,13 +28,18 @@ const WARM_UP_PURCHASES: u32 = 64;
 const MAX_OUTBOX_READ: u32 = 200_000;
 /// The Redis engine's key prefix in the bench.
 const ENGINE_PREFIX: &str = "stockade-bench:engine:";
+/// Orders read back from the store per page, to check them.
+const ORDERS_PAGE: u32 = 10_000;
+/// How long an idle PostgreSQL session may keep its statistics to itself
+/// (`PGSTAT_IDLE_INTERVAL`, PostgreSQL 15+), with a margin.
+const STATISTICS_IDLE_FLUSH: Duration = Duration::from_millis(11_000);
 
 /// One of Stockade's engines.
 pub struct EngineStrategy {
     kind: StrategyKind,
     engine: Arc<dyn Engine>,
-    /// The PostgreSQL engine's pool and database, closed after the run.
-    postgres: Option<(PgPool, String)>,
+    /// The store engine's database, to read the sale back from.
+    postgres: Option<String>,
     /// The Redis engine's server, to count its outbox stream.
     redis_url: Option<String>,
     sale: Option<SaleId>,
@@ -60,15 +71,17 @@ impl EngineStrategy {
         })
     }
 
-    /// The PostgreSQL engine on the database at `url`, with a pool of
-    /// `pool_size` connections.
-    pub async fn postgres(url: &str, pool_size: u32) -> Result<Self, StrategyError> {
-        let pool = pg_schema::connect_pool(url, pool_size).await?;
-        let engine = PostgresEngine::with_pool(pool.clone(), Arc::new(SystemClock)).await?;
+    /// The order store deciding itself ([`StoreEngine`]) on the database
+    /// at `url`, with the store's own pool (16 connections: `--pool-size`
+    /// does not apply), its sessions named as the bench's (see
+    /// [`pg_schema::APPLICATION_NAME`]) so the run's transactions are
+    /// counted.
+    pub async fn postgres(url: &str) -> Result<Self, StrategyError> {
+        let store = OrderStore::open(&pg_schema::with_application_name(url)).await?;
         Ok(Self {
             kind: StrategyKind::StockadePostgres,
-            engine: Arc::new(engine),
-            postgres: Some((pool, url.to_owned())),
+            engine: Arc::new(StoreEngine::new(store, Arc::new(SystemClock))),
+            postgres: Some(url.to_owned()),
             redis_url: None,
             sale: None,
         })
@@ -133,37 +146,41 @@ impl Strategy for EngineStrategy {
         Ok(())
     }
 
+    /// The store's sessions cannot be told to report their transactions
+    /// at once (its pool is its own), so they are left idle until they
+    /// report them of themselves.
     async fn settle(&self) -> Result<(), StrategyError> {
-        match &self.postgres {
-            Some((pool, _)) => pg_schema::flush_statistics(pool).await,
-            None => Ok(()),
+        if self.postgres.is_some() {
+            tokio::time::sleep(STATISTICS_IDLE_FLUSH).await;
         }
+        Ok(())
     }
 
-    async fn finish(&self) {
-        if let Some((pool, _)) = &self.postgres {
-            pool.close().await;
-        }
-    }
+    // No `finish`: the store's pool cannot be closed from outside; the
+    // bench's monitor ends its sessions after its grace period, and they
+    // report their transactions as they end.
 
     async fn verify(&self) -> Result<Verification, StrategyError> {
         let sale = self.sale.as_ref().expect("setup runs before verify");
-        // The run's pool is closed by now: read PostgreSQL through a new one.
-        let engine = match &self.postgres {
-            Some((_, url)) => {
-                let engine: Arc<dyn Engine> =
-                    Arc::new(PostgresEngine::connect(url, 1, Arc::new(SystemClock)).await?);
-                engine
-            }
+        // The run's sessions are ended by now: read the store through a
+        // new pool.
+        let store = match &self.postgres {
+            Some(url) => Some(OrderStore::open(url).await?),
+            None => None,
+        };
+        let engine: Arc<dyn Engine> = match &store {
+            Some(store) => Arc::new(StoreEngine::new(store.clone(), Arc::new(SystemClock))),
             None => Arc::clone(&self.engine),
         };
         let snapshot = engine
             .snapshot(sale)
             .await?
             .ok_or_else(|| StrategyError::Other(format!("the sale {sale} vanished")))?;
-        // Every accepted order has a record in the sale's orders hash (and
-        // one of the outbox's per-batch entries; nothing acknowledges them
-        // during a bench): an account independent of the stock counter.
+        // An account independent of the stock counter: on Redis, every
+        // accepted order has a record in the sale's orders hash (and one of
+        // the outbox's per-batch entries; nothing acknowledges them during
+        // a bench); the store holds every order it accepted; the memory
+        // engine's outbox holds them all.
         let recorded_orders = if let Some(url) = &self.redis_url {
             let keys = SaleKeys::new(ENGINE_PREFIX, sale);
             let mut conn = redis::Client::open(url.as_str())?
@@ -174,6 +191,8 @@ impl Strategy for EngineStrategy {
                 .query_async(&mut conn)
                 .await?;
             Some(records)
+        } else if let Some(store) = &store {
+            Some(live_items_in_store(store, sale).await?)
         } else if snapshot.sold <= MAX_OUTBOX_READ {
             let outbox = engine.outbox(sale).await?;
             Some(outbox.iter().map(|order| u64::from(order.quantity)).sum())
@@ -187,6 +206,24 @@ impl Strategy for EngineStrategy {
             recorded_orders,
             lowest_stock_seen: None,
         })
+    }
+}
+
+/// Items of the sale's live (confirmed or held) orders in the store.
+async fn live_items_in_store(store: &OrderStore, sale: &SaleId) -> Result<u64, StrategyError> {
+    let mut items = 0;
+    let mut after = None;
+    loop {
+        let page = store.orders_of_sale(sale, after, ORDERS_PAGE).await?;
+        let Some(last) = page.last() else {
+            return Ok(items);
+        };
+        after = Some(last.id);
+        items += page
+            .iter()
+            .filter(|order| matches!(order.status, OrderStatus::Confirmed | OrderStatus::Held))
+            .map(|order| u64::from(order.quantity))
+            .sum::<u64>();
     }
 }
 

@@ -9,7 +9,7 @@
 //! | `redis-lock` | acquire a Redis lock for the sale (`stockade-lock`), read stock and buyer, write both, release |
 //! | `redis-decr` | `DECR`, and `INCR` back when the result is negative: no duplicate check |
 //! | `redis-lua` | one `EVALSHA` of a per-request Lua script (duplicate check, stock check, decrement) through a connection pool |
-//! | `stockade-redis`, `stockade-postgres`, `stockade-memory` | Stockade's own engines through [`stockade_core::Engine`] |
+//! | `stockade-redis`, `stockade-postgres`, `stockade-memory` | Stockade's own engines through [`stockade_core::Engine`]; on PostgreSQL, the order store deciding itself (`stockade_store::StoreEngine`) |
 //!
 //! The hand-written strategies follow the founding articles, including
 //! their connection pools; they are deliberately not improved.
@@ -56,7 +56,7 @@ pub enum StrategyKind {
     RedisLua,
     /// Stockade's Redis engine.
     StockadeRedis,
-    /// Stockade's PostgreSQL engine.
+    /// Stockade's PostgreSQL engine: the order store deciding itself.
     StockadePostgres,
     /// Stockade's in-memory engine.
     StockadeMemory,
@@ -219,6 +219,9 @@ pub enum StrategyError {
     /// A Stockade engine failed.
     #[error("engine: {0}")]
     Engine(#[from] stockade_core::EngineError),
+    /// The order store failed.
+    #[error("order store: {0}")]
+    Store(#[from] stockade_store::StoreError),
     /// The lock library failed.
     #[error("lock: {0}")]
     Lock(#[from] stockade_lock::LockError),

@@ -1,7 +1,8 @@
 //! What the PostgreSQL strategies share: the bench's tables
 //! (`sql/bench_schema.sql`), a warm connection pool that PostgreSQL can
-//! tell apart from everyone else's (its `application_name`), and the step
-//! that makes PostgreSQL's transaction counters current.
+//! tell apart from everyone else's (its `application_name`, which the
+//! order store's pool gets from its URL), and the step that makes
+//! PostgreSQL's transaction counters current.
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -23,6 +24,16 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(600);
 /// bench can wait for exactly its own sessions to end.
 pub static APPLICATION_NAME: LazyLock<String> =
     LazyLock::new(|| format!("stockade-bench-{}", std::process::id()));
+
+/// `url` with the bench's [`APPLICATION_NAME`], for a pool the bench does
+/// not open itself (the order store's), unless it names one already.
+pub fn with_application_name(url: &str) -> String {
+    if url.contains("application_name=") {
+        return url.to_owned();
+    }
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}application_name={}", *APPLICATION_NAME)
+}
 
 /// Opens a pool of `size` connections to `url`, all connected on return.
 pub async fn connect_pool(url: &str, size: u32) -> Result<PgPool, StrategyError> {
@@ -116,4 +127,24 @@ pub async fn verify(url: &str, sale: &str) -> Result<Verification, StrategyError
 /// Whether a database error is a unique-constraint violation.
 pub fn is_unique_violation(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Database(db) if db.code().as_deref() == Some("23505"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_application_name_joins_the_url() {
+        let name = APPLICATION_NAME.as_str();
+        assert_eq!(
+            with_application_name("postgres://u@h/db"),
+            format!("postgres://u@h/db?application_name={name}")
+        );
+        assert_eq!(
+            with_application_name("postgres://u@h/db?sslmode=disable"),
+            format!("postgres://u@h/db?sslmode=disable&application_name={name}")
+        );
+        let named = "postgres://u@h/db?application_name=mine";
+        assert_eq!(with_application_name(named), named);
+    }
 }
