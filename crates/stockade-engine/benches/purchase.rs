@@ -1,7 +1,8 @@
 //! Purchase throughput per engine: one hot sale that never sells out, 64
 //! concurrent tasks, every purchase by a distinct buyer. Redis and
 //! PostgreSQL are throwaway servers on this machine (PostgreSQL with fsync
-//! on, as in production).
+//! on, as in production); on PostgreSQL the engine is the order store
+//! deciding itself (`stockade_store::StoreEngine`, reported as `postgres`).
 //!
 //! Run with `cargo bench -p stockade-engine --bench purchase`; criterion
 //! reports purchases per second as "elem/s".
@@ -12,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use stockade_core::{Engine, Purchase, PurchaseOutcome, SaleSpec, SystemClock};
-use stockade_engine::{MemoryEngine, PostgresEngine, RedisEngine, RedisEngineConfig};
+use stockade_engine::{MemoryEngine, RedisEngine, RedisEngineConfig};
+use stockade_store::{OrderStore, StoreEngine};
 use stockade_test_support::postgres_server::Durability;
 use stockade_test_support::{PostgresServer, RedisServer};
 
@@ -88,13 +90,13 @@ fn engines(c: &mut Criterion) {
 
     let postgres =
         PostgresServer::start_with(Durability::Durable).expect("PostgreSQL must be installed");
-    let engine = runtime
+    let store = runtime
         .block_on(async {
             let url = postgres.fresh_database().await.unwrap();
-            PostgresEngine::connect(&url, 64, clock.clone()).await
+            OrderStore::open(&url).await
         })
         .unwrap();
-    bench_engine(c, &runtime, Arc::new(engine));
+    bench_engine(c, &runtime, Arc::new(StoreEngine::new(store, clock)));
 }
 
 criterion_group!(benches, engines);

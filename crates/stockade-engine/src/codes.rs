@@ -1,7 +1,6 @@
-//! The numeric answers of the server-side steps. The Redis scripts
-//! (`lua/purchase.lua`, `lua/release.lua`) and the PostgreSQL functions
-//! (`engine_purchase`, `engine_release`) share one numbering, decoded here
-//! once.
+//! The numeric answers of the server-side steps: the Redis scripts
+//! (`lua/purchase.lua`, `lua/release.lua`, `lua/release_many.lua`) share
+//! one numbering, decoded here once.
 
 use stockade_core::{EngineError, Epoch, OrderId, PurchaseOutcome, ReleaseOutcome};
 

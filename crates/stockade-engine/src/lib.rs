@@ -1,12 +1,24 @@
-//! Stockade's stock engines: three implementations of
-//! [`stockade_core::Engine`], the step that decides atomically whether a
-//! buyer gets an item.
+//! Stockade's stock engines apart from the order store: two
+//! implementations of [`stockade_core::Engine`], the step that decides
+//! atomically whether a buyer gets an item. Both keep their own stock
+//! ([`Durability::Outbox`]): an accepted order waits in the engine's outbox
+//! until the store commits it, and a lost engine is rebuilt from the store.
 //!
 //! | engine | state lives in | atomic step | use it for |
 //! | --- | --- | --- | --- |
 //! | [`MemoryEngine`] | this process | per-sale atomics and sharded maps | the embedded default, tests |
 //! | [`RedisEngine`] | Redis (standalone or Cluster) | one Lua script per operation; purchases micro-batched per sale | many service instances, the fast path |
-//! | [`PostgresEngine`] | PostgreSQL | one transaction holding the sale row lock, per batch of purchases | deployments without Redis, the baseline |
+//!
+//! The PostgreSQL engine is the order store deciding purchases itself:
+//! `stockade_store::StoreEngine` ([`Durability::Committed`]: one
+//! transaction holding the sale row lock per purchase, committed before it
+//! answers), used by `--engine postgres` and for sales moved to the
+//! fallback. It lives with the store, whose tables are its state; the
+//! conformance suite (`tests/conformance/`) runs it, on PostgreSQL and on
+//! SQLite, beside these two.
+//!
+//! [`Durability::Outbox`]: stockade_core::Durability::Outbox
+//! [`Durability::Committed`]: stockade_core::Durability::Committed
 //!
 //! ```
 //! use std::sync::Arc;
@@ -22,21 +34,18 @@
 //! ```
 //!
 //! # Layout
-//! - `batching`: the micro-batcher the Redis and PostgreSQL engines share,
-//!   and the span of each batch call, which follows from the span of every
+//! - `batching`: the micro-batcher of the Redis engine's purchases, and
+//!   the span of each batch call, which follows from the span of every
 //!   purchase it carried ([`link_batches_to`] names that span).
+//! - `codes`: the numeric answers of the Redis scripts.
 //! - [`memory`]: the in-memory engine.
 //! - [`redis`]: the Redis engine, its key layout and its scripts (`lua/*.lua`).
-//! - [`postgres`]: the PostgreSQL engine and its migrations
-//!   (`migrations/postgres/`).
 
 mod batching;
 mod codes;
 pub mod memory;
-pub mod postgres;
 pub mod redis;
 
 pub use batching::link_batches_to;
 pub use memory::MemoryEngine;
-pub use postgres::PostgresEngine;
 pub use redis::{RedisEngine, RedisEngineConfig, RedisTopology, RedisUrlError};
