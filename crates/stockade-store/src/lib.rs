@@ -174,6 +174,13 @@ impl OrderStore {
         self.kind
     }
 
+    /// Closes the pool: waits for the connections in use to come back and
+    /// ends every session (PostgreSQL then counts their statistics at
+    /// once). Any call after this fails as unavailable.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
     /// Checks that the database answers.
     pub async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;

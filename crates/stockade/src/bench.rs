@@ -57,7 +57,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         println!("{}", report.to_json());
     } else {
         println!(
-            "{}; pool of {} connections per strategy.\n",
+            "{}; pool of {} connections per strategy (stockade-postgres: the order store's 16).\n",
             config.workload.describe(),
             config.pool_size
         );

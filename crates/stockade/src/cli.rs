@@ -135,7 +135,8 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', value_parser = parse_strategy)]
     pub strategies: Option<Vec<StrategyKind>>,
     /// Connections per pool (the Redis pools of the hand-written strategies
-    /// and every PostgreSQL pool).
+    /// and their PostgreSQL pools; stockade-postgres runs on the order
+    /// store's own pool of 16).
     #[arg(long, default_value_t = 32)]
     pub pool_size: u32,
     /// Redis to use (default: start a throwaway redis-server). On a named
@@ -144,7 +145,8 @@ pub struct BenchArgs {
     pub redis_url: Option<String>,
     /// PostgreSQL database to use (default: start a throwaway server with
     /// fsync on). On a named database the bench creates its own
-    /// `stockade_bench_*` tables and the engine's `engine_*` tables.
+    /// `stockade_bench_*` tables, and stockade-postgres the order store's
+    /// tables (`sales`, `orders`, ...): name a database of its own.
     #[arg(long, env = "STOCKADE_DATABASE_URL")]
     pub database_url: Option<String>,
     /// Print the results as one JSON object `{"results": [...]}` instead of

@@ -40,6 +40,8 @@ pub struct EngineStrategy {
     engine: Arc<dyn Engine>,
     /// The store engine's database, to read the sale back from.
     postgres: Option<String>,
+    /// The store engine's store, closed once the run is over.
+    store: Option<OrderStore>,
     /// The Redis engine's server, to count its outbox stream.
     redis_url: Option<String>,
     sale: Option<SaleId>,
@@ -52,6 +54,7 @@ impl EngineStrategy {
             kind: StrategyKind::StockadeMemory,
             engine: Arc::new(MemoryEngine::new(Arc::new(SystemClock))),
             postgres: None,
+            store: None,
             redis_url: None,
             sale: None,
         }
@@ -66,6 +69,7 @@ impl EngineStrategy {
             kind: StrategyKind::StockadeRedis,
             engine: Arc::new(engine),
             postgres: None,
+            store: None,
             redis_url: Some(url.to_owned()),
             sale: None,
         })
@@ -80,8 +84,9 @@ impl EngineStrategy {
         let store = OrderStore::open(&pg_schema::with_application_name(url)).await?;
         Ok(Self {
             kind: StrategyKind::StockadePostgres,
-            engine: Arc::new(StoreEngine::new(store, Arc::new(SystemClock))),
+            engine: Arc::new(StoreEngine::new(store.clone(), Arc::new(SystemClock))),
             postgres: Some(url.to_owned()),
+            store: Some(store),
             redis_url: None,
             sale: None,
         })
@@ -146,19 +151,23 @@ impl Strategy for EngineStrategy {
         Ok(())
     }
 
-    /// The store's sessions cannot be told to report their transactions
-    /// at once (its pool is its own), so they are left idle until they
-    /// report them of themselves.
+    /// The store's sessions cannot be told to report the set-up's
+    /// transactions at once (its pool is its own and must stay warm for the
+    /// run), so they are left idle until they report them of themselves.
     async fn settle(&self) -> Result<(), StrategyError> {
-        if self.postgres.is_some() {
+        if self.store.is_some() {
             tokio::time::sleep(STATISTICS_IDLE_FLUSH).await;
         }
         Ok(())
     }
 
-    // No `finish`: the store's pool cannot be closed from outside; the
-    // bench's monitor ends its sessions after its grace period, and they
-    // report their transactions as they end.
+    /// Closes the store's pool: its sessions end and report the run's
+    /// transactions at once (`verify` reads through a new pool).
+    async fn finish(&self) {
+        if let Some(store) = &self.store {
+            store.close().await;
+        }
+    }
 
     async fn verify(&self) -> Result<Verification, StrategyError> {
         let sale = self.sale.as_ref().expect("setup runs before verify");
