@@ -29,6 +29,7 @@
 //!   of client-sent identifiers.
 
 pub mod clock;
+pub mod draw;
 pub mod engine;
 pub mod epoch;
 pub mod order;
