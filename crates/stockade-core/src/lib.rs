@@ -22,9 +22,16 @@
 //! - [`order`]: time-ordered order ids and committed orders.
 //! - [`outcome`]: the closed set of answers an engine gives.
 //! - [`clock`]: injectable time, so windows and holds are testable.
-//! - [`engine`]: the [`Engine`] contract and its error type.
+//! - [`engine`]: the [`Engine`] contract, its error type, and each engine's
+//!   [`Durability`] (an outbox to commit, or committed when answered).
+//! - [`rule`]: the purchase rule (window, then limit, then stock), written
+//!   once for the memory engine and the store; the Redis Lua mirrors it.
+//! - [`epoch`]: the sale's epoch, which fences a stale engine's decisions.
 //! - [`rebuild`]: deriving engine state from the store's orders, checked once.
+//! - [`redact`]: the one way a URL may be shown (no credentials).
 //! - [`room`]: a sale's waiting room settings.
+//! - [`draw`]: the draw of a draw sale, an order of its entries anyone can
+//!   recompute from the published seed.
 //! - [`validation`]: the error every constructor returns, and the one check
 //!   of client-sent identifiers.
 

@@ -1,8 +1,8 @@
 //! The purchase rule, written once: the sale's window, then the buyer's
 //! limit, then the stock. Every decider applies it in this order, so a
 //! purchase gets the same answer whoever decides it: the memory engine and
-//! the order store call these functions; the Redis engine's
-//! `purchase.lua` and the PostgreSQL engine's SQL are their mirrors, and
+//! the order store (its own decisions and its verdicts on commits) call
+//! these functions; the Redis engine's `purchase.lua` is their mirror, and
 //! the engine conformance suite (and its property test) checks that all of
 //! them agree.
 //!
