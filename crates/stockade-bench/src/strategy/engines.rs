@@ -6,7 +6,6 @@
 //! committed in the store's own tables before it is answered.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use stockade_core::{
@@ -30,9 +29,6 @@ const MAX_OUTBOX_READ: u32 = 200_000;
 const ENGINE_PREFIX: &str = "stockade-bench:engine:";
 /// Orders read back from the store per page, to check them.
 const ORDERS_PAGE: u32 = 10_000;
-/// How long an idle PostgreSQL session may keep its statistics to itself
-/// (`PGSTAT_IDLE_INTERVAL`, PostgreSQL 15+), with a margin.
-const STATISTICS_IDLE_FLUSH: Duration = Duration::from_millis(11_000);
 
 /// One of Stockade's engines.
 pub struct EngineStrategy {
@@ -151,12 +147,10 @@ impl Strategy for EngineStrategy {
         Ok(())
     }
 
-    /// The store's sessions cannot be told to report the set-up's
-    /// transactions at once (its pool is its own and must stay warm for the
-    /// run), so they are left idle until they report them of themselves.
+    /// The store's sessions report the set-up's transactions now.
     async fn settle(&self) -> Result<(), StrategyError> {
-        if self.store.is_some() {
-            tokio::time::sleep(STATISTICS_IDLE_FLUSH).await;
+        if let Some(store) = &self.store {
+            store.flush_statistics().await?;
         }
         Ok(())
     }
