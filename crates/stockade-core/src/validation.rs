@@ -45,7 +45,8 @@ const INVISIBLE: &[char] = &[
 /// idempotency key): `1..=max` bytes of UTF-8 that are not all whitespace,
 /// with no control characters (a NUL cannot be stored in PostgreSQL text, a
 /// newline only ever means a bug upstream) and no invisible characters that
-/// reorder or hide text (see [`INVISIBLE`]).
+/// reorder or hide text (bidirectional marks, embeddings, overrides and
+/// isolates; zero-width spaces and joiners; the byte-order mark).
 pub fn check_identifier(
     field: &'static str,
     value: &str,
