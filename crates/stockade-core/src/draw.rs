@@ -67,29 +67,22 @@ impl Seed {
 
     /// The seed written as 64 hexadecimal digits (either case).
     pub fn from_hex(text: &str) -> Result<Self, DrawError> {
-        let invalid = || DrawError::InvalidSeed(text.chars().take(80).collect());
-        // Digits only: `from_str_radix` alone would take a sign ("+0").
-        if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(invalid());
-        }
         let mut bytes = [0u8; 32];
-        for (byte, pair) in bytes.iter_mut().zip(text.as_bytes().chunks(2)) {
-            let pair = std::str::from_utf8(pair).map_err(|_| invalid())?;
-            *byte = u8::from_str_radix(pair, 16).map_err(|_| invalid())?;
-        }
+        hex::decode_to_slice(text, &mut bytes)
+            .map_err(|_| DrawError::InvalidSeed(text.chars().take(80).collect()))?;
         Ok(Self(bytes))
     }
 
     /// The seed as 64 lowercase hexadecimal digits: what is published
     /// once the draw is made.
     pub fn to_hex(&self) -> String {
-        hex(&self.0)
+        hex::encode(self.0)
     }
 
     /// The commitment published before the draw: the SHA-256 of the seed's
     /// 32 bytes, as 64 lowercase hexadecimal digits.
     pub fn commitment(&self) -> String {
-        hex(&Sha256::digest(self.0))
+        hex::encode(Sha256::digest(self.0))
     }
 
     /// Whether this seed is the one `commitment` was made to (either case).
@@ -138,14 +131,6 @@ fn uniform_up_to(stream: &mut ChaCha20Rng, top: u64) -> u64 {
             return word % bound;
         }
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::with_capacity(64), |mut out, b| {
-        let _ = write!(out, "{b:02x}");
-        out
-    })
 }
 
 #[cfg(test)]

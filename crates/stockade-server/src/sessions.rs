@@ -100,7 +100,7 @@ impl Sessions {
 fn new_id() -> String {
     use rand::Rng;
     let bytes: [u8; 32] = rand::rng().random();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(bytes)
 }
 
 #[cfg(test)]

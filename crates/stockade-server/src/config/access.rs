@@ -208,5 +208,5 @@ fn secret_or_generated(
 fn generate_token() -> String {
     use rand::Rng;
     let bytes: [u8; 24] = rand::rng().random();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(bytes)
 }

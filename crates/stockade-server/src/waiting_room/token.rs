@@ -83,7 +83,7 @@ impl AdmissionSigner {
         let mut mac = self.key.clone();
         mac.update(format!("ticket\n{sale}\n{place}\n{user}").as_bytes());
         let bytes = mac.finalize().into_bytes();
-        bytes[..16].iter().map(|b| format!("{b:02x}")).collect()
+        hex::encode(&bytes[..16])
     }
 
     /// The token admitting `user` to buy in `sale` until `until_ms`.
