@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use reqwest::header::HeaderValue;
 
-use super::error::chain;
+use stockade_core::redact::one_line;
+
 use super::{Client, ClientError, Shared};
 
 /// The settings a [`Client`] is built with.
@@ -109,7 +110,7 @@ impl ClientBuilder {
                     builder = builder.pool_idle_timeout(timeout);
                 }
                 builder.build().map_err(|e| {
-                    ClientError::Setup(format!("building the HTTP client: {}", chain(&e)))
+                    ClientError::Setup(format!("building the HTTP client: {}", one_line(&e)))
                 })?
             }
         };

@@ -3,6 +3,9 @@
 use std::fmt;
 
 use http::StatusCode;
+// With its causes: reqwest's own message hides whether it was a timeout,
+// a refused connection or a reset.
+use stockade_core::redact::one_line;
 
 use crate::{ErrorCode, ErrorDetail};
 
@@ -20,7 +23,7 @@ pub enum ClientError {
     Setup(String),
     /// No answer: the connection failed or was cut, or the request timed
     /// out.
-    #[error("no answer: {}", chain(.0))]
+    #[error("no answer: {}", one_line(.0))]
     Transport(#[source] reqwest::Error),
     /// The API answered with an error (a non-2xx status and its error
     /// body).
@@ -119,17 +122,4 @@ pub(super) fn unreadable(
         reason: error.to_string(),
         body: String::from_utf8_lossy(excerpt).into_owned(),
     }
-}
-
-/// An error and its causes, `: `-separated (reqwest's own message hides
-/// whether it was a timeout, a refused connection or a reset).
-pub(super) fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

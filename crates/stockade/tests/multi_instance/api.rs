@@ -3,6 +3,9 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+// An error with its causes: reqwest's own message hides whether it was a
+// timeout, a refused connection or a reset.
+use stockade_core::redact::one_line;
 
 use crate::history::Answer;
 
@@ -30,7 +33,7 @@ pub fn client() -> reqwest::Client {
 async fn answer(sent: Result<reqwest::Response, reqwest::Error>) -> Answer {
     let response = match sent {
         Ok(response) => response,
-        Err(error) => return Answer::None(chain(&error)),
+        Err(error) => return Answer::None(one_line(&error)),
     };
     let status = response.status().as_u16();
     let retry_after = response
@@ -47,22 +50,9 @@ async fn answer(sent: Result<reqwest::Response, reqwest::Error>) -> Answer {
         // A cut body tells the client nothing it can use.
         Err(error) => Answer::None(format!(
             "status {status} but the body was cut: {}",
-            chain(&error)
+            one_line(&error)
         )),
     }
-}
-
-/// An error and its causes, `: `-separated (reqwest's own message hides
-/// whether it was a timeout, a refused connection or a reset).
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// `POST /v1/sales` (admin), with a payment hold of `hold_seconds` if given.
@@ -141,9 +131,9 @@ pub async fn metrics(client: &reqwest::Client, base: &str) -> Result<String, Str
         .get(format!("{base}/metrics"))
         .send()
         .await
-        .map_err(|e| chain(&e))?;
+        .map_err(|e| one_line(&e))?;
     let status = response.status();
-    let text = response.text().await.map_err(|e| chain(&e))?;
+    let text = response.text().await.map_err(|e| one_line(&e))?;
     if status.is_success() {
         Ok(text)
     } else {
