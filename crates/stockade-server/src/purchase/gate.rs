@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
-use stockade_core::{Durability, Engine, Purchase, PurchaseOutcome};
+use stockade_core::{Durability, Engine, EngineError, Purchase, PurchaseOutcome};
 use stockade_store::authority::Authority;
 use tracing::Span;
 
@@ -52,32 +52,30 @@ pub(super) async fn gate(
     } else {
         stockade_engine::link_batches_to(request.clone(), call).await
     };
+    if guarded {
+        breaker_learns(state, &decided);
+    }
+    let outcome = decided?;
     let op = if guarded {
         "purchase"
     } else {
         "store_purchase"
     };
+    metrics::histogram!("stockade_engine_seconds", "op" => op)
+        .record(started.elapsed().as_secs_f64());
+    Ok(Some(outcome))
+}
+
+/// What the breaker learns from an answer of the engine it guards.
+fn breaker_learns(state: &AppState, decided: &Result<PurchaseOutcome, EngineError>) {
     match decided {
-        Ok(outcome) => {
-            if guarded {
-                state.breaker().succeeded();
-            }
-            metrics::histogram!("stockade_engine_seconds", "op" => op)
-                .record(started.elapsed().as_secs_f64());
-            Ok(Some(outcome))
+        Err(error) if error.is_retryable() => {
+            state.breaker().failed(Instant::now());
+            // Another instance may move the sale meanwhile: read the route
+            // again before trusting the engine.
+            state.book().forget_primaries();
         }
-        Err(error) if !guarded => Err(error.into()),
-        Err(error) => {
-            if error.is_retryable() {
-                state.breaker().failed(Instant::now());
-                // Another instance may move the sale meanwhile: read the
-                // route again before trusting the engine.
-                state.book().forget_primaries();
-            } else {
-                // It answered: it is reachable.
-                state.breaker().succeeded();
-            }
-            Err(error.into())
-        }
+        // It answered, even if with an error: it is reachable.
+        _ => state.breaker().succeeded(),
     }
 }
