@@ -27,4 +27,15 @@ pub struct ErrorDetail {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(format = Uuid)]
     pub order_id: Option<String>,
+    /// The SKU the error is about: `insufficient_stock`, `unknown_sku`, and
+    /// `limit_exceeded` of a per-SKU limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sku: Option<String>,
+    /// `insufficient_stock`: the items of `sku` left.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remaining: Option<u32>,
+    /// `limit_exceeded` of a per-SKU limit: the items of `sku` the buyer
+    /// holds already.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub already: Option<u32>,
 }

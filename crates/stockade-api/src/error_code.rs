@@ -75,6 +75,10 @@ error_codes! {
     RateLimited = "rate_limited", TOO_MANY_REQUESTS, None;
     /// No such sale.
     UnknownSale = "unknown_sale", NOT_FOUND, None;
+    /// The sale has no SKU of that id.
+    UnknownSku = "unknown_sku", NOT_FOUND, None;
+    /// The sale has several SKUs and the purchase named none.
+    SkuRequired = "sku_required", UNPROCESSABLE_ENTITY, None;
     /// No such order (or another buyer's).
     UnknownOrder = "unknown_order", NOT_FOUND, None;
     /// No such queue ticket.
@@ -83,7 +87,8 @@ error_codes! {
     SaleConflict = "sale_conflict", CONFLICT, None;
     /// The sale has no stock left.
     SoldOut = "sold_out", CONFLICT, None;
-    /// Fewer items are left than asked for.
+    /// Fewer items of a SKU are left than asked for (the answer names the
+    /// `sku` and its `remaining`).
     InsufficientStock = "insufficient_stock", CONFLICT, None;
     /// The buyer's per-user limit does not allow this many more.
     LimitExceeded = "limit_exceeded", CONFLICT, None;
@@ -139,6 +144,7 @@ impl ErrorCode {
                 | Self::NotStarted
                 | Self::Ended
                 | Self::UnknownSale
+                | Self::UnknownSku
                 | Self::OrderFailed
         )
     }

@@ -31,6 +31,6 @@ pub mod sale;
 
 pub use error::{ErrorBody, ErrorDetail};
 pub use error_code::ErrorCode;
-pub use order::{OrderBody, OrderPage, OrderStatus, PurchaseRequest};
+pub use order::{ItemBody, OrderBody, OrderPage, OrderStatus, PurchaseRequest};
 pub use queue::{JoinQueue, QueueTicket, TicketStatus};
-pub use sale::{CreateSale, Sale, WaitingRoom};
+pub use sale::{CreateSale, Sale, SkuStock, SkuView, WaitingRoom};

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use stockade_core::Order;
+use stockade_core::{Order, SkuId, ValidationError, WantedItem};
 use utoipa::ToSchema;
 
 /// Where an order stands, as a client sees it: the store's four statuses
@@ -78,9 +78,69 @@ pub struct PurchaseRequest {
         pattern = r"^[^\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF]*[^\s\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF][^\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF]*$"
     )]
     pub user_id: Option<String>,
-    /// Items to buy (default 1).
+    /// Items to buy of `sku` (default 1). Not with `items`.
+    #[schema(minimum = 1, maximum = 1_000_000_000, default = 1)]
+    pub quantity: Option<u32>,
+    /// The SKU to buy; may be left out on a sale of one SKU. Not with
+    /// `items`.
+    #[schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$")]
+    pub sku: Option<String>,
+    /// A bundle: several SKUs bought all or nothing (1 to 20 items, each
+    /// SKU once). Not with `sku` or `quantity`.
+    #[schema(min_items = 1, max_items = 20)]
+    pub items: Option<Vec<ItemBody>>,
+}
+
+impl PurchaseRequest {
+    /// A purchase of `quantity` items of the sale's only SKU.
+    pub fn of(user_id: Option<String>, quantity: u32) -> Self {
+        Self {
+            user_id,
+            quantity: Some(quantity),
+            sku: None,
+            items: None,
+        }
+    }
+
+    /// The items asked for, checked: `items`, or one item of `sku` (or of
+    /// the sale's only SKU) and `quantity` (default 1).
+    pub fn wanted(&self) -> Result<Vec<WantedItem>, ValidationError> {
+        let Some(items) = &self.items else {
+            return Ok(vec![WantedItem {
+                sku: self.sku.clone().map(SkuId::new).transpose()?,
+                quantity: self.quantity.unwrap_or(1),
+            }]);
+        };
+        if self.sku.is_some() || self.quantity.is_some() {
+            return Err(ValidationError::new(
+                "items",
+                "give either items or sku and quantity, not both",
+            ));
+        }
+        let wanted = items
+            .iter()
+            .map(|item| {
+                Ok(WantedItem {
+                    sku: Some(SkuId::new(item.sku.as_str())?),
+                    quantity: item.quantity,
+                })
+            })
+            .collect::<Result<Vec<_>, ValidationError>>()?;
+        stockade_core::sku::check_wanted(&wanted)?;
+        Ok(wanted)
+    }
+}
+
+/// An item of a bundle or an order: a quantity of one SKU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ItemBody {
+    /// The SKU.
+    #[schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$")]
+    pub sku: String,
+    /// How many (default 1).
     #[serde(default = "one")]
-    #[schema(minimum = 1, maximum = 1_000_000_000)]
+    #[schema(minimum = 1, maximum = 1_000_000_000, default = 1)]
     pub quantity: u32,
 }
 
@@ -94,8 +154,10 @@ pub struct OrderBody {
     pub sale_id: String,
     /// The buyer.
     pub user_id: String,
-    /// Items bought.
+    /// Items bought, across every SKU.
     pub quantity: u32,
+    /// What was bought: a quantity of each SKU.
+    pub items: Vec<ItemBody>,
     /// Where the order stands.
     pub status: OrderStatus,
     /// When the engine accepted it.
@@ -126,6 +188,14 @@ impl OrderBody {
             sale_id: order.sale_id.to_string(),
             user_id: order.user_id.to_string(),
             quantity: order.quantity,
+            items: order
+                .items
+                .iter()
+                .map(|item| ItemBody {
+                    sku: item.sku.to_string(),
+                    quantity: item.quantity,
+                })
+                .collect(),
             status,
             created_at: order.created_at,
             expires_at: order.expires_at,

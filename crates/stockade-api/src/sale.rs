@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use stockade_core::{RoomConfig, SaleSnapshot, SaleStatus, ValidationError};
+use stockade_core::{RoomConfig, SaleSnapshot, SaleStatus, SkuId, SkuSpec, ValidationError};
 use utoipa::ToSchema;
 
 /// `POST /v1/sales`.
@@ -12,12 +12,23 @@ pub struct CreateSale {
     /// 1 to 64 characters from `A-Za-z0-9_-`.
     #[schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$")]
     pub id: String,
-    /// Items on sale, 1 to 1,000,000,000.
+    /// Items on sale, 1 to 1,000,000,000: one SKU named `default`. Give
+    /// either `stock` or `skus`.
     #[schema(minimum = 1, maximum = 1_000_000_000)]
-    pub stock: u32,
-    /// Items one buyer may hold, 1 to 1,000,000,000 (default 1).
+    pub stock: Option<u32>,
+    /// The SKUs on sale (sizes, colours, the parts of a bundle), each with
+    /// its own stock: 1 to 100, distinct ids, 1,000,000,000 items at most
+    /// in all. Give either `stock` or `skus`.
+    #[schema(min_items = 1, max_items = 100)]
+    pub skus: Option<Vec<SkuStock>>,
+    /// Items one buyer may hold across every SKU, 1 to 1,000,000,000
+    /// (default 1).
     #[schema(minimum = 1, maximum = 1_000_000_000)]
     pub per_user_limit: Option<u32>,
+    /// Items one buyer may hold of any one SKU, 1 to 1,000,000,000
+    /// (default: only `per_user_limit` applies).
+    #[schema(minimum = 1, maximum = 1_000_000_000)]
+    pub per_sku_limit: Option<u32>,
     /// When buying opens (RFC 3339).
     pub starts_at: Option<DateTime<Utc>>,
     /// When buying closes (RFC 3339), after `starts_at`.
@@ -33,19 +44,77 @@ pub struct CreateSale {
 }
 
 impl CreateSale {
+    /// The SKUs the body asks for: `skus`, or `stock` as one SKU named
+    /// `default`; an error if it gives both or neither.
+    pub fn sku_specs(&self) -> Result<Vec<SkuSpec>, ValidationError> {
+        match (&self.stock, &self.skus) {
+            (Some(stock), None) => Ok(vec![SkuSpec {
+                id: SkuId::default_sku(),
+                stock: *stock,
+            }]),
+            (None, Some(skus)) => skus
+                .iter()
+                .map(|sku| {
+                    Ok(SkuSpec {
+                        id: SkuId::new(sku.id.as_str())?,
+                        stock: sku.stock,
+                    })
+                })
+                .collect(),
+            (Some(_), Some(_)) => Err(ValidationError::new(
+                "skus",
+                "give either stock (one SKU) or skus, not both",
+            )),
+            (None, None) => Err(ValidationError::new(
+                "stock",
+                "is required: give stock (one SKU) or skus",
+            )),
+        }
+    }
+
     /// A sale of `stock` items under `id`, with the defaults for the rest
     /// (set the public fields for more).
     pub fn new(id: impl Into<String>, stock: u32) -> Self {
         Self {
             id: id.into(),
-            stock,
+            stock: Some(stock),
+            skus: None,
             per_user_limit: None,
+            per_sku_limit: None,
             starts_at: None,
             ends_at: None,
             hold_seconds: None,
             waiting_room: None,
         }
     }
+}
+
+/// A SKU of a new sale and its stock.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkuStock {
+    /// 1 to 64 characters from `A-Za-z0-9_-`, unique within the sale.
+    #[schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$")]
+    pub id: String,
+    /// Its items, 1 to 1,000,000,000.
+    #[schema(minimum = 1, maximum = 1_000_000_000)]
+    pub stock: u32,
+}
+
+/// One SKU of a sale as it stands.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct SkuView {
+    /// The SKU id.
+    pub id: String,
+    /// Its items in all.
+    pub stock: u32,
+    /// Its items still available.
+    pub remaining: u32,
+    /// Its items held by live orders.
+    pub sold: u32,
+    /// `upcoming`, `open`, `sold_out` (this SKU) or `ended`.
+    #[schema(value_type = String, example = "open")]
+    pub status: SaleStatus,
 }
 
 fn default_factor() -> f64 {
@@ -111,15 +180,21 @@ impl From<RoomConfig> for WaitingRoom {
 pub struct Sale {
     /// The sale id.
     pub id: String,
-    /// Items on sale in total.
+    /// Items on sale in total, across every SKU.
     pub stock: u32,
     /// Items left.
     pub remaining: u32,
     /// Items held by live orders.
     pub sold: u32,
-    /// Items one buyer may hold.
+    /// Each SKU's stock, in the order given at creation (one SKU named
+    /// `default` for a sale created with `stock`).
+    pub skus: Vec<SkuView>,
+    /// Items one buyer may hold, across every SKU.
     pub per_user_limit: u32,
-    /// `upcoming`, `open`, `sold_out` or `ended`.
+    /// Items one buyer may hold of any one SKU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_sku_limit: Option<u32>,
+    /// `upcoming`, `open`, `sold_out` (every SKU) or `ended`.
     #[schema(value_type = String, example = "open")]
     pub status: SaleStatus,
     /// When buying opens.
@@ -144,7 +219,19 @@ impl From<SaleSnapshot> for Sale {
             stock: spec.total_stock(),
             remaining: snapshot.remaining,
             sold: snapshot.sold,
+            skus: snapshot
+                .skus
+                .iter()
+                .map(|sku| SkuView {
+                    id: sku.id.to_string(),
+                    stock: sku.stock,
+                    remaining: sku.remaining,
+                    sold: sku.sold,
+                    status: sku.status,
+                })
+                .collect(),
             per_user_limit: spec.per_user_limit(),
+            per_sku_limit: spec.per_sku_limit(),
             status: snapshot.status,
             starts_at: spec.starts_at(),
             ends_at: spec.ends_at(),

@@ -18,6 +18,8 @@
 //!
 //! # Layout
 //! - [`sale`]: sale ids, the sale specification, its status and snapshot.
+//! - [`sku`]: the separately stocked SKUs of a sale, and the items a
+//!   purchase asks for and an order holds.
 //! - [`purchase`]: buyer ids, idempotency keys and the purchase request.
 //! - [`order`]: time-ordered order ids and committed orders.
 //! - [`outcome`]: the closed set of answers an engine gives.
@@ -47,6 +49,7 @@ pub mod redact;
 pub mod room;
 pub mod rule;
 pub mod sale;
+pub mod sku;
 pub mod validation;
 
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -57,5 +60,6 @@ pub use outcome::{CreateOutcome, PurchaseOutcome, ReleaseOutcome};
 pub use purchase::{IdempotencyKey, Purchase, UserId};
 pub use rebuild::{PlannedOrder, RebuildPlan};
 pub use room::{CloseReason, RoomConfig};
-pub use sale::{SaleId, SaleSnapshot, SaleSpec, SaleSpecBuilder, SaleStatus};
+pub use sale::{SaleId, SaleSnapshot, SaleSpec, SaleSpecBuilder, SaleStatus, SkuSnapshot};
+pub use sku::{Item, SkuId, SkuSpec, WantedItem};
 pub use validation::ValidationError;

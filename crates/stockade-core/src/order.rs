@@ -9,7 +9,7 @@ use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::{Epoch, IdempotencyKey, Purchase, SaleId, UserId, ValidationError};
+use crate::{Epoch, IdempotencyKey, Item, Purchase, SaleId, UserId, ValidationError};
 
 /// A time-ordered unique order id (UUIDv7): sorting ids sorts orders by the
 /// millisecond they were accepted, which keeps store indexes append-only.
@@ -128,8 +128,10 @@ pub struct Order {
     pub sale_id: SaleId,
     /// The buyer.
     pub user_id: UserId,
-    /// Items bought.
+    /// Items bought, across every SKU: the sum of `items`.
     pub quantity: u32,
+    /// What was bought: a quantity of each SKU, in the order asked.
+    pub items: Vec<Item>,
     /// The key the purchase was made with, if any.
     pub idempotency_key: Option<IdempotencyKey>,
     /// Where the order is in its life.
@@ -146,7 +148,8 @@ pub struct Order {
 }
 
 impl Order {
-    /// The order an accepted purchase makes, decided under the purchase's
+    /// The order an accepted purchase makes (`items`: the purchase's items
+    /// as the sale resolved them), decided under the purchase's
     /// epoch: confirmed, until [`Order::under_hold`] applies the sale's
     /// payment hold (the store does, when it commits the order, because
     /// only the sale's spec says whether it holds).
@@ -154,7 +157,12 @@ impl Order {
     /// `created_at` is kept to the millisecond, the precision every store
     /// and engine records, so the answer to the purchase, a later read and
     /// a replay all show the same instant.
-    pub fn accepted(purchase: &Purchase, id: OrderId, created_at: DateTime<Utc>) -> Self {
+    pub fn accepted(
+        purchase: &Purchase,
+        items: Vec<Item>,
+        id: OrderId,
+        created_at: DateTime<Utc>,
+    ) -> Self {
         use chrono::SubsecRound;
         let created_at = created_at.trunc_subsecs(3);
         Self {
@@ -162,6 +170,7 @@ impl Order {
             sale_id: purchase.sale_id().clone(),
             user_id: purchase.user_id().clone(),
             quantity: purchase.quantity(),
+            items,
             idempotency_key: purchase.idempotency_key().cloned(),
             status: OrderStatus::Confirmed,
             created_at,

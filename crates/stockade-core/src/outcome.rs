@@ -3,31 +3,45 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{EngineError, Epoch, OrderId, SaleSpec};
+use crate::{EngineError, Epoch, OrderId, SaleSpec, SkuId};
 
 /// The answer to a purchase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum PurchaseOutcome {
     /// Accepted: the order was recorded and its items reserved.
     Purchased {
         /// The new order.
         order_id: OrderId,
-        /// Items left after this purchase.
+        /// Items left after this purchase, across every SKU.
         remaining: u32,
     },
-    /// No stock left at all.
+    /// No stock left at all, in any SKU.
     SoldOut,
-    /// Some stock left, but less than the quantity asked for.
+    /// An item asked for more than its SKU has left (the first such item,
+    /// in the order asked); nothing was taken.
     InsufficientStock {
-        /// Items left.
+        /// The SKU that is short.
+        sku: SkuId,
+        /// Its items left.
         remaining: u32,
     },
-    /// The buyer would exceed the per-user limit.
+    /// The buyer would exceed the per-user limit (`sku` None), or the
+    /// per-SKU limit of `sku`.
     LimitExceeded {
-        /// How many items the buyer already holds in this sale.
+        /// How many items the buyer already holds in this sale (of `sku`,
+        /// when it is named).
         already: u32,
+        /// The SKU whose limit it is, None for the per-user limit.
+        sku: Option<SkuId>,
     },
+    /// The sale has no SKU of that id.
+    UnknownSku {
+        /// The SKU asked for.
+        sku: SkuId,
+    },
+    /// The sale has several SKUs and the purchase did not name one.
+    SkuRequired,
     /// The idempotency key was used before on this sale: this is the order
     /// it produced. Nothing changed.
     Duplicate {
@@ -63,6 +77,8 @@ impl PurchaseOutcome {
             Self::Ended => "ended",
             Self::UnknownSale => "unknown_sale",
             Self::WrongEpoch { .. } => "wrong_epoch",
+            Self::UnknownSku { .. } => "unknown_sku",
+            Self::SkuRequired => "sku_required",
         }
     }
 }

@@ -5,8 +5,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sale::MAX_TOTAL_STOCK;
-use crate::{Epoch, SaleId, ValidationError};
+use crate::sku::{WantedItem, check_wanted};
+use crate::{Epoch, SaleId, SkuId, ValidationError};
 
 /// The longest user id, in bytes.
 pub const MAX_USER_ID_BYTES: usize = 128;
@@ -73,18 +73,21 @@ text_id!(
     MAX_IDEMPOTENCY_KEY_BYTES
 );
 
-/// A request for `quantity` items of one sale by one buyer.
+/// A request for items of one sale by one buyer: one item, or a bundle of
+/// several SKUs taken all or nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Purchase {
     sale_id: SaleId,
     user_id: UserId,
     quantity: u32,
+    items: Vec<WantedItem>,
     idempotency_key: Option<IdempotencyKey>,
     epoch: Epoch,
 }
 
 impl Purchase {
-    /// Validates a purchase of `quantity` (1 to 1,000,000,000) items.
+    /// Validates a purchase of `quantity` (1 to 1,000,000,000) items of the
+    /// sale's only SKU.
     pub fn new(
         sale_id: impl Into<String>,
         user_id: impl Into<String>,
@@ -99,19 +102,49 @@ impl Purchase {
         user_id: UserId,
         quantity: u32,
     ) -> Result<Self, ValidationError> {
-        if !(1..=MAX_TOTAL_STOCK).contains(&quantity) {
-            return Err(ValidationError::new(
-                "quantity",
-                format!("must be between 1 and {MAX_TOTAL_STOCK} (got {quantity})"),
-            ));
-        }
+        Self::of_items(
+            sale_id,
+            user_id,
+            vec![WantedItem {
+                sku: None,
+                quantity,
+            }],
+        )
+    }
+
+    /// Validates a purchase of `items`, all or nothing (see
+    /// [`crate::sku::check_wanted`]).
+    pub fn of_items(
+        sale_id: SaleId,
+        user_id: UserId,
+        items: Vec<WantedItem>,
+    ) -> Result<Self, ValidationError> {
+        let quantity = check_wanted(&items)?;
         Ok(Self {
             sale_id,
             user_id,
             quantity,
+            items,
             idempotency_key: None,
             epoch: Epoch::FIRST,
         })
+    }
+
+    /// A purchase of `quantity` items of one named SKU.
+    pub fn of_sku(
+        sale_id: impl Into<String>,
+        user_id: impl Into<String>,
+        sku: impl Into<String>,
+        quantity: u32,
+    ) -> Result<Self, ValidationError> {
+        Self::of_items(
+            SaleId::new(sale_id)?,
+            UserId::new(user_id)?,
+            vec![WantedItem {
+                sku: Some(SkuId::new(sku)?),
+                quantity,
+            }],
+        )
     }
 
     /// Validates and attaches an idempotency key.
@@ -147,9 +180,13 @@ impl Purchase {
     pub fn user_id(&self) -> &UserId {
         &self.user_id
     }
-    /// How many items.
+    /// How many items, across every SKU.
     pub fn quantity(&self) -> u32 {
         self.quantity
+    }
+    /// The items asked for, in the order asked.
+    pub fn items(&self) -> &[WantedItem] {
+        &self.items
     }
     /// The idempotency key, if the client sent one.
     pub fn idempotency_key(&self) -> Option<&IdempotencyKey> {
@@ -175,7 +212,7 @@ mod tests {
     fn quantity_must_be_positive_and_bounded() {
         assert_eq!(Purchase::new("s", "u", 0).unwrap_err().field, "quantity");
         assert!(Purchase::new("s", "u", 1).is_ok());
-        assert!(Purchase::new("s", "u", MAX_TOTAL_STOCK + 1).is_err());
+        assert!(Purchase::new("s", "u", crate::sale::MAX_TOTAL_STOCK + 1).is_err());
     }
 
     #[test]

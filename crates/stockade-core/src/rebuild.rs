@@ -3,15 +3,20 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::{EngineError, IdempotencyKey, Order, OrderId, SaleSpec, UserId};
+use crate::{EngineError, IdempotencyKey, Order, OrderId, SaleSpec, UserId, rule};
 
 /// The state an engine holds for one sale, derived from committed orders.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RebuildPlan {
-    /// Stock left: total minus the quantities of live orders.
+    /// Stock left in all: total minus the quantities of live orders.
     pub remaining: u32,
+    /// Stock left of each SKU, in the spec's order.
+    pub sku_remaining: Vec<u32>,
     /// Items each buyer holds through live orders (buyers with none omitted).
     pub holdings: HashMap<UserId, u32>,
+    /// For a sale with a per-SKU limit: items each buyer holds of each SKU
+    /// (by its position in the spec; none held omitted). Empty otherwise.
+    pub sku_holdings: HashMap<(UserId, usize), u32>,
     /// Every idempotency key ever used, live order or not, with its buyer
     /// (keys are scoped to a buyer).
     pub keys: Vec<(UserId, IdempotencyKey, OrderId)>,
@@ -26,22 +31,27 @@ pub struct PlannedOrder {
     pub id: OrderId,
     /// The buyer.
     pub user_id: UserId,
-    /// Items bought.
+    /// Items bought, across every SKU.
     pub quantity: u32,
+    /// Its items: the position of each SKU in the spec, and the quantity.
+    pub items: Vec<(usize, u32)>,
     /// Whether it still holds its items (false: cancelled or expired).
     pub live: bool,
 }
 
 impl RebuildPlan {
-    /// Checks that `orders` fit `spec` (same sale, no oversell, no buyer over
-    /// the limit, unique ids and keys) and derives the engine state.
+    /// Checks that `orders` fit `spec` (same sale, SKUs of the sale, no
+    /// oversell of any SKU, no buyer over a limit, unique ids and keys) and
+    /// derives the engine state.
     pub fn new(spec: &SaleSpec, orders: &[Order]) -> Result<Self, EngineError> {
         let inconsistent = |reason: String| EngineError::InconsistentRebuild {
             sale_id: spec.id().clone(),
             reason,
         };
         let mut sold: u64 = 0;
+        let mut sku_sold: Vec<u64> = vec![0; spec.skus().len()];
         let mut holdings: HashMap<UserId, u32> = HashMap::new();
+        let mut sku_holdings: HashMap<(UserId, usize), u32> = HashMap::new();
         let mut keys = Vec::new();
         let mut seen_keys = HashSet::new();
         let mut seen_ids = HashSet::new();
@@ -65,9 +75,35 @@ impl RebuildPlan {
                 }
                 keys.push((order.user_id.clone(), key.clone(), order.id));
             }
+            let items = rule::resolve_order(spec, &order.items).ok_or_else(|| {
+                inconsistent(format!(
+                    "order {} names a SKU the sale does not have",
+                    order.id
+                ))
+            })?;
+            if items.iter().map(|&(_, q)| q).sum::<u32>() != order.quantity {
+                return Err(inconsistent(format!(
+                    "order {} has a quantity of {} but items that add up to another",
+                    order.id, order.quantity
+                )));
+            }
             let live = order.status.holds_stock();
             if live {
                 sold += u64::from(order.quantity);
+                for &(i, quantity) in &items {
+                    sku_sold[i] += u64::from(quantity);
+                    if let Some(cap) = spec.per_sku_limit() {
+                        let held = sku_holdings.entry((order.user_id.clone(), i)).or_insert(0);
+                        *held = held.saturating_add(quantity);
+                        if *held > cap {
+                            return Err(inconsistent(format!(
+                                "buyer {} holds {held} of SKU {}, above the per-SKU limit of {cap}",
+                                order.user_id,
+                                spec.skus()[i].id
+                            )));
+                        }
+                    }
+                }
                 let held = holdings.entry(order.user_id.clone()).or_insert(0);
                 *held = held.saturating_add(order.quantity);
                 if *held > spec.per_user_limit() {
@@ -83,8 +119,17 @@ impl RebuildPlan {
                 id: order.id,
                 user_id: order.user_id.clone(),
                 quantity: order.quantity,
+                items,
                 live,
             });
+        }
+        for (sku, sold) in spec.skus().iter().zip(&sku_sold) {
+            if *sold > u64::from(sku.stock) {
+                return Err(inconsistent(format!(
+                    "live orders hold {sold} items of SKU {}, more than its stock of {}",
+                    sku.id, sku.stock
+                )));
+            }
         }
         if sold > u64::from(spec.total_stock()) {
             return Err(inconsistent(format!(
@@ -94,7 +139,14 @@ impl RebuildPlan {
         }
         Ok(Self {
             remaining: spec.total_stock() - sold as u32,
+            sku_remaining: spec
+                .skus()
+                .iter()
+                .zip(&sku_sold)
+                .map(|(sku, sold)| sku.stock - *sold as u32)
+                .collect(),
             holdings,
+            sku_holdings,
             keys,
             orders: planned,
         })
@@ -114,6 +166,10 @@ mod tests {
             sale_id: SaleId::new("s").unwrap(),
             user_id: UserId::new(user).unwrap(),
             quantity,
+            items: vec![crate::Item {
+                sku: crate::SkuId::default_sku(),
+                quantity,
+            }],
             idempotency_key: key.map(|k| IdempotencyKey::new(k).unwrap()),
             status,
             created_at: Utc::now(),

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::ValidationError;
+use crate::sku::{MAX_SKUS, SkuId, SkuSpec};
 
 /// The longest payment hold a sale may give its orders: one day.
 pub const MAX_HOLD: Duration = Duration::from_secs(86_400);
@@ -84,31 +85,80 @@ impl fmt::Display for SaleId {
 pub struct SaleSpec {
     id: SaleId,
     total_stock: u32,
+    skus: Vec<SkuSpec>,
     per_user_limit: u32,
+    per_sku_limit: Option<u32>,
     starts_at: Option<DateTime<Utc>>,
     ends_at: Option<DateTime<Utc>>,
     hold: Option<Duration>,
 }
 
 impl SaleSpec {
-    /// Starts a spec for `id` with `total_stock` items, a per-user limit of 1
-    /// and no window.
+    /// Starts a spec for `id` with `total_stock` items of one SKU named
+    /// [`crate::sku::DEFAULT_SKU`], a per-user limit of 1 and no window.
     pub fn builder(
         id: impl Into<String>,
         total_stock: u32,
     ) -> Result<SaleSpecBuilder, ValidationError> {
         let id = SaleId::new(id)?;
-        if !(1..=MAX_TOTAL_STOCK).contains(&total_stock) {
+        check_stock("stock", total_stock)?;
+        Ok(SaleSpecBuilder {
+            spec: SaleSpec {
+                id,
+                total_stock,
+                skus: vec![SkuSpec {
+                    id: SkuId::default_sku(),
+                    stock: total_stock,
+                }],
+                per_user_limit: 1,
+                per_sku_limit: None,
+                starts_at: None,
+                ends_at: None,
+                hold: None,
+            },
+        })
+    }
+
+    /// Starts a spec for `id` with the given SKUs (1 to
+    /// [`MAX_SKUS`], distinct ids, each with 1 item or more, at most
+    /// [`MAX_TOTAL_STOCK`] in all), a per-user limit of 1 and no window.
+    pub fn with_skus(
+        id: impl Into<String>,
+        skus: Vec<SkuSpec>,
+    ) -> Result<SaleSpecBuilder, ValidationError> {
+        let id = SaleId::new(id)?;
+        if skus.is_empty() || skus.len() > MAX_SKUS {
             return Err(ValidationError::new(
-                "stock",
-                format!("must be between 1 and {MAX_TOTAL_STOCK} (got {total_stock})"),
+                "skus",
+                format!("must list 1 to {MAX_SKUS} SKUs (got {})", skus.len()),
+            ));
+        }
+        let mut total: u64 = 0;
+        for (i, sku) in skus.iter().enumerate() {
+            if skus[..i].iter().any(|other| other.id == sku.id) {
+                return Err(ValidationError::new(
+                    "skus",
+                    format!("sku {} is listed twice", sku.id),
+                ));
+            }
+            check_stock("stock", sku.stock).map_err(|e| {
+                ValidationError::new("skus", format!("sku {}: stock {}", sku.id, e.reason))
+            })?;
+            total += u64::from(sku.stock);
+        }
+        if total > u64::from(MAX_TOTAL_STOCK) {
+            return Err(ValidationError::new(
+                "skus",
+                format!("the SKUs' stock adds up to {total}, more than {MAX_TOTAL_STOCK}"),
             ));
         }
         Ok(SaleSpecBuilder {
             spec: SaleSpec {
                 id,
-                total_stock,
+                total_stock: total as u32,
+                skus,
                 per_user_limit: 1,
+                per_sku_limit: None,
                 starts_at: None,
                 ends_at: None,
                 hold: None,
@@ -124,9 +174,22 @@ impl SaleSpec {
     pub fn total_stock(&self) -> u32 {
         self.total_stock
     }
-    /// How many items one buyer may hold at most.
+    /// The SKUs, in the order they were listed at creation.
+    pub fn skus(&self) -> &[SkuSpec] {
+        &self.skus
+    }
+    /// The position of `sku` among [`SaleSpec::skus`].
+    pub fn sku_index(&self, sku: &SkuId) -> Option<usize> {
+        self.skus.iter().position(|s| s.id == *sku)
+    }
+    /// How many items one buyer may hold at most, across every SKU.
     pub fn per_user_limit(&self) -> u32 {
         self.per_user_limit
+    }
+    /// How many items of any one SKU one buyer may hold at most (None: only
+    /// the per-user limit applies).
+    pub fn per_sku_limit(&self) -> Option<u32> {
+        self.per_sku_limit
     }
     /// When buying opens (None: from creation).
     pub fn starts_at(&self) -> Option<DateTime<Utc>> {
@@ -185,6 +248,19 @@ impl SaleSpecBuilder {
         Ok(self)
     }
 
+    /// Caps what one buyer may hold of each SKU (1 to
+    /// [`MAX_PER_USER_LIMIT`]).
+    pub fn per_sku_limit(mut self, limit: u32) -> Result<Self, ValidationError> {
+        if !(1..=MAX_PER_USER_LIMIT).contains(&limit) {
+            return Err(ValidationError::new(
+                "per_sku_limit",
+                format!("must be between 1 and {MAX_PER_USER_LIMIT} (got {limit})"),
+            ));
+        }
+        self.spec.per_sku_limit = Some(limit);
+        Ok(self)
+    }
+
     /// Sets when buying opens (kept to the millisecond, as every engine
     /// stores it).
     pub fn starts_at(mut self, at: DateTime<Utc>) -> Self {
@@ -226,6 +302,17 @@ impl SaleSpecBuilder {
     }
 }
 
+/// Checks one stock figure: 1 to [`MAX_TOTAL_STOCK`].
+fn check_stock(field: &'static str, stock: u32) -> Result<(), ValidationError> {
+    if !(1..=MAX_TOTAL_STOCK).contains(&stock) {
+        return Err(ValidationError::new(
+            field,
+            format!("must be between 1 and {MAX_TOTAL_STOCK} (got {stock})"),
+        ));
+    }
+    Ok(())
+}
+
 /// Drops sub-millisecond precision, so a spec survives a round trip through
 /// any engine unchanged.
 fn to_millis(at: DateTime<Utc>) -> DateTime<Utc> {
@@ -251,29 +338,63 @@ pub enum SaleStatus {
 pub struct SaleSnapshot {
     /// The sale's specification.
     pub spec: SaleSpec,
-    /// Items still available.
+    /// Items still available, across every SKU.
     pub remaining: u32,
     /// Items held by live (not cancelled) orders: always `total - remaining`.
     pub sold: u32,
-    /// Status at the instant of the snapshot.
+    /// Status at the instant of the snapshot: sold out when every SKU is.
+    pub status: SaleStatus,
+    /// Each SKU's stock, in the spec's order.
+    pub skus: Vec<SkuSnapshot>,
+}
+
+/// One SKU of a [`SaleSnapshot`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkuSnapshot {
+    /// The SKU id.
+    pub id: SkuId,
+    /// Its stock.
+    pub stock: u32,
+    /// Its items still available.
+    pub remaining: u32,
+    /// Its items held by live orders.
+    pub sold: u32,
+    /// The sale's status, sold out when this SKU is.
     pub status: SaleStatus,
 }
 
 impl SaleSnapshot {
-    /// Builds a snapshot from the spec, the remaining stock and the instant.
-    pub fn at(spec: SaleSpec, remaining: u32, now: DateTime<Utc>) -> Self {
-        let status = match spec.window_at(now) {
+    /// Builds a snapshot from the spec, each SKU's remaining stock (in the
+    /// spec's order; a missing figure counts as none left) and the instant.
+    pub fn at(spec: SaleSpec, remaining: &[u32], now: DateTime<Utc>) -> Self {
+        let status_of = |left: u32| match spec.window_at(now) {
             Window::NotStarted => SaleStatus::Upcoming,
             Window::Ended => SaleStatus::Ended,
-            Window::Open if remaining == 0 => SaleStatus::SoldOut,
+            Window::Open if left == 0 => SaleStatus::SoldOut,
             Window::Open => SaleStatus::Open,
         };
-        let sold = spec.total_stock().saturating_sub(remaining);
+        let skus: Vec<SkuSnapshot> = spec
+            .skus()
+            .iter()
+            .enumerate()
+            .map(|(i, sku)| {
+                let left = remaining.get(i).copied().unwrap_or(0).min(sku.stock);
+                SkuSnapshot {
+                    id: sku.id.clone(),
+                    stock: sku.stock,
+                    remaining: left,
+                    sold: sku.stock - left,
+                    status: status_of(left),
+                }
+            })
+            .collect();
+        let total_left: u32 = skus.iter().map(|s| s.remaining).sum();
         Self {
+            status: status_of(total_left),
+            sold: spec.total_stock().saturating_sub(total_left),
+            remaining: total_left,
+            skus,
             spec,
-            remaining,
-            sold,
-            status,
         }
     }
 }
@@ -352,22 +473,22 @@ mod tests {
             .unwrap();
         let at = |secs| DateTime::<Utc>::from_timestamp(secs, 0).unwrap();
         assert_eq!(
-            SaleSnapshot::at(spec.clone(), 5, at(999)).status,
+            SaleSnapshot::at(spec.clone(), &[5], at(999)).status,
             SaleStatus::Upcoming
         );
         assert_eq!(
-            SaleSnapshot::at(spec.clone(), 5, at(1_000)).status,
+            SaleSnapshot::at(spec.clone(), &[5], at(1_000)).status,
             SaleStatus::Open
         );
         assert_eq!(
-            SaleSnapshot::at(spec.clone(), 0, at(1_500)).status,
+            SaleSnapshot::at(spec.clone(), &[0], at(1_500)).status,
             SaleStatus::SoldOut
         );
         assert_eq!(
-            SaleSnapshot::at(spec.clone(), 3, at(2_000)).status,
+            SaleSnapshot::at(spec.clone(), &[3], at(2_000)).status,
             SaleStatus::Ended
         );
-        assert_eq!(SaleSnapshot::at(spec, 3, at(1_500)).sold, 2);
+        assert_eq!(SaleSnapshot::at(spec, &[3], at(1_500)).sold, 2);
     }
 
     #[test]

@@ -1,19 +1,26 @@
 -- Creates a sale under the first epoch (1), or reports that it exists
 -- (identical) or conflicts.
 -- KEYS[1]  the sale hash
--- ARGV     total, per-user limit, starts (ms or ''), ends (ms or ''), hold (ms or '')
--- Returns  {'created'} | {'exists'} | {'conflict', total, limit, starts, ends, hold}
-local fields = {'total', 'limit', 'starts', 'ends', 'hold'}
+-- ARGV     total, per-user limit, starts (ms or ''), ends (ms or ''), hold
+--          (ms or ''), skus ('id=stock,...'), per-SKU limit (or ''), then for
+--          a sale of several SKUs one pair per SKU: 'r:' .. id, its stock
+-- Returns  {'created'} | {'exists'} | {'conflict', the seven stored fields}
+local fields = {'total', 'limit', 'starts', 'ends', 'hold', 'skus', 'sku_limit'}
 local existing = redis.call('HMGET', KEYS[1], unpack(fields))
 if existing[1] then
+  -- A sale created before SKUs has one SKU named 'default' and no per-SKU limit.
+  existing[6] = existing[6] or ('default=' .. existing[1])
+  existing[7] = existing[7] or ''
   for i = 1, #fields do
     if existing[i] ~= ARGV[i] then
-      return {'conflict', existing[1], existing[2], existing[3], existing[4], existing[5]}
+      return {'conflict', unpack(existing)}
     end
   end
   return {'exists'}
 end
 redis.call('HSET', KEYS[1],
   'total', ARGV[1], 'limit', ARGV[2], 'starts', ARGV[3], 'ends', ARGV[4], 'hold', ARGV[5],
+  'skus', ARGV[6], 'sku_limit', ARGV[7],
   'remaining', ARGV[1], 'epoch', '1', 'newest', '1')
+if #ARGV > 7 then redis.call('HSET', KEYS[1], unpack(ARGV, 8)) end
 return {'created'}

@@ -1,33 +1,45 @@
 -- Decides a batch of purchases of one sale in one atomic step, each in
--- arrival order with the rules of a single purchase: sale exists, epoch,
--- idempotency key, window, per-user limit, stock. Stock is checked before it
--- is changed, so it is never decremented and restored, and never negative.
+-- arrival order with the rules of a single purchase (stockade_core::rule):
+-- sale exists, epoch, idempotency key, the items' SKUs, window, per-user
+-- limit, per-SKU limit, stock of every item. A purchase's items are all or
+-- nothing: stock is checked before it is changed, so it is never
+-- decremented and restored, and never negative.
 --
 -- The work is per batch, not per purchase: one read of the sale, one read of
 -- the buyers' holdings and of the keys, one write of each, and ONE outbox
 -- entry carrying every accepted order of the batch. Per purchase there is
 -- only Lua arithmetic and a field in each write.
 --
--- KEYS[1]  sale hash       (total, limit, starts, ends, hold, remaining, epoch)
--- KEYS[2]  holdings hash   (user id -> items held)
+-- KEYS[1]  sale hash       (total, limit, starts, ends, hold, remaining, epoch,
+--                           skus 'id=stock,...', sku_limit, and for a sale of
+--                           several SKUs 'r:' .. sku -> that SKU's stock left;
+--                           a one-SKU sale keeps its stock in 'remaining' alone)
+-- KEYS[2]  holdings hash   (user id -> items held; with a per-SKU limit also
+--                           user id .. "\n" .. sku -> items of that SKU held)
 -- KEYS[3]  keys hash       (user id .. "\n" .. idempotency key -> order id;
 --                           keys are scoped to their buyer)
--- KEYS[4]  orders hash     (order id -> "quantity:state:user id", state l=live r=released)
+-- KEYS[4]  orders hash     (order id -> "quantity:state:user id\nitems", state
+--                           l=live r=released, items 'sku=quantity,...')
 -- KEYS[5]  outbox stream   (one entry per batch that accepted an order, until
 --                           acknowledged as committed to the store)
 -- ARGV[1]  now (ms), ARGV[2] the number of purchases n, ARGV[3] the epoch the
---          callers believe the sale is under, then four per purchase: user
---          id, quantity, idempotency key ('' for none), new order id
+--          callers believe the sale is under, then five per purchase: user
+--          id, quantity, idempotency key ('' for none), new order id, items
+--          ('sku=quantity,...', or '' for the sale's only SKU)
 -- Returns  {entry id or '', code1, value1, code2, value2, ...}, per purchase:
---   1 purchased (remaining), 2 sold out (0), 3 insufficient stock (remaining),
---   4 limit exceeded (already held), 5 duplicate (the original order id),
---   6 not started, 7 ended, 8 unknown sale, 9 wrong epoch (the epoch held;
---   0 while a rebuild is under way)
+--   1 purchased (remaining), 2 sold out (0), 3 insufficient stock
+--   ('sku=remaining'), 4 limit exceeded (already held), 5 duplicate (the
+--   original order id), 6 not started, 7 ended, 8 unknown sale, 9 wrong
+--   epoch (the epoch held; 0 while a rebuild is under way), 10 unknown SKU
+--   (the SKU), 11 SKU required (0), 12 per-SKU limit exceeded
+--   ('sku=already held')
 -- Outbox entry fields: 'epoch', 'at' (ms), then per accepted order:
 --   order id -> user id .. "\n" .. quantity .. "\n" .. idempotency key
+--   .. "\n" .. items
 local n = tonumber(ARGV[2])
 local reply = {''}
-local sale = redis.call('HMGET', KEYS[1], 'remaining', 'limit', 'starts', 'ends', 'epoch')
+local sale = redis.call('HMGET', KEYS[1], 'remaining', 'limit', 'starts', 'ends', 'epoch',
+  'skus', 'sku_limit')
 if not sale[1] then
   for i = 1, n do reply[2 * i] = 8; reply[2 * i + 1] = 0 end
   return reply
@@ -43,14 +55,60 @@ local not_started = sale[3] ~= '' and now < tonumber(sale[3])
 local ended = sale[4] ~= '' and now >= tonumber(sale[4])
 local limit = tonumber(sale[2])
 local remaining = tonumber(sale[1])
+local sku_limit = sale[7] and sale[7] ~= '' and tonumber(sale[7]) or nil
+
+-- The SKUs in the spec's order, and each one's stock left.
+local ids, position, stock = {}, {}, {}
+if sale[6] then
+  for id in string.gmatch(sale[6], '([^,=]+)=%d+') do ids[#ids + 1] = id; position[id] = #ids end
+else
+  ids[1] = 'default'; position.default = 1 -- a sale created before SKUs
+end
+local single = #ids == 1
+if single then
+  stock[1] = remaining
+else
+  local fields = {}
+  for i = 1, #ids do fields[i] = 'r:' .. ids[i] end
+  local values = redis.call('HMGET', KEYS[1], unpack(fields))
+  for i = 1, #ids do stock[i] = tonumber(values[i] or '0') end
+end
+
+-- Each purchase's items as {position, quantity} pairs, or why they fit no SKU.
+local wanted = {}
+for i = 1, n do
+  local base = 5 * i - 1
+  local text = ARGV[base + 4]
+  if text == '' then
+    if single then wanted[i] = {{1, tonumber(ARGV[base + 1])}} else wanted[i] = {code = 11, value = 0} end
+  else
+    local items, sum = {}, 0
+    for sku, quantity in string.gmatch(text, '([^,=]+)=(%d+)') do
+      local at = position[sku]
+      if not at then items = {code = 10, value = sku}; break end
+      items[#items + 1] = {at, tonumber(quantity)}
+      sum = sum + tonumber(quantity)
+    end
+    if not items.code and (#items == 0 or sum ~= tonumber(ARGV[base + 1])) then
+      return redis.error_reply('stockade: malformed items ' .. text)
+    end
+    wanted[i] = items
+  end
+end
 
 -- One read of every buyer's holding and every key the batch names.
 local holding, users = {}, {}
 local known, fields = {}, {}
 for i = 1, n do
-  local base = 4 * i
+  local base = 5 * i - 1
   local user = ARGV[base]
   if holding[user] == nil then holding[user] = false; users[#users + 1] = user end
+  if sku_limit and not wanted[i].code then
+    for _, item in ipairs(wanted[i]) do
+      local field = user .. '\n' .. ids[item[1]]
+      if holding[field] == nil then holding[field] = false; users[#users + 1] = field end
+    end
+  end
   local key = ARGV[base + 2]
   if key ~= '' then
     local field = user .. '\n' .. key
@@ -67,15 +125,21 @@ if #fields > 0 then
 end
 
 local changed_users, new_keys, records, entry = {}, {}, {}, {}
-local dirty = {}
+local dirty, dirty_skus = {}, {}
 local accepted = 0
+local function touch(field)
+  if not dirty[field] then dirty[field] = true; changed_users[#changed_users + 1] = field end
+end
 for i = 1, n do
-  local base = 4 * i
+  local base = 5 * i - 1
   local code, value = 1, 0
   local user, key = ARGV[base], ARGV[base + 2]
   local field = key ~= '' and (user .. '\n' .. key) or nil
+  local items = wanted[i]
   if field and known[field] then
     code, value = 5, known[field]
+  elseif items.code then
+    code, value = items.code, items.value
   elseif not_started then
     code = 6
   elseif ended then
@@ -85,24 +149,50 @@ for i = 1, n do
     local already = holding[user]
     if already + quantity > limit then
       code, value = 4, already
-    elseif remaining == 0 then
-      code = 2
-    elseif remaining < quantity then
-      code, value = 3, remaining
-    else
+    end
+    if code == 1 and sku_limit then
+      for _, item in ipairs(items) do
+        local held = holding[user .. '\n' .. ids[item[1]]]
+        if held + item[2] > sku_limit then
+          code, value = 12, ids[item[1]] .. '=' .. held
+          break
+        end
+      end
+    end
+    if code == 1 then
+      for _, item in ipairs(items) do
+        if stock[item[1]] < item[2] then
+          if remaining == 0 then code = 2 else code, value = 3, ids[item[1]] .. '=' .. stock[item[1]] end
+          break
+        end
+      end
+    end
+    if code == 1 then
       local order_id = ARGV[base + 3]
+      local canonical = {}
+      for k, item in ipairs(items) do
+        stock[item[1]] = stock[item[1]] - item[2]
+        dirty_skus[item[1]] = true
+        canonical[k] = ids[item[1]] .. '=' .. item[2]
+        if sku_limit then
+          local sku_field = user .. '\n' .. ids[item[1]]
+          holding[sku_field] = holding[sku_field] + item[2]
+          touch(sku_field)
+        end
+      end
+      canonical = table.concat(canonical, ',')
       remaining = remaining - quantity
       holding[user] = already + quantity
-      if not dirty[user] then dirty[user] = true; changed_users[#changed_users + 1] = user end
+      touch(user)
       if field then
         known[field] = order_id
         new_keys[#new_keys + 1] = field
         new_keys[#new_keys + 1] = order_id
       end
       records[#records + 1] = order_id
-      records[#records + 1] = quantity .. ':l:' .. user
+      records[#records + 1] = quantity .. ':l:' .. user .. '\n' .. canonical
       entry[#entry + 1] = order_id
-      entry[#entry + 1] = user .. '\n' .. quantity .. '\n' .. key
+      entry[#entry + 1] = user .. '\n' .. quantity .. '\n' .. key .. '\n' .. canonical
       accepted = accepted + 1
       value = remaining
     end
@@ -112,7 +202,14 @@ for i = 1, n do
 end
 
 if accepted > 0 then
-  redis.call('HSET', KEYS[1], 'remaining', remaining)
+  local sale_changes = {'remaining', remaining}
+  if not single then
+    for at in pairs(dirty_skus) do
+      sale_changes[#sale_changes + 1] = 'r:' .. ids[at]
+      sale_changes[#sale_changes + 1] = stock[at]
+    end
+  end
+  redis.call('HSET', KEYS[1], unpack(sale_changes))
   local changes = {}
   for i = 1, #changed_users do
     changes[2 * i - 1] = changed_users[i]

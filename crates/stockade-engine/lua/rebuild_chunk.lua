@@ -1,7 +1,8 @@
 -- One bounded chunk of a rebuild: buyers' holdings, idempotency keys and
 -- order records, added while the sale is closed.
 -- KEYS[1]  sale hash, KEYS[2] holdings, KEYS[3] keys, KEYS[4] orders
--- ARGV     epoch, H (number of holdings), K (number of keys),
+-- ARGV     epoch, H (number of holdings: per buyer, and per buyer and SKU
+--          as "user id\nsku" for a sale with a per-SKU limit), K (number of keys),
 --          then H pairs (user id, items), K pairs (user id .. "\n" .. key, order id),
 --          then pairs (order id, order record) to the end
 -- Returns  {1, 0} added | {0, newer epoch} superseded (nothing added)

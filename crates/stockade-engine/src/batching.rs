@@ -26,7 +26,9 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 use parking_lot::Mutex;
-use stockade_core::{EngineError, Epoch, IdempotencyKey, OrderId, Purchase, SaleId, UserId};
+use stockade_core::{
+    EngineError, Epoch, IdempotencyKey, Item, OrderId, Purchase, SaleId, UserId, WantedItem,
+};
 use tokio::sync::oneshot;
 
 tokio::task_local! {
@@ -50,6 +52,9 @@ pub(crate) struct BatchedPurchase {
     pub(crate) user: UserId,
     pub(crate) quantity: u32,
     pub(crate) key: Option<IdempotencyKey>,
+    /// The items as purchase.lua reads them: `sku=quantity,...`, or empty
+    /// for one item of the sale's only SKU.
+    pub(crate) items: String,
     pub(crate) order_id: OrderId,
     /// The span the purchase was queued from (its request's, see
     /// [`link_batches_to`]), which the batch's span follows from.
@@ -62,12 +67,27 @@ impl BatchedPurchase {
             user: purchase.user_id().clone(),
             quantity: purchase.quantity(),
             key: purchase.idempotency_key().cloned(),
+            items: wanted_text(purchase.items()),
             order_id: OrderId::generate(),
             queued_from: QUEUED_FROM
                 .try_with(tracing::Span::clone)
                 .unwrap_or_else(|_| tracing::Span::current()),
         }
     }
+}
+
+/// Items as purchase.lua reads them: empty for one unnamed item.
+fn wanted_text(items: &[WantedItem]) -> String {
+    let named: Option<Vec<Item>> = items
+        .iter()
+        .map(|item| {
+            Some(Item {
+                sku: item.sku.clone()?,
+                quantity: item.quantity,
+            })
+        })
+        .collect();
+    named.map_or_else(String::new, |items| Item::encode_list(&items))
 }
 
 /// The span of one call deciding `purchases` of `sale` under `epoch`

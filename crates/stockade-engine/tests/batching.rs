@@ -54,7 +54,7 @@ fn shapes(outcomes: &[PurchaseOutcome]) -> Vec<Shape> {
                     .position(|id| *id == Some(*order_id))
                     .expect("a duplicate names an order of the batch"),
             },
-            other => Shape::Other(*other),
+            other => Shape::Other(other.clone()),
         })
         .collect()
 }
@@ -203,7 +203,13 @@ async fn one_batch_decides_each_purchase_in_order_as_if_one_at_a_time() {
         outcomes[0],
         PurchaseOutcome::Purchased { remaining: 2, .. }
     ));
-    assert_eq!(outcomes[1], PurchaseOutcome::LimitExceeded { already: 2 });
+    assert_eq!(
+        outcomes[1],
+        PurchaseOutcome::LimitExceeded {
+            already: 2,
+            sku: None
+        }
+    );
     assert_eq!(
         outcomes[3],
         PurchaseOutcome::Duplicate {
@@ -212,7 +218,10 @@ async fn one_batch_decides_each_purchase_in_order_as_if_one_at_a_time() {
     );
     assert_eq!(
         outcomes[4],
-        PurchaseOutcome::InsufficientStock { remaining: 1 }
+        PurchaseOutcome::InsufficientStock {
+            sku: stockade_core::SkuId::default_sku(),
+            remaining: 1
+        }
     );
     assert!(matches!(
         outcomes[5],

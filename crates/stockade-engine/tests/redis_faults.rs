@@ -76,6 +76,10 @@ async fn restart_loses_the_sale_and_rebuild_restores_it_from_the_store() {
             sale_id: sale_spec.id().clone(),
             user_id: stockade_core::UserId::new(user).unwrap(),
             quantity: 1,
+            items: vec![stockade_core::Item {
+                sku: stockade_core::SkuId::default_sku(),
+                quantity: 1,
+            }],
             idempotency_key: None,
             status: OrderStatus::Confirmed,
             created_at: Utc::now(),
@@ -114,7 +118,10 @@ async fn restart_loses_the_sale_and_rebuild_restores_it_from_the_store() {
     assert_eq!(snapshot.remaining, 7);
     assert_eq!(
         buy(&engine, "restart", "a").await.unwrap(),
-        PurchaseOutcome::LimitExceeded { already: 1 }
+        PurchaseOutcome::LimitExceeded {
+            already: 1,
+            sku: None
+        }
     );
     assert!(matches!(
         buy(&engine, "restart", "d").await.unwrap(),
@@ -143,7 +150,11 @@ async fn an_unresponsive_server_gives_retryable_errors_and_nothing_is_sold_twice
     loop {
         match buy(&engine, "paused", "a").await {
             Ok(
-                PurchaseOutcome::Purchased { .. } | PurchaseOutcome::LimitExceeded { already: 1 },
+                PurchaseOutcome::Purchased { .. }
+                | PurchaseOutcome::LimitExceeded {
+                    already: 1,
+                    sku: None,
+                },
             ) => break,
             Ok(other) => panic!("unexpected {other:?}"),
             Err(e) if e.is_retryable() && Instant::now() < deadline => {
@@ -211,6 +222,10 @@ async fn every_accepted_order_is_in_the_outbox_stream() {
         .collect();
     assert_eq!(ids, accepted, "in order");
     let first = &entries.ids[0];
-    assert_eq!(first.get::<String>(&accepted[0]).unwrap(), "a\n1\n");
+    // user, quantity, key (none), items.
+    assert_eq!(
+        first.get::<String>(&accepted[0]).unwrap(),
+        "a\n1\n\ndefault=1"
+    );
     assert_eq!(first.get::<u64>("epoch").unwrap(), 1);
 }

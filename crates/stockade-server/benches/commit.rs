@@ -32,6 +32,10 @@ fn batch(sale: &SaleId, next_buyer: &AtomicU64) -> Vec<Order> {
                 sale_id: sale.clone(),
                 user_id: UserId::new(format!("buyer-{buyer}")).unwrap(),
                 quantity: 1,
+                items: vec![stockade_core::Item {
+                    sku: stockade_core::SkuId::default_sku(),
+                    quantity: 1,
+                }],
                 idempotency_key: Some(IdempotencyKey::new(format!("key-{buyer}")).unwrap()),
                 status: OrderStatus::Confirmed,
                 created_at: Utc::now(),

@@ -83,7 +83,15 @@ mod tests {
     async fn removing_an_order_wakes_its_waiters_even_late_ones() {
         let set = InFlight::default();
         let purchase = stockade_core::Purchase::new("s", "u", 1).unwrap();
-        let order = Order::accepted(&purchase, OrderId::generate(), chrono::Utc::now());
+        let order = Order::accepted(
+            &purchase,
+            vec![stockade_core::Item {
+                sku: stockade_core::SkuId::default_sku(),
+                quantity: purchase.quantity(),
+            }],
+            OrderId::generate(),
+            chrono::Utc::now(),
+        );
         let id = order.id;
         set.insert(order);
         let (_, early) = set.watch(&id).unwrap();

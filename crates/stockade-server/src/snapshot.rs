@@ -35,7 +35,11 @@ pub async fn snapshot_and_store_left(
         }
     }
     Ok(Some((
-        SaleSnapshot::at(current.spec, store_left, state.clock().now()),
+        SaleSnapshot::at(
+            current.spec.clone(),
+            &current.sku_remaining(),
+            state.clock().now(),
+        ),
         store_left,
     )))
 }

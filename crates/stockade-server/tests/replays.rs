@@ -45,12 +45,28 @@ async fn a_replay_of_an_order_the_store_refused_is_answered_order_failed() {
         .at_epoch(epoch);
     let store = state.store();
     let verdicts = store
-        .commit(&[Order::accepted(&carol, OrderId::generate(), Utc::now())])
+        .commit(&[Order::accepted(
+            &carol,
+            vec![stockade_core::Item {
+                sku: stockade_core::SkuId::default_sku(),
+                quantity: carol.quantity(),
+            }],
+            OrderId::generate(),
+            Utc::now(),
+        )])
         .await
         .unwrap();
     assert_eq!(verdicts, vec![Verdict::Committed]);
     let verdicts = store
-        .commit(&[Order::accepted(&bob, order_id, Utc::now())])
+        .commit(&[Order::accepted(
+            &bob,
+            vec![stockade_core::Item {
+                sku: stockade_core::SkuId::default_sku(),
+                quantity: bob.quantity(),
+            }],
+            order_id,
+            Utc::now(),
+        )])
         .await
         .unwrap();
     assert_eq!(verdicts, vec![Verdict::Void(VoidReason::Oversold)]);

@@ -63,6 +63,10 @@ fn order(sale: &SaleId, user: &str) -> Order {
         sale_id: sale.clone(),
         user_id: UserId::new(user).unwrap(),
         quantity: 1,
+        items: vec![stockade_core::Item {
+            sku: stockade_core::SkuId::default_sku(),
+            quantity: 1,
+        }],
         idempotency_key: None,
         status: OrderStatus::Confirmed,
         created_at: Utc::now(),

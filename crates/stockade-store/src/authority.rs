@@ -22,7 +22,7 @@ use std::str::FromStr;
 
 use stockade_core::{Epoch, SaleId};
 
-use super::arbiter::sale_state_from_row;
+use super::arbiter::{STATE_COLUMNS, sale_state_from_row};
 use super::{OrderStore, SALE_COLUMNS, StoreError};
 
 /// Who decides a sale's purchases.
@@ -96,7 +96,7 @@ impl OrderStore {
         let mut tx = self.pool.begin().await?;
         self.lock_sales(&mut tx, &[sale]).await?;
         let row = sqlx::query(&format!(
-            "SELECT {SALE_COLUMNS}, epoch, authority, sold, undrained_epoch FROM sales WHERE id = $1"
+            "SELECT {SALE_COLUMNS}, {STATE_COLUMNS} FROM sales WHERE id = $1"
         ))
         .bind(sale.as_str())
         .fetch_optional(&mut *tx)

@@ -19,9 +19,9 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{Any, Row, Transaction};
-use stockade_core::{IdempotencyKey, Order, OrderId, SaleId, UserId};
+use stockade_core::{IdempotencyKey, Item, Order, OrderId, SaleId, UserId};
 
-use super::arbiter::{SaleState, placeholders, sale_state_from_row};
+use super::arbiter::{Held, STATE_COLUMNS, SaleState, placeholders, sale_state_from_row};
 use super::{SALE_COLUMNS, StoreError, StoreKind, VOID, corrupt};
 
 /// A column of the rows a JSON parameter is unpacked into.
@@ -94,6 +94,7 @@ struct OrderValues<'a> {
     sale_id: &'a str,
     user_id: &'a str,
     quantity: u32,
+    items: String,
     idempotency_key: Option<&'a str>,
     status: &'a str,
     created_at_ms: i64,
@@ -107,13 +108,15 @@ struct Holding<'a> {
     sale_id: &'a str,
     user_id: &'a str,
     quantity: u32,
+    sku_quantities: Option<String>,
 }
 
-/// A sale's sold count.
+/// A sale's sold counts.
 #[derive(Serialize)]
 struct Sold<'a> {
     id: &'a str,
     sold: u32,
+    sku_sold: Option<String>,
 }
 
 /// An order id.
@@ -132,7 +135,7 @@ pub(super) async fn lock_and_read_sales(
     sales: &[&SaleId],
 ) -> Result<HashMap<SaleId, SaleState>, StoreError> {
     let list = placeholders(1, sales.len());
-    let columns = format!("{SALE_COLUMNS}, epoch, authority, sold, undrained_epoch");
+    let columns = format!("{SALE_COLUMNS}, {STATE_COLUMNS}");
     let sql = match kind {
         StoreKind::Postgres => {
             format!("SELECT {columns} FROM sales WHERE id IN ({list}) ORDER BY id FOR UPDATE")
@@ -183,9 +186,9 @@ pub(super) async fn read_holdings(
     kind: StoreKind,
     tx: &mut Transaction<'_, Any>,
     orders: &[Order],
-) -> Result<HashMap<SaleId, HashMap<UserId, u32>>, StoreError> {
+) -> Result<HashMap<SaleId, HashMap<UserId, Held>>, StoreError> {
     let sql = format!(
-        "SELECT h.sale_id, h.user_id, h.quantity FROM holdings h
+        "SELECT h.sale_id, h.user_id, h.quantity, h.sku_quantities FROM holdings h
            JOIN {} ON h.sale_id = r.sale_id AND h.user_id = r.user_id",
         json_rows(kind, &[Column::Text("sale_id"), Column::Text("user_id")])
     );
@@ -193,17 +196,18 @@ pub(super) async fn read_holdings(
         sale_id: o.sale_id.as_str(),
         user_id: o.user_id.as_str(),
     }))?;
-    let mut found: HashMap<SaleId, HashMap<UserId, u32>> = HashMap::new();
+    let mut found: HashMap<SaleId, HashMap<UserId, Held>> = HashMap::new();
     for row in sqlx::query(&sql).bind(buyers).fetch_all(&mut **tx).await? {
         let sale: String = row.try_get("sale_id")?;
         let user: String = row.try_get("user_id")?;
         let quantity: i64 = row.try_get("quantity")?;
+        let skus: Option<String> = row.try_get("sku_quantities")?;
         found
             .entry(SaleId::new(sale).map_err(|e| corrupt("holding", e))?)
             .or_default()
             .insert(
                 UserId::new(user).map_err(|e| corrupt("holding", e))?,
-                u32::try_from(quantity).map_err(|e| corrupt("holding", e))?,
+                Held::from_columns(quantity, skus)?,
             );
     }
     Ok(found)
@@ -279,9 +283,9 @@ pub(super) async fn insert_orders(
         return Ok(());
     }
     let sql = format!(
-        "INSERT INTO orders (id, sale_id, user_id, quantity, idempotency_key, status,
+        "INSERT INTO orders (id, sale_id, user_id, quantity, items, idempotency_key, status,
                              created_at_ms, updated_at_ms, expires_at_ms, epoch)
-         SELECT r.id, r.sale_id, r.user_id, r.quantity, r.idempotency_key, r.status,
+         SELECT r.id, r.sale_id, r.user_id, r.quantity, r.items, r.idempotency_key, r.status,
                 r.created_at_ms, r.created_at_ms, r.expires_at_ms, r.epoch
            FROM {}",
         json_rows(
@@ -291,6 +295,7 @@ pub(super) async fn insert_orders(
                 Column::Text("sale_id"),
                 Column::Text("user_id"),
                 Column::BigInt("quantity"),
+                Column::Text("items"),
                 Column::Text("idempotency_key"),
                 Column::Text("status"),
                 Column::BigInt("created_at_ms"),
@@ -306,6 +311,7 @@ pub(super) async fn insert_orders(
             sale_id: order.sale_id.as_str(),
             user_id: order.user_id.as_str(),
             quantity: order.quantity,
+            items: Item::encode_list(&order.items),
             idempotency_key: order
                 .idempotency_key
                 .as_ref()
@@ -321,12 +327,12 @@ pub(super) async fn insert_orders(
     Ok(())
 }
 
-/// Sets buyers' holdings to the given totals (each above zero: a commit
-/// only adds), for every sale, in one statement.
+/// Sets buyers' holdings (each above zero: a commit only adds), for every
+/// sale, in one statement.
 pub(super) async fn upsert_holdings(
     kind: StoreKind,
     tx: &mut Transaction<'_, Any>,
-    holdings: &[(&SaleId, &UserId, u32)],
+    holdings: &[(&SaleId, &UserId, &Held)],
 ) -> Result<(), StoreError> {
     if holdings.is_empty() {
         return Ok(());
@@ -334,43 +340,55 @@ pub(super) async fn upsert_holdings(
     // `WHERE true` tells SQLite's parser that `ON CONFLICT` is the upsert,
     // not a join constraint.
     let sql = format!(
-        "INSERT INTO holdings (sale_id, user_id, quantity)
-         SELECT r.sale_id, r.user_id, r.quantity FROM {} WHERE true
-         ON CONFLICT (sale_id, user_id) DO UPDATE SET quantity = excluded.quantity",
+        "INSERT INTO holdings (sale_id, user_id, quantity, sku_quantities)
+         SELECT r.sale_id, r.user_id, r.quantity, r.sku_quantities FROM {} WHERE true
+         ON CONFLICT (sale_id, user_id) DO UPDATE
+            SET quantity = excluded.quantity, sku_quantities = excluded.sku_quantities",
         json_rows(
             kind,
             &[
                 Column::Text("sale_id"),
                 Column::Text("user_id"),
                 Column::BigInt("quantity"),
+                Column::Text("sku_quantities"),
             ]
         )
     );
-    let values = json_array(holdings.iter().map(|(sale, user, quantity)| Holding {
+    let values = json_array(holdings.iter().map(|(sale, user, held)| Holding {
         sale_id: sale.as_str(),
         user_id: user.as_str(),
-        quantity: *quantity,
+        quantity: held.total,
+        sku_quantities: held.sku_column(),
     }))?;
     sqlx::query(&sql).bind(values).execute(&mut **tx).await?;
     Ok(())
 }
 
-/// Sets the sold counts of the sales, in one statement.
+/// Sets the sold counts of the sales as their states have them, in one
+/// statement.
 pub(super) async fn write_sold_counts(
     kind: StoreKind,
     tx: &mut Transaction<'_, Any>,
-    sold: &[(&SaleId, u32)],
+    sold: &[&SaleState],
 ) -> Result<(), StoreError> {
     if sold.is_empty() {
         return Ok(());
     }
     let sql = format!(
-        "UPDATE sales SET sold = r.sold FROM {} WHERE sales.id = r.id",
-        json_rows(kind, &[Column::Text("id"), Column::BigInt("sold")])
+        "UPDATE sales SET sold = r.sold, sku_sold = r.sku_sold FROM {} WHERE sales.id = r.id",
+        json_rows(
+            kind,
+            &[
+                Column::Text("id"),
+                Column::BigInt("sold"),
+                Column::Text("sku_sold")
+            ]
+        )
     );
-    let values = json_array(sold.iter().map(|(sale, sold)| Sold {
-        id: sale.as_str(),
-        sold: *sold,
+    let values = json_array(sold.iter().map(|state| Sold {
+        id: state.spec.id().as_str(),
+        sold: state.sold,
+        sku_sold: state.sku_sold_column(),
     }))?;
     sqlx::query(&sql).bind(values).execute(&mut **tx).await?;
     Ok(())

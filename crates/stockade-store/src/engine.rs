@@ -184,15 +184,15 @@ impl Engine for StoreEngine {
     async fn snapshot(&self, sale: &SaleId) -> Result<Option<SaleSnapshot>, EngineError> {
         let now = self.clock.now();
         Ok(self.store.sale_state(sale).await?.map(|state| {
-            let remaining = state.remaining();
-            SaleSnapshot::at(state.spec, remaining, now)
+            let remaining = state.sku_remaining();
+            SaleSnapshot::at(state.spec, &remaining, now)
         }))
     }
 
     async fn purchased_by(&self, sale: &SaleId, user: &UserId) -> Result<u32, EngineError> {
         let mut conn = self.store.pool.acquire().await.map_err(StoreError::from)?;
         let held = read_holdings(&mut conn, sale, &[user]).await?;
-        Ok(held.get(user).copied().unwrap_or(0))
+        Ok(held.get(user).map_or(0, |held| held.total))
     }
 
     /// Always empty: every order it accepted is committed.

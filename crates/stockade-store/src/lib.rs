@@ -46,7 +46,8 @@ use chrono::{DateTime, Utc};
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 use stockade_core::{
-    Epoch, IdempotencyKey, Order, OrderId, OrderStatus, SaleId, SaleSpec, UserId, ValidationError,
+    Epoch, IdempotencyKey, Item, Order, OrderId, OrderStatus, SaleId, SaleSpec, SkuId, SkuSpec,
+    UserId, ValidationError,
 };
 
 /// Why the store could not do what was asked.
@@ -107,12 +108,13 @@ pub struct OrderStore {
     kind: StoreKind,
 }
 
-const ORDER_COLUMNS: &str = "id, sale_id, user_id, quantity, idempotency_key, status, \
+const ORDER_COLUMNS: &str = "id, sale_id, user_id, quantity, items, idempotency_key, status, \
      created_at_ms, expires_at_ms, epoch";
 /// Orders the store refused: kept so an order id is decided once, never
 /// shown nor counted.
 const VOID: &str = "void";
-const SALE_COLUMNS: &str = "id, total_stock, per_user_limit, starts_at_ms, ends_at_ms, hold_ms";
+const SALE_COLUMNS: &str =
+    "id, total_stock, per_user_limit, starts_at_ms, ends_at_ms, hold_ms, skus, per_sku_limit";
 
 /// An order id as the store knows it ([`OrderStore::stored`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -371,8 +373,9 @@ async fn insert_sale<'c>(
 ) -> Result<bool, StoreError> {
     let inserted = sqlx::query(
         "INSERT INTO sales
-             (id, total_stock, per_user_limit, starts_at_ms, ends_at_ms, hold_ms, created_at_ms)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)
+             (id, total_stock, per_user_limit, starts_at_ms, ends_at_ms, hold_ms, created_at_ms,
+              skus, per_sku_limit, sku_sold)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
          ON CONFLICT (id) DO NOTHING",
     )
     .bind(spec.id().as_str())
@@ -382,6 +385,9 @@ async fn insert_sale<'c>(
     .bind(spec.ends_at().map(|t| t.timestamp_millis()))
     .bind(spec.hold().map(|d| d.as_millis() as i64))
     .bind(now.timestamp_millis())
+    .bind(SkuSpec::encode_list(spec.skus()))
+    .bind(spec.per_sku_limit().map(i64::from))
+    .bind((spec.skus().len() > 1).then(|| vec!["0"; spec.skus().len()].join(",")))
     .execute(executor)
     .await?;
     Ok(inserted.rows_affected() == 1)
@@ -407,11 +413,23 @@ fn sale_from_row(row: &AnyRow) -> Result<SaleSpec, StoreError> {
     let starts: Option<i64> = row.try_get("starts_at_ms")?;
     let ends: Option<i64> = row.try_get("ends_at_ms")?;
     let hold: Option<i64> = row.try_get("hold_ms")?;
+    let skus: Option<String> = row.try_get("skus")?;
+    let sku_limit: Option<i64> = row.try_get("per_sku_limit")?;
     let invalid = |e: ValidationError| corrupt("sale", e);
-    let mut builder = SaleSpec::builder(id, u32::try_from(total).map_err(|e| corrupt("stock", e))?)
-        .map_err(invalid)?
-        .per_user_limit(u32::try_from(limit).map_err(|e| corrupt("limit", e))?)
-        .map_err(invalid)?;
+    let total = u32::try_from(total).map_err(|e| corrupt("stock", e))?;
+    let mut builder = match skus {
+        // A sale created before SKUs.
+        None => SaleSpec::builder(id, total),
+        Some(skus) => SaleSpec::with_skus(id, SkuSpec::decode_list(&skus).map_err(invalid)?),
+    }
+    .map_err(invalid)?
+    .per_user_limit(u32::try_from(limit).map_err(|e| corrupt("limit", e))?)
+    .map_err(invalid)?;
+    if let Some(cap) = sku_limit {
+        builder = builder
+            .per_sku_limit(u32::try_from(cap).map_err(|e| corrupt("per-SKU limit", e))?)
+            .map_err(invalid)?;
+    }
     if let Some(ms) = starts {
         builder = builder.starts_at(millis(ms)?);
     }
@@ -425,7 +443,14 @@ fn sale_from_row(row: &AnyRow) -> Result<SaleSpec, StoreError> {
             ))
             .map_err(invalid)?;
     }
-    builder.build().map_err(invalid)
+    let spec = builder.build().map_err(invalid)?;
+    if spec.total_stock() != total {
+        return Err(corrupt(
+            "stock",
+            format!("sale {} totals {total}", spec.id()),
+        ));
+    }
+    Ok(spec)
 }
 
 fn order_from_row(row: &AnyRow) -> Result<Order, StoreError> {
@@ -440,6 +465,8 @@ fn order_from_row_as(row: &AnyRow, status: OrderStatus) -> Result<Order, StoreEr
     let sale: String = row.try_get("sale_id")?;
     let user: String = row.try_get("user_id")?;
     let quantity: i64 = row.try_get("quantity")?;
+    let quantity = u32::try_from(quantity).map_err(|e| corrupt("quantity", e))?;
+    let items: Option<String> = row.try_get("items")?;
     let key: Option<String> = row.try_get("idempotency_key")?;
     let created: i64 = row.try_get("created_at_ms")?;
     let expires: Option<i64> = row.try_get("expires_at_ms")?;
@@ -449,7 +476,15 @@ fn order_from_row_as(row: &AnyRow, status: OrderStatus) -> Result<Order, StoreEr
         id: OrderId::from_str(&id).map_err(invalid)?,
         sale_id: SaleId::new(sale).map_err(invalid)?,
         user_id: UserId::new(user).map_err(invalid)?,
-        quantity: u32::try_from(quantity).map_err(|e| corrupt("quantity", e))?,
+        quantity,
+        items: match items {
+            Some(items) => Item::decode_list(&items).map_err(invalid)?,
+            // An order from before SKUs.
+            None => vec![Item {
+                sku: SkuId::default_sku(),
+                quantity,
+            }],
+        },
         idempotency_key: key.map(IdempotencyKey::new).transpose().map_err(invalid)?,
         status,
         created_at: millis(created)?,

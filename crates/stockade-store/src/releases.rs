@@ -8,10 +8,9 @@
 //! the record stays and is retried, so no cancelled order keeps its stock
 //! in the engine.
 
-use std::collections::HashMap;
-
 use chrono::{DateTime, Utc};
 use sqlx::{Any, Row, Transaction};
+use stockade_core::rule;
 use stockade_core::{Epoch, Order, OrderId, SaleId, UserId};
 
 use super::arbiter::{
@@ -177,32 +176,37 @@ pub(super) async fn give_back(
     if orders.is_empty() {
         return Ok(None);
     }
-    let state = read_sales(tx, &[sale])
+    let mut state = read_sales(tx, &[sale])
         .await?
         .remove(sale)
         .ok_or_else(|| StoreError::Failed(format!("sale {sale} vanished while giving back")))?;
-    let mut returned: HashMap<&UserId, u32> = HashMap::new();
+    let users: Vec<&UserId> = orders.iter().map(|order| &order.user_id).collect();
+    let mut holdings = read_holdings(tx, sale, &users).await?;
     for order in orders {
-        *returned.entry(&order.user_id).or_default() += order.quantity;
+        let items = rule::resolve_order(&state.spec, &order.items).ok_or_else(|| {
+            corrupt(
+                "order",
+                format!("{} names a SKU sale {sale} does not have", order.id),
+            )
+        })?;
+        holdings
+            .entry(order.user_id.clone())
+            .or_default()
+            .take_back(&state.spec, &items)
+            .ok_or_else(|| {
+                corrupt(
+                    "holding",
+                    format!("{} holds less than order {}", order.user_id, order.id),
+                )
+            })?;
+        state.give_back(&items).ok_or_else(|| {
+            corrupt(
+                "sold count",
+                format!("sale {sale} sold less than order {}", order.id),
+            )
+        })?;
     }
-    let users: Vec<&UserId> = returned.keys().copied().collect();
-    let held = read_holdings(tx, sale, &users).await?;
-    let mut holdings = HashMap::with_capacity(returned.len());
-    for (user, quantity) in returned {
-        let left = held
-            .get(user)
-            .copied()
-            .unwrap_or(0)
-            .checked_sub(quantity)
-            .ok_or_else(|| corrupt("holding", format!("{user} holds less than {quantity}")))?;
-        holdings.insert(user.clone(), left);
-    }
-    let total: u32 = orders.iter().map(|o| o.quantity).sum();
-    let left = state
-        .sold
-        .checked_sub(total)
-        .ok_or_else(|| corrupt("sold count", format!("{} < {total} given back", state.sold)))?;
-    write_sold(tx, sale, left).await?;
+    write_sold(tx, &state).await?;
     write_holdings(tx, sale, &holdings).await?;
     let release =
         (state.authority == Authority::Primary && engine_decides_primary).then_some(state.epoch);

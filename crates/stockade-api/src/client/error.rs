@@ -28,7 +28,7 @@ pub enum ClientError {
     /// The API answered with an error (a non-2xx status and its error
     /// body).
     #[error("{0}")]
-    Api(ErrorAnswer),
+    Api(Box<ErrorAnswer>),
     /// The answer's body is not what the API sends (not JSON, another
     /// shape, an error code this client does not know).
     #[error("HTTP {status}: unreadable body ({reason}): {body}")]

@@ -384,11 +384,11 @@ async fn read<T: DeserializeOwned>(response: reqwest::Response) -> Result<Reply<
     }
     let body: ErrorBody =
         serde_json::from_slice(&bytes).map_err(|e| unreadable(status, &e, &bytes))?;
-    Err(ClientError::Api(ErrorAnswer {
+    Err(ClientError::Api(Box::new(ErrorAnswer {
         status,
         retry_after,
         error: body.error,
-    }))
+    })))
 }
 
 #[cfg(test)]

@@ -4,28 +4,30 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use chrono::{DateTime, Utc};
 use dashmap::{DashMap, Entry};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use stockade_core::rule;
 use stockade_core::{
     EngineError, Epoch, IdempotencyKey, Order, OrderId, Purchase, PurchaseOutcome, RebuildPlan,
     ReleaseOutcome, SaleSnapshot, SaleSpec, UserId,
 };
 
-/// One sale: its spec, the stock counter and the maps of buyers, keys and
+/// One sale: its spec, the stock counters and the maps of buyers, keys and
 /// orders.
 #[derive(Debug)]
 pub(super) struct SaleBook {
     /// Read-locked by every operation, write-locked only by a rebuild, so a
     /// rebuild never interleaves with a purchase. Reads do not block each
     /// other.
-    spec: RwLock<SaleSpec>,
+    shape: RwLock<Shape>,
     /// The epoch the book holds ([`Epoch::CLOSED`] after `close`); changed
     /// only under the spec's write lock.
     epoch: AtomicU64,
     /// The newest epoch ever rebuilt under: older rebuilds are refused.
     newest: AtomicU64,
-    remaining: AtomicU32,
     holdings: DashMap<UserId, u32>,
+    /// Items each buyer holds of each SKU (by position in the spec), kept
+    /// only for a sale with a per-SKU limit.
+    sku_holdings: DashMap<(UserId, usize), u32>,
     /// Idempotency keys, scoped to their buyer.
     keys: DashMap<(UserId, IdempotencyKey), OrderId>,
     orders: DashMap<OrderId, OrderEntry>,
@@ -37,21 +39,91 @@ pub(super) struct SaleBook {
     accepted: AtomicU64,
 }
 
+/// The spec and the stock, replaced together by a rebuild.
+#[derive(Debug)]
+struct Shape {
+    spec: SaleSpec,
+    stock: Stock,
+}
+
+/// The stock of a sale.
+#[derive(Debug)]
+enum Stock {
+    /// A one-SKU sale: one counter, taken with a compare-and-swap.
+    One(AtomicU32),
+    /// A sale of several SKUs: a counter per SKU (in the spec's order),
+    /// under one lock so a bundle takes all its items or none.
+    Many(Mutex<Vec<u32>>),
+}
+
+impl Stock {
+    fn new(remaining: Vec<u32>) -> Self {
+        match remaining[..] {
+            [one] => Self::One(AtomicU32::new(one)),
+            _ => Self::Many(Mutex::new(remaining)),
+        }
+    }
+
+    /// Each SKU's stock left.
+    fn remaining(&self) -> Vec<u32> {
+        match self {
+            Self::One(left) => vec![left.load(Ordering::Acquire)],
+            Self::Many(left) => left.lock().clone(),
+        }
+    }
+
+    /// Takes every item or none: the stock left in all after, or the rule's
+    /// refusal.
+    fn take(&self, spec: &SaleSpec, items: &[(usize, u32)]) -> Result<u32, PurchaseOutcome> {
+        match self {
+            Self::One(left) => take_stock(spec, left, items[0].1),
+            Self::Many(left) => {
+                let mut left = left.lock();
+                rule::stock(spec, &left, items)?;
+                for &(i, quantity) in items {
+                    left[i] -= quantity;
+                }
+                Ok(left.iter().sum())
+            }
+        }
+    }
+
+    /// Puts items back: the stock left in all after.
+    fn give_back(&self, items: &[(usize, u32)]) -> u32 {
+        match self {
+            Self::One(left) => {
+                let quantity: u32 = items.iter().map(|&(_, q)| q).sum();
+                left.fetch_add(quantity, Ordering::AcqRel) + quantity
+            }
+            Self::Many(left) => {
+                let mut left = left.lock();
+                for &(i, quantity) in items {
+                    left[i] += quantity;
+                }
+                left.iter().sum()
+            }
+        }
+    }
+}
+
 #[derive(Debug)]
 struct OrderEntry {
     user_id: UserId,
     quantity: u32,
+    /// Each SKU's position in the spec and its quantity.
+    items: Vec<(usize, u32)>,
     live: bool,
 }
 
 impl SaleBook {
     pub(super) fn new(spec: SaleSpec) -> Self {
+        let stock = Stock::new(spec.skus().iter().map(|sku| sku.stock).collect());
         Self {
-            remaining: AtomicU32::new(spec.total_stock()),
-            spec: RwLock::new(spec),
+            shape: RwLock::new(Shape { spec, stock }),
             epoch: AtomicU64::new(Epoch::FIRST.get()),
             newest: AtomicU64::new(Epoch::FIRST.get()),
             holdings: DashMap::new(),
+            sku_holdings: DashMap::new(),
             keys: DashMap::new(),
             orders: DashMap::new(),
             outbox: DashMap::new(),
@@ -60,7 +132,7 @@ impl SaleBook {
     }
 
     pub(super) fn spec(&self) -> SaleSpec {
-        self.spec.read().clone()
+        self.shape.read().spec.clone()
     }
 
     pub(super) fn held_epoch(&self) -> Epoch {
@@ -68,13 +140,13 @@ impl SaleBook {
     }
 
     pub(super) fn purchase(&self, purchase: &Purchase, now: DateTime<Utc>) -> PurchaseOutcome {
-        let spec = self.spec.read();
+        let shape = self.shape.read();
         let epoch = self.held_epoch();
         if epoch != purchase.epoch() {
             return PurchaseOutcome::WrongEpoch { engine: epoch };
         }
         let Some(key) = purchase.idempotency_key() else {
-            return self.decide(&spec, purchase, now);
+            return self.decide(&shape, purchase, now);
         };
         // Holding the key's entry makes a concurrent request with the same
         // key wait, then see this one's order.
@@ -83,7 +155,7 @@ impl SaleBook {
                 order_id: *existing.get(),
             },
             Entry::Vacant(vacant) => {
-                let outcome = self.decide(&spec, purchase, now);
+                let outcome = self.decide(&shape, purchase, now);
                 if let PurchaseOutcome::Purchased { order_id, .. } = outcome {
                     vacant.insert(order_id);
                 }
@@ -92,15 +164,22 @@ impl SaleBook {
         }
     }
 
-    /// Window, limit and stock, then the record: the purchase without its key.
-    fn decide(&self, spec: &SaleSpec, purchase: &Purchase, now: DateTime<Utc>) -> PurchaseOutcome {
+    /// Items, window, limits and stock, then the record: the purchase
+    /// without its key.
+    fn decide(&self, shape: &Shape, purchase: &Purchase, now: DateTime<Utc>) -> PurchaseOutcome {
+        let spec = &shape.spec;
+        let items = match rule::resolve(spec, purchase.items()) {
+            Ok(items) => items,
+            Err(refused) => return refused,
+        };
         if let Err(refused) = rule::window(spec, now) {
             return refused;
         }
         let quantity = purchase.quantity();
-        // The buyer's entry stays locked until their holding is updated, so
-        // two requests of one buyer cannot both pass the limit check.
-        let holding = self.holdings.entry(purchase.user_id().clone());
+        let user = purchase.user_id();
+        // The buyer's entry stays locked until their holdings are updated,
+        // so two requests of one buyer cannot both pass a limit check.
+        let holding = self.holdings.entry(user.clone());
         let already = match &holding {
             Entry::Occupied(held) => *held.get(),
             Entry::Vacant(_) => 0,
@@ -108,7 +187,15 @@ impl SaleBook {
         if let Err(refused) = rule::limit(spec, already, quantity) {
             return refused;
         }
-        let remaining = match take_stock(&self.remaining, quantity) {
+        let held_of_sku = |i| {
+            self.sku_holdings
+                .get(&(user.clone(), i))
+                .map_or(0, |held| *held)
+        };
+        if let Err(refused) = rule::sku_limits(spec, &items, held_of_sku) {
+            return refused;
+        }
+        let remaining = match shape.stock.take(spec, &items) {
             Ok(remaining) => remaining,
             Err(refused) => return refused,
         };
@@ -118,18 +205,24 @@ impl SaleBook {
                 vacant.insert(quantity);
             }
         }
+        if spec.per_sku_limit().is_some() {
+            for &(i, q) in &items {
+                *self.sku_holdings.entry((user.clone(), i)).or_insert(0) += q;
+            }
+        }
         let order_id = OrderId::generate();
+        let order = Order::accepted(purchase, rule::order_items(spec, &items), order_id, now);
         self.orders.insert(
             order_id,
             OrderEntry {
-                user_id: purchase.user_id().clone(),
+                user_id: user.clone(),
                 quantity,
+                items,
                 live: true,
             },
         );
         let place = self.accepted.fetch_add(1, Ordering::Relaxed);
-        self.outbox
-            .insert(order_id, (place, Order::accepted(purchase, order_id, now)));
+        self.outbox.insert(order_id, (place, order));
         PurchaseOutcome::Purchased {
             order_id,
             remaining,
@@ -137,21 +230,21 @@ impl SaleBook {
     }
 
     pub(super) fn outbox(&self) -> Vec<Order> {
-        let _spec = self.spec.read();
+        let _shape = self.shape.read();
         let mut orders: Vec<(u64, Order)> = self.outbox.iter().map(|e| e.value().clone()).collect();
         orders.sort_by_key(|(place, _)| *place);
         orders.into_iter().map(|(_, order)| order).collect()
     }
 
     pub(super) fn acknowledge(&self, orders: &[OrderId]) {
-        let _spec = self.spec.read();
+        let _shape = self.shape.read();
         for id in orders {
             self.outbox.remove(id);
         }
     }
 
     pub(super) fn release(&self, order_id: OrderId, epoch: Epoch) -> ReleaseOutcome {
-        let _spec = self.spec.read();
+        let shape = self.shape.read();
         let held = self.held_epoch();
         if held != epoch {
             return ReleaseOutcome::WrongEpoch { engine: held };
@@ -172,7 +265,16 @@ impl SaleBook {
         // set of current holders.
         self.holdings
             .remove_if(&order.user_id, |_, held| *held == 0);
-        let remaining = self.remaining.fetch_add(quantity, Ordering::AcqRel) + quantity;
+        if shape.spec.per_sku_limit().is_some() {
+            for &(i, q) in &order.items {
+                let key = (order.user_id.clone(), i);
+                if let Some(mut held) = self.sku_holdings.get_mut(&key) {
+                    *held = held.saturating_sub(q);
+                }
+                self.sku_holdings.remove_if(&key, |_, held| *held == 0);
+            }
+        }
+        let remaining = shape.stock.give_back(&order.items);
         ReleaseOutcome::Released {
             quantity,
             remaining,
@@ -180,8 +282,8 @@ impl SaleBook {
     }
 
     pub(super) fn snapshot(&self, now: DateTime<Utc>) -> SaleSnapshot {
-        let spec = self.spec.read();
-        SaleSnapshot::at(spec.clone(), self.remaining.load(Ordering::Acquire), now)
+        let shape = self.shape.read();
+        SaleSnapshot::at(shape.spec.clone(), &shape.stock.remaining(), now)
     }
 
     pub(super) fn held_by(&self, user: &UserId) -> u32 {
@@ -190,7 +292,7 @@ impl SaleBook {
 
     /// Stops selling until the next rebuild; returns the epoch held.
     pub(super) fn close(&self) -> Epoch {
-        let _spec = self.spec.write();
+        let _shape = self.shape.write();
         Epoch::new(self.epoch.swap(Epoch::CLOSED.get(), Ordering::AcqRel))
     }
 
@@ -203,7 +305,7 @@ impl SaleBook {
         epoch: Epoch,
         plan: RebuildPlan,
     ) -> Result<(), EngineError> {
-        let mut current = self.spec.write();
+        let mut current = self.shape.write();
         let newest = Epoch::new(self.newest.load(Ordering::Acquire));
         if epoch < newest {
             return Err(EngineError::Superseded {
@@ -214,13 +316,20 @@ impl SaleBook {
         }
         self.newest.store(epoch.get(), Ordering::Release);
         self.epoch.store(epoch.get(), Ordering::Release);
-        *current = spec;
+        *current = Shape {
+            stock: Stock::new(plan.sku_remaining),
+            spec,
+        };
         self.holdings.clear();
+        self.sku_holdings.clear();
         self.keys.clear();
         self.orders.clear();
         self.outbox.clear();
         for (user, held) in plan.holdings {
             self.holdings.insert(user, held);
+        }
+        for (key, held) in plan.sku_holdings {
+            self.sku_holdings.insert(key, held);
         }
         for (user, key, order_id) in plan.keys {
             self.keys.insert((user, key), order_id);
@@ -231,23 +340,24 @@ impl SaleBook {
                 OrderEntry {
                     user_id: order.user_id,
                     quantity: order.quantity,
+                    items: order.items,
                     live: order.live,
                 },
             );
         }
-        self.remaining.store(plan.remaining, Ordering::Release);
         Ok(())
     }
 }
 
-/// Takes `quantity` from `stock` by [`rule::take`], atomically: the stock
-/// left after taking, or the rule's refusal of the stock as it was.
-fn take_stock(stock: &AtomicU32, quantity: u32) -> Result<u32, PurchaseOutcome> {
+/// Takes `quantity` from the one counter of a one-SKU sale by
+/// [`rule::take`], atomically: the stock left after taking, or the rule's
+/// refusal of the stock as it was.
+fn take_stock(spec: &SaleSpec, stock: &AtomicU32, quantity: u32) -> Result<u32, PurchaseOutcome> {
     match stock.fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
-        rule::take(left, quantity).ok()
+        left.checked_sub(quantity)
     }) {
-        Ok(before) => rule::take(before, quantity),
+        Ok(before) => Ok(before - quantity),
         // Refused on this value: the rule says how.
-        Err(left) => rule::take(left, quantity),
+        Err(left) => rule::take(spec, left, quantity),
     }
 }

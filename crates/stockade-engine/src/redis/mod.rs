@@ -33,9 +33,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use redis::AsyncCommands;
+use stockade_core::rule;
 use stockade_core::{
-    Clock, CreateOutcome, Engine, EngineError, Epoch, Order, OrderId, Purchase, PurchaseOutcome,
-    RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
+    Clock, CreateOutcome, Engine, EngineError, Epoch, Item, Order, OrderId, Purchase,
+    PurchaseOutcome, RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
 };
 
 use crate::batching::{BatchedPurchase, Batcher};
@@ -46,8 +47,8 @@ pub use keys::SaleKeys;
 use outbox::OutboxIndex;
 use purchase_batch::PurchaseScript;
 use scripts::{
-    CLOSE, CREATE_SALE, REBUILD_BEGIN, REBUILD_CHUNK, REBUILD_FINISH, RELEASE, RELEASE_MANY,
-    RETIRE, redis_error,
+    CLOSE, CREATE_SALE, REBUILD_BEGIN, REBUILD_CHUNK, REBUILD_FINISH, RELEASE_MANY, RETIRE,
+    redis_error,
 };
 pub use topology::{RedisTopology, RedisUrlError};
 
@@ -140,6 +141,10 @@ impl Engine for RedisEngine {
         for field in codec::spec_fields(spec) {
             invocation.arg(field);
         }
+        let stock: Vec<u32> = spec.skus().iter().map(|sku| sku.stock).collect();
+        for (field, left) in codec::sku_stock_fields(spec, &stock) {
+            invocation.arg(field).arg(left);
+        }
         let reply: Vec<String> = invocation
             .invoke_async(&mut self.connection.clone())
             .await
@@ -172,19 +177,10 @@ impl Engine for RedisEngine {
         order: OrderId,
         epoch: Epoch,
     ) -> Result<ReleaseOutcome, EngineError> {
-        let keys = self.keys(sale);
-        let mut invocation = RELEASE.prepare_invoke();
-        invocation
-            .key(&keys.sale)
-            .key(&keys.holdings)
-            .key(&keys.orders)
-            .arg(order.to_string())
-            .arg(epoch.get());
-        let (code, quantity, remaining): (i64, i64, i64) = invocation
-            .invoke_async(&mut self.connection.clone())
-            .await
-            .map_err(redis_error)?;
-        codes::release(code, quantity, remaining, "release.lua")
+        let mut answers = self.release_many(sale, &[(order, epoch)]).await?;
+        answers
+            .pop()
+            .ok_or_else(|| EngineError::backend("release_many.lua gave no answer"))
     }
 
     async fn release_many(
@@ -251,21 +247,51 @@ impl Engine for RedisEngine {
 
     async fn snapshot(&self, sale: &SaleId) -> Result<Option<SaleSnapshot>, EngineError> {
         let keys = self.keys(sale);
-        // One HMGET is atomic: the spec and the stock are read together.
-        let fields: Vec<Option<String>> = redis::cmd("HMGET")
+        // One HGETALL is atomic: the spec and the stock are read together.
+        let fields: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
             .arg(&keys.sale)
-            .arg(&["total", "limit", "starts", "ends", "hold", "remaining"])
             .query_async(&mut self.connection.clone())
             .await
             .map_err(redis_error)?;
-        let Some(fields) = fields.into_iter().collect::<Option<Vec<String>>>() else {
+        if !fields.contains_key("total") {
             return Ok(None);
+        }
+        let corrupt = |what: &str| {
+            EngineError::backend(format!("sale {sale} in Redis has no valid {what} field"))
         };
-        let spec = codec::spec_from_fields(sale, &fields[..5])?;
-        let remaining = fields[5].parse::<u32>().map_err(|_| {
-            EngineError::backend(format!("sale {sale} has a malformed remaining field"))
-        })?;
-        Ok(Some(SaleSnapshot::at(spec, remaining, self.clock.now())))
+        let mut spec_fields = Vec::with_capacity(7);
+        for name in [
+            "total",
+            "limit",
+            "starts",
+            "ends",
+            "hold",
+            "skus",
+            "sku_limit",
+        ] {
+            match fields.get(name) {
+                Some(value) => spec_fields.push(value.clone()),
+                // A sale created before SKUs has neither of the last two.
+                None if spec_fields.len() == 5 => break,
+                None => return Err(corrupt(name)),
+            }
+        }
+        let spec = codec::spec_from_fields(sale, &spec_fields)?;
+        let count = |name: &str| -> Result<u32, EngineError> {
+            fields
+                .get(name)
+                .and_then(|value| value.parse().ok())
+                .ok_or_else(|| corrupt(name))
+        };
+        let left = if spec.skus().len() == 1 {
+            vec![count("remaining")?]
+        } else {
+            spec.skus()
+                .iter()
+                .map(|sku| count(&codec::sku_stock_field(&sku.id)))
+                .collect::<Result<Vec<u32>, _>>()?
+        };
+        Ok(Some(SaleSnapshot::at(spec, &left, self.clock.now())))
     }
 
     async fn purchased_by(&self, sale: &SaleId, user: &UserId) -> Result<u32, EngineError> {
@@ -385,15 +411,28 @@ impl Engine for RedisEngine {
         self.outbox_index.forget(spec.id());
         self.read_entries.forget(spec.id());
         // The state goes in bounded chunks: holdings, then keys, then orders.
-        let holdings: Vec<_> = plan.holdings.iter().collect();
+        let holdings: Vec<(String, u32)> =
+            plan.holdings
+                .iter()
+                .map(|(user, held)| (user.to_string(), *held))
+                .chain(plan.sku_holdings.iter().map(|((user, sku), held)| {
+                    (format!("{user}\n{}", spec.skus()[*sku].id), *held)
+                }))
+                .collect();
         let order_records: Vec<(String, String)> = plan
             .orders
             .iter()
             .map(|order| {
                 let state = if order.live { 'l' } else { 'r' };
+                let items = rule::order_items(spec, &order.items);
                 (
                     order.id.to_string(),
-                    format!("{}:{state}:{}", order.quantity, order.user_id),
+                    format!(
+                        "{}:{state}:{}\n{}",
+                        order.quantity,
+                        order.user_id,
+                        Item::encode_list(&items)
+                    ),
                 )
             })
             .collect();
@@ -419,8 +458,8 @@ impl Engine for RedisEngine {
                 .arg(epoch.get())
                 .arg(holding_end - next_holding)
                 .arg(key_end - next_key);
-            for (user, held) in &holdings[next_holding..holding_end] {
-                chunk.arg(user.as_str()).arg(**held);
+            for (field, held) in &holdings[next_holding..holding_end] {
+                chunk.arg(field).arg(*held);
             }
             for (user, key, order_id) in &plan.keys[next_key..key_end] {
                 chunk
@@ -436,18 +475,20 @@ impl Engine for RedisEngine {
         }
         let mut finish = REBUILD_FINISH.prepare_invoke();
         finish.key(&keys.sale).arg(epoch.get()).arg(plan.remaining);
-        let remaining = self
-            .rebuild_step(finish, spec, epoch, "rebuild_finish.lua")
+        for (field, left) in codec::sku_stock_fields(spec, &plan.sku_remaining) {
+            finish.arg(field).arg(left);
+        }
+        self.rebuild_step(finish, spec, epoch, "rebuild_finish.lua")
             .await?;
         Ok(SaleSnapshot::at(
             spec.clone(),
-            codes::count(remaining, "remaining", "rebuild_finish.lua")?,
+            &plan.sku_remaining,
             self.clock.now(),
         ))
     }
 }
 
-/// Whether an orders-hash record (`quantity:state:user`) is released.
+/// Whether an orders-hash record (`quantity:state:user\nitems`) is released.
 fn is_released(record: &str) -> bool {
     record.split(':').nth(1) == Some("r")
 }

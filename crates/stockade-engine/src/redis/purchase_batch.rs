@@ -52,7 +52,8 @@ impl PurchaseScript {
                 .arg(purchase.user.as_str())
                 .arg(purchase.quantity)
                 .arg(purchase.key.as_ref().map_or("", |k| k.as_str()))
-                .arg(purchase.order_id.to_string());
+                .arg(purchase.order_id.to_string())
+                .arg(&purchase.items);
         }
         let reply: Vec<redis::Value> = invocation
             .invoke_async(&mut self.connection.clone())
@@ -69,20 +70,11 @@ impl PurchaseScript {
             .zip(answers.chunks_exact(2))
             .map(|(purchase, answer)| {
                 let code = reply_int(&answer[0]).ok_or_else(malformed)?;
-                if code == 5 {
-                    let original = reply_text(&answer[1])
-                        .and_then(|id| id.parse().ok())
-                        .ok_or_else(malformed)?;
-                    return codes::purchase(
-                        5,
-                        0,
-                        Some(original),
-                        purchase.order_id,
-                        "purchase.lua",
-                    );
-                }
-                let value = reply_int(&answer[1]).ok_or_else(malformed)?;
-                codes::purchase(code, value, None, purchase.order_id, "purchase.lua")
+                let value = match reply_int(&answer[1]) {
+                    Some(number) => codes::Value::Number(number),
+                    None => codes::Value::Text(reply_text(&answer[1]).ok_or_else(malformed)?),
+                };
+                codes::purchase(code, value, purchase.order_id, "purchase.lua")
             })
             .collect::<Result<Vec<_>, _>>()?;
         let accepted: Vec<OrderId> = outcomes

@@ -13,8 +13,6 @@ pub(super) static CREATE_SALE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/create_sale.lua")));
 pub(super) static PURCHASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/purchase.lua")));
-pub(super) static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/release.lua")));
 pub(super) static RELEASE_MANY: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/release_many.lua")));
 pub(super) static CLOSE: LazyLock<Script> =

@@ -241,14 +241,14 @@ fn apply(model: &mut Model, answers: Vec<Answer>, limit: u32) -> Result<(), Stri
                         ));
                     }
                 }
-                PurchaseOutcome::LimitExceeded { already } => {
+                PurchaseOutcome::LimitExceeded { already, .. } => {
                     if already + quantity <= limit {
                         return Err(format!(
                             "limit exceeded with {already} held + {quantity} <= {limit}"
                         ));
                     }
                 }
-                PurchaseOutcome::InsufficientStock { remaining } => {
+                PurchaseOutcome::InsufficientStock { remaining, .. } => {
                     if remaining == 0 || remaining >= quantity {
                         return Err(format!(
                             "insufficient stock with {remaining} for {quantity}"

@@ -21,7 +21,8 @@ pub struct ApiError {
     status: StatusCode,
     message: String,
     retry_after: Option<u32>,
-    extra: Option<(&'static str, Value)>,
+    /// Fields added to the error object (most errors have none).
+    extra: Vec<(&'static str, Value)>,
     /// Boxed: most errors have none, and the error stays small.
     headers: Option<Box<[(HeaderName, HeaderValue)]>>,
 }
@@ -35,7 +36,7 @@ impl ApiError {
             status: code.status(),
             message: message.into(),
             retry_after: code.retry_after(),
-            extra: None,
+            extra: Vec::new(),
             headers: None,
         }
     }
@@ -54,7 +55,7 @@ impl ApiError {
 
     /// Adds a field to the error object (e.g. the order id of a 409).
     pub fn with(mut self, key: &'static str, value: Value) -> Self {
-        self.extra = Some((key, value));
+        self.extra.push((key, value));
         self
     }
 
@@ -69,8 +70,8 @@ impl ApiError {
     /// The added field `key` (see [`ApiError::with`]), if it has one.
     pub fn field(&self, key: &str) -> Option<&Value> {
         self.extra
-            .as_ref()
-            .filter(|(name, _)| *name == key)
+            .iter()
+            .find(|(name, _)| *name == key)
             .map(|(_, value)| value)
     }
 
@@ -169,7 +170,7 @@ impl From<StoreError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut body = json!({ "code": self.code.as_str(), "message": self.message });
-        if let Some((key, value)) = self.extra {
+        for (key, value) in self.extra {
             body[key] = value;
         }
         let mut response = (self.status, Json(json!({ "error": body }))).into_response();

@@ -9,8 +9,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
+use stockade_api::ErrorCode;
 use stockade_api::{ErrorBody, OrderBody, PurchaseRequest};
-use stockade_core::{IdempotencyKey, Purchase, PurchaseOutcome, SaleId, UserId};
+use stockade_core::{IdempotencyKey, Purchase, PurchaseOutcome, SaleId, SkuId, UserId, WantedItem};
 
 use super::error::ApiError;
 use super::identity::Caller;
@@ -62,8 +63,10 @@ pub async fn purchase(
     // (who buys, and their rate limit), before any other work.
     let result = async {
         let ApiJson(body) = body?;
+        let items = body.wanted();
         let user = caller.buyer(&state, body.user_id).await?;
-        let attempt = attempt(&id, &headers, user, body.quantity)?;
+        let items = items?;
+        let attempt = attempt(&id, &headers, user, items)?;
         Ok::<_, ApiError>(Purchases::new(&state).decide(attempt).await?)
     }
     .await;
@@ -90,10 +93,10 @@ fn attempt(
     id: &str,
     headers: &HeaderMap,
     user: UserId,
-    quantity: u32,
+    items: Vec<WantedItem>,
 ) -> Result<Attempt, ApiError> {
     let sale = sale_id(id)?;
-    let mut purchase = Purchase::from_parts(sale, user, quantity)?;
+    let mut purchase = Purchase::of_items(sale, user, items)?;
     if let Some(value) = headers.get("idempotency-key") {
         let text = value
             .to_str()
@@ -180,7 +183,7 @@ impl From<PurchaseError> for ApiError {
                 sale,
                 outcome,
                 quantity,
-            } => Self::new(code, refusal(&sale, outcome, quantity)),
+            } => refusal(code, &sale, outcome, quantity),
             PurchaseError::UnknownSale(sale) => unknown_sale(&sale),
             PurchaseError::Admission(error) => admission(error),
             PurchaseError::Overloaded { limit } => Self::new(
@@ -230,20 +233,57 @@ impl From<PurchaseError> for ApiError {
     }
 }
 
-/// The message of a refusal by the sale, the same whether the engine, the
-/// store or this instance's own knowledge refused it.
-fn refusal(sale: &SaleId, outcome: PurchaseOutcome, quantity: u32) -> String {
-    match outcome {
-        PurchaseOutcome::InsufficientStock { remaining } => {
-            format!("only {remaining} left, fewer than the {quantity} asked for")
-        }
-        PurchaseOutcome::LimitExceeded { already } => format!(
-            "buyer already holds {already} of this sale; the per-user limit does not allow {quantity} more"
+/// The answer to a refusal by the sale, the same whether the engine, the
+/// store or this instance's own knowledge refused it: a message, and the
+/// SKU (and what it has left) when one SKU is the reason.
+fn refusal(code: ErrorCode, sale: &SaleId, outcome: PurchaseOutcome, quantity: u32) -> ApiError {
+    let sku_and = |sku: &SkuId, field: &'static str, value: u32| {
+        vec![
+            ("sku", Value::String(sku.to_string())),
+            (field, Value::from(value)),
+        ]
+    };
+    let (message, fields) = match &outcome {
+        PurchaseOutcome::InsufficientStock { sku, remaining } => (
+            format!(
+                "only {remaining} of SKU {sku} left, fewer than asked for; nothing was taken (a purchase of several items is all or nothing)"
+            ),
+            sku_and(sku, "remaining", *remaining),
         ),
-        PurchaseOutcome::NotStarted => format!("sale {sale} has not started"),
-        PurchaseOutcome::Ended => format!("sale {sale} has ended"),
-        _ => format!("sale {sale} is sold out"),
-    }
+        PurchaseOutcome::LimitExceeded { already, sku: None } => (
+            format!(
+                "buyer already holds {already} of this sale; the per-user limit does not allow {quantity} more"
+            ),
+            Vec::new(),
+        ),
+        PurchaseOutcome::LimitExceeded {
+            already,
+            sku: Some(sku),
+        } => (
+            format!(
+                "buyer already holds {already} of SKU {sku}; the per-SKU limit does not allow that many more"
+            ),
+            sku_and(sku, "already", *already),
+        ),
+        PurchaseOutcome::UnknownSku { sku } => (
+            format!("sale {sale} has no SKU {sku}; GET /v1/sales/{sale} lists its skus"),
+            vec![("sku", Value::String(sku.to_string()))],
+        ),
+        PurchaseOutcome::SkuRequired => (
+            format!(
+                "sale {sale} has several SKUs: name one with sku, or several with items; GET /v1/sales/{sale} lists them"
+            ),
+            Vec::new(),
+        ),
+        PurchaseOutcome::NotStarted => (format!("sale {sale} has not started"), Vec::new()),
+        PurchaseOutcome::Ended => (format!("sale {sale} has ended"), Vec::new()),
+        _ => (format!("sale {sale} is sold out"), Vec::new()),
+    };
+    fields
+        .into_iter()
+        .fold(ApiError::new(code, message), |error, (field, value)| {
+            error.with(field, value)
+        })
 }
 
 /// The answer to a buyer the waiting room turned away.

@@ -22,9 +22,12 @@ pub fn sale_id(raw: &str) -> Result<SaleId, ApiError> {
 }
 
 fn spec(body: CreateSale) -> Result<SaleSpec, ApiError> {
-    let mut builder = SaleSpec::builder(body.id, body.stock)?;
+    let mut builder = SaleSpec::with_skus(body.id.as_str(), body.sku_specs()?)?;
     if let Some(limit) = body.per_user_limit {
         builder = builder.per_user_limit(limit)?;
+    }
+    if let Some(limit) = body.per_sku_limit {
+        builder = builder.per_sku_limit(limit)?;
     }
     if let Some(at) = body.starts_at {
         builder = builder.starts_at(at);

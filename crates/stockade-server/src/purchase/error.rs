@@ -92,7 +92,9 @@ impl PurchaseError {
             | PurchaseOutcome::InsufficientStock { .. }
             | PurchaseOutcome::LimitExceeded { .. }
             | PurchaseOutcome::NotStarted
-            | PurchaseOutcome::Ended => Self::Refused {
+            | PurchaseOutcome::Ended
+            | PurchaseOutcome::UnknownSku { .. }
+            | PurchaseOutcome::SkuRequired => Self::Refused {
                 sale: sale.clone(),
                 outcome,
                 quantity,
@@ -129,6 +131,8 @@ fn refusal_code(outcome: &PurchaseOutcome) -> ErrorCode {
         PurchaseOutcome::LimitExceeded { .. } => ErrorCode::LimitExceeded,
         PurchaseOutcome::NotStarted => ErrorCode::NotStarted,
         PurchaseOutcome::Ended => ErrorCode::Ended,
+        PurchaseOutcome::UnknownSku { .. } => ErrorCode::UnknownSku,
+        PurchaseOutcome::SkuRequired => ErrorCode::SkuRequired,
         // Not refusals of the sale: never built as one (see
         // `PurchaseError::refused`).
         PurchaseOutcome::UnknownSale

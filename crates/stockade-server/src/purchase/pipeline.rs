@@ -7,6 +7,7 @@
 //! and the writer, whose batch spans link to it.
 
 use chrono::{DateTime, Utc};
+use stockade_core::rule;
 use stockade_core::{Durability, Order, OrderId, Purchase, PurchaseOutcome, SaleId};
 use stockade_store::authority::Authority;
 use tracing::field::{Empty, display};
@@ -180,7 +181,7 @@ impl<'a> Purchases<'a> {
                 } => {
                     metrics::gauge!("stockade_sale_remaining", "sale" => sale.to_string())
                         .set(f64::from(remaining));
-                    let order = accepted(state, &purchase, order_id, now);
+                    let order = accepted(state, &purchase, order_id, now).await?;
                     let accepted = Accepted {
                         order,
                         remaining,
@@ -222,10 +223,37 @@ impl<'a> Purchases<'a> {
 }
 
 /// The order an accepted purchase made: made at `now`, the instant the
-/// store records for it, under the sale's payment hold (which the store
-/// applies the same way when it commits the order).
-fn accepted(state: &AppState, purchase: &Purchase, id: OrderId, now: DateTime<Utc>) -> Order {
-    Order::accepted(purchase, id, now).under_hold(state.book().hold(purchase.sale_id()))
+/// store records for it, of the items the sale's spec resolves, under the
+/// sale's payment hold (which the store applies the same way when it
+/// commits the order). The spec comes from the sale book, which learned it
+/// with the route; from the store if the book has let it go.
+async fn accepted(
+    state: &AppState,
+    purchase: &Purchase,
+    id: OrderId,
+    now: DateTime<Utc>,
+) -> Result<Order, PurchaseError> {
+    let (items, hold) = match state.book().order_terms(purchase) {
+        Some(terms) => terms,
+        None => {
+            let sale = purchase.sale_id();
+            let spec = state
+                .store()
+                .sale_state(sale)
+                .await?
+                .ok_or_else(|| PurchaseError::Internal(format!("sale {sale} left the store")))?
+                .spec;
+            state.book().learn_spec(&spec);
+            let items = rule::resolve(&spec, purchase.items()).map_err(|refused| {
+                PurchaseError::Internal(format!(
+                    "the engine accepted items sale {sale} refuses ({})",
+                    refused.label()
+                ))
+            })?;
+            (rule::order_items(&spec, &items), spec.hold())
+        }
+    };
+    Ok(Order::accepted(purchase, items, id, now).under_hold(hold))
 }
 
 /// The decider does not have the sale. When it is an engine apart from the

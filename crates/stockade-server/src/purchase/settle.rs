@@ -160,7 +160,7 @@ async fn voided(
             Err(refused(purchase, order))
         }
         // The engine sold what the store does not have: it is out of line.
-        VoidReason::Oversold | VoidReason::OverLimit => {
+        VoidReason::Oversold | VoidReason::OverLimit | VoidReason::UnknownSku => {
             request_rebuild(state, sale, route.epoch, "store_refused");
             Err(refused(purchase, order))
         }

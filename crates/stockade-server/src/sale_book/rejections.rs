@@ -33,8 +33,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use stockade_core::rule;
 use stockade_core::sale::Window;
-use stockade_core::{PurchaseOutcome, SaleId, SaleSpec};
+use stockade_core::{Item, Purchase, PurchaseOutcome, SaleId, SaleSpec};
 
 use super::SaleBook;
 
@@ -112,6 +113,19 @@ impl SaleBook {
             .flatten()
     }
 
+    /// What an order the decider accepted for `purchase` holds, and its
+    /// payment hold, by the sale's spec; None while the spec is not known
+    /// here, or if the items fit no SKU of it (the decider would have
+    /// refused them).
+    pub fn order_terms(&self, purchase: &Purchase) -> Option<(Vec<Item>, Option<Duration>)> {
+        self.read(purchase.sale_id(), |entry| {
+            let spec = entry.spec.as_ref()?;
+            let items = rule::resolve(spec, purchase.items()).ok()?;
+            Some((rule::order_items(spec, &items), spec.hold()))
+        })
+        .flatten()
+    }
+
     /// Remembers a sale's spec, read from the store (it never changes).
     pub fn learn_spec(&self, spec: &SaleSpec) {
         if !self.knows(spec.id()) {
@@ -133,9 +147,9 @@ impl SaleBook {
     /// Learns from the decider's answer to a purchase asked under `ticket`.
     pub fn learn_outcome(&self, sale: &SaleId, ticket: Ticket, outcome: &PurchaseOutcome) {
         let sold_out = match outcome {
-            PurchaseOutcome::SoldOut
-            | PurchaseOutcome::Purchased { remaining: 0, .. }
-            | PurchaseOutcome::InsufficientStock { remaining: 0 } => true,
+            // Sold out is the whole sale; a short SKU says nothing of the
+            // others.
+            PurchaseOutcome::SoldOut | PurchaseOutcome::Purchased { remaining: 0, .. } => true,
             PurchaseOutcome::Purchased { .. } | PurchaseOutcome::InsufficientStock { .. } => false,
             // Nothing about the stock.
             _ => return,

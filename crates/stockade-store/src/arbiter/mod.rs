@@ -38,9 +38,10 @@ use super::authority::Authority;
 use super::bulk::{self, NewRow};
 use super::{OrderStore, StoreError, VOID};
 
+pub use rows::Held;
 pub(crate) use rows::{
-    IN_CHUNK, placeholders, read_holdings, read_sales, sale_state_from_row, write_holdings,
-    write_sold,
+    IN_CHUNK, STATE_COLUMNS, placeholders, read_holdings, read_sales, sale_state_from_row,
+    write_holdings, write_sold,
 };
 
 /// The store's verdict on one order handed to [`OrderStore::commit`].
@@ -73,6 +74,8 @@ pub enum VoidReason {
     },
     /// The store has no such sale.
     UnknownSale,
+    /// The order names a SKU its sale does not have.
+    UnknownSku,
     /// An earlier commit of the same id already recorded it as void.
     Earlier,
 }
@@ -86,6 +89,7 @@ impl VoidReason {
             Self::OverLimit => "over_limit",
             Self::KeyTaken { .. } => "key_taken",
             Self::UnknownSale => "unknown_sale",
+            Self::UnknownSku => "unknown_sku",
             Self::Earlier => "earlier",
         }
     }
@@ -102,6 +106,8 @@ pub struct SaleState {
     pub authority: Authority,
     /// Items held by live orders.
     pub sold: u32,
+    /// Of each SKU (in the spec's order): they add up to `sold`.
+    pub sku_sold: Vec<u32>,
     /// The primary epoch a move to the fallback left undrained: its orders
     /// still commit (see `docs/consistency.md`).
     pub undrained: Option<Epoch>,
@@ -120,13 +126,51 @@ impl SaleState {
     pub fn remaining(&self) -> u32 {
         self.spec.total_stock().saturating_sub(self.sold)
     }
+
+    /// Items left of each SKU, in the spec's order.
+    pub fn sku_remaining(&self) -> Vec<u32> {
+        self.spec
+            .skus()
+            .iter()
+            .zip(&self.sku_sold)
+            .map(|(sku, sold)| sku.stock.saturating_sub(*sold))
+            .collect()
+    }
+
+    /// Counts an order's items (resolved against the spec) as sold.
+    pub(crate) fn take(&mut self, items: &[(usize, u32)]) {
+        for &(i, quantity) in items {
+            self.sold += quantity;
+            self.sku_sold[i] += quantity;
+        }
+    }
+
+    /// Counts an order's items as no longer sold; None if fewer were sold.
+    pub(crate) fn give_back(&mut self, items: &[(usize, u32)]) -> Option<()> {
+        for &(i, quantity) in items {
+            self.sold = self.sold.checked_sub(quantity)?;
+            self.sku_sold[i] = self.sku_sold[i].checked_sub(quantity)?;
+        }
+        Some(())
+    }
+
+    /// The `sku_sold` column: None for a one-SKU sale.
+    pub(crate) fn sku_sold_column(&self) -> Option<String> {
+        (self.sku_sold.len() > 1).then(|| {
+            self.sku_sold
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+    }
 }
 
 /// What a batch changes, per sale.
 #[derive(Default)]
 struct SaleChanges {
-    sold: Option<u32>,
-    holdings: HashMap<UserId, u32>,
+    state: Option<SaleState>,
+    holdings: HashMap<UserId, Held>,
 }
 
 impl OrderStore {
@@ -211,10 +255,10 @@ impl OrderStore {
             let verdict = judge(state, held, owned, order);
             if verdict == Verdict::Committed {
                 let change = changes.entry(order.sale_id.clone()).or_default();
-                change.sold = Some(state.sold);
+                change.state = Some(state.clone());
                 change
                     .holdings
-                    .insert(order.user_id.clone(), held[&order.user_id]);
+                    .insert(order.user_id.clone(), held[&order.user_id].clone());
                 rows.push(NewRow {
                     order,
                     status: status.as_str(),
@@ -239,19 +283,19 @@ impl OrderStore {
         }
         // Write what the verdicts decided: every table once, in bulk.
         bulk::insert_orders(kind, &mut tx, &rows).await?;
-        let held: Vec<(&SaleId, &UserId, u32)> = changes
+        let held: Vec<(&SaleId, &UserId, &Held)> = changes
             .iter()
             .flat_map(|(sale, change)| {
                 change
                     .holdings
                     .iter()
-                    .map(move |(user, quantity)| (sale, user, *quantity))
+                    .map(move |(user, held)| (sale, user, held))
             })
             .collect();
         bulk::upsert_holdings(kind, &mut tx, &held).await?;
-        let sold: Vec<(&SaleId, u32)> = changes
-            .iter()
-            .filter_map(|(sale, change)| Some((sale, change.sold?)))
+        let sold: Vec<&SaleState> = changes
+            .values()
+            .filter_map(|change| change.state.as_ref())
             .collect();
         bulk::write_sold_counts(kind, &mut tx, &sold).await?;
         tx.commit().await?;
@@ -270,7 +314,7 @@ impl OrderStore {
 /// batch has left them, and applies it to both if it fits.
 fn judge(
     state: &mut SaleState,
-    holdings: &mut HashMap<UserId, u32>,
+    holdings: &mut HashMap<UserId, Held>,
     owners: &mut HashMap<(UserId, IdempotencyKey), OrderId>,
     order: &Order,
 ) -> Verdict {
@@ -286,14 +330,26 @@ fn judge(
             original: *original,
         });
     }
-    let held = holdings.get(&order.user_id).copied().unwrap_or(0);
+    let Some(items) = rule::resolve_order(&state.spec, &order.items) else {
+        return Verdict::Void(VoidReason::UnknownSku);
+    };
+    let mut held = holdings.get(&order.user_id).cloned().unwrap_or_default();
     // The window was judged when the engine accepted the order.
-    match rule::limit_and_stock(&state.spec, held, state.remaining(), order.quantity) {
+    let spec = &state.spec;
+    let held_of_sku = |i: usize| held.of(&spec.skus()[i].id);
+    match rule::limits_and_stock(
+        spec,
+        held.total,
+        held_of_sku,
+        &state.sku_remaining(),
+        &items,
+    ) {
         Err(PurchaseOutcome::LimitExceeded { .. }) => Verdict::Void(VoidReason::OverLimit),
         Err(_) => Verdict::Void(VoidReason::Oversold),
-        Ok(_) => {
-            state.sold += order.quantity;
-            holdings.insert(order.user_id.clone(), held + order.quantity);
+        Ok(()) => {
+            held.add(spec, &items);
+            state.take(&items);
+            holdings.insert(order.user_id.clone(), held);
             if let Some(key) = &order.idempotency_key {
                 owners.insert((order.user_id.clone(), key.clone()), order.id);
             }

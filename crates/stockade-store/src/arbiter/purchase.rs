@@ -10,7 +10,7 @@ use stockade_core::rule;
 use stockade_core::{IdempotencyKey, Order, OrderId, Purchase, PurchaseOutcome, SaleId, UserId};
 
 use super::SaleState;
-use super::rows::{read_holdings, read_sales, write_holdings, write_sold};
+use super::rows::{Held, read_holdings, read_sales, write_holdings, write_sold};
 use crate::bulk::{self, NewRow};
 use crate::{OrderStore, StoreError, corrupt};
 
@@ -39,12 +39,19 @@ impl OrderStore {
         drop(conn);
         let mut tx = self.pool.begin().await?;
         self.lock_sales(&mut tx, &[sale]).await?;
-        let (state, held) = match look(&mut tx, purchase, now).await? {
+        let (mut state, mut held, items) = match look(&mut tx, purchase, now).await? {
             Ok(fits) => fits,
             Err(outcome) => return Ok(outcome),
         };
-        let order = Order::accepted(purchase, order_id, now).under_hold(state.spec.hold());
-        let sold = state.sold + purchase.quantity();
+        let order = Order::accepted(
+            purchase,
+            rule::order_items(&state.spec, &items),
+            order_id,
+            now,
+        )
+        .under_hold(state.spec.hold());
+        state.take(&items);
+        held.add(&state.spec, &items);
         bulk::insert_orders(
             self.kind,
             &mut tx,
@@ -56,25 +63,26 @@ impl OrderStore {
             }],
         )
         .await?;
-        let holding = HashMap::from([(order.user_id.clone(), held + purchase.quantity())]);
+        let holding = HashMap::from([(order.user_id.clone(), held)]);
         write_holdings(&mut tx, sale, &holding).await?;
-        write_sold(&mut tx, sale, sold).await?;
+        write_sold(&mut tx, &state).await?;
         tx.commit().await?;
         crate::order_transitions(sale.as_str(), order.status.as_str(), 1);
         Ok(PurchaseOutcome::Purchased {
             order_id,
-            remaining: state.spec.total_stock() - sold,
+            remaining: state.remaining(),
         })
     }
 }
 
-/// Every check of a store purchase, on whatever `conn` sees: the sale and
-/// the buyer's holding when the purchase fits, else the refusal.
+/// Every check of a store purchase, on whatever `conn` sees: the sale, the
+/// buyer's holding and the resolved items when the purchase fits, else
+/// the refusal.
 async fn look(
     conn: &mut sqlx::AnyConnection,
     purchase: &Purchase,
     now: DateTime<Utc>,
-) -> Result<Result<(SaleState, u32), PurchaseOutcome>, StoreError> {
+) -> Result<Result<(SaleState, Held, rule::Resolved), PurchaseOutcome>, StoreError> {
     let sale = purchase.sale_id();
     let Some(state) = read_sales(conn, &[sale]).await?.remove(sale) else {
         return Ok(Err(PurchaseOutcome::UnknownSale));
@@ -89,17 +97,28 @@ async fn look(
     {
         return Ok(Err(PurchaseOutcome::Duplicate { order_id: original }));
     }
+    let items = match rule::resolve(&state.spec, purchase.items()) {
+        Ok(items) => items,
+        Err(refused) => return Ok(Err(refused)),
+    };
     if let Err(refused) = rule::window(&state.spec, now) {
         return Ok(Err(refused));
     }
     let held = read_holdings(conn, sale, &[purchase.user_id()])
         .await?
-        .get(purchase.user_id())
-        .copied()
-        .unwrap_or(0);
-    match rule::limit_and_stock(&state.spec, held, state.remaining(), purchase.quantity()) {
+        .remove(purchase.user_id())
+        .unwrap_or_default();
+    let spec = &state.spec;
+    let held_of_sku = |i: usize| held.of(&spec.skus()[i].id);
+    match rule::limits_and_stock(
+        spec,
+        held.total,
+        held_of_sku,
+        &state.sku_remaining(),
+        &items,
+    ) {
         Err(outcome) => Ok(Err(outcome)),
-        Ok(_) => Ok(Ok((state, held))),
+        Ok(()) => Ok(Ok((state, held, items))),
     }
 }
 

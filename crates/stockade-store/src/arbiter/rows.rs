@@ -6,10 +6,82 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
-use stockade_core::{SaleId, UserId};
+use stockade_core::{Item, SaleId, SaleSpec, SkuId, UserId};
 
 use super::SaleState;
 use crate::{OrderStore, SALE_COLUMNS, StoreError, StoreKind, corrupt, epoch_of, sale_from_row};
+
+/// The columns of a sale's state beyond its spec.
+pub(crate) const STATE_COLUMNS: &str = "epoch, authority, sold, sku_sold, undrained_epoch";
+
+/// What one buyer holds in one sale through live orders.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Items in all.
+    pub total: u32,
+    /// For a sale with a per-SKU limit, the items of each SKU held (SKUs
+    /// held only); empty otherwise.
+    pub skus: Vec<Item>,
+}
+
+impl Held {
+    /// Items of `sku` held (0 unless the sale has a per-SKU limit).
+    pub fn of(&self, sku: &SkuId) -> u32 {
+        self.skus
+            .iter()
+            .find(|item| item.sku == *sku)
+            .map_or(0, |item| item.quantity)
+    }
+
+    /// Adds an order's items (resolved against `spec`).
+    pub(crate) fn add(&mut self, spec: &SaleSpec, items: &[(usize, u32)]) {
+        for &(i, quantity) in items {
+            self.total += quantity;
+            if spec.per_sku_limit().is_some() {
+                let sku = &spec.skus()[i].id;
+                match self.skus.iter_mut().find(|item| item.sku == *sku) {
+                    Some(item) => item.quantity += quantity,
+                    None => self.skus.push(Item {
+                        sku: sku.clone(),
+                        quantity,
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Takes an order's items back; None if the buyer holds less.
+    pub(crate) fn take_back(&mut self, spec: &SaleSpec, items: &[(usize, u32)]) -> Option<()> {
+        for &(i, quantity) in items {
+            self.total = self.total.checked_sub(quantity)?;
+            if spec.per_sku_limit().is_some() {
+                let sku = &spec.skus()[i].id;
+                let item = self.skus.iter_mut().find(|item| item.sku == *sku)?;
+                item.quantity = item.quantity.checked_sub(quantity)?;
+            }
+        }
+        self.skus.retain(|item| item.quantity > 0);
+        Some(())
+    }
+
+    /// The `sku_quantities` column: None when no SKU is counted.
+    pub(crate) fn sku_column(&self) -> Option<String> {
+        (!self.skus.is_empty()).then(|| Item::encode_list(&self.skus))
+    }
+
+    /// A holding as its columns keep it.
+    pub(crate) fn from_columns(total: i64, skus: Option<String>) -> Result<Self, StoreError> {
+        Ok(Self {
+            total: u32::try_from(total).map_err(|e| corrupt("holding", e))?,
+            skus: skus
+                .as_deref()
+                .map(Item::decode_list)
+                .transpose()
+                .map_err(|e| corrupt("holding", e))?
+                .unwrap_or_default(),
+        })
+    }
+}
 
 impl OrderStore {
     /// The sale with its epoch, authority and sold count.
@@ -26,7 +98,7 @@ impl OrderStore {
         ended_before: Option<DateTime<Utc>>,
     ) -> Result<Vec<SaleState>, StoreError> {
         sqlx::query(&format!(
-            "SELECT {SALE_COLUMNS}, epoch, authority, sold, undrained_epoch FROM sales
+            "SELECT {SALE_COLUMNS}, {STATE_COLUMNS} FROM sales
               WHERE $1 IS NULL OR ends_at_ms IS NULL OR ends_at_ms > $1 ORDER BY id"
         ))
         .bind(ended_before.map(|t| t.timestamp_millis()))
@@ -80,7 +152,7 @@ pub(crate) async fn read_sales(
     let mut found = HashMap::new();
     for chunk in sales.chunks(IN_CHUNK) {
         let sql = format!(
-            "SELECT {SALE_COLUMNS}, epoch, authority, sold, undrained_epoch FROM sales WHERE id IN ({})",
+            "SELECT {SALE_COLUMNS}, {STATE_COLUMNS} FROM sales WHERE id IN ({})",
             placeholders(1, chunk.len())
         );
         let mut query = sqlx::query(&sql);
@@ -99,13 +171,37 @@ pub(crate) fn sale_state_from_row(row: &AnyRow) -> Result<SaleState, StoreError>
     let epoch: i64 = row.try_get("epoch")?;
     let authority: String = row.try_get("authority")?;
     let sold: i64 = row.try_get("sold")?;
+    let sku_sold: Option<String> = row.try_get("sku_sold")?;
     let undrained: Option<i64> = row.try_get("undrained_epoch")?;
+    let spec = sale_from_row(row)?;
+    let sold = u32::try_from(sold).map_err(|e| corrupt("sold count", e))?;
+    let sku_sold = match sku_sold {
+        None if spec.skus().len() == 1 => vec![sold],
+        None => {
+            return Err(corrupt(
+                "sold count",
+                format!("sale {} has none per SKU", spec.id()),
+            ));
+        }
+        Some(text) => text
+            .split(',')
+            .map(|n| n.parse::<u32>())
+            .collect::<Result<Vec<u32>, _>>()
+            .map_err(|e| corrupt("sold count", e))?,
+    };
+    if sku_sold.len() != spec.skus().len() || sku_sold.iter().sum::<u32>() != sold {
+        return Err(corrupt(
+            "sold count",
+            format!("sale {} sold {sold} but {sku_sold:?} per SKU", spec.id()),
+        ));
+    }
     Ok(SaleState {
         undrained: undrained.map(epoch_of).transpose()?,
-        spec: sale_from_row(row)?,
+        spec,
         epoch: epoch_of(epoch)?,
         authority: authority.parse()?,
-        sold: u32::try_from(sold).map_err(|e| corrupt("sold count", e))?,
+        sold,
+        sku_sold,
     })
 }
 
@@ -113,11 +209,12 @@ pub(crate) async fn read_holdings(
     conn: &mut sqlx::AnyConnection,
     sale: &SaleId,
     users: &[&UserId],
-) -> Result<HashMap<UserId, u32>, StoreError> {
+) -> Result<HashMap<UserId, Held>, StoreError> {
     let mut found = HashMap::new();
     for chunk in users.chunks(IN_CHUNK) {
         let sql = format!(
-            "SELECT user_id, quantity FROM holdings WHERE sale_id = $1 AND user_id IN ({})",
+            "SELECT user_id, quantity, sku_quantities FROM holdings
+              WHERE sale_id = $1 AND user_id IN ({})",
             placeholders(2, chunk.len())
         );
         let mut query = sqlx::query(&sql).bind(sale.as_str());
@@ -127,34 +224,39 @@ pub(crate) async fn read_holdings(
         for row in query.fetch_all(&mut *conn).await? {
             let user: String = row.try_get("user_id")?;
             let quantity: i64 = row.try_get("quantity")?;
+            let skus: Option<String> = row.try_get("sku_quantities")?;
             found.insert(
                 UserId::new(user).map_err(|e| corrupt("holding", e))?,
-                u32::try_from(quantity).map_err(|e| corrupt("holding", e))?,
+                Held::from_columns(quantity, skus)?,
             );
         }
     }
     Ok(found)
 }
 
-/// Sets buyers' holdings to the given totals (0 deletes the row).
+/// Sets buyers' holdings (nothing held deletes the row).
 pub(crate) async fn write_holdings(
     tx: &mut Transaction<'_, Any>,
     sale: &SaleId,
-    holdings: &HashMap<UserId, u32>,
+    holdings: &HashMap<UserId, Held>,
 ) -> Result<(), StoreError> {
-    let (empty, held): (Vec<_>, Vec<_>) = holdings.iter().partition(|(_, q)| **q == 0);
+    let (empty, held): (Vec<_>, Vec<_>) = holdings.iter().partition(|(_, h)| h.total == 0);
     for chunk in held.chunks(100) {
         let tuples: Vec<String> = (0..chunk.len())
-            .map(|i| format!("($1, {})", placeholders(i * 2 + 2, 2)))
+            .map(|i| format!("($1, {})", placeholders(i * 3 + 2, 3)))
             .collect();
         let sql = format!(
-            "INSERT INTO holdings (sale_id, user_id, quantity) VALUES {}
-             ON CONFLICT (sale_id, user_id) DO UPDATE SET quantity = excluded.quantity",
+            "INSERT INTO holdings (sale_id, user_id, quantity, sku_quantities) VALUES {}
+             ON CONFLICT (sale_id, user_id) DO UPDATE
+                SET quantity = excluded.quantity, sku_quantities = excluded.sku_quantities",
             tuples.join(", ")
         );
         let mut query = sqlx::query(&sql).bind(sale.as_str());
-        for (user, quantity) in chunk {
-            query = query.bind(user.as_str()).bind(i64::from(**quantity));
+        for (user, held) in chunk {
+            query = query
+                .bind(user.as_str())
+                .bind(i64::from(held.total))
+                .bind(held.sku_column());
         }
         query.execute(&mut **tx).await?;
     }
@@ -174,14 +276,15 @@ pub(crate) async fn write_holdings(
     Ok(())
 }
 
+/// Writes a sale's sold counts as `state` has them.
 pub(crate) async fn write_sold(
     tx: &mut Transaction<'_, Any>,
-    sale: &SaleId,
-    sold: u32,
+    state: &SaleState,
 ) -> Result<(), StoreError> {
-    sqlx::query("UPDATE sales SET sold = $1 WHERE id = $2")
-        .bind(i64::from(sold))
-        .bind(sale.as_str())
+    sqlx::query("UPDATE sales SET sold = $1, sku_sold = $2 WHERE id = $3")
+        .bind(i64::from(state.sold))
+        .bind(state.sku_sold_column())
+        .bind(state.spec.id().as_str())
         .execute(&mut **tx)
         .await?;
     Ok(())

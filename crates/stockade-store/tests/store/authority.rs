@@ -117,7 +117,10 @@ async fn the_store_decides_purchases_itself_under_its_epoch() {
                 .purchase(&unkeyed, OrderId::generate(), now)
                 .await
                 .unwrap(),
-            PurchaseOutcome::LimitExceeded { already: 1 }
+            PurchaseOutcome::LimitExceeded {
+                already: 1,
+                sku: None
+            }
         );
         assert!(matches!(
             store

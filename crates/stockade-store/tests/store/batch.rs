@@ -122,6 +122,10 @@ async fn run_plan(
             sale_id: sale_ids[planned.sale].clone(),
             user_id: UserId::new(format!("u{}", planned.user)).unwrap(),
             quantity: planned.quantity,
+            items: vec![stockade_core::Item {
+                sku: stockade_core::SkuId::default_sku(),
+                quantity: planned.quantity,
+            }],
             idempotency_key: planned
                 .key
                 .map(|k| IdempotencyKey::new(format!("k{k}")).unwrap()),

@@ -49,11 +49,17 @@ fn refusals(replayed: OrderId) -> Vec<(Purchase, PurchaseOutcome)> {
         (purchase("gone", "late", 1), PurchaseOutcome::SoldOut),
         (
             purchase("gone", "first", 1),
-            PurchaseOutcome::LimitExceeded { already: 1 },
+            PurchaseOutcome::LimitExceeded {
+                already: 1,
+                sku: None,
+            },
         ),
         (
             purchase("open", "greedy", 4),
-            PurchaseOutcome::InsufficientStock { remaining: 3 },
+            PurchaseOutcome::InsufficientStock {
+                sku: stockade_core::SkuId::default_sku(),
+                remaining: 3,
+            },
         ),
         (purchase("later", "early", 1), PurchaseOutcome::NotStarted),
         (purchase("over", "late", 1), PurchaseOutcome::Ended),

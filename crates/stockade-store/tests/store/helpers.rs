@@ -57,6 +57,10 @@ pub(crate) fn order(
         sale_id: sale.clone(),
         user_id: UserId::new(user).unwrap(),
         quantity,
+        items: vec![stockade_core::Item {
+            sku: stockade_core::SkuId::default_sku(),
+            quantity,
+        }],
         idempotency_key: key.map(|k| IdempotencyKey::new(k).unwrap()),
         status: OrderStatus::Confirmed,
         created_at: Utc::now(),

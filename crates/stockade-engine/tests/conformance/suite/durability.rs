@@ -81,7 +81,10 @@ pub async fn an_accepted_purchase_is_committed_when_answered(h: &Harness) {
     // A refusal commits nothing.
     assert_eq!(
         buy(e, "committed", "alice", 1).await,
-        PurchaseOutcome::LimitExceeded { already: 2 }
+        PurchaseOutcome::LimitExceeded {
+            already: 2,
+            sku: None
+        }
     );
     assert_eq!(store.orders_of_sale(&id, None, 100).await.unwrap().len(), 1);
 

@@ -138,6 +138,10 @@ pub(super) fn order(
         sale_id: sale(sale_id),
         user_id: user(user_id),
         quantity,
+        items: vec![stockade_core::Item {
+            sku: stockade_core::SkuId::default_sku(),
+            quantity,
+        }],
         idempotency_key: key.map(|k| IdempotencyKey::new(k).unwrap()),
         status,
         created_at: Utc::now(),

@@ -59,12 +59,11 @@ pub async fn a_buyer_asking_many_times_gets_one(h: &Harness) {
     let result = stampede(&h.engine, same_buyer).await;
     assert_eq!(result.orders.len(), 1);
     assert_eq!(result.others.len(), 19);
-    assert!(
-        result
-            .others
-            .iter()
-            .all(|o| *o == PurchaseOutcome::LimitExceeded { already: 1 })
-    );
+    assert!(result.others.iter().all(|o| *o
+        == PurchaseOutcome::LimitExceeded {
+            already: 1,
+            sku: None
+        }));
     assert_eq!(remaining(h.engine.as_ref(), "dup").await, 9);
     assert_eq!(
         h.engine
@@ -88,11 +87,17 @@ pub async fn per_user_limit_above_one(h: &Harness) {
     ));
     assert_eq!(
         buy(e, "limit3", "u", 1).await,
-        PurchaseOutcome::LimitExceeded { already: 3 }
+        PurchaseOutcome::LimitExceeded {
+            already: 3,
+            sku: None
+        }
     );
     assert_eq!(
         buy(e, "limit3", "v", 4).await,
-        PurchaseOutcome::LimitExceeded { already: 0 }
+        PurchaseOutcome::LimitExceeded {
+            already: 0,
+            sku: None
+        }
     );
     assert_eq!(
         e.purchased_by(&sale("limit3"), &user("u")).await.unwrap(),
@@ -120,7 +125,10 @@ pub async fn quantity_above_one_with_partial_availability(h: &Harness) {
     ));
     assert_eq!(
         buy(e, "partial", "b", 3).await,
-        PurchaseOutcome::InsufficientStock { remaining: 2 }
+        PurchaseOutcome::InsufficientStock {
+            sku: stockade_core::SkuId::default_sku(),
+            remaining: 2
+        }
     );
     // The refused request changed nothing.
     assert_eq!(remaining(e, "partial").await, 2);

@@ -70,7 +70,10 @@ pub async fn rebuild_from_committed_orders(h: &Harness) {
     // Limits come from the rebuilt holdings.
     assert_eq!(
         buy(e, "rebuilt", "alice", 2).await,
-        PurchaseOutcome::LimitExceeded { already: 2 }
+        PurchaseOutcome::LimitExceeded {
+            already: 2,
+            sku: None
+        }
     );
     // Live orders can be released once; cancelled ones not again.
     assert_eq!(
@@ -99,7 +102,10 @@ pub async fn rebuild_from_committed_orders(h: &Harness) {
     assert_eq!(snapshot.remaining, 3);
     assert_eq!(
         buy(e, "lost", "dave", 1).await,
-        PurchaseOutcome::LimitExceeded { already: 1 }
+        PurchaseOutcome::LimitExceeded {
+            already: 1,
+            sku: None
+        }
     );
     assert!(matches!(
         buy(e, "lost", "erin", 1).await,

@@ -15,7 +15,10 @@ pub async fn release_and_double_release(h: &Harness) {
     };
     assert_eq!(
         buy(e, "release", "u", 1).await,
-        PurchaseOutcome::LimitExceeded { already: 2 }
+        PurchaseOutcome::LimitExceeded {
+            already: 2,
+            sku: None
+        }
     );
     assert_eq!(
         e.release(&sale("release"), order_id, Epoch::FIRST)
