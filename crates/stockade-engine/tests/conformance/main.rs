@@ -16,6 +16,7 @@
 //! [`Durability::Committed`]: stockade_core::Durability::Committed
 
 mod batch_release;
+mod bundles;
 mod harness;
 mod properties;
 mod suite;
@@ -63,6 +64,11 @@ conformance!(all_engines on [memory, redis, postgres, sqlite]: [
     epochs_fence_purchases_and_releases,
     releases_in_one_call_are_each_decided_as_alone,
     durability_is_reported_for_each_engine,
+    skus_have_their_own_stock_and_the_sale_sells_out_with_the_last,
+    a_bundle_takes_every_item_or_none,
+    a_crowd_of_bundles_never_oversells_any_sku,
+    the_per_user_limit_spans_skus_and_the_per_sku_limit_caps_each,
+    skus_are_part_of_the_sale_spec,
 ]);
 
 // The engines whose accepted orders wait in an outbox for the store
@@ -73,6 +79,7 @@ conformance!(outbox_engines on [memory, redis]: [
     rebuild_from_committed_orders,
     rebuild_refuses_inconsistent_orders,
     close_and_rebuild_are_fenced_by_epochs,
+    rebuild_keeps_skus_bundles_and_per_sku_holdings,
 ]);
 
 // The store deciding purchases itself (`Durability::Committed`).
@@ -108,5 +115,29 @@ mod random_interleavings_keep_the_invariants {
     #[test]
     fn sqlite() {
         crate::properties::check(crate::harness::sqlite);
+    }
+}
+
+/// Random bundles and releases on sales of several SKUs, checked against a
+/// model per SKU after every step (`bundles.rs`).
+mod random_bundles_keep_every_sku_exact {
+    #[test]
+    fn memory() {
+        crate::bundles::check(crate::harness::memory);
+    }
+
+    #[test]
+    fn redis() {
+        crate::bundles::check(crate::harness::redis);
+    }
+
+    #[test]
+    fn postgres() {
+        crate::bundles::check(crate::harness::postgres);
+    }
+
+    #[test]
+    fn sqlite() {
+        crate::bundles::check(crate::harness::sqlite);
     }
 }

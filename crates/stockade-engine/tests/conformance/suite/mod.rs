@@ -11,6 +11,7 @@ mod rebuild;
 mod releases;
 mod replays;
 mod sales;
+mod skus;
 
 pub use crate::batch_release::releases_in_one_call_are_each_decided_as_alone;
 pub use durability::{
@@ -32,4 +33,10 @@ pub use replays::{
 pub use sales::{
     a_retired_sale_is_forgotten, create_sale_is_idempotent_and_detects_conflicts,
     outbox_holds_accepted_orders_until_acknowledged,
+};
+pub use skus::{
+    a_bundle_takes_every_item_or_none, a_crowd_of_bundles_never_oversells_any_sku,
+    rebuild_keeps_skus_bundles_and_per_sku_holdings, skus_are_part_of_the_sale_spec,
+    skus_have_their_own_stock_and_the_sale_sells_out_with_the_last,
+    the_per_user_limit_spans_skus_and_the_per_sku_limit_caps_each,
 };
