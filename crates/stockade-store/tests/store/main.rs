@@ -13,4 +13,5 @@ mod cheap_rejection;
 mod engine_faults;
 mod helpers;
 mod releases;
+mod skus;
 mod verdicts;
