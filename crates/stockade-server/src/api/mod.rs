@@ -73,7 +73,8 @@ use error::ApiError;
                        stockade_api::ErrorBody, stockade_api::ErrorDetail,
                        stockade_api::ErrorCode, stockade_api::WaitingRoom,
                        stockade_api::JoinQueue, stockade_api::QueueTicket,
-                       stockade_api::TicketStatus)),
+                       stockade_api::TicketStatus, stockade_api::ItemBody,
+                       stockade_api::SkuStock, stockade_api::SkuView)),
     modifiers(&SecuritySchemes, &DoorResponses),
 )]
 pub struct ApiDoc;

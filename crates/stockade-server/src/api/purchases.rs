@@ -24,8 +24,9 @@ use crate::waiting_room::door::{AdmissionError, AdmissionToken};
 /// The header that carries a waiting room's admission.
 const ADMISSION_TOKEN: &str = "admission-token";
 
-/// Buys `quantity` items for `user_id`. Send an `Idempotency-Key` header to
-/// make retries safe.
+/// Buys `quantity` items of `sku` (or of the sale's only SKU), or a bundle
+/// of `items` taken all or nothing, for `user_id`. Send an
+/// `Idempotency-Key` header to make retries safe.
 #[utoipa::path(
     post, path = "/v1/sales/{id}/purchases", tag = "purchases",
     params(
@@ -43,9 +44,9 @@ const ADMISSION_TOKEN: &str = "admission-token";
         (status = 401, description = "unauthenticated: identity is on and the buyer's JWT is missing or invalid", body = ErrorBody),
         (status = 403, description = "user_mismatch: user_id names another buyer than the JWT's sub", body = ErrorBody),
         (status = 403, description = "admission_required: the sale has a waiting room and the Admission-Token is missing, expired, forged, or issued to another buyer or sale; admission_spent: the token has bought already (an admission buys once; a refused purchase leaves it usable), or another purchase with it is being decided", body = ErrorBody),
-        (status = 404, description = "unknown_sale", body = ErrorBody),
-        (status = 409, description = "sold_out, insufficient_stock, limit_exceeded, not_started, ended, order_failed", body = ErrorBody),
-        (status = 422, description = "invalid_request or idempotency_key_reused", body = ErrorBody),
+        (status = 404, description = "unknown_sale, or unknown_sku (with the `sku`)", body = ErrorBody),
+        (status = 409, description = "sold_out (every SKU), insufficient_stock (with the short `sku` and its `remaining`; nothing was taken), limit_exceeded (with `sku` and `already` for the per-SKU limit), not_started, ended, order_failed", body = ErrorBody),
+        (status = 422, description = "invalid_request, sku_required (the sale has several SKUs and none was named) or idempotency_key_reused", body = ErrorBody),
         (status = 503, description = "engine_unavailable, store_unavailable (with order_id: kept, committed later), rebuilding or overloaded (nothing sold); see Retry-After", body = ErrorBody,
             headers(("Retry-After" = u32, description = "seconds to wait"))),
     )

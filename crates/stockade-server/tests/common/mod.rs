@@ -299,6 +299,15 @@ impl TestServer {
         split(request.send().await.unwrap()).await
     }
 
+    /// A purchase with any body (SKUs, bundles, bad input).
+    pub async fn buy_with(&self, sale: &str, body: Value) -> (u16, Value) {
+        let request = self
+            .client
+            .post(self.at(&format!("/v1/sales/{sale}/purchases")))
+            .json(&body);
+        split(request.send().await.unwrap()).await
+    }
+
     pub async fn get(&self, path: &str) -> (u16, Value) {
         split(self.client.get(self.at(path)).send().await.unwrap()).await
     }
