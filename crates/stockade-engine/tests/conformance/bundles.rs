@@ -76,10 +76,12 @@ fn case() -> impl Strategy<Value = Case> {
         })
 }
 
+/// An order as the model knows it: (order, buyer, items, live).
+type ModelOrder = (OrderId, u8, Vec<(usize, u32)>, bool);
+
 #[derive(Debug, Default)]
 struct Model {
-    /// (order, buyer, items, live)
-    orders: Vec<(OrderId, u8, Vec<(usize, u32)>, bool)>,
+    orders: Vec<ModelOrder>,
 }
 
 impl Model {
@@ -105,7 +107,7 @@ impl Model {
             .map(|(_, q)| q)
             .sum()
     }
-    fn live(&self) -> impl Iterator<Item = &(OrderId, u8, Vec<(usize, u32)>, bool)> {
+    fn live(&self) -> impl Iterator<Item = &ModelOrder> {
         self.orders.iter().filter(|o| o.3)
     }
 
