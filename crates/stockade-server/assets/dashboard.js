@@ -92,6 +92,24 @@ function saleCard(sale, slotSeconds) {
     fact(numbers, "Waiting room", sale.waiting_room, "waiting_room");
   }
   card.append(numbers);
+  // SKUS: a table of each one's stock when the sale has several.
+  if (sale.skus.length > 1) {
+    const table = el("table", { class: "skus", "data-field": "skus" });
+    const head = el("tr");
+    for (const name of ["SKU", "Stock", "Sold", "Remaining"]) head.append(el("th", { scope: "col" }, name));
+    table.append(el("caption", {}, "Stock by SKU"), el("thead", {}, head));
+    const body = el("tbody");
+    for (const sku of sale.skus) {
+      const row = el("tr", { "data-sku": sku.id });
+      row.append(el("th", { scope: "row" }, sku.id));
+      row.append(el("td", { "data-sku-field": "stock" }, String(sku.stock)));
+      row.append(el("td", { "data-sku-field": "sold" }, String(sku.sold)));
+      row.append(el("td", { "data-sku-field": "remaining" }, String(sku.remaining)));
+      body.append(row);
+    }
+    table.append(body);
+    card.append(table);
+  }
 
   const reasons = Object.entries(sale.rejections);
   const text = reasons.length

@@ -230,6 +230,10 @@ async fn the_overview_shows_a_sale_selling_out() {
     assert_eq!(sale["rejections"]["sold_out"], 3, "{sale}");
     assert!(sale["purchases_per_second"].as_f64().unwrap() > 0.0);
     assert!(sale["latency"]["p99_ms"].as_f64().unwrap() > 0.0);
+    assert_eq!(
+        sale["skus"],
+        json!([{"id": "default", "stock": 4, "sold": 4, "remaining": 0}])
+    );
     let history = sale["history"].as_array().unwrap();
     let purchased: u64 = history
         .iter()
@@ -384,6 +388,35 @@ async fn in_a_browser_the_dashboard_follows_a_sale_until_it_sells_out() {
         .await
         .unwrap();
     assert!(std::fs::metadata(&shot).unwrap().len() > 10_000);
+
+    // A sale of several SKUs shows each one's stock.
+    let (status, body) = server
+        .create_sale(json!({"id": "sizes", "skus": [{"id": "us-9", "stock": 3}, {"id": "us-10", "stock": 5}], "per_user_limit": 4}))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = server
+        .buy_with(
+            "sizes",
+            json!({"user_id": "pair", "items": [{"sku": "us-9", "quantity": 2}, {"sku": "us-10", "quantity": 1}]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    for (sku, field, want) in [
+        ("us-9", "remaining", "1"),
+        ("us-9", "sold", "2"),
+        ("us-10", "remaining", "4"),
+        ("us-10", "stock", "5"),
+    ] {
+        let css = format!("#sale-sizes [data-sku={sku}] [data-sku-field={field}]");
+        wait_for_text(&browser, &css, "a SKU's stock", |t| t == want).await;
+    }
+    wait_for_text(
+        &browser,
+        "#sale-sizes [data-field=remaining]",
+        "the sale's",
+        |t| t == "5",
+    )
+    .await;
 
     // Signing out goes back to the login form.
     browser

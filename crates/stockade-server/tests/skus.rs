@@ -79,6 +79,15 @@ async fn bundles_are_bought_all_or_nothing_and_the_short_sku_is_named() {
         let (_, sale) = server.get("/v1/sales/shoes").await;
         assert_eq!(sale["skus"][0]["status"], "sold_out", "{sale}");
         assert_eq!(sale["status"], "open", "{sale}");
+        // Reading the sale refreshes its stock gauges, per SKU too.
+        let metrics = server.metrics_text().await;
+        for line in [
+            r#"stockade_sku_remaining{sale="shoes",sku="us-9"} 0"#,
+            r#"stockade_sku_remaining{sale="shoes",sku="us-10"} 2"#,
+            r#"stockade_sale_remaining{sale="shoes"} 2"#,
+        ] {
+            assert!(metrics.lines().any(|l| l == line), "{setup:?}: no {line}");
+        }
         // The per-SKU limit, named.
         let (status, body) = server
             .buy_with(

@@ -238,6 +238,19 @@ pub async fn asset(Path(file): Path<String>) -> Response {
     response
 }
 
+/// One SKU of a sale on the dashboard.
+#[derive(Debug, Serialize)]
+pub struct SkuLine {
+    /// SKU id.
+    pub id: String,
+    /// Its stock.
+    pub stock: u32,
+    /// Its items sold.
+    pub sold: u32,
+    /// Its items left.
+    pub remaining: u32,
+}
+
 /// One sale on the dashboard.
 #[derive(Debug, Serialize)]
 pub struct SaleView {
@@ -254,6 +267,8 @@ pub struct SaleView {
     pub committed: u32,
     /// Per-user limit.
     pub per_user_limit: u32,
+    /// Each SKU's stock, as the deciding authority sees it.
+    pub skus: Vec<SkuLine>,
     /// The window: `not_started`, `selling`, `sold_out` or `ended`.
     pub status: &'static str,
     /// Who decides its purchases: `selling` (the engine), `rebuilding`
@@ -348,13 +363,27 @@ async fn sale_view(
     // The deciding authority's stock: the engine's counts orders still
     // being committed; the store's when it decides or the engine is away.
     let mut remaining = current.remaining();
+    let mut sku_left = current.sku_remaining();
     if current.authority == Authority::Primary
         && !rebuilding
         && state.engine_apart()
         && let Ok(Some(snapshot)) = state.engine().snapshot(&id).await
     {
         remaining = snapshot.remaining;
+        sku_left = snapshot.skus.iter().map(|sku| sku.remaining).collect();
     }
+    let skus = current
+        .spec
+        .skus()
+        .iter()
+        .zip(&sku_left)
+        .map(|(sku, left)| SkuLine {
+            id: sku.id.to_string(),
+            stock: sku.stock,
+            sold: sku.stock.saturating_sub(*left),
+            remaining: *left,
+        })
+        .collect();
     let status = match current.spec.window_at(now) {
         Window::NotStarted => "not_started",
         Window::Ended => "ended",
@@ -382,6 +411,7 @@ async fn sale_view(
         remaining,
         committed: current.sold,
         per_user_limit: current.spec.per_user_limit(),
+        skus,
         status,
         engine_state,
         purchases_per_second: report.purchases_per_second,

@@ -159,8 +159,7 @@ pub async fn get_sale(
     let snapshot = snapshot(&state, &id)
         .await?
         .ok_or_else(|| unknown_sale(&id))?;
-    metrics::gauge!("stockade_sale_remaining", "sale" => id.to_string())
-        .set(f64::from(snapshot.remaining));
+    crate::metrics::record_remaining(&snapshot);
     let mut sale: Sale = snapshot.into();
     if let RoomLookup::Room(room) = state
         .waiting_rooms()

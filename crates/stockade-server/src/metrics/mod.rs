@@ -180,6 +180,18 @@ pub fn markdown_table() -> String {
     table
 }
 
+/// Sets `stockade_sale_remaining` and each SKU's `stockade_sku_remaining`
+/// from a snapshot of the sale.
+pub fn record_remaining(snapshot: &stockade_core::SaleSnapshot) {
+    let sale = snapshot.spec.id().to_string();
+    metrics::gauge!("stockade_sale_remaining", "sale" => sale.clone())
+        .set(f64::from(snapshot.remaining));
+    for sku in &snapshot.skus {
+        metrics::gauge!("stockade_sku_remaining", "sale" => sale.clone(), "sku" => sku.id.to_string())
+            .set(f64::from(sku.remaining));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -167,6 +167,14 @@ pub const SERIES: &[Series] = &[
         help: "Items a sale has left, as last seen (refreshed every second while the sale is open; dropped once the sale ended and the retention passed).",
     },
     Series {
+        name: "stockade_sku_remaining",
+        kind: Kind::Gauge,
+        labels: &["sale", "sku"],
+        initial: &[],
+        per_sale: true,
+        help: "Items one SKU of a sale has left, as last seen (refreshed with stockade_sale_remaining).",
+    },
+    Series {
         name: "stockade_outbox_oldest_entry_seconds",
         kind: Kind::Gauge,
         labels: &[],

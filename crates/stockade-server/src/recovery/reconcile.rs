@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use stockade_core::{Engine, Order, SaleId};
+use stockade_core::rule;
+use stockade_core::{Engine, Order, SaleId, SaleSpec};
 use stockade_engine::RedisEngine;
 
 use crate::releases::apply_pending_releases;
@@ -275,11 +276,14 @@ async fn reconcile_once(
         // reading is then either in the outbox read or already committed in
         // the store read, so a busy sale never looks behind by a race.
         let snapshot = engine.snapshot(sale).await?;
-        // Items the engine counts as sold that the store may not have yet.
+        // Items the engine counts as sold that the store may not have yet,
+        // in all and of each SKU (by its position in the spec).
         let mut in_outbox: Option<u64> = None;
+        let mut owed: Option<Vec<u64>> = None;
         match engine.outbox(sale).await {
             Ok(entries) => {
                 in_outbox = Some(entries.iter().map(|o| u64::from(o.quantity)).sum());
+                owed = Some(owed_per_sku(&current.spec, &entries));
                 let (picked, left): (Vec<Order>, Vec<Order>) =
                     entries.into_iter().partition(|o| stale(o));
                 // What stays in the outbox: the entries left, and the
@@ -306,32 +310,42 @@ async fn reconcile_once(
             if current.spec.ends_at().is_none_or(|end| end > now) {
                 // Keeps an open sale's series alive; an ended sale's are
                 // dropped once idle for the metrics retention.
-                metrics::gauge!("stockade_sale_remaining", "sale" => sale.to_string())
-                    .set(f64::from(snapshot.remaining));
+                crate::metrics::record_remaining(&snapshot);
             }
-            let mut store_left = current.remaining();
-            let ahead = snapshot.remaining > store_left;
-            let short_of = |left: u32| {
-                in_outbox.is_some_and(|owed| u64::from(snapshot.remaining) + owed < u64::from(left))
+            // Judged per SKU: a bundle's items come from several.
+            let engine_left: Vec<u32> = snapshot.skus.iter().map(|sku| sku.remaining).collect();
+            let mut store_left = current.sku_remaining();
+            let ahead = engine_left.iter().zip(&store_left).any(|(e, s)| e > s);
+            let short_of = |left: &[u32]| {
+                owed.as_ref().is_some_and(|owed| {
+                    engine_left
+                        .iter()
+                        .zip(left)
+                        .zip(owed)
+                        .any(|((e, l), o)| u64::from(*e) + o < u64::from(*l))
+                })
             };
-            let mut behind = short_of(store_left);
+            let mut behind = short_of(&store_left);
             if behind && let Some(fresh) = state.store().sale_state(sale).await? {
-                store_left = fresh.remaining();
-                behind = short_of(store_left);
+                store_left = fresh.sku_remaining();
+                behind = short_of(&store_left);
             }
             if ahead || behind {
                 drifting += 1;
                 let count = drift.entry(sale.clone()).or_default();
                 *count += 1;
                 if *count >= 2 {
-                    tracing::warn!(%sale, engine = snapshot.remaining, store = store_left,
+                    tracing::warn!(%sale, engine = ?engine_left, store = ?store_left,
                         ahead, "the engine's stock is out of line with the store's: rebuilding");
                     drift.remove(sale);
                     request_rebuild(state, sale, seen, "drift");
                 }
             } else {
                 drift.remove(sale);
-                if store_left == 0 && snapshot.remaining == 0 && in_outbox == Some(0) {
+                if store_left.iter().all(|left| *left == 0)
+                    && snapshot.remaining == 0
+                    && in_outbox == Some(0)
+                {
                     quiet.insert(sale.clone());
                 }
             }
@@ -340,4 +354,16 @@ async fn reconcile_once(
     report_oldest_entry(now, oldest_entry);
     metrics::gauge!("stockade_engine_store_drift_sales").set(f64::from(drifting));
     Ok(())
+}
+
+/// The items `orders` hold of each SKU of `spec` (by position); an item of
+/// a SKU the spec does not have counts nowhere (the store will void it).
+fn owed_per_sku(spec: &SaleSpec, orders: &[Order]) -> Vec<u64> {
+    let mut owed = vec![0u64; spec.skus().len()];
+    for order in orders {
+        for (i, quantity) in rule::resolve_order(spec, &order.items).unwrap_or_default() {
+            owed[i] += u64::from(quantity);
+        }
+    }
+    owed
 }
