@@ -191,6 +191,7 @@ mod tests {
             buyers: 100,
             requests: 100,
             stock: 100,
+            skus: 1,
             concurrency: 100,
             purchased: 100,
             sold_out: 0,

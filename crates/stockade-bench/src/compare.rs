@@ -123,9 +123,16 @@ async fn run_one(
     progress: &Arc<dyn Progress>,
 ) -> Result<BenchResult, StrategyError> {
     let workload = &config.workload;
+    if workload.skus > 1 && !kind.sells_skus() {
+        return Err(StrategyError::Other(format!(
+            "{} sells one counter: --skus applies to the stockade-* strategies",
+            kind.as_str()
+        )));
+    }
     let sale = SaleSetup {
         id: format!("bench-{}", uuid::Uuid::now_v7().simple()),
         stock: workload.stock,
+        skus: workload.skus,
     };
     let database = if kind.needs_postgres() {
         Some(servers.database().await?)

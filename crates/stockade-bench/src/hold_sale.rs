@@ -128,6 +128,7 @@ pub async fn run(
         &client,
         &config.sale,
         config.stock,
+        1,
         Some(config.hold_seconds),
     )
     .await?;

@@ -17,12 +17,12 @@ use reqwest::StatusCode;
 use serde::Deserialize;
 use serde_json::json;
 use stockade_api::client::{Client, ClientBuilder, ClientError, OrderRef, Purchase};
-use stockade_api::{CreateSale, ErrorCode, OrderBody, OrderStatus};
+use stockade_api::{CreateSale, ErrorCode, OrderBody, OrderStatus, SkuStock};
 
 use crate::check::Observed;
 use crate::driver;
 use crate::report::{BenchResult, ServerWork};
-use crate::scenario::Workload;
+use crate::scenario::{Workload, skus};
 use crate::strategy::{Answer, Purchaser, StrategyError, Verification};
 
 /// Keep-alive connections when `--concurrency` is not given.
@@ -108,6 +108,8 @@ pub(crate) struct HttpSale {
     pub(crate) success: Success,
     pub(crate) statuses: Mutex<BTreeMap<String, u64>>,
     pub(crate) acknowledged: Mutex<Vec<String>>,
+    /// SKUs of the sale ([`skus`]): each buyer names theirs when above 1.
+    pub(crate) skus: u32,
 }
 
 /// The baseline's answer: the purchase, echoed.
@@ -127,7 +129,13 @@ impl HttpSale {
             success,
             statuses: Mutex::new(BTreeMap::new()),
             acknowledged: Mutex::new(Vec::new()),
+            skus: 1,
         }
+    }
+
+    /// The same, for a sale of `skus` SKUs ([`skus::specs`]).
+    pub(crate) fn with_skus(self, skus: u32) -> Self {
+        Self { skus, ..self }
     }
 
     /// Answers by status so far.
@@ -148,7 +156,11 @@ impl HttpSale {
     }
 
     async fn decide(&self, buyer: &str) -> Result<Answer, ClientError> {
-        let purchase = Purchase::by(buyer);
+        let sku = skus::of_buyer(buyer, self.skus);
+        let purchase = match &sku {
+            Some(sku) => Purchase::by(buyer).sku(sku),
+            None => Purchase::by(buyer),
+        };
         if self.success == Success::Echo {
             let answer = self
                 .client
@@ -254,8 +266,15 @@ pub async fn run(
     let client = client(&config.url, &config.admin_token, workload.concurrency)
         .map_err(|e| LoadError::Setup(format!("--url: {e}")))?;
     let sale = format!("load-{}", uuid::Uuid::now_v7().simple());
-    create_sale(&client, &sale, workload.stock, config.hold_seconds).await?;
-    let service = Arc::new(HttpSale::new(client, sale, Success::Order));
+    create_sale(
+        &client,
+        &sale,
+        workload.stock,
+        workload.skus,
+        config.hold_seconds,
+    )
+    .await?;
+    let service = Arc::new(HttpSale::new(client, sale, Success::Order).with_skus(workload.skus));
     let tally = driver::drive(Arc::clone(&service), workload, on_answer).await;
 
     // Orders answered 202 may still be committing: give them a moment.
@@ -348,9 +367,22 @@ pub(crate) async fn create_sale(
     client: &Client,
     sale: &str,
     stock: u32,
+    skus: u32,
     hold_seconds: Option<u64>,
 ) -> Result<(), LoadError> {
     let mut body = CreateSale::new(sale, stock);
+    if skus > 1 {
+        body.stock = None;
+        body.skus = Some(
+            skus::specs(stock, skus)
+                .into_iter()
+                .map(|sku| SkuStock {
+                    id: sku.id.to_string(),
+                    stock: sku.stock,
+                })
+                .collect(),
+        );
+    }
     body.hold_seconds = hold_seconds;
     match client.create_sale(&body).await {
         Ok(_) => Ok(()),

@@ -60,6 +60,10 @@ pub struct DemoArgs {
     /// How many items are on sale.
     #[arg(long, default_value_t = 1_000)]
     pub stock: u32,
+    /// Split the stock over this many SKUs (sizes size-1 … size-N, 1 to
+    /// 100), each buyer asking for one of them.
+    #[arg(long, default_value_t = 1)]
+    pub skus: u32,
     /// How many buyers are in flight at once (default: all of them with
     /// --direct, 256 keep-alive connections over HTTP).
     #[arg(long)]
@@ -291,6 +295,10 @@ pub struct WorkloadArgs {
     /// Requests each buyer sends at once (an impatient double tap is 2).
     #[arg(long)]
     pub taps: Option<usize>,
+    /// Split the stock over this many SKUs (1 to 100), each buyer asking
+    /// for one of them (the stockade-* strategies only; default 1).
+    #[arg(long)]
+    pub skus: Option<u32>,
 }
 
 #[cfg(feature = "bench")]
@@ -311,6 +319,7 @@ impl WorkloadArgs {
             concurrency: self.concurrency,
             duration: self.duration,
             taps: self.taps,
+            skus: self.skus,
         }
     }
 }

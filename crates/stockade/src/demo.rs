@@ -36,6 +36,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         bail!("--buyers must be at least 1");
     }
     if let Some(hold_seconds) = args.hold_seconds {
+        if args.skus > 1 {
+            bail!(
+                "--skus with --hold-seconds is not offered: the payment-hold demo sells one SKU; drop one of them"
+            );
+        }
         return hold_sale(&args, hold_seconds).await;
     }
     let workload = Workload::new(
@@ -43,6 +48,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
         &Overrides {
             buyers: Some(args.buyers),
             stock: Some(args.stock),
+            skus: Some(args.skus),
             concurrency: Some(args.concurrency.unwrap_or(if args.direct {
                 args.buyers
             } else {
@@ -281,6 +287,7 @@ struct DemoReport {
     transport: &'static str,
     buyers: u64,
     stock: u32,
+    skus: u32,
     purchased: u64,
     sold_out: u64,
     remaining: Option<i64>,
@@ -301,6 +308,7 @@ impl DemoReport {
             transport: if over_http { "http" } else { "direct" },
             buyers: result.buyers,
             stock: result.stock,
+            skus: result.skus,
             purchased: result.purchased,
             sold_out: result.sold_out,
             remaining: result.remaining,
@@ -324,6 +332,7 @@ impl DemoReport {
             ("engine", format!("{} ({})", self.engine, self.transport)),
             ("buyers", self.buyers.to_string()),
             ("stock", self.stock.to_string()),
+            ("skus", self.skus.to_string()),
             ("purchased", self.purchased.to_string()),
             ("sold out", self.sold_out.to_string()),
             ("remaining", remaining),

@@ -187,3 +187,100 @@ fn a_bad_sentinel_or_cluster_url_is_refused_without_its_password() {
         assert!(!stderr.contains("s3cret"), "{url}: {stderr}");
     }
 }
+
+#[test]
+fn demo_sells_a_sale_of_several_skus_exactly_on_every_engine() {
+    for engine in ["memory", "redis", "postgres"] {
+        for direct in [false, true] {
+            let mut args = vec![
+                "demo", "--engine", engine, "--skus", "7", "--buyers", "600", "--stock", "100",
+                "--json",
+            ];
+            if direct {
+                args.push("--direct");
+            }
+            let (code, stdout, stderr) = stockade(&args);
+            assert_eq!(code, 0, "{args:?}: {stderr}");
+            let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+            assert_eq!(report["skus"], 7, "{report}");
+            assert_eq!(report["purchased"], 100, "{args:?}: {report}");
+            assert_eq!(report["remaining"], 0, "{args:?}: {report}");
+            assert_eq!(report["oversold"], 0, "{args:?}: {report}");
+            assert_eq!(report["errors"], 0, "{args:?}: {report}");
+            assert_eq!(report["ok"], true, "{args:?}: {report}");
+        }
+    }
+}
+
+#[test]
+fn bad_sku_counts_are_refused_before_anything_runs() {
+    for (args, says) in [
+        (
+            &["demo", "--skus", "0"][..],
+            "--skus must be between 1 and 100",
+        ),
+        (
+            &["demo", "--skus", "101"][..],
+            "--skus must be between 1 and 100",
+        ),
+        (
+            &["demo", "--skus", "20", "--stock", "10"][..],
+            "at most --stock (10)",
+        ),
+        (
+            &["demo", "--skus", "2", "--hold-seconds", "5"][..],
+            "--skus with --hold-seconds",
+        ),
+        (
+            &[
+                "bench",
+                "--strategies",
+                "stockade-memory",
+                "--skus",
+                "0",
+                "--buyers",
+                "5",
+                "--stock",
+                "5",
+            ][..],
+            "--skus must be between 1 and 100",
+        ),
+    ] {
+        let (code, stdout, stderr) = stockade(args);
+        assert_ne!(code, 0, "{args:?} ran: {stdout}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn bench_splits_the_stock_over_skus_for_stockade_and_says_the_baselines_cannot() {
+    let (code, stdout, stderr) = stockade(&[
+        "bench",
+        "--strategies",
+        "redis-decr,stockade-memory",
+        "--skus",
+        "4",
+        "--buyers",
+        "300",
+        "--stock",
+        "40",
+        "--json",
+    ]);
+    let report: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {stdout} {stderr} (exit {code})"));
+    let results = report["results"].as_array().unwrap();
+    let decr = &results[0];
+    assert_eq!(decr["strategy"], "redis-decr");
+    assert_eq!(decr["ok"], false, "{decr}");
+    assert!(
+        decr["problems"]
+            .to_string()
+            .contains("--skus applies to the stockade-* strategies"),
+        "{decr}"
+    );
+    let memory = &results[1];
+    assert_eq!(memory["skus"], 4, "{memory}");
+    assert_eq!(memory["purchased"], 40, "{memory}");
+    assert_eq!(memory["remaining"], 0, "{memory}");
+    assert_eq!(memory["ok"], true, "{memory}");
+}

@@ -294,6 +294,7 @@ impl Client {
             .json(&PurchaseBody {
                 user_id: purchase.user_id,
                 quantity: purchase.quantity,
+                sku: purchase.sku,
             });
         if let Some(key) = purchase.idempotency_key {
             request = request.header("idempotency-key", key);
@@ -435,12 +436,14 @@ mod tests {
         let body = PurchaseBody {
             user_id: None,
             quantity: 2,
+            sku: None,
         };
         assert_eq!(serde_json::to_string(&body).unwrap(), r#"{"quantity":2}"#);
         let purchase = Purchase::by("ann").quantity(3).idempotency_key("k");
         let body = PurchaseBody {
             user_id: purchase.user_id,
             quantity: purchase.quantity,
+            sku: purchase.sku,
         };
         assert_eq!(
             serde_json::to_string(&body).unwrap(),

@@ -44,6 +44,8 @@ pub struct Purchase<'a> {
     pub user_id: Option<&'a str>,
     /// Items to buy.
     pub quantity: u32,
+    /// The SKU (None: the sale's only one).
+    pub sku: Option<&'a str>,
     /// The `Idempotency-Key` header.
     pub idempotency_key: Option<&'a str>,
     /// The `Admission-Token` header (a sale with a waiting room).
@@ -67,6 +69,7 @@ impl<'a> Purchase<'a> {
         Self {
             user_id: None,
             quantity: 1,
+            sku: None,
             idempotency_key: None,
             admission_token: None,
             respond_async: false,
@@ -76,6 +79,12 @@ impl<'a> Purchase<'a> {
     /// `quantity` items.
     pub fn quantity(mut self, quantity: u32) -> Self {
         self.quantity = quantity;
+        self
+    }
+
+    /// Of the SKU `sku` (a sale of several SKUs needs one named).
+    pub fn sku(mut self, sku: &'a str) -> Self {
+        self.sku = Some(sku);
         self
     }
 
@@ -104,6 +113,8 @@ pub(super) struct PurchaseBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) user_id: Option<&'a str>,
     pub(super) quantity: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) sku: Option<&'a str>,
 }
 
 /// The join body.

@@ -145,7 +145,7 @@ pub async fn run_phase(
         .map_err(|e| LoadError::Setup(format!("{}: {e}", target.name)))?;
     let service = Arc::new(HttpSale::new(client.clone(), sale.clone(), success));
     if !target.is_baseline() {
-        http_load::create_sale(&client, &sale, stock, None).await?;
+        http_load::create_sale(&client, &sale, stock, 1, None).await?;
         if phase == Phase::SoldOut {
             sell_out(&service).await?;
         }

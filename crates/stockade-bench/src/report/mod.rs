@@ -39,6 +39,8 @@ pub struct BenchResult {
     pub requests: u64,
     /// Items on sale.
     pub stock: u32,
+    /// SKUs the stock was split over (`--skus`).
+    pub skus: u32,
     /// Requests in flight at once.
     pub concurrency: usize,
     /// Requests answered "purchased".
@@ -130,6 +132,7 @@ impl BenchResult {
             buyers: tally.buyers,
             requests: tally.requests,
             stock: workload.stock,
+            skus: workload.skus,
             concurrency: workload.concurrency,
             purchased: tally.purchased,
             sold_out: tally.sold_out,

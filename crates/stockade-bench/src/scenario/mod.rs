@@ -1,6 +1,6 @@
 //! What a benchmark run sends: a named scenario, optionally adjusted with
-//! `--buyers`, `--stock`, `--concurrency`, `--duration` and `--taps`,
-//! validated into a [`Workload`].
+//! `--buyers`, `--stock`, `--concurrency`, `--duration`, `--taps` and
+//! `--skus`, validated into a [`Workload`].
 //!
 //! A workload is either a **burst** (a fixed crowd of buyers, all sent at
 //! once unless `--concurrency` limits how many are in flight) or **timed**
@@ -9,7 +9,10 @@
 //! the founding article ran them.
 //!
 //! - `workload`: the adjustments and the validated [`Workload`].
+//! - [`skus`]: a sale split over several SKUs, and which one a buyer asks
+//!   for.
 
+pub mod skus;
 mod workload;
 
 use std::fmt;

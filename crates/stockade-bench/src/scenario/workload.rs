@@ -21,6 +21,8 @@ pub struct Overrides {
     pub duration: Option<Duration>,
     /// `--taps`: requests each buyer sends at once.
     pub taps: Option<usize>,
+    /// `--skus`: the stock split over this many SKUs (1: one SKU).
+    pub skus: Option<u32>,
 }
 
 /// A bad combination of scenario and adjustments; the message says what to
@@ -57,6 +59,9 @@ pub struct Workload {
     pub concurrency: usize,
     /// Requests each buyer sends at once (1 unless double taps are wanted).
     pub taps: usize,
+    /// SKUs the stock is split over (see [`super::skus`]): 1 is a sale of
+    /// one SKU.
+    pub skus: u32,
 }
 
 impl Workload {
@@ -115,6 +120,13 @@ impl Workload {
                 "--stock must be between 1 and {MAX_STOCK}, not {stock}"
             ));
         }
+        let skus = overrides.skus.unwrap_or(1);
+        if skus == 0 || skus as usize > stockade_core::sku::MAX_SKUS || skus > stock {
+            return invalid(format!(
+                "--skus must be between 1 and {} and at most --stock ({stock}), not {skus}",
+                stockade_core::sku::MAX_SKUS
+            ));
+        }
         let taps = overrides.taps.unwrap_or(preset.taps);
         if taps == 0 || taps > MAX_TAPS {
             return invalid(format!(
@@ -158,6 +170,7 @@ impl Workload {
             stock,
             concurrency,
             taps,
+            skus,
         })
     }
 

@@ -12,6 +12,8 @@ use stockade_core::{
     Engine, OrderStatus, Purchase, PurchaseOutcome, SaleId, SaleSpec, SystemClock,
 };
 use stockade_engine::redis::SaleKeys;
+
+use crate::scenario::skus;
 use stockade_engine::{MemoryEngine, RedisEngine, RedisEngineConfig};
 use stockade_store::{OrderStore, StoreEngine};
 
@@ -41,6 +43,8 @@ pub struct EngineStrategy {
     /// The Redis engine's server, to count its outbox stream.
     redis_url: Option<String>,
     sale: Option<SaleId>,
+    /// SKUs of the sale ([`skus`]).
+    skus: u32,
 }
 
 impl EngineStrategy {
@@ -53,6 +57,7 @@ impl EngineStrategy {
             store: None,
             redis_url: None,
             sale: None,
+            skus: 1,
         }
     }
 
@@ -68,6 +73,7 @@ impl EngineStrategy {
             store: None,
             redis_url: Some(url.to_owned()),
             sale: None,
+            skus: 1,
         })
     }
 
@@ -85,11 +91,12 @@ impl EngineStrategy {
             store: Some(store),
             redis_url: None,
             sale: None,
+            skus: 1,
         })
     }
 
-    async fn create(&self, id: &str, stock: u32) -> Result<SaleId, StrategyError> {
-        let spec = SaleSpec::builder(id, stock)
+    async fn create(&self, id: &str, stock: u32, skus: u32) -> Result<SaleId, StrategyError> {
+        let spec = SaleSpec::with_skus(id, skus::specs(stock, skus))
             .and_then(|builder| builder.build())
             .map_err(|e| StrategyError::Other(format!("sale {id}: {e}")))?;
         self.engine.create_sale(&spec).await?;
@@ -101,7 +108,11 @@ impl EngineStrategy {
 impl Purchaser for EngineStrategy {
     async fn purchase(&self, buyer: &str) -> Answer {
         let sale = self.sale.as_ref().expect("setup runs before purchases");
-        let purchase = match Purchase::new(sale.as_str(), buyer, 1) {
+        let purchase = match skus::of_buyer(buyer, self.skus) {
+            None => Purchase::new(sale.as_str(), buyer, 1),
+            Some(sku) => Purchase::of_sku(sale.as_str(), buyer, sku, 1),
+        };
+        let purchase = match purchase {
             Ok(purchase) => purchase,
             Err(error) => return Answer::Failed(format!("invalid purchase: {error}")),
         };
@@ -125,7 +136,7 @@ impl Strategy for EngineStrategy {
 
     async fn setup(&mut self, sale: &SaleSetup) -> Result<(), StrategyError> {
         let warm_up = self
-            .create(&format!("{}-warmup", sale.id), WARM_UP_PURCHASES)
+            .create(&format!("{}-warmup", sale.id), WARM_UP_PURCHASES, 1)
             .await?;
         let purchases = (0..WARM_UP_PURCHASES).map(|n| {
             let engine = Arc::clone(&self.engine);
@@ -143,7 +154,8 @@ impl Strategy for EngineStrategy {
                 .await
                 .map_err(|e| StrategyError::Other(format!("warm-up task: {e}")))??;
         }
-        self.sale = Some(self.create(&sale.id, sale.stock).await?);
+        self.skus = sale.skus;
+        self.sale = Some(self.create(&sale.id, sale.stock, sale.skus).await?);
         Ok(())
     }
 

@@ -126,6 +126,15 @@ impl StrategyKind {
         }
     }
 
+    /// Whether it can sell a sale of several SKUs (`--skus`): Stockade's
+    /// engines; the baselines sell one counter.
+    pub fn sells_skus(self) -> bool {
+        matches!(
+            self,
+            Self::StockadeRedis | Self::StockadePostgres | Self::StockadeMemory
+        )
+    }
+
     /// Whether it needs a PostgreSQL server.
     pub fn needs_postgres(self) -> bool {
         matches!(
@@ -180,6 +189,9 @@ pub struct SaleSetup {
     pub id: String,
     /// Items on sale.
     pub stock: u32,
+    /// SKUs the stock is split over ([`crate::scenario::skus`]); only the
+    /// Stockade strategies sell more than one.
+    pub skus: u32,
 }
 
 /// The answer to one purchase request, as the buyer would see it.
