@@ -20,6 +20,9 @@
 //! - [`sale`]: sale ids, the sale specification, its status and snapshot.
 //! - [`sku`]: the separately stocked SKUs of a sale, and the items a
 //!   purchase asks for and an order holds.
+//! - [`sold`]: what a sale has sold, by SKU and by tier.
+//! - [`tier`]: buyer tiers, with stock reserved for them, their own limit
+//!   and an earlier start.
 //! - [`purchase`]: buyer ids, idempotency keys and the purchase request.
 //! - [`order`]: time-ordered order ids and committed orders.
 //! - [`outcome`]: the closed set of answers an engine gives.
@@ -50,6 +53,8 @@ pub mod room;
 pub mod rule;
 pub mod sale;
 pub mod sku;
+pub mod sold;
+pub mod tier;
 pub mod validation;
 
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -62,4 +67,6 @@ pub use rebuild::{PlannedOrder, RebuildPlan};
 pub use room::{CloseReason, RoomConfig};
 pub use sale::{SaleId, SaleSnapshot, SaleSpec, SaleSpecBuilder, SaleStatus, SkuSnapshot};
 pub use sku::{Item, SkuId, SkuSpec, WantedItem};
+pub use sold::SoldCounts;
+pub use tier::{TierName, TierSpec};
 pub use validation::ValidationError;

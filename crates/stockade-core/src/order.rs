@@ -9,7 +9,7 @@ use chrono::{DateTime, DurationRound, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::{Epoch, IdempotencyKey, Item, Purchase, SaleId, UserId, ValidationError};
+use crate::{Epoch, IdempotencyKey, Item, Purchase, SaleId, TierName, UserId, ValidationError};
 
 /// A time-ordered unique order id (UUIDv7): sorting ids sorts orders by the
 /// millisecond they were accepted, which keeps store indexes append-only.
@@ -132,6 +132,9 @@ pub struct Order {
     pub quantity: u32,
     /// What was bought: a quantity of each SKU, in the order asked.
     pub items: Vec<Item>,
+    /// The buyer's tier, when it is one of the sale's: the order's items
+    /// count against its reserve first.
+    pub tier: Option<TierName>,
     /// The key the purchase was made with, if any.
     pub idempotency_key: Option<IdempotencyKey>,
     /// Where the order is in its life.
@@ -148,8 +151,8 @@ pub struct Order {
 }
 
 impl Order {
-    /// The order an accepted purchase makes (`items`: the purchase's items
-    /// as the sale resolved them), decided under the purchase's
+    /// The order an accepted purchase makes (`items` and `tier`: the
+    /// purchase's as the sale resolved them), decided under the purchase's
     /// epoch: confirmed, until [`Order::under_hold`] applies the sale's
     /// payment hold (the store does, when it commits the order, because
     /// only the sale's spec says whether it holds).
@@ -160,6 +163,7 @@ impl Order {
     pub fn accepted(
         purchase: &Purchase,
         items: Vec<Item>,
+        tier: Option<TierName>,
         id: OrderId,
         created_at: DateTime<Utc>,
     ) -> Self {
@@ -171,6 +175,7 @@ impl Order {
             user_id: purchase.user_id().clone(),
             quantity: purchase.quantity(),
             items,
+            tier,
             idempotency_key: purchase.idempotency_key().cloned(),
             status: OrderStatus::Confirmed,
             created_at,

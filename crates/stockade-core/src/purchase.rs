@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::sku::{WantedItem, check_wanted};
-use crate::{Epoch, SaleId, SkuId, ValidationError};
+use crate::{Epoch, SaleId, SkuId, TierName, ValidationError};
 
 /// The longest user id, in bytes.
 pub const MAX_USER_ID_BYTES: usize = 128;
@@ -81,6 +81,7 @@ pub struct Purchase {
     user_id: UserId,
     quantity: u32,
     items: Vec<WantedItem>,
+    tier: Option<TierName>,
     idempotency_key: Option<IdempotencyKey>,
     epoch: Epoch,
 }
@@ -125,6 +126,7 @@ impl Purchase {
             user_id,
             quantity,
             items,
+            tier: None,
             idempotency_key: None,
             epoch: Epoch::FIRST,
         })
@@ -150,6 +152,18 @@ impl Purchase {
     /// Validates and attaches an idempotency key.
     pub fn with_idempotency_key(self, key: impl Into<String>) -> Result<Self, ValidationError> {
         Ok(self.with_key(IdempotencyKey::new(key)?))
+    }
+
+    /// The buyer's tier, from their verified identity or a trusted caller
+    /// (a tier the sale does not name makes no difference).
+    pub fn with_tier(mut self, tier: TierName) -> Self {
+        self.tier = Some(tier);
+        self
+    }
+
+    /// The buyer's tier, if any.
+    pub fn tier(&self) -> Option<&TierName> {
+        self.tier.as_ref()
     }
 
     /// Attaches an already validated idempotency key.

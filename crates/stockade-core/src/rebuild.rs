@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::{EngineError, IdempotencyKey, Order, OrderId, SaleSpec, UserId, rule};
+use crate::{EngineError, IdempotencyKey, Order, OrderId, SaleSpec, SoldCounts, UserId, rule};
 
 /// The state an engine holds for one sale, derived from committed orders.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,6 +12,8 @@ pub struct RebuildPlan {
     pub remaining: u32,
     /// Stock left of each SKU, in the spec's order.
     pub sku_remaining: Vec<u32>,
+    /// Items sold, by SKU and by tier and SKU.
+    pub sold: SoldCounts,
     /// Items each buyer holds through live orders (buyers with none omitted).
     pub holdings: HashMap<UserId, u32>,
     /// For a sale with a per-SKU limit: items each buyer holds of each SKU
@@ -35,6 +37,8 @@ pub struct PlannedOrder {
     pub quantity: u32,
     /// Its items: the position of each SKU in the spec, and the quantity.
     pub items: Vec<(usize, u32)>,
+    /// The buyer's tier (its position in the spec), if one of the sale's.
+    pub tier: Option<usize>,
     /// Whether it still holds its items (false: cancelled or expired).
     pub live: bool,
 }
@@ -50,6 +54,7 @@ impl RebuildPlan {
         };
         let mut sold: u64 = 0;
         let mut sku_sold: Vec<u64> = vec![0; spec.skus().len()];
+        let mut counts = SoldCounts::new(spec);
         let mut holdings: HashMap<UserId, u32> = HashMap::new();
         let mut sku_holdings: HashMap<(UserId, usize), u32> = HashMap::new();
         let mut keys = Vec::new();
@@ -87,6 +92,7 @@ impl RebuildPlan {
                     order.id, order.quantity
                 )));
             }
+            let tier = rule::tier(spec, order.tier.as_ref());
             let live = order.status.holds_stock();
             if live {
                 sold += u64::from(order.quantity);
@@ -120,6 +126,7 @@ impl RebuildPlan {
                 user_id: order.user_id.clone(),
                 quantity: order.quantity,
                 items,
+                tier,
                 live,
             });
         }
@@ -137,8 +144,12 @@ impl RebuildPlan {
                 spec.total_stock()
             )));
         }
+        for order in planned.iter().filter(|order| order.live) {
+            counts.take(order.tier, &order.items);
+        }
         Ok(Self {
             remaining: spec.total_stock() - sold as u32,
+            sold: counts,
             sku_remaining: spec
                 .skus()
                 .iter()
@@ -170,6 +181,7 @@ mod tests {
                 sku: crate::SkuId::default_sku(),
                 quantity,
             }],
+            tier: None,
             idempotency_key: key.map(|k| IdempotencyKey::new(k).unwrap()),
             status,
             created_at: Utc::now(),

@@ -1,9 +1,10 @@
 -- Decides a batch of purchases of one sale in one atomic step, each in
 -- arrival order with the rules of a single purchase (stockade_core::rule):
--- sale exists, epoch, idempotency key, the items' SKUs, window, per-user
--- limit, per-SKU limit, stock of every item. A purchase's items are all or
--- nothing: stock is checked before it is changed, so it is never
--- decremented and restored, and never negative.
+-- sale exists, epoch, idempotency key, the items' SKUs, window (a tier's
+-- may open earlier), per-user limit (a tier's own), per-SKU limit, stock of
+-- every item (a tier's reserve first, see stockade_core::rule::available).
+-- A purchase's items are all or nothing: stock is checked before it is
+-- changed, so it is never decremented and restored, and never negative.
 --
 -- The work is per batch, not per purchase: one read of the sale, one read of
 -- the buyers' holdings and of the keys, one write of each, and ONE outbox
@@ -11,21 +12,27 @@
 -- only Lua arithmetic and a field in each write.
 --
 -- KEYS[1]  sale hash       (total, limit, starts, ends, hold, remaining, epoch,
---                           skus 'id=stock,...', sku_limit, and for a sale of
---                           several SKUs 'r:' .. sku -> that SKU's stock left;
---                           a one-SKU sale keeps its stock in 'remaining' alone)
+--                           skus 'id=stock,...', sku_limit, tiers (per tier
+--                           'name;limit;starts ms;sku=reserved,...', joined by
+--                           '|'), release_at (ms or ''), for a sale of several
+--                           SKUs 'r:' .. sku -> that SKU's stock left (a one-SKU
+--                           sale keeps its stock in 'remaining' alone), and for
+--                           a sale with tiers 'ts:' .. tier position .. ':' ..
+--                           sku -> items of the SKU its buyers hold)
 -- KEYS[2]  holdings hash   (user id -> items held; with a per-SKU limit also
 --                           user id .. "\n" .. sku -> items of that SKU held)
 -- KEYS[3]  keys hash       (user id .. "\n" .. idempotency key -> order id;
 --                           keys are scoped to their buyer)
--- KEYS[4]  orders hash     (order id -> "quantity:state:user id\nitems", state
---                           l=live r=released, items 'sku=quantity,...')
+-- KEYS[4]  orders hash     (order id -> "quantity:state:user id\nitems\ntier",
+--                           state l=live r=released, items 'sku=quantity,...',
+--                           tier the buyer's tier position or '')
 -- KEYS[5]  outbox stream   (one entry per batch that accepted an order, until
 --                           acknowledged as committed to the store)
 -- ARGV[1]  now (ms), ARGV[2] the number of purchases n, ARGV[3] the epoch the
---          callers believe the sale is under, then five per purchase: user
+--          callers believe the sale is under, then six per purchase: user
 --          id, quantity, idempotency key ('' for none), new order id, items
---          ('sku=quantity,...', or '' for the sale's only SKU)
+--          ('sku=quantity,...', or '' for the sale's only SKU), tier ('' for
+--          none; a tier the sale does not name counts as none)
 -- Returns  {entry id or '', code1, value1, code2, value2, ...}, per purchase:
 --   1 purchased (remaining), 2 sold out (0), 3 insufficient stock
 --   ('sku=remaining'), 4 limit exceeded (already held), 5 duplicate (the
@@ -35,11 +42,11 @@
 --   ('sku=already held')
 -- Outbox entry fields: 'epoch', 'at' (ms), then per accepted order:
 --   order id -> user id .. "\n" .. quantity .. "\n" .. idempotency key
---   .. "\n" .. items
+--   .. "\n" .. items .. "\n" .. tier name ('' for none)
 local n = tonumber(ARGV[2])
 local reply = {''}
 local sale = redis.call('HMGET', KEYS[1], 'remaining', 'limit', 'starts', 'ends', 'epoch',
-  'skus', 'sku_limit')
+  'skus', 'sku_limit', 'tiers', 'release_at')
 if not sale[1] then
   for i = 1, n do reply[2 * i] = 8; reply[2 * i + 1] = 0 end
   return reply
@@ -51,7 +58,6 @@ if epoch ~= ARGV[3] then
   return reply
 end
 local now = tonumber(ARGV[1])
-local not_started = sale[3] ~= '' and now < tonumber(sale[3])
 local ended = sale[4] ~= '' and now >= tonumber(sale[4])
 local limit = tonumber(sale[2])
 local remaining = tonumber(sale[1])
@@ -74,10 +80,47 @@ else
   for i = 1, #ids do stock[i] = tonumber(values[i] or '0') end
 end
 
+-- The tiers: each one's limit, start and reserve per SKU position, and what
+-- its buyers hold of each SKU (read only for a sale with tiers).
+local tiers, tier_of, tier_sold = {}, {}, {}
+if sale[8] and sale[8] ~= '' then
+  for spec in string.gmatch(sale[8], '[^|]+') do
+    local name, tier_limit, starts, reserved = string.match(spec, '^([^;]*);([^;]*);([^;]*);(.*)$')
+    local tier = {limit = tonumber(tier_limit), starts = tonumber(starts), reserve = {}}
+    for sku, n in string.gmatch(reserved, '([^,=]+)=(%d+)') do tier.reserve[position[sku]] = tonumber(n) end
+    tiers[#tiers + 1] = tier; tier_of[name] = #tiers
+  end
+  local fields = {}
+  for t = 1, #tiers do
+    for i = 1, #ids do fields[#fields + 1] = 'ts:' .. (t - 1) .. ':' .. ids[i] end
+  end
+  local values = redis.call('HMGET', KEYS[1], unpack(fields))
+  for t = 1, #tiers do
+    tier_sold[t] = {}
+    for i = 1, #ids do tier_sold[t][i] = tonumber(values[(t - 1) * #ids + i] or '0') end
+  end
+end
+local reserves_hold = #tiers > 0 and (not sale[9] or sale[9] == '' or now < tonumber(sale[9]))
+-- What a buyer of tier t (nil: none) may take of SKU position i: the common
+-- stock left (stock less every reserve less what sales took from it) and
+-- what is left of the buyer's own tier's reserve.
+local function available(t, i)
+  if not reserves_hold then return stock[i] end
+  local common = stock[i]
+  local own = 0
+  for u = 1, #tiers do
+    local reserve = tiers[u].reserve[i] or 0
+    local taken = tier_sold[u][i]
+    common = common - (reserve - math.min(taken, reserve))
+    if u == t then own = math.max(reserve - taken, 0) end
+  end
+  return math.min(math.max(common, 0) + own, stock[i])
+end
+
 -- Each purchase's items as {position, quantity} pairs, or why they fit no SKU.
 local wanted = {}
 for i = 1, n do
-  local base = 5 * i - 1
+  local base = 6 * i - 2
   local text = ARGV[base + 4]
   if text == '' then
     if single then wanted[i] = {{1, tonumber(ARGV[base + 1])}} else wanted[i] = {code = 11, value = 0} end
@@ -100,7 +143,7 @@ end
 local holding, users = {}, {}
 local known, fields = {}, {}
 for i = 1, n do
-  local base = 5 * i - 1
+  local base = 6 * i - 2
   local user = ARGV[base]
   if holding[user] == nil then holding[user] = false; users[#users + 1] = user end
   if sku_limit and not wanted[i].code then
@@ -125,29 +168,31 @@ if #fields > 0 then
 end
 
 local changed_users, new_keys, records, entry = {}, {}, {}, {}
-local dirty, dirty_skus = {}, {}
+local dirty, dirty_skus, dirty_tiers = {}, {}, {}
 local accepted = 0
 local function touch(field)
   if not dirty[field] then dirty[field] = true; changed_users[#changed_users + 1] = field end
 end
 for i = 1, n do
-  local base = 5 * i - 1
+  local base = 6 * i - 2
   local code, value = 1, 0
   local user, key = ARGV[base], ARGV[base + 2]
   local field = key ~= '' and (user .. '\n' .. key) or nil
   local items = wanted[i]
+  local t = tier_of[ARGV[base + 5]]
+  local starts = (t and tiers[t].starts) or (sale[3] ~= '' and tonumber(sale[3])) or nil
   if field and known[field] then
     code, value = 5, known[field]
   elseif items.code then
     code, value = items.code, items.value
-  elseif not_started then
+  elseif starts and now < starts then
     code = 6
   elseif ended then
     code = 7
   else
     local quantity = tonumber(ARGV[base + 1])
     local already = holding[user]
-    if already + quantity > limit then
+    if already + quantity > ((t and tiers[t].limit) or limit) then
       code, value = 4, already
     end
     if code == 1 and sku_limit then
@@ -161,8 +206,9 @@ for i = 1, n do
     end
     if code == 1 then
       for _, item in ipairs(items) do
-        if stock[item[1]] < item[2] then
-          if remaining == 0 then code = 2 else code, value = 3, ids[item[1]] .. '=' .. stock[item[1]] end
+        local can = available(t, item[1])
+        if can < item[2] then
+          if remaining == 0 then code = 2 else code, value = 3, ids[item[1]] .. '=' .. can end
           break
         end
       end
@@ -173,6 +219,10 @@ for i = 1, n do
       for k, item in ipairs(items) do
         stock[item[1]] = stock[item[1]] - item[2]
         dirty_skus[item[1]] = true
+        if t then
+          tier_sold[t][item[1]] = tier_sold[t][item[1]] + item[2]
+          dirty_tiers[#dirty_tiers + 1] = {t, item[1]}
+        end
         canonical[k] = ids[item[1]] .. '=' .. item[2]
         if sku_limit then
           local sku_field = user .. '\n' .. ids[item[1]]
@@ -190,9 +240,10 @@ for i = 1, n do
         new_keys[#new_keys + 1] = order_id
       end
       records[#records + 1] = order_id
-      records[#records + 1] = quantity .. ':l:' .. user .. '\n' .. canonical
+      records[#records + 1] = quantity .. ':l:' .. user .. '\n' .. canonical .. '\n' .. (t and (t - 1) or '')
       entry[#entry + 1] = order_id
-      entry[#entry + 1] = user .. '\n' .. quantity .. '\n' .. key .. '\n' .. canonical
+      entry[#entry + 1] = user .. '\n' .. quantity .. '\n' .. key .. '\n' .. canonical .. '\n'
+        .. (t and ARGV[base + 5] or '')
       accepted = accepted + 1
       value = remaining
     end
@@ -208,6 +259,10 @@ if accepted > 0 then
       sale_changes[#sale_changes + 1] = 'r:' .. ids[at]
       sale_changes[#sale_changes + 1] = stock[at]
     end
+  end
+  for _, changed in ipairs(dirty_tiers) do
+    sale_changes[#sale_changes + 1] = 'ts:' .. (changed[1] - 1) .. ':' .. ids[changed[2]]
+    sale_changes[#sale_changes + 1] = tier_sold[changed[1]][changed[2]]
   end
   redis.call('HSET', KEYS[1], unpack(sale_changes))
   local changes = {}

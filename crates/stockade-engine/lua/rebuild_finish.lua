@@ -1,8 +1,9 @@
 -- Last step of a rebuild: sets the stock and opens the sale under its new
 -- epoch.
 -- KEYS[1]  sale hash
--- ARGV     epoch, remaining, then for a sale of several SKUs one pair per
---          SKU: 'r:' .. id, its stock left
+-- ARGV     epoch, remaining, then pairs: for a sale of several SKUs
+--          'r:' .. id and its stock left, for a sale with tiers
+--          'ts:' .. tier position .. ':' .. id and what its buyers hold
 -- Returns  {1, remaining} open | {0, newer epoch} superseded
 local building = tonumber(redis.call('HGET', KEYS[1], 'building') or '0')
 if building ~= tonumber(ARGV[1]) then

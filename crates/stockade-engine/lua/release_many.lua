@@ -1,7 +1,7 @@
 -- Releases orders of one sale in one atomic step: for each, what releasing
 -- it alone would answer, in turn (an order named twice is released once).
--- Each order's items go back to their SKUs' stock and its buyer's
--- allowances. Everything is checked before anything is written, so a
+-- Each order's items go back to their SKUs' stock, its buyer's
+-- allowances and its tier's count. Everything is checked before anything is written, so a
 -- malformed record or an overflow writes nothing.
 -- The orders' outbox entries are left alone: an entry carries a whole
 -- batch, and the engine's outbox read leaves released orders out (they are
@@ -48,7 +48,8 @@ for i = 1, n do
     if not record then
       plan[i] = {3, 0, 0}
     else
-      local quantity, state, user, items = string.match(record, '^(%d+):(%a):([^\n]*)\n?(.*)$')
+      local quantity, state, user, rest = string.match(record, '^(%d+):(%a):([^\n]*)\n?(.*)$')
+      local items, tier = string.match(rest, '^([^\n]*)\n?(.*)$')
       if not quantity then return redis.error_reply('stockade: malformed order record ' .. order) end
       if state ~= 'l' then
         plan[i] = {2, 0, 0}
@@ -72,7 +73,7 @@ for i = 1, n do
         end
         remaining = remaining + quantity
         seen[order] = true
-        plan[i] = {1, quantity, remaining, user, order, record, parsed}
+        plan[i] = {1, quantity, remaining, user, order, record, parsed, tier}
       end
     end
   end
@@ -84,6 +85,11 @@ for i = 1, n do
     redis.call('HSET', KEYS[3], p[5], (string.gsub(p[6], '^(%d+):l:', '%1:r:', 1)))
     if redis.call('HINCRBY', KEYS[2], p[4], -p[2]) <= 0 then
       redis.call('HDEL', KEYS[2], p[4])
+    end
+    if p[8] ~= '' then
+      for _, item in ipairs(p[7]) do
+        redis.call('HINCRBY', KEYS[1], 'ts:' .. p[8] .. ':' .. item[1], -item[2])
+      end
     end
     if sku_limit then
       for _, item in ipairs(p[7]) do

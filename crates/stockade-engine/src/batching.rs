@@ -55,6 +55,8 @@ pub(crate) struct BatchedPurchase {
     /// The items as purchase.lua reads them: `sku=quantity,...`, or empty
     /// for one item of the sale's only SKU.
     pub(crate) items: String,
+    /// The buyer's tier, empty for none.
+    pub(crate) tier: String,
     pub(crate) order_id: OrderId,
     /// The span the purchase was queued from (its request's, see
     /// [`link_batches_to`]), which the batch's span follows from.
@@ -68,6 +70,9 @@ impl BatchedPurchase {
             quantity: purchase.quantity(),
             key: purchase.idempotency_key().cloned(),
             items: wanted_text(purchase.items()),
+            tier: purchase
+                .tier()
+                .map_or_else(String::new, |tier| tier.to_string()),
             order_id: OrderId::generate(),
             queued_from: QUEUED_FROM
                 .try_with(tracing::Span::clone)

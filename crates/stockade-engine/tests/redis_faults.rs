@@ -80,6 +80,7 @@ async fn restart_loses_the_sale_and_rebuild_restores_it_from_the_store() {
                 sku: stockade_core::SkuId::default_sku(),
                 quantity: 1,
             }],
+            tier: None,
             idempotency_key: None,
             status: OrderStatus::Confirmed,
             created_at: Utc::now(),
@@ -222,10 +223,10 @@ async fn every_accepted_order_is_in_the_outbox_stream() {
         .collect();
     assert_eq!(ids, accepted, "in order");
     let first = &entries.ids[0];
-    // user, quantity, key (none), items.
+    // user, quantity, key (none), items, tier (none).
     assert_eq!(
         first.get::<String>(&accepted[0]).unwrap(),
-        "a\n1\n\ndefault=1"
+        "a\n1\n\ndefault=1\n"
     );
     assert_eq!(first.get::<u64>("epoch").unwrap(), 1);
 }

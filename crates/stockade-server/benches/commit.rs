@@ -36,6 +36,7 @@ fn batch(sale: &SaleId, next_buyer: &AtomicU64) -> Vec<Order> {
                     sku: stockade_core::SkuId::default_sku(),
                     quantity: 1,
                 }],
+                tier: None,
                 idempotency_key: Some(IdempotencyKey::new(format!("key-{buyer}")).unwrap()),
                 status: OrderStatus::Confirmed,
                 created_at: Utc::now(),

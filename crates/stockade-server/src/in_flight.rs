@@ -89,6 +89,7 @@ mod tests {
                 sku: stockade_core::SkuId::default_sku(),
                 quantity: purchase.quantity(),
             }],
+            None,
             OrderId::generate(),
             chrono::Utc::now(),
         );

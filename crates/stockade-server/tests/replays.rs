@@ -51,6 +51,7 @@ async fn a_replay_of_an_order_the_store_refused_is_answered_order_failed() {
                 sku: stockade_core::SkuId::default_sku(),
                 quantity: carol.quantity(),
             }],
+            None,
             OrderId::generate(),
             Utc::now(),
         )])
@@ -64,6 +65,7 @@ async fn a_replay_of_an_order_the_store_refused_is_answered_order_failed() {
                 sku: stockade_core::SkuId::default_sku(),
                 quantity: bob.quantity(),
             }],
+            None,
             order_id,
             Utc::now(),
         )])

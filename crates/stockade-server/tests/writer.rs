@@ -67,6 +67,7 @@ fn order(sale: &SaleId, user: &str) -> Order {
             sku: stockade_core::SkuId::default_sku(),
             quantity: 1,
         }],
+        tier: None,
         idempotency_key: None,
         status: OrderStatus::Confirmed,
         created_at: Utc::now(),

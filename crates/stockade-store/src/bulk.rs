@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::{Any, Row, Transaction};
-use stockade_core::{IdempotencyKey, Item, Order, OrderId, SaleId, UserId};
+use stockade_core::{IdempotencyKey, Item, Order, OrderId, SaleId, TierName, UserId};
 
 use super::arbiter::{Held, STATE_COLUMNS, SaleState, placeholders, sale_state_from_row};
 use super::{SALE_COLUMNS, StoreError, StoreKind, VOID, corrupt};
@@ -95,6 +95,7 @@ struct OrderValues<'a> {
     user_id: &'a str,
     quantity: u32,
     items: String,
+    tier: Option<&'a str>,
     idempotency_key: Option<&'a str>,
     status: &'a str,
     created_at_ms: i64,
@@ -117,6 +118,7 @@ struct Sold<'a> {
     id: &'a str,
     sold: u32,
     sku_sold: Option<String>,
+    tier_sold: Option<String>,
 }
 
 /// An order id.
@@ -283,10 +285,10 @@ pub(super) async fn insert_orders(
         return Ok(());
     }
     let sql = format!(
-        "INSERT INTO orders (id, sale_id, user_id, quantity, items, idempotency_key, status,
-                             created_at_ms, updated_at_ms, expires_at_ms, epoch)
-         SELECT r.id, r.sale_id, r.user_id, r.quantity, r.items, r.idempotency_key, r.status,
-                r.created_at_ms, r.created_at_ms, r.expires_at_ms, r.epoch
+        "INSERT INTO orders (id, sale_id, user_id, quantity, items, tier, idempotency_key,
+                             status, created_at_ms, updated_at_ms, expires_at_ms, epoch)
+         SELECT r.id, r.sale_id, r.user_id, r.quantity, r.items, r.tier, r.idempotency_key,
+                r.status, r.created_at_ms, r.created_at_ms, r.expires_at_ms, r.epoch
            FROM {}",
         json_rows(
             kind,
@@ -296,6 +298,7 @@ pub(super) async fn insert_orders(
                 Column::Text("user_id"),
                 Column::BigInt("quantity"),
                 Column::Text("items"),
+                Column::Text("tier"),
                 Column::Text("idempotency_key"),
                 Column::Text("status"),
                 Column::BigInt("created_at_ms"),
@@ -312,6 +315,7 @@ pub(super) async fn insert_orders(
             user_id: order.user_id.as_str(),
             quantity: order.quantity,
             items: Item::encode_list(&order.items),
+            tier: order.tier.as_ref().map(TierName::as_str),
             idempotency_key: order
                 .idempotency_key
                 .as_ref()
@@ -375,13 +379,15 @@ pub(super) async fn write_sold_counts(
         return Ok(());
     }
     let sql = format!(
-        "UPDATE sales SET sold = r.sold, sku_sold = r.sku_sold FROM {} WHERE sales.id = r.id",
+        "UPDATE sales SET sold = r.sold, sku_sold = r.sku_sold, tier_sold = r.tier_sold
+           FROM {} WHERE sales.id = r.id",
         json_rows(
             kind,
             &[
                 Column::Text("id"),
                 Column::BigInt("sold"),
-                Column::Text("sku_sold")
+                Column::Text("sku_sold"),
+                Column::Text("tier_sold")
             ]
         )
     );
@@ -389,6 +395,7 @@ pub(super) async fn write_sold_counts(
         id: state.spec.id().as_str(),
         sold: state.sold,
         sku_sold: state.sku_sold_column(),
+        tier_sold: state.tier_sold_column(),
     }))?;
     sqlx::query(&sql).bind(values).execute(&mut **tx).await?;
     Ok(())

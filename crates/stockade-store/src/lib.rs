@@ -47,7 +47,7 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row};
 use stockade_core::{
     Epoch, IdempotencyKey, Item, Order, OrderId, OrderStatus, SaleId, SaleSpec, SkuId, SkuSpec,
-    UserId, ValidationError,
+    SoldCounts, TierName, UserId, ValidationError,
 };
 
 /// Why the store could not do what was asked.
@@ -108,13 +108,13 @@ pub struct OrderStore {
     kind: StoreKind,
 }
 
-const ORDER_COLUMNS: &str = "id, sale_id, user_id, quantity, items, idempotency_key, status, \
-     created_at_ms, expires_at_ms, epoch";
+const ORDER_COLUMNS: &str = "id, sale_id, user_id, quantity, items, tier, idempotency_key, \
+     status, created_at_ms, expires_at_ms, epoch";
 /// Orders the store refused: kept so an order id is decided once, never
 /// shown nor counted.
 const VOID: &str = "void";
-const SALE_COLUMNS: &str =
-    "id, total_stock, per_user_limit, starts_at_ms, ends_at_ms, hold_ms, skus, per_sku_limit";
+const SALE_COLUMNS: &str = "id, total_stock, per_user_limit, starts_at_ms, ends_at_ms, hold_ms, \
+     skus, per_sku_limit, tiers, release_reserved_at_ms";
 
 /// An order id as the store knows it ([`OrderStore::stored`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -374,8 +374,8 @@ async fn insert_sale<'c>(
     let inserted = sqlx::query(
         "INSERT INTO sales
              (id, total_stock, per_user_limit, starts_at_ms, ends_at_ms, hold_ms, created_at_ms,
-              skus, per_sku_limit, sku_sold)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+              skus, per_sku_limit, sku_sold, tiers, release_reserved_at_ms, tier_sold)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
          ON CONFLICT (id) DO NOTHING",
     )
     .bind(spec.id().as_str())
@@ -388,6 +388,17 @@ async fn insert_sale<'c>(
     .bind(SkuSpec::encode_list(spec.skus()))
     .bind(spec.per_sku_limit().map(i64::from))
     .bind((spec.skus().len() > 1).then(|| vec!["0"; spec.skus().len()].join(",")))
+    .bind(
+        (!spec.tiers().is_empty())
+            .then(|| serde_json::to_string(spec.tiers()))
+            .transpose()
+            .map_err(|e| StoreError::Failed(format!("encoding the tiers: {e}")))?,
+    )
+    .bind(spec.release_reserved_at().map(|t| t.timestamp_millis()))
+    .bind(
+        (!spec.tiers().is_empty())
+            .then(|| serde_json::to_string(&SoldCounts::new(spec).tier_sold).unwrap_or_default()),
+    )
     .execute(executor)
     .await?;
     Ok(inserted.rows_affected() == 1)
@@ -415,6 +426,8 @@ fn sale_from_row(row: &AnyRow) -> Result<SaleSpec, StoreError> {
     let hold: Option<i64> = row.try_get("hold_ms")?;
     let skus: Option<String> = row.try_get("skus")?;
     let sku_limit: Option<i64> = row.try_get("per_sku_limit")?;
+    let tiers: Option<String> = row.try_get("tiers")?;
+    let release: Option<i64> = row.try_get("release_reserved_at_ms")?;
     let invalid = |e: ValidationError| corrupt("sale", e);
     let total = u32::try_from(total).map_err(|e| corrupt("stock", e))?;
     let mut builder = match skus {
@@ -432,6 +445,12 @@ fn sale_from_row(row: &AnyRow) -> Result<SaleSpec, StoreError> {
     }
     if let Some(ms) = starts {
         builder = builder.starts_at(millis(ms)?);
+    }
+    if let Some(tiers) = tiers {
+        builder = builder.tiers(serde_json::from_str(&tiers).map_err(|e| corrupt("tiers", e))?);
+    }
+    if let Some(ms) = release {
+        builder = builder.release_reserved_at(millis(ms)?);
     }
     if let Some(ms) = ends {
         builder = builder.ends_at(millis(ms)?);
@@ -467,6 +486,7 @@ fn order_from_row_as(row: &AnyRow, status: OrderStatus) -> Result<Order, StoreEr
     let quantity: i64 = row.try_get("quantity")?;
     let quantity = u32::try_from(quantity).map_err(|e| corrupt("quantity", e))?;
     let items: Option<String> = row.try_get("items")?;
+    let tier: Option<String> = row.try_get("tier")?;
     let key: Option<String> = row.try_get("idempotency_key")?;
     let created: i64 = row.try_get("created_at_ms")?;
     let expires: Option<i64> = row.try_get("expires_at_ms")?;
@@ -485,6 +505,7 @@ fn order_from_row_as(row: &AnyRow, status: OrderStatus) -> Result<Order, StoreEr
                 quantity,
             }],
         },
+        tier: tier.map(TierName::new).transpose().map_err(invalid)?,
         idempotency_key: key.map(IdempotencyKey::new).transpose().map_err(invalid)?,
         status,
         created_at: millis(created)?,

@@ -199,7 +199,8 @@ pub(super) async fn give_back(
                     format!("{} holds less than order {}", order.user_id, order.id),
                 )
             })?;
-        state.give_back(&items).ok_or_else(|| {
+        let tier = rule::tier(&state.spec, order.tier.as_ref());
+        state.give_back(tier, &items).ok_or_else(|| {
             corrupt(
                 "sold count",
                 format!("sale {sale} sold less than order {}", order.id),

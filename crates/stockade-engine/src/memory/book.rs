@@ -8,7 +8,7 @@ use parking_lot::{Mutex, RwLock};
 use stockade_core::rule;
 use stockade_core::{
     EngineError, Epoch, IdempotencyKey, Order, OrderId, Purchase, PurchaseOutcome, RebuildPlan,
-    ReleaseOutcome, SaleSnapshot, SaleSpec, UserId,
+    ReleaseOutcome, SaleSnapshot, SaleSpec, SoldCounts, UserId,
 };
 
 /// One sale: its spec, the stock counters and the maps of buyers, keys and
@@ -49,58 +49,64 @@ struct Shape {
 /// The stock of a sale.
 #[derive(Debug)]
 enum Stock {
-    /// A one-SKU sale: one counter, taken with a compare-and-swap.
+    /// A one-SKU sale without tiers: one counter of what is left, taken
+    /// with a compare-and-swap.
     One(AtomicU32),
-    /// A sale of several SKUs: a counter per SKU (in the spec's order),
-    /// under one lock so a bundle takes all its items or none.
-    Many(Mutex<Vec<u32>>),
+    /// A sale of several SKUs or with tiers: what is sold of each SKU and
+    /// to each tier, under one lock, so a bundle takes all its items or
+    /// none and a reserve is judged with the counts it depends on.
+    Many(Mutex<SoldCounts>),
 }
 
 impl Stock {
-    fn new(remaining: Vec<u32>) -> Self {
-        match remaining[..] {
-            [one] => Self::One(AtomicU32::new(one)),
-            _ => Self::Many(Mutex::new(remaining)),
+    fn new(spec: &SaleSpec, sold: SoldCounts) -> Self {
+        if spec.skus().len() == 1 && spec.tiers().is_empty() {
+            Self::One(AtomicU32::new(spec.total_stock() - sold.sold[0]))
+        } else {
+            Self::Many(Mutex::new(sold))
         }
     }
 
     /// Each SKU's stock left.
-    fn remaining(&self) -> Vec<u32> {
+    fn remaining(&self, spec: &SaleSpec) -> Vec<u32> {
         match self {
             Self::One(left) => vec![left.load(Ordering::Acquire)],
-            Self::Many(left) => left.lock().clone(),
+            Self::Many(sold) => sold.lock().left(spec),
         }
     }
 
-    /// Takes every item or none: the stock left in all after, or the rule's
-    /// refusal.
-    fn take(&self, spec: &SaleSpec, items: &[(usize, u32)]) -> Result<u32, PurchaseOutcome> {
+    /// Takes every item or none for a buyer of `tier` at `now`: the stock
+    /// left in all after, or the rule's refusal.
+    fn take(
+        &self,
+        spec: &SaleSpec,
+        now: DateTime<Utc>,
+        tier: Option<usize>,
+        items: &[(usize, u32)],
+    ) -> Result<u32, PurchaseOutcome> {
         match self {
             Self::One(left) => take_stock(spec, left, items[0].1),
-            Self::Many(left) => {
-                let mut left = left.lock();
-                rule::stock(spec, &left, items)?;
-                for &(i, quantity) in items {
-                    left[i] -= quantity;
-                }
-                Ok(left.iter().sum())
+            Self::Many(sold) => {
+                let mut sold = sold.lock();
+                rule::stock(spec, now, tier, &*sold, items)?;
+                sold.take(tier, items);
+                Ok(sold.left(spec).iter().sum())
             }
         }
     }
 
-    /// Puts items back: the stock left in all after.
-    fn give_back(&self, items: &[(usize, u32)]) -> u32 {
+    /// Puts an order's items back: the stock left in all after.
+    fn give_back(&self, spec: &SaleSpec, tier: Option<usize>, items: &[(usize, u32)]) -> u32 {
         match self {
             Self::One(left) => {
                 let quantity: u32 = items.iter().map(|&(_, q)| q).sum();
                 left.fetch_add(quantity, Ordering::AcqRel) + quantity
             }
-            Self::Many(left) => {
-                let mut left = left.lock();
-                for &(i, quantity) in items {
-                    left[i] += quantity;
-                }
-                left.iter().sum()
+            Self::Many(sold) => {
+                let mut sold = sold.lock();
+                // A live order's items are counted: this cannot fail.
+                let _ = sold.give_back(tier, items);
+                sold.left(spec).iter().sum()
             }
         }
     }
@@ -112,12 +118,14 @@ struct OrderEntry {
     quantity: u32,
     /// Each SKU's position in the spec and its quantity.
     items: Vec<(usize, u32)>,
+    /// The buyer's tier (its position in the spec).
+    tier: Option<usize>,
     live: bool,
 }
 
 impl SaleBook {
     pub(super) fn new(spec: SaleSpec) -> Self {
-        let stock = Stock::new(spec.skus().iter().map(|sku| sku.stock).collect());
+        let stock = Stock::new(&spec, SoldCounts::new(&spec));
         Self {
             shape: RwLock::new(Shape { spec, stock }),
             epoch: AtomicU64::new(Epoch::FIRST.get()),
@@ -172,7 +180,8 @@ impl SaleBook {
             Ok(items) => items,
             Err(refused) => return refused,
         };
-        if let Err(refused) = rule::window(spec, now) {
+        let tier = rule::tier(spec, purchase.tier());
+        if let Err(refused) = rule::window(spec, tier, now) {
             return refused;
         }
         let quantity = purchase.quantity();
@@ -184,7 +193,7 @@ impl SaleBook {
             Entry::Occupied(held) => *held.get(),
             Entry::Vacant(_) => 0,
         };
-        if let Err(refused) = rule::limit(spec, already, quantity) {
+        if let Err(refused) = rule::limit(spec, tier, already, quantity) {
             return refused;
         }
         let held_of_sku = |i| {
@@ -195,7 +204,7 @@ impl SaleBook {
         if let Err(refused) = rule::sku_limits(spec, &items, held_of_sku) {
             return refused;
         }
-        let remaining = match shape.stock.take(spec, &items) {
+        let remaining = match shape.stock.take(spec, now, tier, &items) {
             Ok(remaining) => remaining,
             Err(refused) => return refused,
         };
@@ -211,13 +220,20 @@ impl SaleBook {
             }
         }
         let order_id = OrderId::generate();
-        let order = Order::accepted(purchase, rule::order_items(spec, &items), order_id, now);
+        let order = Order::accepted(
+            purchase,
+            rule::order_items(spec, &items),
+            rule::order_tier(spec, tier),
+            order_id,
+            now,
+        );
         self.orders.insert(
             order_id,
             OrderEntry {
                 user_id: user.clone(),
                 quantity,
                 items,
+                tier,
                 live: true,
             },
         );
@@ -274,7 +290,7 @@ impl SaleBook {
                 self.sku_holdings.remove_if(&key, |_, held| *held == 0);
             }
         }
-        let remaining = shape.stock.give_back(&order.items);
+        let remaining = shape.stock.give_back(&shape.spec, order.tier, &order.items);
         ReleaseOutcome::Released {
             quantity,
             remaining,
@@ -283,7 +299,7 @@ impl SaleBook {
 
     pub(super) fn snapshot(&self, now: DateTime<Utc>) -> SaleSnapshot {
         let shape = self.shape.read();
-        SaleSnapshot::at(shape.spec.clone(), &shape.stock.remaining(), now)
+        SaleSnapshot::at(shape.spec.clone(), &shape.stock.remaining(&shape.spec), now)
     }
 
     pub(super) fn held_by(&self, user: &UserId) -> u32 {
@@ -317,7 +333,7 @@ impl SaleBook {
         self.newest.store(epoch.get(), Ordering::Release);
         self.epoch.store(epoch.get(), Ordering::Release);
         *current = Shape {
-            stock: Stock::new(plan.sku_remaining),
+            stock: Stock::new(&spec, plan.sold),
             spec,
         };
         self.holdings.clear();
@@ -341,6 +357,7 @@ impl SaleBook {
                     user_id: order.user_id,
                     quantity: order.quantity,
                     items: order.items,
+                    tier: order.tier,
                     live: order.live,
                 },
             );

@@ -6,12 +6,13 @@ use chrono::{DateTime, Utc};
 use redis::streams::StreamId;
 use stockade_core::{
     EngineError, Epoch, IdempotencyKey, Item, Order, OrderStatus, SaleId, SaleSpec, SkuId, SkuSpec,
-    UserId,
+    SoldCounts, TierName, TierSpec, UserId,
 };
 
 /// The spec as stored: total, limit, starts, ends, hold (ms; '' when
-/// unset), skus (`id=stock,...`), per-SKU limit ('' when unset).
-pub(super) fn spec_fields(spec: &SaleSpec) -> [String; 7] {
+/// unset), skus (`id=stock,...`), per-SKU limit ('' when unset), tiers
+/// ([`tiers_field`]), release of the reserves (ms or '').
+pub(super) fn spec_fields(spec: &SaleSpec) -> [String; 9] {
     [
         spec.total_stock().to_string(),
         spec.per_user_limit().to_string(),
@@ -24,7 +25,62 @@ pub(super) fn spec_fields(spec: &SaleSpec) -> [String; 7] {
         SkuSpec::encode_list(spec.skus()),
         spec.per_sku_limit()
             .map_or_else(String::new, |limit| limit.to_string()),
+        tiers_field(spec.tiers()),
+        spec.release_reserved_at()
+            .map_or_else(String::new, |t| t.timestamp_millis().to_string()),
     ]
+}
+
+/// Tiers as purchase.lua reads them: per tier `name;limit;starts
+/// ms;sku=reserved,...` (empty parts for what is unset), joined by `|`.
+fn tiers_field(tiers: &[TierSpec]) -> String {
+    tiers
+        .iter()
+        .map(|tier| {
+            format!(
+                "{};{};{};{}",
+                tier.name,
+                tier.per_user_limit
+                    .map_or_else(String::new, |l| l.to_string()),
+                tier.starts_at
+                    .map_or_else(String::new, |t| t.timestamp_millis().to_string()),
+                Item::encode_list(&tier.reserved)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+/// Reads what [`tiers_field`] wrote.
+fn tiers_from_field(text: &str) -> Option<Vec<TierSpec>> {
+    if text.is_empty() {
+        return Some(Vec::new());
+    }
+    text.split('|')
+        .map(|tier| {
+            let mut parts = tier.splitn(4, ';');
+            let name = TierName::new(parts.next()?).ok()?;
+            let (limit, starts, reserved) = (parts.next()?, parts.next()?, parts.next()?);
+            Some(TierSpec {
+                name,
+                per_user_limit: if limit.is_empty() {
+                    None
+                } else {
+                    Some(limit.parse().ok()?)
+                },
+                starts_at: if starts.is_empty() {
+                    None
+                } else {
+                    Some(DateTime::from_timestamp_millis(starts.parse().ok()?)?)
+                },
+                reserved: if reserved.is_empty() {
+                    Vec::new()
+                } else {
+                    Item::decode_list(reserved).ok()?
+                },
+            })
+        })
+        .collect()
 }
 
 /// The field of the sale hash that keeps a SKU's stock left, for a sale of
@@ -33,17 +89,22 @@ pub(super) fn sku_stock_field(sku: &SkuId) -> String {
     format!("r:{sku}")
 }
 
-/// For a sale of several SKUs, each SKU's stock field and its stock left
-/// (in the spec's order); nothing for a one-SKU sale.
-pub(super) fn sku_stock_fields(spec: &SaleSpec, left: &[u32]) -> Vec<(String, u32)> {
-    if spec.skus().len() == 1 {
-        return Vec::new();
+/// The sale hash's fields of what is sold, beside `remaining`: for a sale
+/// of several SKUs each SKU's stock left (`r:` SKU), for a sale with tiers
+/// what each tier's buyers hold of each SKU (`ts:` tier position `:` SKU).
+pub(super) fn sold_fields(spec: &SaleSpec, sold: &SoldCounts) -> Vec<(String, u32)> {
+    let mut fields = Vec::new();
+    if spec.skus().len() > 1 {
+        for (sku, left) in spec.skus().iter().zip(sold.left(spec)) {
+            fields.push((sku_stock_field(&sku.id), left));
+        }
     }
-    spec.skus()
-        .iter()
-        .zip(left)
-        .map(|(sku, left)| (sku_stock_field(&sku.id), *left))
-        .collect()
+    for (t, counts) in sold.tier_sold.iter().enumerate() {
+        for (sku, held) in spec.skus().iter().zip(counts) {
+            fields.push((format!("ts:{t}:{}", sku.id), *held));
+        }
+    }
+    fields
 }
 
 /// Rebuilds a spec from stored fields (as [`spec_fields`] lists them; the
@@ -55,19 +116,16 @@ pub(super) fn spec_from_fields(id: &SaleId, fields: &[String]) -> Result<SaleSpe
             "sale {id} in Redis has a malformed {what} field: {fields:?}"
         ))
     };
-    let (total, limit, starts, ends, hold, skus, sku_limit) = match fields {
-        [total, limit, starts, ends, hold] => (total, limit, starts, ends, hold, None, ""),
-        [total, limit, starts, ends, hold, skus, sku_limit] => (
-            total,
-            limit,
-            starts,
-            ends,
-            hold,
-            Some(skus),
-            sku_limit.as_str(),
-        ),
+    // Sales created before SKUs have five fields, before tiers seven.
+    let (total, limit, starts, ends, hold) = match fields {
+        [total, limit, starts, ends, hold, ..] if [5, 7, 9].contains(&fields.len()) => {
+            (total, limit, starts, ends, hold)
+        }
         _ => return Err(corrupt("field list")),
     };
+    let extra = |n: usize| fields.get(n).map(String::as_str);
+    let (skus, sku_limit) = (extra(5), extra(6).unwrap_or(""));
+    let (tiers, release) = (extra(7).unwrap_or(""), extra(8).unwrap_or(""));
     let number = |text: &str, what: &str| text.parse::<i64>().map_err(|_| corrupt(what));
     let instant = |text: &str, what: &str| -> Result<Option<DateTime<Utc>>, EngineError> {
         if text.is_empty() {
@@ -97,6 +155,10 @@ pub(super) fn spec_from_fields(id: &SaleId, fields: &[String]) -> Result<SaleSpe
     if let Some(start) = instant(starts, "starts")? {
         builder = builder.starts_at(start);
     }
+    builder = builder.tiers(tiers_from_field(tiers).ok_or_else(|| corrupt("tiers"))?);
+    if let Some(at) = instant(release, "release_at")? {
+        builder = builder.release_reserved_at(at);
+    }
     if let Some(end) = instant(ends, "ends")? {
         builder = builder.ends_at(end);
     }
@@ -123,8 +185,9 @@ pub(super) fn key_field(user: &UserId, key: &IdempotencyKey) -> String {
 ///
 /// An entry is written by purchase.lua for a whole batch: `epoch`, `at`
 /// (ms), and one field per accepted order, order id → `user id \n quantity
-/// \n idempotency key \n items` (items absent in entries written before
-/// SKUs: the whole quantity of the `default` SKU). Entries of the one-order-per-entry layout written
+/// \n idempotency key \n items \n tier` (items absent in entries written
+/// before SKUs: the whole quantity of the `default` SKU; the tier absent
+/// before tiers: none). Entries of the one-order-per-entry layout written
 /// before batching (`order_id`, `user_id`, `quantity`, `idempotency_key`,
 /// `created_at_ms`, `epoch`) are still read, so an upgrade never strands an
 /// order in the outbox.
@@ -143,7 +206,9 @@ pub(super) fn orders_from_entry(
     };
     let epoch = Epoch::new(text("epoch")?.parse().map_err(|_| corrupt("epoch"))?);
     let order =
-        |id: &str, user: &str, quantity: &str, key: &str, items: Option<&str>, created_ms: &str| {
+        |id: &str, user: &str, quantity: &str, key: &str, rest: [Option<&str>; 2], at: &str| {
+            let [items, tier] = rest;
+            let created_ms = at;
             let created_ms: i64 = created_ms.parse().map_err(|_| corrupt("creation time"))?;
             let quantity: u32 = quantity.parse().map_err(|_| corrupt("quantity"))?;
             let items = match items {
@@ -159,6 +224,10 @@ pub(super) fn orders_from_entry(
                 user_id: UserId::new(user).map_err(|_| corrupt("user id"))?,
                 quantity,
                 items,
+                tier: match tier {
+                    None | Some("") => None,
+                    Some(tier) => Some(TierName::new(tier).map_err(|_| corrupt("tier"))?),
+                },
                 idempotency_key: if key.is_empty() {
                     None
                 } else {
@@ -178,7 +247,7 @@ pub(super) fn orders_from_entry(
             &text("user_id")?,
             &text("quantity")?,
             &text("idempotency_key")?,
-            None,
+            [None, None],
             &text("created_at_ms")?,
         )?]);
     }
@@ -189,13 +258,13 @@ pub(super) fn orders_from_entry(
         .filter(|field| !matches!(field.as_str(), "epoch" | "at"))
         .map(|id| {
             let value = text(id)?;
-            let mut parts = value.splitn(4, '\n');
+            let mut parts = value.splitn(5, '\n');
             let (Some(user), Some(quantity), Some(key)) =
                 (parts.next(), parts.next(), parts.next())
             else {
                 return Err(corrupt("order record"));
             };
-            order(id, user, quantity, key, parts.next(), &at)
+            order(id, user, quantity, key, [parts.next(), parts.next()], &at)
         })
         .collect::<Result<Vec<Order>, EngineError>>()?;
     // Order ids are time-ordered (UUIDv7, made as each request arrived).

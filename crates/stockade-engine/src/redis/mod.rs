@@ -36,7 +36,8 @@ use redis::AsyncCommands;
 use stockade_core::rule;
 use stockade_core::{
     Clock, CreateOutcome, Engine, EngineError, Epoch, Item, Order, OrderId, Purchase,
-    PurchaseOutcome, RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
+    PurchaseOutcome, RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, SoldCounts,
+    UserId,
 };
 
 use crate::batching::{BatchedPurchase, Batcher};
@@ -141,8 +142,7 @@ impl Engine for RedisEngine {
         for field in codec::spec_fields(spec) {
             invocation.arg(field);
         }
-        let stock: Vec<u32> = spec.skus().iter().map(|sku| sku.stock).collect();
-        for (field, left) in codec::sku_stock_fields(spec, &stock) {
+        for (field, left) in codec::sold_fields(spec, &SoldCounts::new(spec)) {
             invocation.arg(field).arg(left);
         }
         let reply: Vec<String> = invocation
@@ -259,7 +259,7 @@ impl Engine for RedisEngine {
         let corrupt = |what: &str| {
             EngineError::backend(format!("sale {sale} in Redis has no valid {what} field"))
         };
-        let mut spec_fields = Vec::with_capacity(7);
+        let mut spec_fields = Vec::with_capacity(9);
         for name in [
             "total",
             "limit",
@@ -268,11 +268,14 @@ impl Engine for RedisEngine {
             "hold",
             "skus",
             "sku_limit",
+            "tiers",
+            "release_at",
         ] {
             match fields.get(name) {
                 Some(value) => spec_fields.push(value.clone()),
-                // A sale created before SKUs has neither of the last two.
-                None if spec_fields.len() == 5 => break,
+                // A sale created before SKUs has none of the last four,
+                // one created before tiers none of the last two.
+                None if matches!(spec_fields.len(), 5 | 7) => break,
                 None => return Err(corrupt(name)),
             }
         }
@@ -428,10 +431,11 @@ impl Engine for RedisEngine {
                 (
                     order.id.to_string(),
                     format!(
-                        "{}:{state}:{}\n{}",
+                        "{}:{state}:{}\n{}\n{}",
                         order.quantity,
                         order.user_id,
-                        Item::encode_list(&items)
+                        Item::encode_list(&items),
+                        order.tier.map_or_else(String::new, |t| t.to_string())
                     ),
                 )
             })
@@ -475,7 +479,7 @@ impl Engine for RedisEngine {
         }
         let mut finish = REBUILD_FINISH.prepare_invoke();
         finish.key(&keys.sale).arg(epoch.get()).arg(plan.remaining);
-        for (field, left) in codec::sku_stock_fields(spec, &plan.sku_remaining) {
+        for (field, left) in codec::sold_fields(spec, &plan.sold) {
             finish.arg(field).arg(left);
         }
         self.rebuild_step(finish, spec, epoch, "rebuild_finish.lua")

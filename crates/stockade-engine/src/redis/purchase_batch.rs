@@ -53,7 +53,8 @@ impl PurchaseScript {
                 .arg(purchase.quantity)
                 .arg(purchase.key.as_ref().map_or("", |k| k.as_str()))
                 .arg(purchase.order_id.to_string())
-                .arg(&purchase.items);
+                .arg(&purchase.items)
+                .arg(&purchase.tier);
         }
         let reply: Vec<redis::Value> = invocation
             .invoke_async(&mut self.connection.clone())

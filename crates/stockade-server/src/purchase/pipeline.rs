@@ -6,8 +6,8 @@
 //! verdict) and `replay`. The request span is handed down to the engine
 //! and the writer, whose batch spans link to it.
 
+use crate::sale_book::OrderTerms;
 use chrono::{DateTime, Utc};
-use stockade_core::rule;
 use stockade_core::{Durability, Order, OrderId, Purchase, PurchaseOutcome, SaleId};
 use stockade_store::authority::Authority;
 use tracing::field::{Empty, display};
@@ -233,7 +233,7 @@ async fn accepted(
     id: OrderId,
     now: DateTime<Utc>,
 ) -> Result<Order, PurchaseError> {
-    let (items, hold) = match state.book().order_terms(purchase) {
+    let terms = match state.book().order_terms(purchase) {
         Some(terms) => terms,
         None => {
             let sale = purchase.sale_id();
@@ -244,16 +244,12 @@ async fn accepted(
                 .ok_or_else(|| PurchaseError::Internal(format!("sale {sale} left the store")))?
                 .spec;
             state.book().learn_spec(&spec);
-            let items = rule::resolve(&spec, purchase.items()).map_err(|refused| {
-                PurchaseError::Internal(format!(
-                    "the engine accepted items sale {sale} refuses ({})",
-                    refused.label()
-                ))
-            })?;
-            (rule::order_items(&spec, &items), spec.hold())
+            OrderTerms::of(&spec, purchase).ok_or_else(|| {
+                PurchaseError::Internal(format!("the engine accepted items sale {sale} refuses"))
+            })?
         }
     };
-    Ok(Order::accepted(purchase, items, id, now).under_hold(hold))
+    Ok(Order::accepted(purchase, terms.items, terms.tier, id, now).under_hold(terms.hold))
 }
 
 /// The decider does not have the sale. When it is an engine apart from the

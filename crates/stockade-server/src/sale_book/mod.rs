@@ -29,7 +29,7 @@ use dashmap::DashMap;
 use parking_lot::Mutex;
 use stockade_core::{SaleId, SaleSpec};
 
-pub use rejections::{DEFAULT_TTL, MAX_TTL, Ticket, UNKNOWN_SALES_CAPACITY};
+pub use rejections::{DEFAULT_TTL, MAX_TTL, OrderTerms, Ticket, UNKNOWN_SALES_CAPACITY};
 pub use routes::Route;
 
 use crate::waiting_room::RoomInfo;

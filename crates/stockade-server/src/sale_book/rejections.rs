@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use stockade_core::rule;
 use stockade_core::sale::Window;
-use stockade_core::{Item, Purchase, PurchaseOutcome, SaleId, SaleSpec};
+use stockade_core::{Item, Purchase, PurchaseOutcome, SaleId, SaleSpec, TierName};
 
 use super::SaleBook;
 
@@ -113,15 +113,12 @@ impl SaleBook {
             .flatten()
     }
 
-    /// What an order the decider accepted for `purchase` holds, and its
-    /// payment hold, by the sale's spec; None while the spec is not known
-    /// here, or if the items fit no SKU of it (the decider would have
-    /// refused them).
-    pub fn order_terms(&self, purchase: &Purchase) -> Option<(Vec<Item>, Option<Duration>)> {
+    /// What an order the decider accepted for `purchase` holds, by the
+    /// sale's spec; None while the spec is not known here, or if the items
+    /// fit no SKU of it (the decider would have refused them).
+    pub fn order_terms(&self, purchase: &Purchase) -> Option<OrderTerms> {
         self.read(purchase.sale_id(), |entry| {
-            let spec = entry.spec.as_ref()?;
-            let items = rule::resolve(spec, purchase.items()).ok()?;
-            Some((rule::order_items(spec, &items), spec.hold()))
+            OrderTerms::of(entry.spec.as_ref()?, purchase)
         })
         .flatten()
     }
@@ -227,6 +224,31 @@ impl SaleBook {
     /// How many unknown sale ids are remembered (bounded).
     pub fn unknown_count(&self) -> usize {
         self.unknown.len()
+    }
+}
+
+/// What an accepted purchase's order holds, by the sale's spec: its items,
+/// the buyer's tier (when one of the sale's) and the sale's payment hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderTerms {
+    /// The items, each of a SKU of the sale.
+    pub items: Vec<Item>,
+    /// The buyer's tier.
+    pub tier: Option<TierName>,
+    /// The sale's payment hold.
+    pub hold: Option<Duration>,
+}
+
+impl OrderTerms {
+    /// The terms of `purchase` under `spec`; None if its items fit no SKU.
+    pub fn of(spec: &SaleSpec, purchase: &Purchase) -> Option<Self> {
+        let items = rule::resolve(spec, purchase.items()).ok()?;
+        let tier = rule::tier(spec, purchase.tier());
+        Some(Self {
+            items: rule::order_items(spec, &items),
+            tier: rule::order_tier(spec, tier),
+            hold: spec.hold(),
+        })
     }
 }
 

@@ -29,7 +29,7 @@ use std::collections::{HashMap, HashSet};
 
 use stockade_core::rule;
 use stockade_core::{
-    Epoch, IdempotencyKey, Order, OrderId, PurchaseOutcome, SaleId, SaleSpec, UserId,
+    Epoch, IdempotencyKey, Order, OrderId, PurchaseOutcome, SaleId, SaleSpec, SoldCounts, UserId,
 };
 
 use tokio::sync::oneshot;
@@ -106,8 +106,9 @@ pub struct SaleState {
     pub authority: Authority,
     /// Items held by live orders.
     pub sold: u32,
-    /// Of each SKU (in the spec's order): they add up to `sold`.
-    pub sku_sold: Vec<u32>,
+    /// Of each SKU (in the spec's order; they add up to `sold`), and of
+    /// each SKU by each tier's buyers.
+    pub counts: SoldCounts,
     /// The primary epoch a move to the fallback left undrained: its orders
     /// still commit (see `docs/consistency.md`).
     pub undrained: Option<Epoch>,
@@ -129,40 +130,42 @@ impl SaleState {
 
     /// Items left of each SKU, in the spec's order.
     pub fn sku_remaining(&self) -> Vec<u32> {
-        self.spec
-            .skus()
-            .iter()
-            .zip(&self.sku_sold)
-            .map(|(sku, sold)| sku.stock.saturating_sub(*sold))
-            .collect()
+        self.counts.left(&self.spec)
     }
 
-    /// Counts an order's items (resolved against the spec) as sold.
-    pub(crate) fn take(&mut self, items: &[(usize, u32)]) {
-        for &(i, quantity) in items {
-            self.sold += quantity;
-            self.sku_sold[i] += quantity;
-        }
+    /// Counts an order's items (resolved against the spec) as sold to a
+    /// buyer of `tier`.
+    pub(crate) fn take(&mut self, tier: Option<usize>, items: &[(usize, u32)]) {
+        self.counts.take(tier, items);
+        self.sold += items.iter().map(|&(_, q)| q).sum::<u32>();
     }
 
-    /// Counts an order's items as no longer sold; None if fewer were sold.
-    pub(crate) fn give_back(&mut self, items: &[(usize, u32)]) -> Option<()> {
-        for &(i, quantity) in items {
-            self.sold = self.sold.checked_sub(quantity)?;
-            self.sku_sold[i] = self.sku_sold[i].checked_sub(quantity)?;
-        }
+    /// Counts an order's items as no longer sold; None (nothing changed)
+    /// if fewer were sold.
+    pub(crate) fn give_back(&mut self, tier: Option<usize>, items: &[(usize, u32)]) -> Option<()> {
+        let quantity: u32 = items.iter().map(|&(_, q)| q).sum();
+        let sold = self.sold.checked_sub(quantity)?;
+        self.counts.give_back(tier, items)?;
+        self.sold = sold;
         Some(())
     }
 
     /// The `sku_sold` column: None for a one-SKU sale.
     pub(crate) fn sku_sold_column(&self) -> Option<String> {
-        (self.sku_sold.len() > 1).then(|| {
-            self.sku_sold
+        (self.counts.sold.len() > 1).then(|| {
+            self.counts
+                .sold
                 .iter()
                 .map(u32::to_string)
                 .collect::<Vec<_>>()
                 .join(",")
         })
+    }
+
+    /// The `tier_sold` column: None for a sale without tiers.
+    pub(crate) fn tier_sold_column(&self) -> Option<String> {
+        (!self.counts.tier_sold.is_empty())
+            .then(|| serde_json::to_string(&self.counts.tier_sold).unwrap_or_default())
     }
 }
 
@@ -333,22 +336,27 @@ fn judge(
     let Some(items) = rule::resolve_order(&state.spec, &order.items) else {
         return Verdict::Void(VoidReason::UnknownSku);
     };
+    let tier = rule::tier(&state.spec, order.tier.as_ref());
     let mut held = holdings.get(&order.user_id).cloned().unwrap_or_default();
-    // The window was judged when the engine accepted the order.
+    // The window was judged when the engine accepted the order; the
+    // reserves are judged as they stood then.
     let spec = &state.spec;
     let held_of_sku = |i: usize| held.of(&spec.skus()[i].id);
-    match rule::limits_and_stock(
+    let judged = rule::limits_and_stock(
         spec,
+        order.created_at,
+        tier,
         held.total,
         held_of_sku,
-        &state.sku_remaining(),
+        &state.counts,
         &items,
-    ) {
+    );
+    match judged {
         Err(PurchaseOutcome::LimitExceeded { .. }) => Verdict::Void(VoidReason::OverLimit),
         Err(_) => Verdict::Void(VoidReason::Oversold),
         Ok(()) => {
             held.add(spec, &items);
-            state.take(&items);
+            state.take(tier, &items);
             holdings.insert(order.user_id.clone(), held);
             if let Some(key) = &order.idempotency_key {
                 owners.insert((order.user_id.clone(), key.clone()), order.id);

@@ -43,14 +43,16 @@ impl OrderStore {
             Ok(fits) => fits,
             Err(outcome) => return Ok(outcome),
         };
+        let tier = rule::tier(&state.spec, purchase.tier());
         let order = Order::accepted(
             purchase,
             rule::order_items(&state.spec, &items),
+            rule::order_tier(&state.spec, tier),
             order_id,
             now,
         )
         .under_hold(state.spec.hold());
-        state.take(&items);
+        state.take(tier, &items);
         held.add(&state.spec, &items);
         bulk::insert_orders(
             self.kind,
@@ -101,7 +103,8 @@ async fn look(
         Ok(items) => items,
         Err(refused) => return Ok(Err(refused)),
     };
-    if let Err(refused) = rule::window(&state.spec, now) {
+    let tier = rule::tier(&state.spec, purchase.tier());
+    if let Err(refused) = rule::window(&state.spec, tier, now) {
         return Ok(Err(refused));
     }
     let held = read_holdings(conn, sale, &[purchase.user_id()])
@@ -110,13 +113,16 @@ async fn look(
         .unwrap_or_default();
     let spec = &state.spec;
     let held_of_sku = |i: usize| held.of(&spec.skus()[i].id);
-    match rule::limits_and_stock(
+    let judged = rule::limits_and_stock(
         spec,
+        now,
+        tier,
         held.total,
         held_of_sku,
-        &state.sku_remaining(),
+        &state.counts,
         &items,
-    ) {
+    );
+    match judged {
         Err(outcome) => Ok(Err(outcome)),
         Ok(()) => Ok(Ok((state, held, items))),
     }

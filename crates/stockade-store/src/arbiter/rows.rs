@@ -6,13 +6,14 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
-use stockade_core::{Item, SaleId, SaleSpec, SkuId, UserId};
+use stockade_core::{Item, SaleId, SaleSpec, SkuId, SoldCounts, UserId};
 
 use super::SaleState;
 use crate::{OrderStore, SALE_COLUMNS, StoreError, StoreKind, corrupt, epoch_of, sale_from_row};
 
 /// The columns of a sale's state beyond its spec.
-pub(crate) const STATE_COLUMNS: &str = "epoch, authority, sold, sku_sold, undrained_epoch";
+pub(crate) const STATE_COLUMNS: &str =
+    "epoch, authority, sold, sku_sold, tier_sold, undrained_epoch";
 
 /// What one buyer holds in one sale through live orders.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -172,6 +173,7 @@ pub(crate) fn sale_state_from_row(row: &AnyRow) -> Result<SaleState, StoreError>
     let authority: String = row.try_get("authority")?;
     let sold: i64 = row.try_get("sold")?;
     let sku_sold: Option<String> = row.try_get("sku_sold")?;
+    let tier_sold: Option<String> = row.try_get("tier_sold")?;
     let undrained: Option<i64> = row.try_get("undrained_epoch")?;
     let spec = sale_from_row(row)?;
     let sold = u32::try_from(sold).map_err(|e| corrupt("sold count", e))?;
@@ -195,13 +197,30 @@ pub(crate) fn sale_state_from_row(row: &AnyRow) -> Result<SaleState, StoreError>
             format!("sale {} sold {sold} but {sku_sold:?} per SKU", spec.id()),
         ));
     }
+    let tier_sold: Vec<Vec<u32>> = match tier_sold {
+        None => vec![vec![0; spec.skus().len()]; spec.tiers().len()],
+        Some(text) => serde_json::from_str(&text).map_err(|e| corrupt("tier sold counts", e))?,
+    };
+    if tier_sold.len() != spec.tiers().len()
+        || tier_sold
+            .iter()
+            .any(|counts| counts.len() != spec.skus().len())
+    {
+        return Err(corrupt(
+            "tier sold counts",
+            format!("sale {} has {tier_sold:?}", spec.id()),
+        ));
+    }
     Ok(SaleState {
         undrained: undrained.map(epoch_of).transpose()?,
-        spec,
         epoch: epoch_of(epoch)?,
         authority: authority.parse()?,
         sold,
-        sku_sold,
+        counts: SoldCounts {
+            sold: sku_sold,
+            tier_sold,
+        },
+        spec,
     })
 }
 
@@ -281,9 +300,10 @@ pub(crate) async fn write_sold(
     tx: &mut Transaction<'_, Any>,
     state: &SaleState,
 ) -> Result<(), StoreError> {
-    sqlx::query("UPDATE sales SET sold = $1, sku_sold = $2 WHERE id = $3")
+    sqlx::query("UPDATE sales SET sold = $1, sku_sold = $2, tier_sold = $3 WHERE id = $4")
         .bind(i64::from(state.sold))
         .bind(state.sku_sold_column())
+        .bind(state.tier_sold_column())
         .bind(state.spec.id().as_str())
         .execute(&mut **tx)
         .await?;

@@ -126,6 +126,7 @@ async fn run_plan(
                 sku: stockade_core::SkuId::default_sku(),
                 quantity: planned.quantity,
             }],
+            tier: None,
             idempotency_key: planned
                 .key
                 .map(|k| IdempotencyKey::new(format!("k{k}")).unwrap()),

@@ -61,6 +61,7 @@ pub(crate) fn order(
             sku: stockade_core::SkuId::default_sku(),
             quantity,
         }],
+        tier: None,
         idempotency_key: key.map(|k| IdempotencyKey::new(k).unwrap()),
         status: OrderStatus::Confirmed,
         created_at: Utc::now(),

@@ -76,7 +76,7 @@ async fn the_arbiter_judges_every_item_of_an_engines_order() {
         );
         let state = store.sale_state(&s).await.unwrap().unwrap();
         assert_eq!(state.sold, 4);
-        assert_eq!(state.sku_sold, [2, 2]);
+        assert_eq!(state.counts.sold, [2, 2]);
         assert_eq!(state.sku_remaining(), [0, 1]);
     })
     .await;
@@ -95,7 +95,7 @@ async fn a_cancelled_bundle_gives_each_item_back() {
         }
         store.cancel(pair.id, Utc::now(), false).await.unwrap();
         let state = store.sale_state(&s).await.unwrap().unwrap();
-        assert_eq!((state.sold, state.sku_sold.clone()), (0, vec![0, 0]));
+        assert_eq!((state.sold, state.counts.sold.clone()), (0, vec![0, 0]));
         // The buyer's allowance of b is back: two more of b commit.
         let again = bundle(&s, "u", &[("b", 2)]);
         assert_eq!(store.commit(&[again]).await.unwrap(), [Verdict::Committed]);

@@ -142,6 +142,7 @@ pub(super) fn order(
             sku: stockade_core::SkuId::default_sku(),
             quantity,
         }],
+        tier: None,
         idempotency_key: key.map(|k| IdempotencyKey::new(k).unwrap()),
         status,
         created_at: Utc::now(),

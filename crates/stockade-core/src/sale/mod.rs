@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ValidationError;
 use crate::sku::{MAX_SKUS, SkuId, SkuSpec};
+use crate::tier::{MAX_TIERS, TierSpec};
 
 /// The longest payment hold a sale may give its orders: one day.
 pub const MAX_HOLD: Duration = Duration::from_secs(86_400);
@@ -91,6 +92,8 @@ pub struct SaleSpec {
     starts_at: Option<DateTime<Utc>>,
     ends_at: Option<DateTime<Utc>>,
     hold: Option<Duration>,
+    tiers: Vec<TierSpec>,
+    release_reserved_at: Option<DateTime<Utc>>,
 }
 
 impl SaleSpec {
@@ -115,6 +118,8 @@ impl SaleSpec {
                 starts_at: None,
                 ends_at: None,
                 hold: None,
+                tiers: Vec::new(),
+                release_reserved_at: None,
             },
         })
     }
@@ -162,6 +167,8 @@ impl SaleSpec {
                 starts_at: None,
                 ends_at: None,
                 hold: None,
+                tiers: Vec::new(),
+                release_reserved_at: None,
             },
         })
     }
@@ -204,16 +211,47 @@ impl SaleSpec {
     pub fn hold(&self) -> Option<Duration> {
         self.hold
     }
+    /// The buyer tiers, in the order given at creation.
+    pub fn tiers(&self) -> &[TierSpec] {
+        &self.tiers
+    }
+    /// The position of the tier named `name` among [`SaleSpec::tiers`].
+    pub fn tier_index(&self, name: &crate::TierName) -> Option<usize> {
+        self.tiers.iter().position(|tier| tier.name == *name)
+    }
+    /// When unsold reserved stock joins the common stock (None: at the
+    /// end of the sale, never for buying).
+    pub fn release_reserved_at(&self) -> Option<DateTime<Utc>> {
+        self.release_reserved_at
+    }
+    /// Whether the tiers' reserves still hold at `now`.
+    pub fn reserves_hold_at(&self, now: DateTime<Utc>) -> bool {
+        !self.tiers.is_empty() && self.release_reserved_at.is_none_or(|at| now < at)
+    }
+    /// Items of SKU `sku` (its position) reserved for every tier together.
+    pub fn reserved_of(&self, sku: usize) -> u32 {
+        let id = &self.skus[sku].id;
+        self.tiers.iter().map(|tier| tier.reserved_of(id)).sum()
+    }
 
-    /// The window state at `now`, ignoring stock.
-    pub fn window_at(&self, now: DateTime<Utc>) -> Window {
-        if self.starts_at.is_some_and(|start| now < start) {
+    /// The window state at `now` for a buyer of tier `tier` (its position;
+    /// None: no tier): a tier may start earlier.
+    pub fn window_for(&self, tier: Option<usize>, now: DateTime<Utc>) -> Window {
+        let starts = tier
+            .and_then(|t| self.tiers[t].starts_at)
+            .or(self.starts_at);
+        if starts.is_some_and(|start| now < start) {
             Window::NotStarted
         } else if self.ends_at.is_some_and(|end| now >= end) {
             Window::Ended
         } else {
             Window::Open
         }
+    }
+
+    /// The window state at `now`, ignoring stock.
+    pub fn window_at(&self, now: DateTime<Utc>) -> Window {
+        self.window_for(None, now)
     }
 }
 
@@ -274,6 +312,26 @@ impl SaleSpecBuilder {
         self
     }
 
+    /// Sets the buyer tiers (checked with the rest by
+    /// [`build`](Self::build)).
+    pub fn tiers(mut self, tiers: Vec<TierSpec>) -> Self {
+        self.spec.tiers = tiers
+            .into_iter()
+            .map(|tier| TierSpec {
+                starts_at: tier.starts_at.map(to_millis),
+                ..tier
+            })
+            .collect();
+        self
+    }
+
+    /// Sets when unsold reserved stock joins the common stock (kept to the
+    /// millisecond).
+    pub fn release_reserved_at(mut self, at: DateTime<Utc>) -> Self {
+        self.spec.release_reserved_at = Some(to_millis(at));
+        self
+    }
+
     /// Sets the payment hold of the sale's orders: 1 second to
     /// [`MAX_HOLD`] (a day), kept to the millisecond.
     pub fn hold(mut self, hold: Duration) -> Result<Self, ValidationError> {
@@ -288,7 +346,7 @@ impl SaleSpecBuilder {
         Ok(self)
     }
 
-    /// Checks the window and returns the spec.
+    /// Checks the window and the tiers, and returns the spec.
     pub fn build(self) -> Result<SaleSpec, ValidationError> {
         if let (Some(start), Some(end)) = (self.spec.starts_at, self.spec.ends_at)
             && end <= start
@@ -298,8 +356,88 @@ impl SaleSpecBuilder {
                 format!("must be after starts_at ({start})"),
             ));
         }
+        check_tiers(&self.spec)?;
         Ok(self.spec)
     }
+}
+
+/// Checks the tiers against the sale: distinct names, reserves of the
+/// sale's SKUs that fit their stock, limits in range, starts no later than
+/// the sale's and before its end, and a release of the reserves only when
+/// there are tiers, before the sale ends.
+fn check_tiers(spec: &SaleSpec) -> Result<(), ValidationError> {
+    let bad = |reason: String| Err(ValidationError::new("tiers", reason));
+    if spec.tiers.len() > MAX_TIERS {
+        return bad(format!(
+            "at most {MAX_TIERS} tiers (got {})",
+            spec.tiers.len()
+        ));
+    }
+    for (i, tier) in spec.tiers.iter().enumerate() {
+        let name = &tier.name;
+        if spec.tiers[..i].iter().any(|other| other.name == *name) {
+            return bad(format!("tier {name} is listed twice"));
+        }
+        for (j, item) in tier.reserved.iter().enumerate() {
+            if spec.sku_index(&item.sku).is_none() {
+                return bad(format!(
+                    "tier {name} reserves SKU {}, which the sale does not have",
+                    item.sku
+                ));
+            }
+            if item.quantity == 0 {
+                return bad(format!("tier {name} reserves 0 of SKU {}", item.sku));
+            }
+            if tier.reserved[..j].iter().any(|other| other.sku == item.sku) {
+                return bad(format!("tier {name} reserves SKU {} twice", item.sku));
+            }
+        }
+        if let Some(limit) = tier.per_user_limit
+            && !(1..=MAX_PER_USER_LIMIT).contains(&limit)
+        {
+            return bad(format!(
+                "tier {name}: per_user_limit must be between 1 and {MAX_PER_USER_LIMIT} (got {limit})"
+            ));
+        }
+        if let Some(start) = tier.starts_at {
+            if spec.starts_at.is_some_and(|sale| start > sale) {
+                return bad(format!(
+                    "tier {name} starts after the sale: a tier may only start earlier"
+                ));
+            }
+            if spec.ends_at.is_some_and(|end| start >= end) {
+                return bad(format!("tier {name} starts after the sale ends"));
+            }
+        }
+    }
+    for (i, sku) in spec.skus.iter().enumerate() {
+        let reserved: u64 = spec
+            .tiers
+            .iter()
+            .map(|tier| u64::from(tier.reserved_of(&sku.id)))
+            .sum();
+        if reserved > u64::from(sku.stock) {
+            return bad(format!(
+                "the tiers reserve {reserved} of SKU {}, more than its stock of {}",
+                sku.id, spec.skus[i].stock
+            ));
+        }
+    }
+    if let Some(at) = spec.release_reserved_at {
+        if spec.tiers.iter().all(|tier| tier.reserved.is_empty()) {
+            return Err(ValidationError::new(
+                "release_reserved_at",
+                "needs tiers that reserve stock",
+            ));
+        }
+        if spec.ends_at.is_some_and(|end| at >= end) {
+            return Err(ValidationError::new(
+                "release_reserved_at",
+                "must be before ends_at",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Checks one stock figure: 1 to [`MAX_TOTAL_STOCK`].
@@ -400,100 +538,4 @@ impl SaleSnapshot {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sale_ids_accept_the_alphabet_and_length() {
-        assert!(SaleId::new("a").is_ok());
-        assert!(SaleId::new("A-z_09").is_ok());
-        assert!(SaleId::new("x".repeat(64)).is_ok());
-        let too_long = SaleId::new("x".repeat(65)).unwrap_err();
-        assert_eq!(too_long.field, "id");
-        assert!(SaleId::new("").is_err());
-        let braces = SaleId::new("a{b}").unwrap_err();
-        assert!(braces.reason.contains("'{'"), "{braces}");
-        assert!(SaleId::new("a b").is_err());
-        assert!(SaleId::new("é").is_err());
-    }
-
-    #[test]
-    fn stock_and_limit_bounds() {
-        assert!(SaleSpec::builder("s", 0).is_err());
-        assert!(SaleSpec::builder("s", 1).is_ok());
-        assert!(SaleSpec::builder("s", MAX_TOTAL_STOCK).is_ok());
-        assert!(SaleSpec::builder("s", MAX_TOTAL_STOCK + 1).is_err());
-        let err = SaleSpec::builder("s", 5)
-            .unwrap()
-            .per_user_limit(0)
-            .unwrap_err();
-        assert_eq!(err.field, "per_user_limit");
-        let err = SaleSpec::builder("s", 5)
-            .unwrap()
-            .per_user_limit(MAX_PER_USER_LIMIT + 1)
-            .unwrap_err();
-        assert_eq!(err.field, "per_user_limit");
-        assert!(
-            SaleSpec::builder("s", 5)
-                .unwrap()
-                .per_user_limit(MAX_PER_USER_LIMIT)
-                .is_ok()
-        );
-        assert_eq!(
-            SaleSpec::builder("s", 5)
-                .unwrap()
-                .build()
-                .unwrap()
-                .per_user_limit(),
-            1
-        );
-    }
-
-    #[test]
-    fn window_must_end_after_it_starts() {
-        let t = DateTime::<Utc>::from_timestamp(1_000, 0).unwrap();
-        let err = SaleSpec::builder("s", 5)
-            .unwrap()
-            .starts_at(t)
-            .ends_at(t)
-            .build()
-            .unwrap_err();
-        assert_eq!(err.field, "ends_at");
-    }
-
-    #[test]
-    fn snapshot_status_follows_window_then_stock() {
-        let start = DateTime::<Utc>::from_timestamp(1_000, 0).unwrap();
-        let end = DateTime::<Utc>::from_timestamp(2_000, 0).unwrap();
-        let spec = SaleSpec::builder("s", 5)
-            .unwrap()
-            .starts_at(start)
-            .ends_at(end)
-            .build()
-            .unwrap();
-        let at = |secs| DateTime::<Utc>::from_timestamp(secs, 0).unwrap();
-        assert_eq!(
-            SaleSnapshot::at(spec.clone(), &[5], at(999)).status,
-            SaleStatus::Upcoming
-        );
-        assert_eq!(
-            SaleSnapshot::at(spec.clone(), &[5], at(1_000)).status,
-            SaleStatus::Open
-        );
-        assert_eq!(
-            SaleSnapshot::at(spec.clone(), &[0], at(1_500)).status,
-            SaleStatus::SoldOut
-        );
-        assert_eq!(
-            SaleSnapshot::at(spec.clone(), &[3], at(2_000)).status,
-            SaleStatus::Ended
-        );
-        assert_eq!(SaleSnapshot::at(spec, &[3], at(1_500)).sold, 2);
-    }
-
-    #[test]
-    fn sale_id_deserialization_validates() {
-        assert!(serde_json::from_str::<SaleId>("\"ok-id\"").is_ok());
-        assert!(serde_json::from_str::<SaleId>("\"not ok\"").is_err());
-    }
-}
+mod tests;
