@@ -56,6 +56,7 @@ impl RebuildPlan {
         let mut sku_sold: Vec<u64> = vec![0; spec.skus().len()];
         let mut counts = SoldCounts::new(spec);
         let mut holdings: HashMap<UserId, u32> = HashMap::new();
+        let mut limits: HashMap<UserId, u32> = HashMap::new();
         let mut sku_holdings: HashMap<(UserId, usize), u32> = HashMap::new();
         let mut keys = Vec::new();
         let mut seen_keys = HashSet::new();
@@ -112,12 +113,16 @@ impl RebuildPlan {
                 }
                 let held = holdings.entry(order.user_id.clone()).or_insert(0);
                 *held = held.saturating_add(order.quantity);
-                if *held > spec.per_user_limit() {
+                // A buyer's limit is their tier's: the most generous of
+                // the tiers their live orders were bought under.
+                let limit = limits
+                    .entry(order.user_id.clone())
+                    .or_insert(spec.per_user_limit());
+                *limit = (*limit).max(rule::user_limit(spec, tier));
+                if *held > *limit {
                     return Err(inconsistent(format!(
                         "buyer {} holds {} items, above the limit of {}",
-                        order.user_id,
-                        held,
-                        spec.per_user_limit()
+                        order.user_id, held, limit
                     )));
                 }
             }

@@ -69,6 +69,8 @@ conformance!(all_engines on [memory, redis, postgres, sqlite]: [
     a_crowd_of_bundles_never_oversells_any_sku,
     the_per_user_limit_spans_skus_and_the_per_sku_limit_caps_each,
     skus_are_part_of_the_sale_spec,
+    a_tier_starts_earlier_takes_its_reserve_and_the_rest_is_released_on_time,
+    a_members_cancel_returns_what_it_took_from_the_common_stock_first,
 ]);
 
 // The engines whose accepted orders wait in an outbox for the store
@@ -80,6 +82,7 @@ conformance!(outbox_engines on [memory, redis]: [
     rebuild_refuses_inconsistent_orders,
     close_and_rebuild_are_fenced_by_epochs,
     rebuild_keeps_skus_bundles_and_per_sku_holdings,
+    rebuild_keeps_what_each_tier_holds,
 ]);
 
 // The store deciding purchases itself (`Durability::Committed`).

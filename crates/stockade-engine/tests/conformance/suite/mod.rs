@@ -12,6 +12,7 @@ mod releases;
 mod replays;
 mod sales;
 mod skus;
+mod tiers;
 
 pub use crate::batch_release::releases_in_one_call_are_each_decided_as_alone;
 pub use durability::{
@@ -39,4 +40,9 @@ pub use skus::{
     rebuild_keeps_skus_bundles_and_per_sku_holdings, skus_are_part_of_the_sale_spec,
     skus_have_their_own_stock_and_the_sale_sells_out_with_the_last,
     the_per_user_limit_spans_skus_and_the_per_sku_limit_caps_each,
+};
+pub use tiers::{
+    a_members_cancel_returns_what_it_took_from_the_common_stock_first,
+    a_tier_starts_earlier_takes_its_reserve_and_the_rest_is_released_on_time,
+    rebuild_keeps_what_each_tier_holds,
 };
