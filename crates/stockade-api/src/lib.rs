@@ -33,4 +33,4 @@ pub use error::{ErrorBody, ErrorDetail};
 pub use error_code::ErrorCode;
 pub use order::{ItemBody, OrderBody, OrderPage, OrderStatus, PurchaseRequest};
 pub use queue::{JoinQueue, QueueTicket, TicketStatus};
-pub use sale::{CreateSale, Sale, SkuStock, SkuView, WaitingRoom};
+pub use sale::{CreateSale, Sale, SkuStock, SkuView, Tier, WaitingRoom};

@@ -89,6 +89,11 @@ pub struct PurchaseRequest {
     /// SKU once). Not with `sku` or `quantity`.
     #[schema(min_items = 1, max_items = 20)]
     pub items: Option<Vec<ItemBody>>,
+    /// The buyer's tier, with identity off (the trusted caller's word):
+    /// with identity on it comes from the JWT's tier claim, and naming
+    /// another is 403. A tier the sale does not have makes no difference.
+    #[schema(min_length = 1, max_length = 32, pattern = r"^[A-Za-z0-9_-]+$")]
+    pub tier: Option<String>,
 }
 
 impl PurchaseRequest {
@@ -99,6 +104,7 @@ impl PurchaseRequest {
             quantity: Some(quantity),
             sku: None,
             items: None,
+            tier: None,
         }
     }
 
@@ -158,6 +164,9 @@ pub struct OrderBody {
     pub quantity: u32,
     /// What was bought: a quantity of each SKU.
     pub items: Vec<ItemBody>,
+    /// The buyer's tier, when one of the sale's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
     /// Where the order stands.
     pub status: OrderStatus,
     /// When the engine accepted it.
@@ -196,6 +205,7 @@ impl OrderBody {
                     quantity: item.quantity,
                 })
                 .collect(),
+            tier: order.tier.as_ref().map(ToString::to_string),
             status,
             created_at: order.created_at,
             expires_at: order.expires_at,

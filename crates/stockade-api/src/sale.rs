@@ -2,7 +2,11 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use stockade_core::{RoomConfig, SaleSnapshot, SaleStatus, SkuId, SkuSpec, ValidationError};
+use std::collections::BTreeMap;
+
+use stockade_core::{
+    Item, RoomConfig, SaleSnapshot, SaleStatus, SkuId, SkuSpec, TierName, TierSpec, ValidationError,
+};
 use utoipa::ToSchema;
 
 /// `POST /v1/sales`.
@@ -41,6 +45,13 @@ pub struct CreateSale {
     pub hold_seconds: Option<u64>,
     /// A waiting room: purchases then need an `Admission-Token`.
     pub waiting_room: Option<WaitingRoom>,
+    /// Buyer tiers (up to 10): stock reserved for a tier's buyers, their
+    /// own per-user limit and an earlier start.
+    #[schema(max_items = 10)]
+    pub tiers: Option<Vec<Tier>>,
+    /// When unsold reserved stock joins the common stock (RFC 3339, before
+    /// `ends_at`). Default: reserves are kept to the end.
+    pub release_reserved_at: Option<DateTime<Utc>>,
 }
 
 impl CreateSale {
@@ -85,6 +96,69 @@ impl CreateSale {
             ends_at: None,
             hold_seconds: None,
             waiting_room: None,
+            tiers: None,
+            release_reserved_at: None,
+        }
+    }
+
+    /// The tiers the body asks for, checked one by one (the sale checks
+    /// them against its SKUs).
+    pub fn tier_specs(&self) -> Result<Vec<TierSpec>, ValidationError> {
+        self.tiers.iter().flatten().map(Tier::spec).collect()
+    }
+}
+
+/// A buyer tier of a sale.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Tier {
+    /// 1 to 32 characters from `A-Za-z0-9_-`: the value of the buyer's tier
+    /// claim (or the trusted caller's `tier`).
+    #[schema(min_length = 1, max_length = 32, pattern = r"^[A-Za-z0-9_-]+$")]
+    pub name: String,
+    /// Items of each SKU held back for the tier's buyers: SKU id → items.
+    /// The reserves of every tier must fit each SKU's stock.
+    #[serde(default)]
+    pub reserved: BTreeMap<String, u32>,
+    /// The tier's per-user limit (default: the sale's).
+    #[schema(minimum = 1, maximum = 1_000_000_000)]
+    pub per_user_limit: Option<u32>,
+    /// When the tier's buyers may start, no later than the sale's
+    /// `starts_at` (default: with the sale).
+    pub starts_at: Option<DateTime<Utc>>,
+}
+
+impl Tier {
+    fn spec(&self) -> Result<TierSpec, ValidationError> {
+        Ok(TierSpec {
+            name: TierName::new(self.name.as_str())?,
+            reserved: self
+                .reserved
+                .iter()
+                .map(|(sku, quantity)| {
+                    Ok(Item {
+                        sku: SkuId::new(sku.as_str())?,
+                        quantity: *quantity,
+                    })
+                })
+                .collect::<Result<_, ValidationError>>()?,
+            per_user_limit: self.per_user_limit,
+            starts_at: self.starts_at,
+        })
+    }
+}
+
+impl From<&TierSpec> for Tier {
+    fn from(tier: &TierSpec) -> Self {
+        Self {
+            name: tier.name.to_string(),
+            reserved: tier
+                .reserved
+                .iter()
+                .map(|item| (item.sku.to_string(), item.quantity))
+                .collect(),
+            per_user_limit: tier.per_user_limit,
+            starts_at: tier.starts_at,
         }
     }
 }
@@ -209,6 +283,12 @@ pub struct Sale {
     /// The sale's waiting room, if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting_room: Option<WaitingRoom>,
+    /// The buyer tiers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<Tier>,
+    /// When unsold reserved stock joins the common stock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_reserved_at: Option<DateTime<Utc>>,
 }
 
 impl From<SaleSnapshot> for Sale {
@@ -237,6 +317,8 @@ impl From<SaleSnapshot> for Sale {
             ends_at: spec.ends_at(),
             hold_seconds: spec.hold().map(|d| d.as_secs()),
             waiting_room: None,
+            tiers: spec.tiers().iter().map(Tier::from).collect(),
+            release_reserved_at: spec.release_reserved_at(),
         }
     }
 }

@@ -8,7 +8,9 @@ use std::collections::HashSet;
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
-use stockade_core::UserId;
+use std::collections::HashMap;
+
+use stockade_core::{TierName, UserId};
 
 /// Why a token proves no buyer, for the buyer to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +31,21 @@ pub struct Identity {
     key: DecodingKey,
     validation: Validation,
     algorithm: Algorithm,
+    /// The claim that names the buyer's tier (`--jwt-tier-claim`).
+    tier_claim: String,
+}
+
+/// The claim that names a buyer's tier unless `--jwt-tier-claim` says
+/// another.
+pub const DEFAULT_TIER_CLAIM: &str = "tier";
+
+/// A buyer a token proves: its `sub`, and its tier claim if it has one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    /// The buyer.
+    pub buyer: UserId,
+    /// The buyer's tier.
+    pub tier: Option<TierName>,
 }
 
 impl std::fmt::Debug for Identity {
@@ -42,10 +59,12 @@ impl std::fmt::Debug for Identity {
     }
 }
 
-/// The claims Stockade reads (others are ignored).
+/// The claims Stockade reads: `sub`, and the tier claim among the others.
 #[derive(Debug, Clone, Deserialize)]
 struct Claims {
     sub: String,
+    #[serde(flatten)]
+    others: HashMap<String, serde_json::Value>,
 }
 
 impl Identity {
@@ -120,6 +139,7 @@ impl Identity {
             key,
             validation,
             algorithm,
+            tier_claim: DEFAULT_TIER_CLAIM.to_owned(),
         }
     }
 
@@ -134,7 +154,7 @@ impl Identity {
     }
 
     /// The buyer a token proves, or why it proves none.
-    pub fn verify(&self, token: &str) -> Result<UserId, Unverified> {
+    pub fn verify(&self, token: &str) -> Result<Verified, Unverified> {
         let data = jsonwebtoken::decode::<Claims>(token, &self.key, &self.validation).map_err(
             |error| {
                 let why = match error.kind() {
@@ -158,11 +178,37 @@ impl Identity {
                 Unverified(why.to_owned())
             },
         )?;
-        UserId::new(data.claims.sub).map_err(|e| {
+        let buyer = UserId::new(data.claims.sub).map_err(|e| {
             Unverified(format!(
                 "the token's sub is not a valid buyer id: {}",
                 e.reason
             ))
-        })
+        })?;
+        let tier = match data.claims.others.get(&self.tier_claim) {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(name)) => {
+                Some(TierName::new(name.as_str()).map_err(|e| {
+                    Unverified(format!(
+                        "the token's {} claim is not a valid tier name: {}",
+                        self.tier_claim, e.reason
+                    ))
+                })?)
+            }
+            Some(_) => {
+                return Err(Unverified(format!(
+                    "the token's {} claim is not a string",
+                    self.tier_claim
+                )));
+            }
+        };
+        Ok(Verified { buyer, tier })
+    }
+
+    /// Reads buyers' tiers from the claim `name` instead of `tier`.
+    pub fn with_tier_claim(self, name: &str) -> Self {
+        Self {
+            tier_claim: name.to_owned(),
+            ..self
+        }
     }
 }

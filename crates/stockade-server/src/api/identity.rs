@@ -17,10 +17,11 @@ use stockade_api::ErrorCode;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, header};
-use stockade_core::UserId;
+use stockade_core::{TierName, UserId};
 
 use super::auth::is_admin;
 use super::error::ApiError;
+use crate::identity::Verified;
 use crate::secrets::bearer;
 use crate::state::AppState;
 
@@ -41,8 +42,8 @@ fn unauthenticated(why: &str) -> ApiError {
 pub enum Caller {
     /// Identity is off: the caller is trusted to name the buyer.
     Trusted,
-    /// A buyer proven by a verified JWT (its `sub`).
-    Buyer(UserId),
+    /// A buyer proven by a verified JWT (its `sub`, and its tier claim).
+    Buyer(Verified),
     /// The holder of the admin token: acts for any buyer, unlimited.
     Admin,
 }
@@ -52,8 +53,8 @@ impl FromRequestParts<AppState> for Caller {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let caller = Self::from_headers(state, &parts.headers)?;
-        if let Self::Buyer(buyer) = &caller {
-            state.rate_limiter().check_buyer(buyer).await?;
+        if let Self::Buyer(verified) = &caller {
+            state.rate_limiter().check_buyer(&verified.buyer).await?;
         }
         Ok(caller)
     }
@@ -88,7 +89,7 @@ impl Caller {
     /// in).
     pub async fn buyer(&self, state: &AppState, named: Option<String>) -> Result<UserId, ApiError> {
         match self {
-            Self::Buyer(buyer) => match named {
+            Self::Buyer(Verified { buyer, .. }) => match named {
                 Some(named) if named != buyer.as_str() => Err(ApiError::new(
                     ErrorCode::UserMismatch,
                     "user_id names another buyer than the signed-in one; leave it out or send the token's sub",
@@ -107,12 +108,30 @@ impl Caller {
         }
     }
 
+    /// The buyer's tier. `named` is the body's `tier`: a trusted caller's
+    /// (and the admin's) word, where with identity on the tier is the
+    /// token's tier claim and naming another is 403 `forbidden`.
+    pub fn tier(&self, named: Option<String>) -> Result<Option<TierName>, ApiError> {
+        match self {
+            Self::Buyer(Verified { tier, .. }) => match named {
+                Some(named) if tier.as_ref().is_none_or(|t| t.as_str() != named) => {
+                    Err(ApiError::new(
+                        ErrorCode::Forbidden,
+                        "the buyer's tier comes from their token's tier claim; leave tier out",
+                    ))
+                }
+                _ => Ok(tier.clone()),
+            },
+            Self::Trusted | Self::Admin => Ok(named.map(TierName::new).transpose()?),
+        }
+    }
+
     /// Whether the caller may read or change an order of `owner`: its
     /// buyer, the admin, or anyone when identity is off. Routes answer 404
     /// (not 403) otherwise, so order ids reveal nothing.
     pub fn may_access(&self, owner: &UserId) -> bool {
         match self {
-            Self::Buyer(buyer) => buyer == owner,
+            Self::Buyer(verified) => verified.buyer == *owner,
             Self::Trusted | Self::Admin => true,
         }
     }

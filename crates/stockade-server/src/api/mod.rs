@@ -74,7 +74,7 @@ use error::ApiError;
                        stockade_api::ErrorCode, stockade_api::WaitingRoom,
                        stockade_api::JoinQueue, stockade_api::QueueTicket,
                        stockade_api::TicketStatus, stockade_api::ItemBody,
-                       stockade_api::SkuStock, stockade_api::SkuView)),
+                       stockade_api::SkuStock, stockade_api::SkuView, stockade_api::Tier)),
     modifiers(&SecuritySchemes, &DoorResponses),
 )]
 pub struct ApiDoc;

@@ -66,8 +66,12 @@ pub async fn purchase(
         let ApiJson(body) = body?;
         let items = body.wanted();
         let user = caller.buyer(&state, body.user_id).await?;
+        let tier = caller.tier(body.tier)?;
         let items = items?;
-        let attempt = attempt(&id, &headers, user, items)?;
+        let mut attempt = attempt(&id, &headers, user, items)?;
+        if let Some(tier) = tier {
+            attempt.purchase = attempt.purchase.with_tier(tier);
+        }
         Ok::<_, ApiError>(Purchases::new(&state).decide(attempt).await?)
     }
     .await;

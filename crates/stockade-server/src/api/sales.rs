@@ -29,6 +29,10 @@ fn spec(body: CreateSale) -> Result<SaleSpec, ApiError> {
     if let Some(limit) = body.per_sku_limit {
         builder = builder.per_sku_limit(limit)?;
     }
+    builder = builder.tiers(body.tier_specs()?);
+    if let Some(at) = body.release_reserved_at {
+        builder = builder.release_reserved_at(at);
+    }
     if let Some(at) = body.starts_at {
         builder = builder.starts_at(at);
     }

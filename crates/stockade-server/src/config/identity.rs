@@ -34,6 +34,10 @@ settings_group! {
         /// The aud buyers' JWTs must carry. Default: any.
         #[arg(long, env = "STOCKADE_JWT_AUDIENCE", value_name = "AUD")]
         pub jwt_audience: Option<String>,
+        /// The JWT claim that names the buyer's tier (a string; a sale's
+        /// tiers reserve stock for their buyers). Default: tier.
+        #[arg(long, env = "STOCKADE_JWT_TIER_CLAIM", value_name = "CLAIM")]
+        pub jwt_tier_claim: Option<String>,
     }
 }
 
@@ -59,6 +63,17 @@ impl IdentitySettings {
             .as_deref()
             .filter(|p| !p.as_os_str().is_empty());
         let issuer = self.jwt_issuer.as_deref().filter(|s| !s.is_empty());
+        let tier_claim = self.jwt_tier_claim.as_deref();
+        if tier_claim.is_some_and(|claim| claim.trim().is_empty() || claim == "sub") {
+            return Err(bad(
+                "jwt_tier_claim",
+                "must name a claim other than sub".to_owned(),
+            ));
+        }
+        let claim = |identity: Identity| match tier_claim {
+            Some(name) => identity.with_tier_claim(name),
+            None => identity,
+        };
         let audience = self.jwt_audience.as_deref().filter(|s| !s.is_empty());
         match (secret, key_file) {
             (Some(_), Some(_)) => Err(bad(
@@ -69,6 +84,7 @@ impl IdentitySettings {
                 ),
             )),
             (Some(secret), None) => Identity::hs256(secret.as_bytes(), issuer, audience)
+                .map(claim)
                 .map(Some)
                 .map_err(|reason| bad(secret_key, reason.to_string())),
             (None, Some(path)) => {
@@ -79,19 +95,24 @@ impl IdentitySettings {
                     )
                 })?;
                 Identity::public_key_pem(&pem, issuer, audience)
+                    .map(claim)
                     .map(Some)
                     .map_err(|reason| {
                         bad("jwt_public_key", format!("{}: {reason}", path.display()))
                     })
             }
-            (None, None) if issuer.is_some() || audience.is_some() => Err(bad(
-                if issuer.is_some() {
-                    "jwt_issuer"
-                } else {
-                    "jwt_audience"
-                },
-                "needs --jwt-secret or --jwt-public-key to verify tokens with".to_owned(),
-            )),
+            (None, None) if issuer.is_some() || audience.is_some() || tier_claim.is_some() => {
+                Err(bad(
+                    if issuer.is_some() {
+                        "jwt_issuer"
+                    } else if audience.is_some() {
+                        "jwt_audience"
+                    } else {
+                        "jwt_tier_claim"
+                    },
+                    "needs --jwt-secret or --jwt-public-key to verify tokens with".to_owned(),
+                ))
+            }
             (None, None) => Ok(None),
         }
     }
