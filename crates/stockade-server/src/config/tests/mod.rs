@@ -137,6 +137,7 @@ const REFUSED: &[(&str, &str)] = &[
     ("jwt_public_key", "\"/nonexistent/key.pem\""),
     ("jwt_issuer", "\"https://issuer.example\""),
     ("jwt_audience", "\"stockade\""),
+    ("jwt_tier_claim", "\"sub\""),
     ("rate_limit_buyer", "\"fast\""),
     ("rate_limit_buyer_burst", "5"),
     ("rate_limit_ip", "\"5/fortnight\""),
