@@ -7,7 +7,8 @@ use serde_json::{Value, json};
 // timeout, a refused connection or a reset.
 use stockade_core::redact::one_line;
 
-use crate::history::Answer;
+use crate::evidence::SkuStock;
+use crate::history::{Answer, Item};
 
 /// The waiting-room admission secret every instance shares.
 pub const ADMISSION_SECRET: &str = "multi-instance-admission-secret-0123456789";
@@ -64,7 +65,34 @@ pub async fn create_sale(
     per_user_limit: u64,
     hold_seconds: Option<u64>,
 ) -> Answer {
-    let mut body = json!({"id": sale, "stock": stock, "per_user_limit": per_user_limit});
+    let body = json!({"id": sale, "stock": stock, "per_user_limit": per_user_limit});
+    post_sale(client, base, body, hold_seconds).await
+}
+
+/// `POST /v1/sales` (admin) of a sale of several SKUs, each with its own
+/// stock, with a payment hold of `hold_seconds` if given.
+pub async fn create_sku_sale(
+    client: &reqwest::Client,
+    base: &str,
+    sale: &str,
+    skus: &[SkuStock],
+    per_user_limit: u64,
+    hold_seconds: Option<u64>,
+) -> Answer {
+    let skus: Vec<Value> = skus
+        .iter()
+        .map(|s| json!({"id": s.id, "stock": s.stock}))
+        .collect();
+    let body = json!({"id": sale, "skus": skus, "per_user_limit": per_user_limit});
+    post_sale(client, base, body, hold_seconds).await
+}
+
+async fn post_sale(
+    client: &reqwest::Client,
+    base: &str,
+    mut body: Value,
+    hold_seconds: Option<u64>,
+) -> Answer {
     if let Some(seconds) = hold_seconds {
         body["hold_seconds"] = json!(seconds);
     }
@@ -79,7 +107,8 @@ pub async fn create_sale(
     .await
 }
 
-/// `POST /v1/sales/{sale}/purchases`, with an `Idempotency-Key` if given.
+/// `POST /v1/sales/{sale}/purchases` of `quantity` items of the sale's only
+/// SKU, with an `Idempotency-Key` if given.
 pub async fn purchase(
     client: &reqwest::Client,
     base: &str,
@@ -89,9 +118,45 @@ pub async fn purchase(
     key: Option<&str>,
     prefer_async: bool,
 ) -> Answer {
+    let body = json!({"user_id": buyer, "quantity": quantity});
+    post_purchase(client, base, sale, body, key, prefer_async).await
+}
+
+/// `POST /v1/sales/{sale}/purchases` naming SKUs: one item as `sku` and
+/// `quantity`, several as a bundle (`items`, all or nothing).
+pub async fn purchase_items(
+    client: &reqwest::Client,
+    base: &str,
+    sale: &str,
+    buyer: &str,
+    items: &[Item],
+    key: Option<&str>,
+    prefer_async: bool,
+) -> Answer {
+    let body = match items {
+        [item] => json!({"user_id": buyer, "sku": item.sku, "quantity": item.quantity}),
+        items => {
+            let items: Vec<Value> = items
+                .iter()
+                .map(|i| json!({"sku": i.sku, "quantity": i.quantity}))
+                .collect();
+            json!({"user_id": buyer, "items": items})
+        }
+    };
+    post_purchase(client, base, sale, body, key, prefer_async).await
+}
+
+async fn post_purchase(
+    client: &reqwest::Client,
+    base: &str,
+    sale: &str,
+    body: Value,
+    key: Option<&str>,
+    prefer_async: bool,
+) -> Answer {
     let mut request = client
         .post(format!("{base}/v1/sales/{sale}/purchases"))
-        .json(&json!({"user_id": buyer, "quantity": quantity}));
+        .json(&body);
     if prefer_async {
         request = request.header("Prefer", "respond-async");
     }

@@ -5,9 +5,9 @@ use serde_json::json;
 
 use crate::checker::{Violation, check};
 use crate::evidence::{Evidence, ExpiryCounters, Healing, StoreOrder, Terms};
-use crate::history::{Answer, Cancel, Confirm, History, Phase, Purchase, PurchaseRequest};
+use crate::history::{Answer, Cancel, Confirm, History, Item, Phase, Purchase, PurchaseRequest};
 
-fn purchase(
+pub(crate) fn purchase(
     instance: usize,
     buyer: &str,
     quantity: u32,
@@ -19,6 +19,7 @@ fn purchase(
             instance,
             buyer: buyer.into(),
             quantity,
+            items: None,
             key: key.map(str::to_owned),
             phase: Phase::Crowd,
         },
@@ -26,7 +27,7 @@ fn purchase(
     }
 }
 
-fn order(status: u16, id: &str, buyer: &str, quantity: u32) -> Answer {
+pub(crate) fn order(status: u16, id: &str, buyer: &str, quantity: u32) -> Answer {
     Answer::Http {
         status,
         body: json!({"order_id": id, "user_id": buyer, "quantity": quantity, "status": "confirmed"}),
@@ -34,7 +35,7 @@ fn order(status: u16, id: &str, buyer: &str, quantity: u32) -> Answer {
     }
 }
 
-fn error(status: u16, code: &str) -> Answer {
+pub(crate) fn error(status: u16, code: &str) -> Answer {
     Answer::Http {
         status,
         body: json!({"error": {"code": code, "message": "..."}}),
@@ -42,11 +43,13 @@ fn error(status: u16, code: &str) -> Answer {
     }
 }
 
-fn stored(id: &str, buyer: &str, quantity: u64, status: &str) -> StoreOrder {
+/// An order of the store, of the one SKU `default`.
+pub(crate) fn stored(id: &str, buyer: &str, quantity: u64, status: &str) -> StoreOrder {
     StoreOrder {
         order_id: id.into(),
         user_id: buyer.into(),
         quantity,
+        items: vec![Item::new("default", quantity as u32)],
         status: status.into(),
     }
 }
@@ -76,16 +79,16 @@ fn good() -> Evidence {
             stored("o1", "u1", 2, "confirmed"),
             stored("o2", "u2", 1, "confirmed"),
         ]),
-        healing: Healing::healed(3, 3),
+        healing: Healing::healed(3, 3, &[]),
         expiry_counters: None,
     }
 }
 
-fn invariants(violations: &[Violation]) -> Vec<u8> {
+pub(crate) fn invariants(violations: &[Violation]) -> Vec<u8> {
     violations.iter().map(|v| v.invariant).collect()
 }
 
-fn report(violations: &[Violation]) -> String {
+pub(crate) fn report(violations: &[Violation]) -> String {
     violations
         .iter()
         .map(ToString::to_string)
@@ -194,7 +197,7 @@ fn an_over_limit_buyer_is_reported() {
         .as_mut()
         .unwrap()
         .push(stored("o6", "u2", 2, "confirmed"));
-    evidence.healing = Healing::healed(3, 5);
+    evidence.healing = Healing::healed(3, 5, &[]);
     let violations = check(&evidence);
     assert_eq!(invariants(&violations), [2], "{}", report(&violations));
     assert!(
@@ -344,7 +347,7 @@ fn good_holds() -> Evidence {
             stored("o4", "u4", 1, "expired"),
             stored("o3", "u3", 1, "confirmed"),
         ]),
-        healing: Healing::healed(3, 3),
+        healing: Healing::healed(3, 3, &[]),
         expiry_counters: Some(ExpiryCounters {
             after_healing: vec![Ok(1), Ok(0), Ok(0)],
             before_kills: vec![(2, Ok(1))],

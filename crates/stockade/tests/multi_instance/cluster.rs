@@ -11,6 +11,7 @@ use stockade_test_support::{
 };
 
 use crate::api;
+use crate::evidence::{SkuStock, Terms};
 use crate::flags::Engine;
 use crate::history::Answer;
 use crate::instance::Instance;
@@ -155,30 +156,27 @@ impl Cluster {
         &self.client
     }
 
-    /// Creates a sale (with a payment hold of `hold_seconds` if given)
-    /// through the first instance that accepts it, trying for up to 20 s. A
-    /// sale that cannot be created is a harness failure.
-    pub async fn create_sale(
-        &self,
-        sale: &str,
-        stock: u64,
-        per_user_limit: u64,
-        hold_seconds: Option<u64>,
-    ) {
+    /// Creates the sale of `terms` (of `skus` if given, else of its stock
+    /// as one SKU) through the first instance that accepts it, trying for
+    /// up to 20 s. A sale that cannot be created is a harness failure.
+    pub async fn create_sale(&self, terms: &Terms, skus: &[SkuStock]) {
+        let Terms {
+            sale,
+            stock,
+            per_user_limit,
+            hold_seconds,
+        } = terms;
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut attempt = 0;
         loop {
             let index = attempt % INSTANCES;
             let url = self.endpoints.get(index);
-            let answer = api::create_sale(
-                &self.client,
-                &url,
-                sale,
-                stock,
-                per_user_limit,
-                hold_seconds,
-            )
-            .await;
+            let (client, limit, hold) = (&self.client, *per_user_limit, *hold_seconds);
+            let answer = if skus.is_empty() {
+                api::create_sale(client, &url, sale, *stock, limit, hold).await
+            } else {
+                api::create_sku_sale(client, &url, sale, skus, limit, hold).await
+            };
             if matches!(answer.status(), Some(200 | 201)) {
                 return;
             }

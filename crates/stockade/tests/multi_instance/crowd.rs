@@ -84,20 +84,22 @@ struct Worker {
 impl Worker {
     async fn buy(&self, planned: &Planned) {
         let url = self.endpoints.get(planned.instance);
-        let answer = api::purchase(
-            &self.client,
-            &url,
-            &self.sale,
-            &planned.buyer,
-            planned.quantity,
-            planned.key.as_deref(),
-            planned.prefer_async,
-        )
-        .await;
+        let (client, sale, buyer) = (&self.client, &self.sale, &planned.buyer);
+        let (key, prefer_async) = (planned.key.as_deref(), planned.prefer_async);
+        let answer = match &planned.items {
+            None => {
+                let quantity = planned.quantity;
+                api::purchase(client, &url, sale, buyer, quantity, key, prefer_async).await
+            }
+            Some(items) => {
+                api::purchase_items(client, &url, sale, buyer, items, key, prefer_async).await
+            }
+        };
         let request = PurchaseRequest {
             instance: planned.instance,
             buyer: planned.buyer.clone(),
             quantity: planned.quantity,
+            items: planned.items.clone(),
             key: planned.key.clone(),
             phase: Phase::Crowd,
         };

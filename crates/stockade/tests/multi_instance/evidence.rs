@@ -4,9 +4,23 @@
 
 use serde_json::Value;
 
-use crate::history::{Answer, History};
+use crate::history::{Answer, History, Item};
 
-/// The sale of a round.
+/// A SKU of a sale and its stock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkuStock {
+    /// The SKU id.
+    pub id: String,
+    /// Its items.
+    pub stock: u64,
+}
+
+/// The SKU of a sale created with `stock` alone.
+pub const DEFAULT_SKU: &str = "default";
+
+/// The sale of a round. Its SKUs, on a sale of several, are given to the
+/// checker beside the evidence (`checker::check_with_skus`): these terms
+/// are also built by the container suite, which includes this file.
 #[derive(Debug, Clone)]
 pub struct Terms {
     /// The sale id.
@@ -20,6 +34,21 @@ pub struct Terms {
     pub hold_seconds: Option<u64>,
 }
 
+impl Terms {
+    /// The sale's SKUs: `skus` (a sale of several), or, if none are given,
+    /// the one `default` SKU holding `stock`.
+    pub fn sku_stocks(&self, skus: &[SkuStock]) -> Vec<SkuStock> {
+        if skus.is_empty() {
+            vec![SkuStock {
+                id: DEFAULT_SKU.to_owned(),
+                stock: self.stock,
+            }]
+        } else {
+            skus.to_vec()
+        }
+    }
+}
+
 /// An order as the store lists it (`GET /v1/sales/{id}/orders`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreOrder {
@@ -29,6 +58,8 @@ pub struct StoreOrder {
     pub user_id: String,
     /// Items.
     pub quantity: u64,
+    /// What of each SKU (their quantities add up to `quantity`).
+    pub items: Vec<Item>,
     /// `confirmed`, `held`, `cancelled`, `expired`.
     pub status: String,
 }
@@ -39,12 +70,25 @@ impl StoreOrder {
         matches!(self.status.as_str(), "confirmed" | "held")
     }
 
-    /// Reads one order of a listing page.
+    /// Reads one order of a listing page (an order without `items` reads
+    /// as having none, which the checker reports).
     pub fn from_json(order: &Value) -> Option<Self> {
+        let items = match &order["items"] {
+            Value::Null => Vec::new(),
+            items => items
+                .as_array()?
+                .iter()
+                .map(|item| {
+                    let quantity = u32::try_from(item["quantity"].as_u64()?).ok()?;
+                    Some(Item::new(item["sku"].as_str()?, quantity))
+                })
+                .collect::<Option<_>>()?,
+        };
         Some(Self {
             order_id: order["order_id"].as_str()?.to_owned(),
             user_id: order["user_id"].as_str()?.to_owned(),
             quantity: order["quantity"].as_u64()?,
+            items,
             status: order["status"].as_str()?.to_owned(),
         })
     }
@@ -66,11 +110,19 @@ pub struct Healing {
 
 impl Healing {
     /// Everything healed, and every instance reports the sale `sold_out`
-    /// with `sold`; for hand-made histories.
-    pub fn healed(instances: usize, stock: u64) -> Self {
+    /// with `sold` (and each of `skus` with its stock sold); for hand-made
+    /// histories.
+    pub fn healed(instances: usize, stock: u64, skus: &[SkuStock]) -> Self {
+        let skus: Vec<Value> = skus
+            .iter()
+            .map(|s| {
+                serde_json::json!({"id": s.id, "stock": s.stock, "remaining": 0, "sold": s.stock,
+                                   "status": "sold_out"})
+            })
+            .collect();
         let view = Answer::Http {
             status: 200,
-            body: serde_json::json!({"stock": stock, "remaining": 0, "sold": stock}),
+            body: serde_json::json!({"stock": stock, "remaining": 0, "sold": stock, "skus": skus}),
             retry_after: None,
         };
         Self {

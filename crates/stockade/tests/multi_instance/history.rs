@@ -95,6 +95,34 @@ pub enum Phase {
     Final,
 }
 
+/// A quantity of one SKU: an item of a purchase, or of an order.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Item {
+    /// The SKU.
+    pub sku: String,
+    /// How many.
+    pub quantity: u32,
+}
+
+impl Item {
+    /// `quantity` items of `sku`.
+    pub fn new(sku: &str, quantity: u32) -> Self {
+        Self {
+            sku: sku.to_owned(),
+            quantity,
+        }
+    }
+}
+
+/// Items in words: `a×1+b×1`.
+pub fn show_items(items: &[Item]) -> String {
+    let parts: Vec<String> = items
+        .iter()
+        .map(|i| format!("{}×{}", i.sku, i.quantity))
+        .collect();
+    parts.join("+")
+}
+
 /// One purchase request.
 #[derive(Debug, Clone)]
 pub struct PurchaseRequest {
@@ -102,8 +130,12 @@ pub struct PurchaseRequest {
     pub instance: usize,
     /// The buyer.
     pub buyer: String,
-    /// Items asked for.
+    /// Items asked for (the sum of `items` when given).
     pub quantity: u32,
+    /// The SKUs asked for, on a sale of several SKUs: one item is sent as
+    /// `sku` and `quantity`, more as a bundle (`items`). `None`: no SKU
+    /// named (a sale of one SKU).
+    pub items: Option<Vec<Item>>,
     /// The `Idempotency-Key`, if any.
     pub key: Option<String>,
     /// When it was sent.

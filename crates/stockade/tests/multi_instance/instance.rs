@@ -16,8 +16,11 @@ pub const COMMIT_DEADLINE_MS: u64 = 2_000;
 /// any instance commits it (must exceed the commit deadline).
 pub const OUTBOX_GRACE_MS: u64 = 3_000;
 
-/// How long an instance may take to print its URL.
-const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an instance may take to print its URL. An instance recovers
+/// its sales before it listens: restarted after it was SIGKILLed while
+/// holding a sale's rebuild lock, it waits for that lock's lease (30 s) to
+/// run out, so this bound is longer than the lease.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A `stockade serve` child. Killed (SIGKILL) when dropped; it also dies
 /// with the test process.

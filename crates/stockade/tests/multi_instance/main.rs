@@ -2,7 +2,8 @@
 //! Redis and one PostgreSQL database, a crowd of about 4,000 purchases
 //! spread over them, faults injected mid-crowd, and a history checker that
 //! judges DESIGN.md's invariants 1-5 from every recorded answer and the
-//! store's orders.
+//! store's orders. One scenario sells three SKUs in bundles; the checker
+//! then judges invariants 1 and 5 per SKU as well.
 //!
 //! Run it with
 //! `cargo nextest run -p stockade --test multi_instance` (it starts its own
@@ -16,21 +17,31 @@
 //! - `instance`: one `stockade serve` child process.
 //! - `cluster`: the servers and three instances of a scenario.
 //! - `history`: what was asked and what came back.
-//! - `plan`: the crowd of a round (buyers, quantities, keys, instances).
+//! - `plan`: the crowd of a round (buyers, quantities, keys, instances, and
+//!   on a sale of several SKUs each purchase's bundle).
 //! - `crowd`: sending the plan with bounded concurrency.
 //! - `payment`: confirming a held order (the buyer paid), with retries.
 //! - `faults`: the faults and the script that injects them.
 //! - `healing`: readiness, selling out and settling after the faults.
+//!   - `healing::sell_out`: the final phase's fresh buyers, one item each
+//!     (of a SKU with items left, on a sale of several SKUs) until sold out
+//!     everywhere.
 //! - `evidence`: the checker's input, plain data.
-//! - `checker`: invariants 1-5 over the evidence (tests: `checker_tests`).
+//! - `checker`: invariants 1-5 over the evidence (tests: `checker_tests`,
+//!   and `checker_sku_tests` for sales of several SKUs).
 //!   - `checker::acknowledgements`: acknowledgements against the store (3).
 //!   - `checker::holds`: payment holds: confirms (3), settling, expiries (5).
 //!   - `checker::idempotency`: one order per key (4).
+//!   - `checker::skus`: each order's items; per SKU, no oversell (1) and
+//!     sold out (5).
 //! - `round`: a scenario's rounds, from sale to verdict.
-//! - `scenarios`: the tests.
+//! - `scenarios`: the tests, among them
+//!   `bundles_with_redis_restarted_and_an_instance_killed` (three SKUs,
+//!   bundles, Redis losing its data and an instance killed).
 
 mod api;
 mod checker;
+mod checker_sku_tests;
 mod checker_tests;
 mod cluster;
 mod crowd;

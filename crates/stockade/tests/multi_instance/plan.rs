@@ -11,11 +11,16 @@
 //!
 //! Requests are shuffled, then spread round-robin over the instances
 //! (replays excepted, see above).
+//!
+//! On a sale of several SKUs, [`with_bundles`] gives every request a
+//! bundle shape instead: one SKU (one or two items) or one item each of
+//! two or three SKUs (three items: over the limit, refused whole).
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::cluster::INSTANCES;
+use crate::history::Item;
 
 /// Items on sale in every round.
 pub const STOCK: u64 = 1_000;
@@ -31,8 +36,11 @@ pub struct Planned {
     pub instance: usize,
     /// The buyer.
     pub buyer: String,
-    /// Items asked for.
+    /// Items asked for (the sum of `items` when given).
     pub quantity: u32,
+    /// On a sale of several SKUs: what of each SKU (see [`with_bundles`]);
+    /// `None` names no SKU.
+    pub items: Option<Vec<Item>>,
     /// Its `Idempotency-Key`, if any.
     pub key: Option<String>,
     /// Whether the buyer cancels the order if this purchase gets a 201.
@@ -105,6 +113,7 @@ fn planned(buyer: &str, quantity: u32, key: Option<String>, cancel: bool) -> Pla
         instance: 0,
         buyer: buyer.to_owned(),
         quantity,
+        items: None,
         key,
         cancel,
         pays_after: None,
@@ -126,6 +135,47 @@ pub fn with_async(seed: u64, mut plan: Vec<Planned>, percent: u64) -> Vec<Planne
         };
     }
     plan
+}
+
+/// Gives every request a bundle of `skus`, chosen from `seed`; a keyed
+/// buyer's repeats share the bundle of their first request (the same
+/// purchase, replayed). Shapes: one item of one SKU (30%), two of one SKU
+/// (20%), one each of two SKUs (40%), one each of three (10%, over the
+/// limit of 2: refused whole). A buyer's requests together often ask for
+/// more than the limit, as in [`crowd`].
+pub fn with_bundles(seed: u64, mut plan: Vec<Planned>, skus: &[&str]) -> Vec<Planned> {
+    assert!(skus.len() >= 2, "bundles need a sale of several SKUs");
+    let mut rng = Rng(seed ^ 0x4255_4e44_4c45);
+    let mut by_key: HashMap<String, Vec<Item>> = HashMap::new();
+    for request in &mut plan {
+        let drawn = bundle(&mut rng, skus);
+        let items = match &request.key {
+            Some(key) => by_key.entry(key.clone()).or_insert(drawn).clone(),
+            None => drawn,
+        };
+        request.quantity = items.iter().map(|i| i.quantity).sum();
+        request.items = Some(items);
+    }
+    plan
+}
+
+/// One bundle shape of [`with_bundles`], its SKUs drawn without repeats.
+fn bundle(rng: &mut Rng, skus: &[&str]) -> Vec<Item> {
+    let mut order: Vec<&str> = skus.to_vec();
+    for i in (1..order.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        order.swap(i, j);
+    }
+    let (kinds, each) = match rng.below(100) {
+        0..30 => (1, 1),
+        30..50 => (1, 2),
+        50..90 => (2, 1),
+        _ => (3.min(order.len()), 1),
+    };
+    order[..kinds]
+        .iter()
+        .map(|sku| Item::new(sku, each))
+        .collect()
 }
 
 /// The longest a paying buyer of the crowd takes to confirm (below the
@@ -202,4 +252,36 @@ fn the_crowd_replays_keys_on_other_instances() {
             "{key}: {instances:?}"
         );
     }
+}
+
+#[test]
+fn bundles_are_shared_by_a_key_and_sometimes_over_the_limit() {
+    let skus = ["a", "b", "c"];
+    let plan = with_bundles(7, crowd(7), &skus);
+    let mut by_key: HashMap<&str, &Vec<Item>> = HashMap::new();
+    let mut shapes: HashMap<(usize, u32), usize> = HashMap::new();
+    for request in &plan {
+        let items = request.items.as_ref().expect("every request has a bundle");
+        assert_eq!(
+            request.quantity,
+            items.iter().map(|i| i.quantity).sum::<u32>()
+        );
+        assert!(items.iter().all(|i| skus.contains(&i.sku.as_str())));
+        let mut named: Vec<&str> = items.iter().map(|i| i.sku.as_str()).collect();
+        named.sort_unstable();
+        named.dedup();
+        assert_eq!(named.len(), items.len(), "a SKU twice in {items:?}");
+        *shapes.entry((items.len(), request.quantity)).or_default() += 1;
+        if let Some(key) = &request.key {
+            let first = *by_key.entry(key).or_insert(items);
+            assert_eq!(first, items, "{key} replays another bundle");
+        }
+    }
+    for shape in [(1, 1), (1, 2), (2, 2), (3, 3)] {
+        assert!(shapes.get(&shape).is_some_and(|&n| n > 100), "{shapes:?}");
+    }
+    // The same seed, the same bundles; the plain crowd names no SKU.
+    let again = with_bundles(7, crowd(7), &skus);
+    assert!(plan.iter().zip(&again).all(|(a, b)| a.items == b.items));
+    assert!(crowd(7).iter().all(|r| r.items.is_none()));
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::checker;
 use crate::cluster::{Cluster, INSTANCES};
 use crate::crowd;
-use crate::evidence::{Evidence, ExpiryCounters, Terms};
+use crate::evidence::{Evidence, ExpiryCounters, SkuStock, Terms};
 use crate::faults::{self, Step};
 use crate::flags::Engine;
 use crate::healing;
@@ -33,6 +33,10 @@ pub struct Scenario {
     /// The stock of each round's sale (`plan::STOCK` unless the scenario
     /// needs the crowd to outlast its faults).
     pub stock: u64,
+    /// The sale's SKUs and their stocks, adding up to `stock`; the crowd
+    /// then buys bundles of them (`plan::with_bundles`). Empty: the sale is
+    /// created with `stock` alone and nobody names a SKU.
+    pub skus: &'static [(&'static str, u64)],
     /// The faults of round `n` (1-based), in order.
     pub faults: fn(usize) -> Vec<Step>,
     /// Payment holds of the sales, if any.
@@ -123,25 +127,50 @@ async fn run_round(
         .sale_id(format!("{}-r{round}", scenario.name), round)
         .await;
     let hold_seconds = scenario.holds.map(|h| h.seconds);
-    cluster
-        .create_sale(&sale, scenario.stock, PER_USER_LIMIT, hold_seconds)
-        .await;
+    let skus: Vec<SkuStock> = scenario
+        .skus
+        .iter()
+        .map(|&(id, stock)| SkuStock {
+            id: id.to_owned(),
+            stock,
+        })
+        .collect();
+    assert!(
+        skus.is_empty() || skus.iter().map(|s| s.stock).sum::<u64>() == scenario.stock,
+        "{}: the SKUs' stocks must add up to the stock",
+        scenario.name
+    );
+    let terms = Terms {
+        sale: sale.clone(),
+        stock: scenario.stock,
+        per_user_limit: PER_USER_LIMIT,
+        hold_seconds,
+    };
+    cluster.create_sale(&terms, &skus).await;
     let seed = seed(scenario.name, round);
     let plan = match scenario.holds {
         Some(holds) => plan::with_payments(seed, plan::crowd(seed), holds.paying_percent),
         None => plan::crowd(seed),
     };
     let plan = plan::with_async(seed, plan, scenario.async_percent);
+    let plan = match scenario.skus {
+        [] => plan,
+        skus => {
+            let ids: Vec<&str> = skus.iter().map(|&(id, _)| id).collect();
+            plan::with_bundles(seed, plan, &ids)
+        }
+    };
     let steps = (scenario.faults)(round);
     let faults: Vec<String> = steps
         .iter()
         .map(|s| format!("{} at {} acks", s.fault, s.after_acks))
         .collect();
     eprintln!(
-        "{} round {round}: sale {sale} (stock {}, limit {PER_USER_LIMIT}, holds {:?}), \
+        "{} round {round}: sale {sale} (stock {}{}, limit {PER_USER_LIMIT}, holds {:?}), \
          {} requests (seed {seed}); faults: {}",
         scenario.name,
         scenario.stock,
+        skus_in_words(scenario.skus),
         scenario.holds,
         plan.len(),
         faults.join(", ")
@@ -203,7 +232,7 @@ async fn run_round(
     );
     let holds = scenario.holds.is_some();
     let (healing, store) =
-        healing::heal(cluster, &sale, scenario.stock, holds, &recorder, round).await;
+        healing::heal_skus(cluster, &sale, terms.stock, &skus, holds, &recorder, round).await;
     let mut expiry_counters = None;
     if holds {
         let mut after_healing = Vec::new();
@@ -226,18 +255,13 @@ async fn run_round(
         expiry_counters = Some(counters);
     }
     let evidence = Evidence {
-        terms: Terms {
-            sale: sale.clone(),
-            stock: scenario.stock,
-            per_user_limit: PER_USER_LIMIT,
-            hold_seconds,
-        },
+        terms,
         history: recorder.history(),
         store,
         healing,
         expiry_counters,
     };
-    let violations = checker::check(&evidence);
+    let violations = checker::check_with_skus(&evidence, &skus);
     if violations.is_empty() {
         eprintln!(
             "{} round {round}: invariants 1-5 hold ({:.1} s)",
@@ -272,6 +296,15 @@ async fn run_round(
         list.join("\n"),
         notes.concat()
     );
+}
+
+/// ` in SKUs a 300, b 400` (nothing for a sale of one SKU).
+fn skus_in_words(skus: &[(&str, u64)]) -> String {
+    if skus.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = skus.iter().map(|(id, n)| format!("{id} {n}")).collect();
+    format!(" in SKUs {}", parts.join(", "))
 }
 
 /// The order ids (UUIDs) the violations name, each once.

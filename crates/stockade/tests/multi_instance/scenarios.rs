@@ -2,8 +2,9 @@
 //! sequence (7), the PostgreSQL engine (8), payment holds that expire
 //! through a killed instance and a Redis that lost its data (9), and Redis
 //! high availability: a Sentinel failover (10) and a Redis Cluster slot
-//! migration (11), and one instance partitioned from Redis with the
-//! PostgreSQL fallback (12).
+//! migration (11), one instance partitioned from Redis with the
+//! PostgreSQL fallback (12), and a sale of three SKUs bought in bundles
+//! while Redis loses its data and an instance is killed (13).
 
 use std::time::Duration;
 
@@ -32,6 +33,8 @@ const PARTITION: Duration = Duration::from_secs(5);
 const ASYNC_PERCENT: u64 = 40;
 /// How long a killed instance stays dead before it is restarted.
 const DEAD_FOR: Duration = Duration::from_secs(1);
+/// The SKUs of the bundle scenario: `STOCK` items in all.
+const BUNDLE_SKUS: &[(&str, u64)] = &[("a", 300), ("b", 400), ("c", 300)];
 
 fn step(after_acks: usize, fault: Fault) -> Step {
     Step { after_acks, fault }
@@ -53,6 +56,7 @@ async fn baseline_without_faults() {
         holds: None,
         rounds: ROUNDS,
         stock: STOCK,
+        skus: &[],
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
@@ -70,6 +74,7 @@ async fn redis_restarted_with_its_data_lost() {
         holds: None,
         rounds: ROUNDS,
         stock: STOCK,
+        skus: &[],
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
@@ -87,6 +92,7 @@ async fn redis_restarted_from_a_stale_snapshot() {
         holds: None,
         rounds: ROUNDS,
         stock: STOCK,
+        skus: &[],
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
@@ -109,6 +115,7 @@ async fn redis_unreachable_without_fallback() {
         holds: None,
         rounds: ROUNDS,
         stock: STOCK,
+        skus: &[],
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
@@ -126,6 +133,7 @@ async fn redis_unreachable_with_postgres_fallback() {
         holds: None,
         rounds: ROUNDS,
         stock: STOCK,
+        skus: &[],
         orderly_answers_only: false,
         async_percent: ASYNC_PERCENT,
         partitioned: None,
@@ -147,6 +155,7 @@ async fn one_instance_partitioned_from_redis_with_postgres_fallback() {
         holds: None,
         rounds: ROUNDS,
         stock: STOCK,
+        skus: &[],
         orderly_answers_only: false,
         async_percent: ASYNC_PERCENT,
         partitioned: Some(0),
@@ -164,6 +173,7 @@ async fn postgres_stopped_mid_crowd() {
         holds: None,
         rounds: ROUNDS,
         stock: STOCK,
+        skus: &[],
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
@@ -181,6 +191,7 @@ async fn one_instance_killed_and_restarted() {
         holds: None,
         rounds: ROUNDS,
         stock: STOCK,
+        skus: &[],
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
@@ -206,6 +217,7 @@ async fn every_fault_in_sequence() {
         holds: None,
         rounds: ROUNDS,
         stock: STOCK,
+        skus: &[],
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
@@ -238,6 +250,7 @@ async fn postgres_engine_with_a_killed_instance_and_a_stopped_postgres() {
         holds: None,
         rounds: ROUNDS,
         stock: STOCK,
+        skus: &[],
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
@@ -273,6 +286,7 @@ async fn payment_holds_expire_through_a_killed_instance_and_a_lost_redis() {
         }),
         rounds: ROUNDS,
         stock: STOCK,
+        skus: &[],
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
@@ -310,6 +324,7 @@ async fn redis_sentinel_failover_mid_crowd() {
         holds: None,
         rounds: ROUNDS,
         stock: HA_STOCK,
+        skus: &[],
         orderly_answers_only: true,
         async_percent: 0,
         partitioned: None,
@@ -331,6 +346,7 @@ async fn redis_cluster_slot_migrated_mid_crowd() {
         holds: None,
         rounds: ROUNDS,
         stock: HA_STOCK,
+        skus: &[],
         orderly_answers_only: true,
         async_percent: 0,
         partitioned: None,
@@ -341,6 +357,43 @@ async fn redis_cluster_slot_migrated_mid_crowd() {
                     pause: Duration::from_millis(400),
                 },
             )]
+        },
+    })
+    .await;
+}
+
+/// A sale of three SKUs (300, 400, 300) bought in bundles (one or two items
+/// of one SKU, one each of two or three; keyed buyers replay the same one):
+/// Redis loses its data (every SKU's holdings rebuilt from the store), then
+/// an instance is SIGKILLed. No SKU oversold or unsold, no bundle split.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bundles_with_redis_restarted_and_an_instance_killed() {
+    run(Scenario {
+        name: "bundles",
+        engine: Engine::Redis,
+        extra_args: Vec::new(),
+        holds: None,
+        rounds: ROUNDS,
+        stock: STOCK,
+        skus: BUNDLE_SKUS,
+        orderly_answers_only: false,
+        async_percent: 0,
+        partitioned: None,
+        // About 600 acks sell out. The kill lands about a second after the
+        // loss, as the reconcilers rebuild for Redis's new run id: a victim
+        // killed holding the rebuild lock leaves the sale `rebuilding` until
+        // the lock's 30 s lease runs out (such a round takes about 35 s).
+        faults: |round| {
+            vec![
+                step(100, Fault::RedisRestartEmpty),
+                step(
+                    300,
+                    Fault::KillInstance {
+                        index: victim(round),
+                        down_for: DEAD_FOR,
+                    },
+                ),
+            ]
         },
     })
     .await;

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::listing;
 use crate::evidence::StoreOrder;
-use crate::history::{Answer, Purchase};
+use crate::history::{Answer, Purchase, show_items};
 
 /// The store by order id; an order listed twice is reported (it would be
 /// counted twice).
@@ -56,6 +56,17 @@ pub(super) fn lost_acknowledgement(
             order.user_id, order.quantity
         ));
     }
+    if let Some(asked) = &request.items {
+        let (mut asked, mut has) = (asked.clone(), order.items.clone());
+        asked.sort_unstable();
+        has.sort_unstable();
+        if asked != has {
+            return Some(format!(
+                "{who} names order {order_id}, which the store has with items [{}]",
+                show_items(&order.items)
+            ));
+        }
+    }
     let cancelled_by_us = order.status == "cancelled" && cancel_sent.contains(order_id);
     let unpaid_hold = holds && matches!(order.status.as_str(), "expired" | "held");
     if order.status != "confirmed" && !cancelled_by_us && !unpaid_hold {
@@ -90,15 +101,20 @@ pub(super) fn names_order(answer: &Answer) -> Option<&str> {
     }
 }
 
-/// A purchase in words: `201 on instance 1 for buyer u7 ×2 (key key-7)`.
+/// A purchase in words: `201 on instance 1 for buyer u7 ×2 (key key-7)`,
+/// with its items if it named any: `×2 [a×1+b×1]`.
 fn who(purchase: &Purchase) -> String {
     let request = &purchase.request;
     let key = request
         .key
         .as_deref()
         .map_or_else(String::new, |k| format!(" (key {k})"));
+    let items = request
+        .items
+        .as_deref()
+        .map_or_else(String::new, |i| format!(" [{}]", show_items(i)));
     format!(
-        "{} on instance {} for buyer {} ×{}{key}",
+        "{} on instance {} for buyer {} ×{}{items}{key}",
         purchase.answer.label(),
         request.instance,
         request.buyer,

@@ -8,10 +8,10 @@ use crate::evidence::StoreOrder;
 use crate::history::Purchase;
 
 /// Invariant 4: per (buyer, key), every answer that names an order names
-/// the same one, a repeat of the same purchase is never "reused", an
-/// order the store has is never denied (`order_failed`); and a
-/// buyer who only ever sent one key has at most one order in the store,
-/// the one the answers name.
+/// the same one, a repeat of the same purchase (quantity and items) is
+/// never "reused", an order the store has is never denied
+/// (`order_failed`); and a buyer who only ever sent one key has at most
+/// one order in the store, the one the answers name.
 pub(super) fn idempotency(history: &[Purchase], store: &[StoreOrder]) -> Vec<String> {
     let mut lines = Vec::new();
     let mut by_key: BTreeMap<(&str, &str), Vec<&Purchase>> = BTreeMap::new();
@@ -76,12 +76,15 @@ pub(super) fn idempotency(history: &[Purchase], store: &[StoreOrder]) -> Vec<Str
                 ));
             }
         }
-        let quantities: HashSet<u32> = purchases.iter().map(|p| p.request.quantity).collect();
+        let asked: HashSet<_> = purchases
+            .iter()
+            .map(|p| (p.request.quantity, &p.request.items))
+            .collect();
         let reused = purchases
             .iter()
             .filter(|p| p.answer.code() == Some("idempotency_key_reused"))
             .count();
-        if quantities.len() == 1 && reused > 0 {
+        if asked.len() == 1 && reused > 0 {
             lines.push(format!(
                 "buyer {buyer} key {key}: the same purchase repeated was answered \
                  422 idempotency_key_reused {reused} times"

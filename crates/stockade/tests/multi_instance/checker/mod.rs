@@ -9,10 +9,17 @@
 //! `expired` counter above the store's expired orders (an expiry counted,
 //! and its items returned, more than once), is invariant 5 (expired orders
 //! returned, exactly once).
+//!
+//! A sale of several SKUs ([`check_with_skus`]) is judged per SKU too
+//! (`skus`): invariant 1 for each SKU's stock, invariant 5 for each SKU
+//! sold out in the store and in every instance's view. Every order's items
+//! must add up to its quantity and name the sale's SKUs (invariant 1: else
+//! its items are counted against no stock).
 
 mod acknowledgements;
 mod holds;
 mod idempotency;
+mod skus;
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -20,8 +27,9 @@ use std::fmt;
 use acknowledgements::{index_store, lost_acknowledgement, names_to_client};
 use holds::{expiry_counted_once, payments, unsettled_holds};
 use idempotency::idempotency;
+use skus::{live_per_sku, oversold_skus, unaccounted_items, unsold_skus, wrong_sku_views};
 
-use crate::evidence::{Evidence, StoreOrder};
+use crate::evidence::{Evidence, SkuStock, StoreOrder};
 
 /// Examples listed per violation; the rest are counted.
 const EXAMPLES: usize = 10;
@@ -49,8 +57,14 @@ impl fmt::Display for Violation {
     }
 }
 
-/// Every violation of invariants 1-5 in `evidence`, all at once.
+/// Every violation of invariants 1-5 in `evidence` of a sale of one SKU,
+/// all at once.
 pub fn check(evidence: &Evidence) -> Vec<Violation> {
+    check_with_skus(evidence, &[])
+}
+
+/// [`check`] for a sale of `skus` (empty: of one SKU, `default`).
+pub fn check_with_skus(evidence: &Evidence, skus: &[SkuStock]) -> Vec<Violation> {
     let mut violations = Vec::new();
     let mut report =
         |invariant: u8, message: String| violations.push(Violation { invariant, message });
@@ -84,6 +98,34 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
                 terms.sale,
                 terms.stock,
                 live - terms.stock
+            ),
+        );
+    }
+
+    let skus = terms.sku_stocks(skus);
+    let several_skus = skus.len() > 1;
+    let unaccounted = unaccounted_items(store, &skus);
+    if !unaccounted.is_empty() {
+        report(
+            1,
+            listing(
+                &format!(
+                    "sale {}: {} orders' items do not account for them",
+                    terms.sale,
+                    unaccounted.len()
+                ),
+                &unaccounted,
+            ),
+        );
+    }
+    let live_of_sku = live_per_sku(store, &skus);
+    let oversold = oversold_skus(&live_of_sku, &skus);
+    if several_skus && !oversold.is_empty() {
+        report(
+            1,
+            listing(
+                &format!("sale {}: {} SKUs oversold", terms.sale, oversold.len()),
+                &oversold,
             ),
         );
     }
@@ -213,6 +255,19 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
             ),
         );
     }
+    let unsold = unsold_skus(&live_of_sku, &skus);
+    if evidence.store.is_ok() && several_skus && !unsold.is_empty() {
+        report(
+            5,
+            listing(
+                &format!(
+                    "after healing and selling out, live orders do not hold the stock of {} SKUs",
+                    unsold.len()
+                ),
+                &unsold,
+            ),
+        );
+    }
     let unsettled = unsettled_holds(store, holds);
     if !unsettled.is_empty() {
         report(
@@ -253,6 +308,19 @@ pub fn check(evidence: &Evidence) -> Vec<Violation> {
                     show(remaining),
                     show(sold),
                     terms.stock
+                ),
+            );
+        }
+        let wrong = wrong_sku_views(view, &skus);
+        if view.status() == Some(200) && several_skus && !wrong.is_empty() {
+            report(
+                5,
+                listing(
+                    &format!(
+                        "instance {instance} reports {} SKUs not sold out after selling out",
+                        wrong.len()
+                    ),
+                    &wrong,
                 ),
             );
         }
