@@ -92,6 +92,16 @@ error_codes! {
     InsufficientStock = "insufficient_stock", CONFLICT, None;
     /// The buyer's per-user limit does not allow this many more.
     LimitExceeded = "limit_exceeded", CONFLICT, None;
+    /// The sale is allocated by a draw: enter it, nobody buys it.
+    DrawSale = "draw_sale", CONFLICT, None;
+    /// The draw sale's entries have not opened yet.
+    EntriesNotOpen = "entries_not_open", CONFLICT, None;
+    /// The draw sale's entries have closed.
+    EntriesClosed = "entries_closed", CONFLICT, None;
+    /// The sale is sold to whoever is fastest, not drawn: buy it.
+    NotADraw = "not_a_draw", CONFLICT, None;
+    /// No entry of this buyer in the sale's draw.
+    UnknownEntry = "unknown_entry", NOT_FOUND, None;
     /// The sale has not started.
     NotStarted = "not_started", CONFLICT, None;
     /// The sale has ended.

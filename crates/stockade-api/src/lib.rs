@@ -13,6 +13,8 @@
 //! - [`order`]: [`PurchaseRequest`], [`OrderBody`], [`OrderPage`] and the
 //!   client's [`OrderStatus`].
 //! - [`queue`]: [`JoinQueue`], [`QueueTicket`] and its [`TicketStatus`].
+//! - [`draw`]: [`Allocation`], [`EntryRequest`], [`EntryBody`] and the
+//!   published [`DrawBody`].
 //! - `client` (feature `client`, off by default so the service links no
 //!   HTTP client through this crate): `Client`, a typed client of the API
 //!   with one method per route a program calls, its `ClientBuilder`
@@ -23,12 +25,14 @@
 
 #[cfg(feature = "client")]
 pub mod client;
+pub mod draw;
 pub mod error;
 pub mod error_code;
 pub mod order;
 pub mod queue;
 pub mod sale;
 
+pub use draw::{Allocation, DrawBody, DrawTerms, DrawnEntry, EntryBody, EntryRequest};
 pub use error::{ErrorBody, ErrorDetail};
 pub use error_code::ErrorCode;
 pub use order::{ItemBody, OrderBody, OrderPage, OrderStatus, PurchaseRequest};

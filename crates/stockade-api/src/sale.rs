@@ -4,6 +4,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+use crate::{Allocation, DrawTerms};
+
 use stockade_core::{
     Item, RoomConfig, SaleSnapshot, SaleStatus, SkuId, SkuSpec, TierName, TierSpec, ValidationError,
 };
@@ -52,6 +54,14 @@ pub struct CreateSale {
     /// When unsold reserved stock joins the common stock (RFC 3339, before
     /// `ends_at`). Default: reserves are kept to the end.
     pub release_reserved_at: Option<DateTime<Utc>>,
+    /// `race` (default: whoever buys first) or `draw` (buyers enter during
+    /// `entries_open_at`..`entries_close_at`, then a draw picks the
+    /// winners; the sale must be open at `entries_close_at`).
+    pub allocation: Option<Allocation>,
+    /// A draw sale: when entries open (RFC 3339).
+    pub entries_open_at: Option<DateTime<Utc>>,
+    /// A draw sale: when entries close and the draw is made.
+    pub entries_close_at: Option<DateTime<Utc>>,
 }
 
 impl CreateSale {
@@ -98,6 +108,9 @@ impl CreateSale {
             waiting_room: None,
             tiers: None,
             release_reserved_at: None,
+            allocation: None,
+            entries_open_at: None,
+            entries_close_at: None,
         }
     }
 
@@ -289,6 +302,12 @@ pub struct Sale {
     /// When unsold reserved stock joins the common stock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_reserved_at: Option<DateTime<Utc>>,
+    /// `race` or `draw`.
+    #[serde(default)]
+    pub allocation: Allocation,
+    /// A draw sale's entry window and seed commitment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draw: Option<DrawTerms>,
 }
 
 impl From<SaleSnapshot> for Sale {
@@ -319,6 +338,8 @@ impl From<SaleSnapshot> for Sale {
             waiting_room: None,
             tiers: spec.tiers().iter().map(Tier::from).collect(),
             release_reserved_at: spec.release_reserved_at(),
+            allocation: Allocation::Race,
+            draw: None,
         }
     }
 }

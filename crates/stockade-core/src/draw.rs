@@ -24,6 +24,13 @@
 //!
 //! The first entries of the result win, as far as the stock goes; the
 //! rest wait in that order for an unpaid hold to roll down to them.
+//!
+//! - `entry`: a draw sale's settings ([`DrawConfig`]), entry ids and
+//!   where an entry stands ([`EntryResult`]).
+
+mod entry;
+
+pub use entry::{DrawConfig, EntryId, EntryResult};
 
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};

@@ -53,6 +53,8 @@
 //!   committing, which lookups answer `pending` and long polls wait on.
 //! - [`breaker`]: the circuit breaker in front of the engine.
 //! - [`holds`]: the sweeper that expires unpaid holds.
+//! - [`draws`]: the draw of draw sales, made by one instance under a
+//!   lease, and the roll-down of its lapsed holds.
 //! - [`recovery`]: fenced rebuilds, the move to the fallback (decided from
 //!   every instance's view of the engine) and back, the reconciler.
 //! - [`releases`]: the background applier of the releases the engine owes.
@@ -74,6 +76,7 @@ pub mod api;
 pub mod breaker;
 pub mod client_cap;
 pub mod config;
+pub mod draws;
 pub mod holds;
 pub mod identity;
 pub mod in_flight;

@@ -25,11 +25,14 @@
 //! - `waiting_rooms`: a sale's waiting room, saved with the sale.
 //! - [`engine_views`]: every instance's view of the engine, which a move
 //!   to the fallback is decided from.
+//! - [`draws`]: draw sales' settings, entries and results, written under
+//!   a lease so one instance runs a draw at a time.
 //! - `retirement`: ended sales and what the engine still owes them.
 
 pub mod arbiter;
 pub mod authority;
 mod bulk;
+pub mod draws;
 pub mod engine;
 pub mod engine_views;
 pub mod holds;

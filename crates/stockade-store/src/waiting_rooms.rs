@@ -9,19 +9,28 @@ use stockade_core::{SaleId, SaleSpec};
 
 use super::{OrderStore, SALE_COLUMNS, SaveSale, StoreError, corrupt, insert_sale, sale_from_row};
 use stockade_core::RoomConfig;
+use stockade_core::draw::{DrawConfig, Seed};
 
 impl OrderStore {
     /// Records a sale with its waiting room (or none), unless a sale with
     /// that id exists. Also answers the existing sale's waiting room, so
     /// the caller can tell an identical request from a conflicting one.
+    ///
+    /// A draw sale's settings and secret seed (`draw`) are saved in the
+    /// same transaction; an existing sale's draw is answered as its room
+    /// is.
     pub async fn save_sale_with_room(
         &self,
         spec: &SaleSpec,
         room: Option<&RoomConfig>,
+        draw: Option<(&DrawConfig, &Seed)>,
         now: DateTime<Utc>,
-    ) -> Result<(SaveSale, Option<RoomConfig>), StoreError> {
+    ) -> Result<(SaveSale, Option<RoomConfig>, Option<DrawConfig>), StoreError> {
         let mut tx = self.pool.begin().await?;
         if insert_sale(&mut *tx, spec, now).await? {
+            if let Some((config, seed)) = draw {
+                Self::insert_draw(&mut tx, spec.id(), config, seed).await?;
+            }
             if let Some(room) = room {
                 sqlx::query(
                     "INSERT INTO waiting_rooms
@@ -36,10 +45,14 @@ impl OrderStore {
                 .await?;
             }
             tx.commit().await?;
-            return Ok((SaveSale::Created, room.copied()));
+            return Ok((
+                SaveSale::Created,
+                room.copied(),
+                draw.map(|(config, _)| *config),
+            ));
         }
         tx.rollback().await?;
-        let (existing, existing_room) = self
+        let (existing, existing_room, _) = self
             .sale_with_room(spec.id())
             .await?
             .ok_or_else(|| StoreError::Failed(format!("sale {} vanished", spec.id())))?;
@@ -48,7 +61,8 @@ impl OrderStore {
         } else {
             SaveSale::Conflict(Box::new(existing))
         };
-        Ok((saved, existing_room))
+        let existing_draw = self.draw(spec.id()).await?.map(|draw| draw.config);
+        Ok((saved, existing_room, existing_draw))
     }
 
     /// The sales with a waiting room that have not ended at `now`: the
@@ -70,19 +84,22 @@ impl OrderStore {
             .collect()
     }
 
-    /// A sale and its waiting room, in one read.
+    /// A sale, its waiting room, and whether it is a draw sale, in one
+    /// read.
     pub async fn sale_with_room(
         &self,
         id: &SaleId,
-    ) -> Result<Option<(SaleSpec, Option<RoomConfig>)>, StoreError> {
+    ) -> Result<Option<(SaleSpec, Option<RoomConfig>, bool)>, StoreError> {
         let columns = SALE_COLUMNS
             .split(", ")
             .map(|c| format!("s.{c}"))
             .collect::<Vec<_>>()
             .join(", ");
         let Some(row) = sqlx::query(&format!(
-            "SELECT {columns}, w.admit_per_second, w.admission_ttl_ms, w.admission_factor_milli
+            "SELECT {columns}, w.admit_per_second, w.admission_ttl_ms, w.admission_factor_milli,
+                    d.sale_id AS draw_sale
                FROM sales s LEFT JOIN waiting_rooms w ON w.sale_id = s.id
+                            LEFT JOIN draws d ON d.sale_id = s.id
               WHERE s.id = $1"
         ))
         .bind(id.as_str())
@@ -108,6 +125,7 @@ impl OrderStore {
             ),
             _ => None,
         };
-        Ok(Some((spec, room)))
+        let draw: Option<String> = row.try_get("draw_sale")?;
+        Ok(Some((spec, room, draw.is_some())))
     }
 }

@@ -26,6 +26,7 @@
 
 pub mod auth;
 pub mod dashboard;
+mod draws;
 pub mod error;
 pub mod identity;
 pub mod json;
@@ -63,6 +64,7 @@ use error::ApiError;
     info(title = "Stockade", description = "Sell limited stock to a stampede, correctly."),
     paths(
         sales::create_sale, sales::get_sale, purchases::purchase,
+        draws::enter, draws::my_entry, draws::get_draw,
         orders::get_order, orders::confirm_order, orders::cancel_order, orders::list_orders,
         queue::join_queue, queue::poll_ticket, queue::waiting_page,
         ops::healthz, ops::readyz, ops::metrics, ops::openapi,
@@ -74,7 +76,10 @@ use error::ApiError;
                        stockade_api::ErrorCode, stockade_api::WaitingRoom,
                        stockade_api::JoinQueue, stockade_api::QueueTicket,
                        stockade_api::TicketStatus, stockade_api::ItemBody,
-                       stockade_api::SkuStock, stockade_api::SkuView, stockade_api::Tier)),
+                       stockade_api::SkuStock, stockade_api::SkuView, stockade_api::Tier,
+                       stockade_api::Allocation, stockade_api::DrawTerms,
+                       stockade_api::EntryRequest, stockade_api::EntryBody,
+                       stockade_api::DrawBody, stockade_api::DrawnEntry)),
     modifiers(&SecuritySchemes, &DoorResponses),
 )]
 pub struct ApiDoc;
@@ -352,6 +357,9 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/sales", post(sales::create_sale))
         .route("/v1/sales/{id}", get(sales::get_sale))
         .route("/v1/sales/{id}/purchases", post(purchases::purchase))
+        .route("/v1/sales/{id}/entries", post(draws::enter))
+        .route("/v1/sales/{id}/entries/me", get(draws::my_entry))
+        .route("/v1/sales/{id}/draw", get(draws::get_draw))
         .route("/v1/sales/{id}/orders", get(orders::list_orders))
         .route("/v1/orders/{order_id}", get(orders::get_order))
         .route("/v1/orders/{order_id}/confirm", post(orders::confirm_order))

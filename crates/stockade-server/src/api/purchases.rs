@@ -308,6 +308,12 @@ fn admission(error: AdmissionError) -> ApiError {
             ),
         ),
         AdmissionError::UnknownSale(sale) => unknown_sale(&sale),
+        AdmissionError::DrawSale(sale) => ApiError::new(
+            code,
+            format!(
+                "sale {sale} allocates its stock by a draw, not to the fastest: enter it with POST /v1/sales/{sale}/entries while entries are open, and read the result from GET /v1/sales/{sale}/entries/me"
+            ),
+        ),
         AdmissionError::Queue(error) => error.into(),
         AdmissionError::Store(error) => error.into(),
     }

@@ -56,7 +56,7 @@ async fn room_of(state: &AppState, sale: &SaleId) -> Result<std::sync::Arc<RoomI
         .await?
     {
         RoomLookup::Room(room) => Ok(room),
-        RoomLookup::NoRoom => Err(ApiError::new(
+        RoomLookup::NoRoom | RoomLookup::Draw => Err(ApiError::new(
             ErrorCode::NoWaitingRoom,
             format!(
                 "sale {sale} has no waiting room: buy directly with POST /v1/sales/{sale}/purchases"

@@ -6,14 +6,16 @@ use stockade_api::ErrorCode;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use stockade_core::draw::Seed;
 use stockade_core::{CreateOutcome, EngineError, Epoch, SaleId, SaleSnapshot, SaleSpec};
 
 use super::auth::Admin;
 use super::error::ApiError;
 use super::json::{ApiJson, ApiPath};
+use crate::sale_book::Door;
 use crate::state::AppState;
 use crate::waiting_room::RoomLookup;
-use stockade_api::{CreateSale, ErrorBody, Sale, WaitingRoom};
+use stockade_api::{Allocation, CreateSale, ErrorBody, Sale, WaitingRoom};
 use stockade_store::SaveSale;
 
 /// Parses a sale id from the path.
@@ -21,7 +23,7 @@ pub fn sale_id(raw: &str) -> Result<SaleId, ApiError> {
     SaleId::new(raw).map_err(|e| ApiError::invalid("sale_id", e.reason))
 }
 
-fn spec(body: CreateSale) -> Result<SaleSpec, ApiError> {
+fn spec(body: &CreateSale) -> Result<SaleSpec, ApiError> {
     let mut builder = SaleSpec::with_skus(body.id.as_str(), body.sku_specs()?)?;
     if let Some(limit) = body.per_user_limit {
         builder = builder.per_user_limit(limit)?;
@@ -68,12 +70,19 @@ pub async fn create_sale(
         .as_ref()
         .map(WaitingRoom::config)
         .transpose()?;
-    let spec = spec(body)?;
+    let spec = spec(&body)?;
+    let draw = super::draws::settings(&body, &spec)?;
+    let seed = Seed::random();
     // The store is the source of truth: record the sale there first, with
-    // its waiting room in the same transaction.
-    let (saved, existing_room) = state
+    // its waiting room or its draw in the same transaction.
+    let (saved, existing_room, existing_draw) = state
         .store()
-        .save_sale_with_room(&spec, room.as_ref(), state.clock().now())
+        .save_sale_with_room(
+            &spec,
+            room.as_ref(),
+            draw.as_ref().map(|config| (config, &seed)),
+            state.clock().now(),
+        )
         .await?;
     let status = match saved {
         SaveSale::Created => StatusCode::CREATED,
@@ -95,6 +104,20 @@ pub async fn create_sale(
                 ),
             ));
         }
+        SaveSale::Exists if existing_draw != draw => {
+            return Err(ApiError::new(
+                ErrorCode::SaleConflict,
+                format!(
+                    "sale {} already exists with {}; use a new id",
+                    spec.id(),
+                    match existing_draw {
+                        Some(d) =>
+                            format!("another draw (entries {} to {})", d.open_at, d.close_at),
+                        None => "no draw".to_owned(),
+                    }
+                ),
+            ));
+        }
         SaveSale::Exists => StatusCode::OK,
         SaveSale::Conflict(existing) => {
             return Err(ApiError::new(
@@ -111,10 +134,14 @@ pub async fn create_sale(
     // Buyable here at once, even if a purchase found it missing a moment
     // ago (other instances: within the rejection ttl).
     state.book().sale_created(spec.id());
-    state
-        .waiting_rooms()
-        .learn(state.book(), spec.clone(), room)
-        .await;
+    if draw.is_some() {
+        state.book().learn_room(spec.id(), Door::Draw);
+    } else {
+        state
+            .waiting_rooms()
+            .learn(state.book(), spec.clone(), room)
+            .await;
+    }
     // A new sale starts in the engine under the first epoch. An existing
     // one is left alone: if the engine lost it, the next purchase rebuilds
     // it from the store under a new epoch.
@@ -142,6 +169,7 @@ pub async fn create_sale(
         .ok_or_else(|| ApiError::internal(format!("sale {} vanished after creation", spec.id())))?;
     let mut sale: Sale = snapshot.into();
     sale.waiting_room = room.map(Into::into);
+    with_draw(&state, &mut sale, spec.id()).await?;
     Ok((status, Json(sale)))
 }
 
@@ -172,7 +200,17 @@ pub async fn get_sale(
     {
         sale.waiting_room = Some(room.config.into());
     }
+    with_draw(&state, &mut sale, &id).await?;
     Ok(Json(sale))
+}
+
+/// Adds a draw sale's allocation and draw terms to its view.
+async fn with_draw(state: &AppState, sale: &mut Sale, id: &SaleId) -> Result<(), ApiError> {
+    if let Some(draw) = state.store().draw(id).await? {
+        sale.allocation = Allocation::Draw;
+        sale.draw = Some(super::draws::terms(&draw));
+    }
+    Ok(())
 }
 
 /// The sale as its current authority sees it: the engine's stock (which

@@ -63,13 +63,14 @@ pub async fn reconcile_forever(
     run_id: Option<String>,
     outbox_grace: Duration,
 ) {
-    // The hold sweeper and the release applier live and die with the
-    // reconciler's task.
+    // The hold sweeper, the release applier and the draws live and die
+    // with the reconciler's task.
     let sweeper = crate::holds::expire_forever(state.clone());
     let applier = crate::releases::apply_forever(state.clone());
     let reporter = report_engine_view_forever(state.clone(), redis.clone());
+    let draws = crate::draws::run_forever(state.clone());
     let reconciler = reconcile_loop(state, redis, run_id, outbox_grace);
-    tokio::join!(sweeper, applier, reporter, reconciler);
+    tokio::join!(sweeper, applier, reporter, draws, reconciler);
 }
 
 /// How long the engine view's ping may take before it counts as not

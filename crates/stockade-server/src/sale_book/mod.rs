@@ -21,7 +21,6 @@ mod rejections;
 mod rooms;
 mod routes;
 
-use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
@@ -32,7 +31,7 @@ use stockade_core::{SaleId, SaleSpec};
 pub use rejections::{DEFAULT_TTL, MAX_TTL, OrderTerms, Ticket, UNKNOWN_SALES_CAPACITY};
 pub use routes::Route;
 
-use crate::waiting_room::RoomInfo;
+pub use rooms::Door;
 
 /// The per-sale cache of one service. See the module documentation.
 pub struct SaleBook {
@@ -84,8 +83,9 @@ struct Entry {
     generation: u64,
     /// Until when the sale is known to be sold out.
     sold_out_until: Option<Instant>,
-    /// Its waiting room: None until read, then the room or no room.
-    room: Option<Option<Arc<RoomInfo>>>,
+    /// How its buyers get in (its waiting room, or its draw): None until
+    /// read.
+    room: Option<Door>,
 }
 
 impl SaleBook {

@@ -191,7 +191,7 @@ impl SaleBook {
         };
         known.generation += 1;
         known.sold_out_until = None;
-        matches!(known.room, Some(Some(_)))
+        matches!(known.room, Some(super::Door::Room(_)))
     }
 
     /// To take before reading a sale from the store.

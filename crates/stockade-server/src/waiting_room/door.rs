@@ -104,7 +104,7 @@ fn spent_record(key: &str) -> String {
 }
 
 /// The `Admission-Token` a purchase carries.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdmissionToken {
     /// No header.
     Missing,
@@ -112,6 +112,9 @@ pub enum AdmissionToken {
     Unreadable,
     /// The token.
     Given(String),
+    /// Not a buyer's purchase: the draw's own, buying a winner's order on
+    /// a draw sale (never sent by a client).
+    Drawn,
 }
 
 /// Why the waiting room turned a purchase away.
@@ -135,6 +138,8 @@ pub enum AdmissionError {
     },
     /// There is no such sale.
     UnknownSale(SaleId),
+    /// The sale is allocated by a draw: nobody buys it, buyers enter it.
+    DrawSale(SaleId),
     /// The queue backend failed.
     Queue(QueueError),
     /// The store failed (reading the sale's room).
@@ -148,6 +153,7 @@ impl AdmissionError {
             Self::Required { .. } => ErrorCode::AdmissionRequired,
             Self::Spent { .. } => ErrorCode::AdmissionSpent,
             Self::UnknownSale(_) => ErrorCode::UnknownSale,
+            Self::DrawSale(_) => ErrorCode::DrawSale,
             Self::Queue(QueueError::Unavailable(_)) => ErrorCode::QueueUnavailable,
             Self::Queue(QueueError::Failed(_)) => ErrorCode::Internal,
             Self::Store(StoreError::Unavailable(_)) => ErrorCode::StoreUnavailable,
@@ -185,6 +191,8 @@ pub async fn check_admission(
     match rooms.lookup(state.book(), state.store(), sale).await? {
         RoomLookup::Room(_) => {}
         RoomLookup::NoRoom => return Ok(Admission::free()),
+        RoomLookup::Draw if *token == AdmissionToken::Drawn => return Ok(Admission::free()),
+        RoomLookup::Draw => return Err(AdmissionError::DrawSale(sale.clone())),
         RoomLookup::UnknownSale => return Err(AdmissionError::UnknownSale(sale.clone())),
     }
     let refuse = |why: String| AdmissionError::Required {
@@ -192,7 +200,9 @@ pub async fn check_admission(
         why,
     };
     let token = match token {
-        AdmissionToken::Missing => return Err(refuse("no Admission-Token header".to_owned())),
+        AdmissionToken::Missing | AdmissionToken::Drawn => {
+            return Err(refuse("no Admission-Token header".to_owned()));
+        }
         AdmissionToken::Unreadable => {
             return Err(refuse(
                 "the Admission-Token is not visible ASCII".to_owned(),

@@ -13,7 +13,7 @@ use super::token::AdmissionSigner;
 use super::{PREQUEUE_PLACES, QueueBackend, RoomConfig, TicketId};
 use stockade_store::{OrderStore, StoreError};
 
-use crate::sale_book::SaleBook;
+use crate::sale_book::{Door, SaleBook};
 
 /// A sale with a waiting room.
 #[derive(Debug, Clone)]
@@ -33,6 +33,8 @@ pub enum RoomLookup {
     NoRoom,
     /// The sale has this waiting room.
     Room(Arc<RoomInfo>),
+    /// The sale is allocated by a draw: buyers enter it, nobody buys.
+    Draw,
 }
 
 /// The waiting rooms of the service. See the [module](super) docs.
@@ -114,8 +116,9 @@ impl WaitingRooms {
     ) -> Result<RoomLookup, StoreError> {
         let known = |book: &SaleBook| {
             book.room(sale).map(|known| match known {
-                Some(room) => RoomLookup::Room(room),
-                None => RoomLookup::NoRoom,
+                Door::Room(room) => RoomLookup::Room(room),
+                Door::Open => RoomLookup::NoRoom,
+                Door::Draw => RoomLookup::Draw,
             })
         };
         if let Some(found) = known(book) {
@@ -131,10 +134,14 @@ impl WaitingRooms {
             return Ok(RoomLookup::UnknownSale);
         }
         let read = book.unknown_ticket();
-        let Some((spec, config)) = store.sale_with_room(sale).await? else {
+        let Some((spec, config, draw)) = store.sale_with_room(sale).await? else {
             book.learn_unknown(sale, read);
             return Ok(RoomLookup::UnknownSale);
         };
+        if draw {
+            book.learn_room(spec.id(), Door::Draw);
+            return Ok(RoomLookup::Draw);
+        }
         Ok(self.learn(book, spec, config).await)
     }
 
@@ -147,7 +154,7 @@ impl WaitingRooms {
         config: Option<RoomConfig>,
     ) -> RoomLookup {
         let Some(config) = config else {
-            book.learn_room(spec.id(), None);
+            book.learn_room(spec.id(), Door::Open);
             return RoomLookup::NoRoom;
         };
         if let Err(error) = self.backend.register(spec.id()).await {
@@ -157,7 +164,7 @@ impl WaitingRooms {
             return RoomLookup::Room(room);
         }
         let room = Arc::new(RoomInfo { spec, config });
-        book.learn_room(room.spec.id(), Some(Arc::clone(&room)));
+        book.learn_room(room.spec.id(), Door::Room(Arc::clone(&room)));
         self.wake.notify_one();
         RoomLookup::Room(room)
     }

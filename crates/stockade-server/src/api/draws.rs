@@ -1,0 +1,272 @@
+//! Draw sales over HTTP: a sale's draw settings at creation, entries
+//! (`POST /v1/sales/{id}/entries`), a buyer's result
+//! (`GET /v1/sales/{id}/entries/me`) and the published draw
+//! (`GET /v1/sales/{id}/draw`). The draw itself is [`crate::draws`].
+
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use stockade_api::{
+    Allocation, CreateSale, DrawBody, DrawTerms, DrawnEntry, EntryBody, EntryRequest, ErrorBody,
+    ErrorCode, ItemBody,
+};
+use stockade_core::draw::DrawConfig;
+use stockade_core::{SaleId, SaleSpec, SkuId, WantedItem, rule};
+use stockade_store::draws::{DrawRecord, Entered, Entry};
+
+use super::error::ApiError;
+use super::identity::Caller;
+use super::json::{ApiJson, ApiPath};
+use super::sales::{sale_id, unknown_sale};
+use crate::state::AppState;
+
+/// A new sale's draw settings, checked against the sale: None for a sale
+/// sold to the fastest (the default).
+pub fn settings(body: &CreateSale, spec: &SaleSpec) -> Result<Option<DrawConfig>, ApiError> {
+    let window = (body.entries_open_at, body.entries_close_at);
+    if body.allocation.unwrap_or_default() == Allocation::Race {
+        if window != (None, None) {
+            return Err(ApiError::invalid(
+                "entries_open_at",
+                "is for a draw sale: set allocation to draw",
+            ));
+        }
+        return Ok(None);
+    }
+    let (Some(open), Some(close)) = window else {
+        return Err(ApiError::invalid(
+            "entries_close_at",
+            "a draw sale needs entries_open_at and entries_close_at",
+        ));
+    };
+    let config = DrawConfig::new(open, close)?;
+    if body.waiting_room.is_some() {
+        return Err(ApiError::invalid(
+            "waiting_room",
+            "a draw sale has no waiting room: its buyers enter the draw",
+        ));
+    }
+    if spec.window_at(config.close_at) != stockade_core::sale::Window::Open {
+        return Err(ApiError::invalid(
+            "entries_close_at",
+            "the sale must be open when entries close (starts_at at or before it, ends_at after it): the winners' orders are made then",
+        ));
+    }
+    Ok(Some(config))
+}
+
+/// The published terms of a draw.
+pub fn terms(draw: &DrawRecord) -> DrawTerms {
+    DrawTerms {
+        entries_open_at: draw.config.open_at,
+        entries_close_at: draw.config.close_at,
+        seed_commitment: draw.commitment.clone(),
+    }
+}
+
+fn entry_body(entry: &Entry) -> EntryBody {
+    EntryBody {
+        entry_id: entry.id.to_string(),
+        sale_id: entry.sale_id.to_string(),
+        user_id: entry.user_id.to_string(),
+        items: entry
+            .items
+            .iter()
+            .map(|item| ItemBody {
+                sku: item.sku.to_string(),
+                quantity: item.quantity,
+            })
+            .collect(),
+        result: entry.result,
+        position: entry.position,
+        order_id: entry.order_id.map(|id| id.to_string()),
+        created_at: entry.created_at,
+    }
+}
+
+/// Enters a buyer in a draw sale (once: the same buyer again gets their
+/// entry back).
+#[utoipa::path(
+    post, path = "/v1/sales/{id}/entries", tag = "draws",
+    params(("id" = String, Path, description = "sale id", min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$")),
+    request_body = EntryRequest,
+    security((), ("buyer_jwt" = []), ("admin_token" = [])),
+    responses(
+        (status = 201, description = "entered", body = EntryBody),
+        (status = 200, description = "the buyer had entered: their entry", body = EntryBody),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
+        (status = 404, description = "unknown_sale, unknown_sku", body = ErrorBody),
+        (status = 409, description = "entries_not_open, entries_closed, not_a_draw (the sale is bought, not drawn), limit_exceeded (more than the buyer's limit)", body = ErrorBody),
+        (status = 422, description = "invalid_request, sku_required", body = ErrorBody),
+    )
+)]
+pub async fn enter(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    caller: Caller,
+    ApiJson(body): ApiJson<EntryRequest>,
+) -> Result<(StatusCode, Json<EntryBody>), ApiError> {
+    let sale = sale_id(&id)?;
+    let user = caller.buyer(&state, body.user_id).await?;
+    let tier = caller.tier(body.tier)?;
+    let wanted = vec![WantedItem {
+        sku: body.sku.map(SkuId::new).transpose()?,
+        quantity: body.quantity.unwrap_or(1),
+    }];
+    stockade_core::sku::check_wanted(&wanted)?;
+    let spec = state
+        .store()
+        .sale(&sale)
+        .await?
+        .ok_or_else(|| unknown_sale(&sale))?;
+    let items = rule::resolve(&spec, &wanted).map_err(|refused| refusal(&sale, refused))?;
+    let quantity: u32 = items.iter().map(|&(_, q)| q).sum();
+    let tier_at = rule::tier(&spec, tier.as_ref());
+    rule::limit(&spec, tier_at, 0, quantity).map_err(|refused| refusal(&sale, refused))?;
+    let items = rule::order_items(&spec, &items);
+    let tier = rule::order_tier(&spec, tier_at);
+    let now = state.clock().now();
+    match state
+        .store()
+        .enter_draw(&sale, &user, &items, tier.as_ref(), now)
+        .await?
+    {
+        Entered::New(entry) => Ok((StatusCode::CREATED, Json(entry_body(&entry)))),
+        Entered::Again(entry) => Ok((StatusCode::OK, Json(entry_body(&entry)))),
+        Entered::NotOpen(at) => Err(ApiError::new(
+            ErrorCode::EntriesNotOpen,
+            format!("entries to the draw of sale {sale} open at {at}"),
+        )),
+        Entered::Closed(at) => Err(ApiError::new(
+            ErrorCode::EntriesClosed,
+            format!(
+                "entries to the draw of sale {sale} closed at {at}; GET /v1/sales/{sale}/draw shows the draw"
+            ),
+        )),
+        Entered::NotADraw => Err(not_a_draw(&sale)),
+    }
+}
+
+/// A refusal of an entry's items or quantity, as a purchase's would be.
+fn refusal(sale: &SaleId, refused: stockade_core::PurchaseOutcome) -> ApiError {
+    use stockade_core::PurchaseOutcome;
+    match refused {
+        PurchaseOutcome::UnknownSku { sku } => ApiError::new(
+            ErrorCode::UnknownSku,
+            format!("sale {sale} has no SKU {sku}; GET /v1/sales/{sale} lists its skus"),
+        )
+        .with("sku", serde_json::Value::String(sku.to_string())),
+        PurchaseOutcome::SkuRequired => ApiError::new(
+            ErrorCode::SkuRequired,
+            format!("sale {sale} has several SKUs: name the one to enter for with sku"),
+        ),
+        _ => ApiError::new(
+            ErrorCode::LimitExceeded,
+            format!("an entry of sale {sale} may ask for no more than the buyer's per-user limit"),
+        ),
+    }
+}
+
+fn not_a_draw(sale: &SaleId) -> ApiError {
+    ApiError::new(
+        ErrorCode::NotADraw,
+        format!(
+            "sale {sale} is sold to whoever buys first, not drawn: buy with POST /v1/sales/{sale}/purchases"
+        ),
+    )
+}
+
+/// `?user_id=` of `GET /v1/sales/{id}/entries/me` (identity off).
+#[derive(Debug, Deserialize)]
+pub struct Who {
+    user_id: Option<String>,
+}
+
+/// A buyer's entry in a draw and where it stands.
+#[utoipa::path(
+    get, path = "/v1/sales/{id}/entries/me", tag = "draws",
+    params(
+        ("id" = String, Path, description = "sale id", min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$"),
+        ("user_id" = Option<String>, Query, description = "the buyer, with identity off (with a JWT: its sub)"),
+    ),
+    security((), ("buyer_jwt" = []), ("admin_token" = [])),
+    responses(
+        (status = 200, description = "the entry: `result` entered, won (with `order_id`), waitlisted or lost", body = EntryBody),
+        (status = 404, description = "unknown_sale, unknown_entry (the buyer did not enter)", body = ErrorBody),
+        (status = 409, description = "not_a_draw", body = ErrorBody),
+    )
+)]
+pub async fn my_entry(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    caller: Caller,
+    Query(who): Query<Who>,
+) -> Result<Json<EntryBody>, ApiError> {
+    let sale = sale_id(&id)?;
+    let user = caller.buyer(&state, who.user_id).await?;
+    if state.store().draw(&sale).await?.is_none() {
+        return Err(match state.store().sale(&sale).await? {
+            Some(_) => not_a_draw(&sale),
+            None => unknown_sale(&sale),
+        });
+    }
+    let entry = state.store().entry_of(&sale, &user).await?.ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::UnknownEntry,
+            format!("{user} did not enter the draw of sale {sale}"),
+        )
+    })?;
+    Ok(Json(entry_body(&entry)))
+}
+
+/// A draw sale's draw: before it is made, its window and the commitment to
+/// its seed; after, the seed and every entry in the draw's order, so
+/// anyone can recompute it.
+#[utoipa::path(
+    get, path = "/v1/sales/{id}/draw", tag = "draws",
+    params(("id" = String, Path, description = "sale id", min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$")),
+    responses(
+        (status = 200, body = DrawBody),
+        (status = 404, description = "unknown_sale", body = ErrorBody),
+        (status = 409, description = "not_a_draw", body = ErrorBody),
+    )
+)]
+pub async fn get_draw(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<DrawBody>, ApiError> {
+    let sale = sale_id(&id)?;
+    let Some(draw) = state.store().draw(&sale).await? else {
+        return Err(match state.store().sale(&sale).await? {
+            Some(_) => not_a_draw(&sale),
+            None => unknown_sale(&sale),
+        });
+    };
+    let entries = state.store().entries(&sale).await?;
+    let now = state.clock().now();
+    let phase = match (draw.drawn_at, draw.settled_at) {
+        (_, Some(_)) => "settled",
+        (Some(_), None) => "drawn",
+        (None, None) if now < draw.config.close_at => "entries_open",
+        (None, None) => "entries_closed",
+    };
+    let order = match draw.drawn_at {
+        Some(_) => entries
+            .iter()
+            .map(|entry| DrawnEntry {
+                entry_id: entry.id.to_string(),
+                result: entry.result,
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    Ok(Json(DrawBody {
+        sale_id: sale.to_string(),
+        state: phase.to_owned(),
+        terms: terms(&draw),
+        entry_count: entries.len() as u64,
+        seed: draw.published_seed().map(str::to_owned),
+        order,
+    }))
+}
