@@ -32,7 +32,9 @@
 --          callers believe the sale is under, then six per purchase: user
 --          id, quantity, idempotency key ('' for none), new order id, items
 --          ('sku=quantity,...', or '' for the sale's only SKU), tier ('' for
---          none; a tier the sale does not name counts as none)
+--          none; a tier the sale does not name counts as none); or four per
+--          purchase (the first four) when no purchase of the batch names
+--          items or a tier, as most batches
 -- Returns  {entry id or '', code1, value1, code2, value2, ...}, per purchase:
 --   1 purchased (remaining), 2 sold out (0), 3 insufficient stock
 --   ('sku=remaining'), 4 limit exceeded (already held), 5 duplicate (the
@@ -42,9 +44,18 @@
 --   ('sku=already held')
 -- Outbox entry fields: 'epoch', 'at' (ms), then per accepted order:
 --   order id -> user id .. "\n" .. quantity .. "\n" .. idempotency key
---   .. "\n" .. items .. "\n" .. tier name ('' for none)
+--   .. "\n" .. items .. "\n" .. tier name ('' for none); for a sale of one
+--   SKU named 'default' and no tiers (a sale created with `stock` alone)
+--   items and tier are left out, as in entries written before SKUs, and
+--   the order record is "quantity:state:user id" alone
 local n = tonumber(ARGV[2])
 local reply = {''}
+local stride = n > 0 and (#ARGV - 3) / n or 4
+if stride ~= 4 and stride ~= 6 then
+  return redis.error_reply('stockade: ' .. (#ARGV - 3) .. ' arguments for ' .. n .. ' purchases')
+end
+local function items_of(base) return stride == 6 and ARGV[base + 4] or '' end
+local function tier_of_purchase(base) return stride == 6 and ARGV[base + 5] or '' end
 local sale = redis.call('HMGET', KEYS[1], 'remaining', 'limit', 'starts', 'ends', 'epoch',
   'skus', 'sku_limit', 'tiers', 'release_at')
 if not sale[1] then
@@ -100,6 +111,8 @@ if sale[8] and sale[8] ~= '' then
     for i = 1, #ids do tier_sold[t][i] = tonumber(values[(t - 1) * #ids + i] or '0') end
   end
 end
+-- A sale created with `stock` alone: its orders are recorded as before SKUs.
+local plain = single and ids[1] == 'default' and #tiers == 0
 local reserves_hold = #tiers > 0 and (not sale[9] or sale[9] == '' or now < tonumber(sale[9]))
 -- What a buyer of tier t (nil: none) may take of SKU position i: the common
 -- stock left (stock less every reserve less what sales took from it) and
@@ -120,8 +133,8 @@ end
 -- Each purchase's items as {position, quantity} pairs, or why they fit no SKU.
 local wanted = {}
 for i = 1, n do
-  local base = 6 * i - 2
-  local text = ARGV[base + 4]
+  local base = stride * (i - 1) + 4
+  local text = items_of(base)
   if text == '' then
     if single then wanted[i] = {{1, tonumber(ARGV[base + 1])}} else wanted[i] = {code = 11, value = 0} end
   else
@@ -143,7 +156,7 @@ end
 local holding, users = {}, {}
 local known, fields = {}, {}
 for i = 1, n do
-  local base = 6 * i - 2
+  local base = stride * (i - 1) + 4
   local user = ARGV[base]
   if holding[user] == nil then holding[user] = false; users[#users + 1] = user end
   if sku_limit and not wanted[i].code then
@@ -174,12 +187,12 @@ local function touch(field)
   if not dirty[field] then dirty[field] = true; changed_users[#changed_users + 1] = field end
 end
 for i = 1, n do
-  local base = 6 * i - 2
+  local base = stride * (i - 1) + 4
   local code, value = 1, 0
   local user, key = ARGV[base], ARGV[base + 2]
   local field = key ~= '' and (user .. '\n' .. key) or nil
   local items = wanted[i]
-  local t = tier_of[ARGV[base + 5]]
+  local t = tier_of[tier_of_purchase(base)]
   local starts = (t and tiers[t].starts) or (sale[3] ~= '' and tonumber(sale[3])) or nil
   if field and known[field] then
     code, value = 5, known[field]
@@ -215,7 +228,7 @@ for i = 1, n do
     end
     if code == 1 then
       local order_id = ARGV[base + 3]
-      local canonical = {}
+      local canonical = not plain and {} or nil
       for k, item in ipairs(items) do
         stock[item[1]] = stock[item[1]] - item[2]
         dirty_skus[item[1]] = true
@@ -223,14 +236,14 @@ for i = 1, n do
           tier_sold[t][item[1]] = tier_sold[t][item[1]] + item[2]
           dirty_tiers[#dirty_tiers + 1] = {t, item[1]}
         end
-        canonical[k] = ids[item[1]] .. '=' .. item[2]
+        if canonical then canonical[k] = ids[item[1]] .. '=' .. item[2] end
         if sku_limit then
           local sku_field = user .. '\n' .. ids[item[1]]
           holding[sku_field] = holding[sku_field] + item[2]
           touch(sku_field)
         end
       end
-      canonical = table.concat(canonical, ',')
+
       remaining = remaining - quantity
       holding[user] = already + quantity
       touch(user)
@@ -240,10 +253,16 @@ for i = 1, n do
         new_keys[#new_keys + 1] = order_id
       end
       records[#records + 1] = order_id
-      records[#records + 1] = quantity .. ':l:' .. user .. '\n' .. canonical .. '\n' .. (t and (t - 1) or '')
       entry[#entry + 1] = order_id
-      entry[#entry + 1] = user .. '\n' .. quantity .. '\n' .. key .. '\n' .. canonical .. '\n'
-        .. (t and ARGV[base + 5] or '')
+      if plain then
+        records[#records + 1] = quantity .. ':l:' .. user
+        entry[#entry + 1] = user .. '\n' .. quantity .. '\n' .. key
+      else
+        canonical = table.concat(canonical, ',')
+        records[#records + 1] = quantity .. ':l:' .. user .. '\n' .. canonical .. '\n' .. (t and (t - 1) or '')
+        entry[#entry + 1] = user .. '\n' .. quantity .. '\n' .. key .. '\n' .. canonical .. '\n'
+          .. (t and tier_of_purchase(base) or '')
+      end
       accepted = accepted + 1
       value = remaining
     end

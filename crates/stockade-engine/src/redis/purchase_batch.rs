@@ -47,14 +47,20 @@ impl PurchaseScript {
             .arg(self.clock.now().timestamp_millis())
             .arg(purchases.len())
             .arg(epoch.get());
+        // Items and tiers travel only in a batch that has some: most
+        // batches buy the only SKU of a sale without tiers.
+        let plain = purchases
+            .iter()
+            .all(|p| p.items.is_empty() && p.tier.is_empty());
         for purchase in &purchases {
             invocation
                 .arg(purchase.user.as_str())
                 .arg(purchase.quantity)
                 .arg(purchase.key.as_ref().map_or("", |k| k.as_str()))
-                .arg(purchase.order_id.to_string())
-                .arg(&purchase.items)
-                .arg(&purchase.tier);
+                .arg(purchase.order_id.to_string());
+            if !plain {
+                invocation.arg(&purchase.items).arg(&purchase.tier);
+            }
         }
         let reply: Vec<redis::Value> = invocation
             .invoke_async(&mut self.connection.clone())

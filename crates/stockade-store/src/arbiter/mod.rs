@@ -169,10 +169,10 @@ impl SaleState {
     }
 }
 
-/// What a batch changes, per sale.
+/// What a batch changes, per sale (its sold counts are the sale's state
+/// as the batch leaves it).
 #[derive(Default)]
 struct SaleChanges {
-    state: Option<SaleState>,
     holdings: HashMap<UserId, Held>,
 }
 
@@ -258,7 +258,6 @@ impl OrderStore {
             let verdict = judge(state, held, owned, order);
             if verdict == Verdict::Committed {
                 let change = changes.entry(order.sale_id.clone()).or_default();
-                change.state = Some(state.clone());
                 change
                     .holdings
                     .insert(order.user_id.clone(), held[&order.user_id].clone());
@@ -296,10 +295,7 @@ impl OrderStore {
             })
             .collect();
         bulk::upsert_holdings(kind, &mut tx, &held).await?;
-        let sold: Vec<&SaleState> = changes
-            .values()
-            .filter_map(|change| change.state.as_ref())
-            .collect();
+        let sold: Vec<&SaleState> = changes.keys().filter_map(|sale| sales.get(sale)).collect();
         bulk::write_sold_counts(kind, &mut tx, &sold).await?;
         tx.commit().await?;
         let mut entered: HashMap<(&SaleId, &'static str), usize> = HashMap::new();
