@@ -94,7 +94,7 @@ struct OrderValues<'a> {
     sale_id: &'a str,
     user_id: &'a str,
     quantity: u32,
-    items: String,
+    items: Option<String>,
     tier: Option<&'a str>,
     idempotency_key: Option<&'a str>,
     status: &'a str,
@@ -275,6 +275,16 @@ pub(super) struct NewRow<'a> {
     pub(super) keeps_key: bool,
 }
 
+/// An order's `items` column: NULL for the whole quantity of the
+/// `default` SKU (a sale created with `stock` alone, as orders from before
+/// SKUs read), the item list otherwise.
+fn stored_items(order: &Order) -> Option<String> {
+    match &order.items[..] {
+        [only] if only.sku.as_str() == stockade_core::sku::DEFAULT_SKU => None,
+        items => Some(Item::encode_list(items)),
+    }
+}
+
 /// Inserts every row in one statement.
 pub(super) async fn insert_orders(
     kind: StoreKind,
@@ -314,7 +324,7 @@ pub(super) async fn insert_orders(
             sale_id: order.sale_id.as_str(),
             user_id: order.user_id.as_str(),
             quantity: order.quantity,
-            items: Item::encode_list(&order.items),
+            items: stored_items(order),
             tier: order.tier.as_ref().map(TierName::as_str),
             idempotency_key: order
                 .idempotency_key
@@ -343,21 +353,38 @@ pub(super) async fn upsert_holdings(
     }
     // `WHERE true` tells SQLite's parser that `ON CONFLICT` is the upsert,
     // not a join constraint.
-    let sql = format!(
-        "INSERT INTO holdings (sale_id, user_id, quantity, sku_quantities)
-         SELECT r.sale_id, r.user_id, r.quantity, r.sku_quantities FROM {} WHERE true
-         ON CONFLICT (sale_id, user_id) DO UPDATE
-            SET quantity = excluded.quantity, sku_quantities = excluded.sku_quantities",
-        json_rows(
-            kind,
-            &[
-                Column::Text("sale_id"),
-                Column::Text("user_id"),
-                Column::BigInt("quantity"),
-                Column::Text("sku_quantities"),
-            ]
+    // Per-SKU holdings only for sales with a per-SKU limit.
+    let sql = if holdings.iter().any(|(_, _, held)| !held.skus.is_empty()) {
+        format!(
+            "INSERT INTO holdings (sale_id, user_id, quantity, sku_quantities)
+             SELECT r.sale_id, r.user_id, r.quantity, r.sku_quantities FROM {} WHERE true
+             ON CONFLICT (sale_id, user_id) DO UPDATE
+                SET quantity = excluded.quantity, sku_quantities = excluded.sku_quantities",
+            json_rows(
+                kind,
+                &[
+                    Column::Text("sale_id"),
+                    Column::Text("user_id"),
+                    Column::BigInt("quantity"),
+                    Column::Text("sku_quantities"),
+                ]
+            )
         )
-    );
+    } else {
+        format!(
+            "INSERT INTO holdings (sale_id, user_id, quantity)
+             SELECT r.sale_id, r.user_id, r.quantity FROM {} WHERE true
+             ON CONFLICT (sale_id, user_id) DO UPDATE SET quantity = excluded.quantity",
+            json_rows(
+                kind,
+                &[
+                    Column::Text("sale_id"),
+                    Column::Text("user_id"),
+                    Column::BigInt("quantity"),
+                ]
+            )
+        )
+    };
     let values = json_array(holdings.iter().map(|(sale, user, held)| Holding {
         sale_id: sale.as_str(),
         user_id: user.as_str(),
@@ -378,19 +405,30 @@ pub(super) async fn write_sold_counts(
     if sold.is_empty() {
         return Ok(());
     }
-    let sql = format!(
-        "UPDATE sales SET sold = r.sold, sku_sold = r.sku_sold, tier_sold = r.tier_sold
-           FROM {} WHERE sales.id = r.id",
-        json_rows(
-            kind,
-            &[
-                Column::Text("id"),
-                Column::BigInt("sold"),
-                Column::Text("sku_sold"),
-                Column::Text("tier_sold")
-            ]
+    // Sales of one SKU without tiers (most) have only their sold count.
+    let counts = sold
+        .iter()
+        .any(|s| s.sku_sold_column().is_some() || s.tier_sold_column().is_some());
+    let sql = if counts {
+        format!(
+            "UPDATE sales SET sold = r.sold, sku_sold = r.sku_sold, tier_sold = r.tier_sold
+               FROM {} WHERE sales.id = r.id",
+            json_rows(
+                kind,
+                &[
+                    Column::Text("id"),
+                    Column::BigInt("sold"),
+                    Column::Text("sku_sold"),
+                    Column::Text("tier_sold"),
+                ]
+            )
         )
-    );
+    } else {
+        format!(
+            "UPDATE sales SET sold = r.sold FROM {} WHERE sales.id = r.id",
+            json_rows(kind, &[Column::Text("id"), Column::BigInt("sold")])
+        )
+    };
     let values = json_array(sold.iter().map(|state| Sold {
         id: state.spec.id().as_str(),
         sold: state.sold,

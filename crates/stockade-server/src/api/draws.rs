@@ -6,6 +6,8 @@
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
+use axum::http::header;
+use axum::response::{Html, IntoResponse};
 use serde::Deserialize;
 use stockade_api::{
     Allocation, CreateSale, DrawBody, DrawTerms, DrawnEntry, EntryBody, EntryRequest, ErrorBody,
@@ -269,4 +271,32 @@ pub async fn get_draw(
         seed: draw.published_seed().map(str::to_owned),
         order,
     }))
+}
+
+const PAGE: &str = include_str!("../../assets/draw.html");
+const SCRIPT: &str = include_str!("../../assets/draw.js");
+
+/// The entry page of a draw sale: enters the buyer, then shows their
+/// result once the draw is made. Plain HTML and JavaScript, no build step.
+#[utoipa::path(
+    get, path = "/draw/{id}", tag = "draws",
+    params(("id" = String, Path, description = "sale id", min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$")),
+    responses(
+        (status = 200, description = "the entry page", content_type = "text/html"),
+        (status = 422, description = "invalid_request: not a sale id", body = ErrorBody),
+    )
+)]
+pub async fn entry_page(ApiPath(id): ApiPath<String>) -> Result<Html<String>, ApiError> {
+    // The id is placed in the page only once it is known to be plain
+    // `A-Za-z0-9_-`: nothing to escape.
+    let sale = sale_id(&id)?;
+    Ok(Html(PAGE.replace("{{sale_id}}", sale.as_str())))
+}
+
+/// The entry page's script.
+pub async fn entry_page_script() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        SCRIPT,
+    )
 }

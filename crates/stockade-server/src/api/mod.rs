@@ -64,7 +64,7 @@ use error::ApiError;
     info(title = "Stockade", description = "Sell limited stock to a stampede, correctly."),
     paths(
         sales::create_sale, sales::get_sale, purchases::purchase,
-        draws::enter, draws::my_entry, draws::get_draw,
+        draws::enter, draws::my_entry, draws::get_draw, draws::entry_page,
         orders::get_order, orders::confirm_order, orders::cancel_order, orders::list_orders,
         queue::join_queue, queue::poll_ticket, queue::waiting_page,
         ops::healthz, ops::readyz, ops::metrics, ops::openapi,
@@ -371,6 +371,8 @@ pub fn app(state: AppState) -> Router {
         .merge(v1)
         .route("/queue/{id}", get(queue::waiting_page))
         .route("/assets/queue.js", get(queue::waiting_page_script))
+        .route("/draw/{id}", get(draws::entry_page))
+        .route("/assets/draw.js", get(draws::entry_page_script))
         .route("/assets/queue.css", get(queue::waiting_page_style))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))

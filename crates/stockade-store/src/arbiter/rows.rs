@@ -260,22 +260,33 @@ pub(crate) async fn write_holdings(
     holdings: &HashMap<UserId, Held>,
 ) -> Result<(), StoreError> {
     let (empty, held): (Vec<_>, Vec<_>) = holdings.iter().partition(|(_, h)| h.total == 0);
+    // Per-SKU holdings only for a sale with a per-SKU limit.
+    let per_sku = held.iter().any(|(_, h)| !h.skus.is_empty());
+    let width = if per_sku { 3 } else { 2 };
     for chunk in held.chunks(100) {
         let tuples: Vec<String> = (0..chunk.len())
-            .map(|i| format!("($1, {})", placeholders(i * 3 + 2, 3)))
+            .map(|i| format!("($1, {})", placeholders(i * width + 2, width)))
             .collect();
-        let sql = format!(
-            "INSERT INTO holdings (sale_id, user_id, quantity, sku_quantities) VALUES {}
-             ON CONFLICT (sale_id, user_id) DO UPDATE
-                SET quantity = excluded.quantity, sku_quantities = excluded.sku_quantities",
-            tuples.join(", ")
-        );
+        let sql = if per_sku {
+            format!(
+                "INSERT INTO holdings (sale_id, user_id, quantity, sku_quantities) VALUES {}
+                 ON CONFLICT (sale_id, user_id) DO UPDATE
+                    SET quantity = excluded.quantity, sku_quantities = excluded.sku_quantities",
+                tuples.join(", ")
+            )
+        } else {
+            format!(
+                "INSERT INTO holdings (sale_id, user_id, quantity) VALUES {}
+                 ON CONFLICT (sale_id, user_id) DO UPDATE SET quantity = excluded.quantity",
+                tuples.join(", ")
+            )
+        };
         let mut query = sqlx::query(&sql).bind(sale.as_str());
         for (user, held) in chunk {
-            query = query
-                .bind(user.as_str())
-                .bind(i64::from(held.total))
-                .bind(held.sku_column());
+            query = query.bind(user.as_str()).bind(i64::from(held.total));
+            if per_sku {
+                query = query.bind(held.sku_column());
+            }
         }
         query.execute(&mut **tx).await?;
     }
@@ -300,10 +311,20 @@ pub(crate) async fn write_sold(
     tx: &mut Transaction<'_, Any>,
     state: &SaleState,
 ) -> Result<(), StoreError> {
+    let (sku_sold, tier_sold) = (state.sku_sold_column(), state.tier_sold_column());
+    // A sale of one SKU without tiers (most) has only its sold count.
+    if sku_sold.is_none() && tier_sold.is_none() {
+        sqlx::query("UPDATE sales SET sold = $1 WHERE id = $2")
+            .bind(i64::from(state.sold))
+            .bind(state.spec.id().as_str())
+            .execute(&mut **tx)
+            .await?;
+        return Ok(());
+    }
     sqlx::query("UPDATE sales SET sold = $1, sku_sold = $2, tier_sold = $3 WHERE id = $4")
         .bind(i64::from(state.sold))
-        .bind(state.sku_sold_column())
-        .bind(state.tier_sold_column())
+        .bind(sku_sold)
+        .bind(tier_sold)
         .bind(state.spec.id().as_str())
         .execute(&mut **tx)
         .await?;
