@@ -69,6 +69,7 @@ if epoch ~= ARGV[3] then
   return reply
 end
 local now = tonumber(ARGV[1])
+local sale_starts = sale[3] ~= '' and tonumber(sale[3]) or nil
 local ended = sale[4] ~= '' and now >= tonumber(sale[4])
 local limit = tonumber(sale[2])
 local remaining = tonumber(sale[1])
@@ -130,12 +131,17 @@ local function available(t, i)
   return math.min(math.max(common, 0) + own, stock[i])
 end
 
--- Each purchase's items as {position, quantity} pairs, or why they fit no SKU.
+-- Each purchase's items as {position, quantity} pairs, or why they fit no
+-- SKU; `true` for the whole quantity of the only SKU of a sale without
+-- tiers or a per-SKU limit (most purchases), decided as before SKUs.
+local simple = single and #tiers == 0 and not sku_limit
 local wanted = {}
 for i = 1, n do
   local base = stride * (i - 1) + 4
   local text = items_of(base)
-  if text == '' then
+  if text == '' and simple then
+    wanted[i] = true
+  elseif text == '' then
     if single then wanted[i] = {{1, tonumber(ARGV[base + 1])}} else wanted[i] = {code = 11, value = 0} end
   else
     local items, sum = {}, 0
@@ -159,7 +165,7 @@ for i = 1, n do
   local base = stride * (i - 1) + 4
   local user = ARGV[base]
   if holding[user] == nil then holding[user] = false; users[#users + 1] = user end
-  if sku_limit and not wanted[i].code then
+  if sku_limit and wanted[i] ~= true and not wanted[i].code then
     for _, item in ipairs(wanted[i]) do
       local field = user .. '\n' .. ids[item[1]]
       if holding[field] == nil then holding[field] = false; users[#users + 1] = field end
@@ -192,10 +198,50 @@ for i = 1, n do
   local user, key = ARGV[base], ARGV[base + 2]
   local field = key ~= '' and (user .. '\n' .. key) or nil
   local items = wanted[i]
-  local t = tier_of[tier_of_purchase(base)]
-  local starts = (t and tiers[t].starts) or (sale[3] ~= '' and tonumber(sale[3])) or nil
+  local t = stride == 6 and tier_of[ARGV[base + 5]] or nil
+  local starts = (t and tiers[t].starts) or sale_starts
   if field and known[field] then
     code, value = 5, known[field]
+  elseif items == true then
+    -- The only SKU, no tiers, no per-SKU limit: as before SKUs.
+    if starts and now < starts then
+      code = 6
+    elseif ended then
+      code = 7
+    else
+      local quantity = tonumber(ARGV[base + 1])
+      local already = holding[user]
+      if already + quantity > limit then
+        code, value = 4, already
+      elseif remaining == 0 then
+        code = 2
+      elseif remaining < quantity then
+        code, value = 3, ids[1] .. '=' .. remaining
+      else
+        local order_id = ARGV[base + 3]
+        remaining = remaining - quantity
+        stock[1] = remaining
+        holding[user] = already + quantity
+        touch(user)
+        if field then
+          known[field] = order_id
+          new_keys[#new_keys + 1] = field
+          new_keys[#new_keys + 1] = order_id
+        end
+        records[#records + 1] = order_id
+        entry[#entry + 1] = order_id
+        if plain then
+          records[#records + 1] = quantity .. ':l:' .. user
+          entry[#entry + 1] = user .. '\n' .. quantity .. '\n' .. key
+        else
+          local canonical = ids[1] .. '=' .. quantity
+          records[#records + 1] = quantity .. ':l:' .. user .. '\n' .. canonical .. '\n'
+          entry[#entry + 1] = user .. '\n' .. quantity .. '\n' .. key .. '\n' .. canonical .. '\n'
+        end
+        accepted = accepted + 1
+        value = remaining
+      end
+    end
   elseif items.code then
     code, value = items.code, items.value
   elseif starts and now < starts then
