@@ -21,46 +21,59 @@ pub struct CreateSale {
     /// Items on sale, 1 to 1,000,000,000: one SKU named `default`. Give
     /// either `stock` or `skus`.
     #[schema(minimum = 1, maximum = 1_000_000_000)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stock: Option<u32>,
     /// The SKUs on sale (sizes, colours, the parts of a bundle), each with
     /// its own stock: 1 to 100, distinct ids, 1,000,000,000 items at most
     /// in all. Give either `stock` or `skus`.
     #[schema(min_items = 1, max_items = 100)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skus: Option<Vec<SkuStock>>,
     /// Items one buyer may hold across every SKU, 1 to 1,000,000,000
     /// (default 1).
     #[schema(minimum = 1, maximum = 1_000_000_000)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_user_limit: Option<u32>,
     /// Items one buyer may hold of any one SKU, 1 to 1,000,000,000
     /// (default: only `per_user_limit` applies).
     #[schema(minimum = 1, maximum = 1_000_000_000)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_sku_limit: Option<u32>,
     /// When buying opens (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub starts_at: Option<DateTime<Utc>>,
     /// When buying closes (RFC 3339), after `starts_at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ends_at: Option<DateTime<Utc>>,
     /// Payment hold, 1 to 86,400 seconds: orders are `held` until paid
     /// (`POST /v1/orders/{id}/confirm`) and expire unpaid after this long,
     /// their items going back to the stock. Without it, orders are
     /// confirmed at once.
     #[schema(minimum = 1, maximum = 86_400)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold_seconds: Option<u64>,
     /// A waiting room: purchases then need an `Admission-Token`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_room: Option<WaitingRoom>,
     /// Buyer tiers (up to 10): stock reserved for a tier's buyers, their
     /// own per-user limit and an earlier start.
     #[schema(max_items = 10)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tiers: Option<Vec<Tier>>,
     /// When unsold reserved stock joins the common stock (RFC 3339, before
     /// `ends_at`). Default: reserves are kept to the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_reserved_at: Option<DateTime<Utc>>,
     /// `race` (default: whoever buys first) or `draw` (buyers enter during
     /// `entries_open_at`..`entries_close_at`, then a draw picks the
     /// winners; the sale must be open at `entries_close_at`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocation: Option<Allocation>,
     /// A draw sale: when entries open (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entries_open_at: Option<DateTime<Utc>>,
     /// A draw sale: when entries close and the draw is made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entries_close_at: Option<DateTime<Utc>>,
 }
 

@@ -48,6 +48,8 @@
 //!   - `report::markdown`: the report as Markdown, numbers for people.
 //! - [`chart`]: results as an SVG chart.
 //! - [`lock`]: the lock benchmark (`stockade-lock` against `rslock`).
+//! - [`draw_sale`]: `stockade demo --draw`, a draw sale entered over HTTP
+//!   and its draw checked as an auditor would.
 //! - [`http_load`]: `stockade load`, the same crowd and checks over HTTP
 //!   against a running `stockade serve`.
 //! - [`http_bench`]: `stockade bench http`, `stockade serve` against a bare
@@ -62,6 +64,7 @@ pub mod chart;
 pub mod check;
 pub mod compare;
 pub mod counters;
+pub mod draw_sale;
 pub mod driver;
 pub mod hold_sale;
 pub mod http_bench;

@@ -7,6 +7,7 @@
 //! sale with several must name each.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -24,10 +25,11 @@ pub const MAX_SKU_ID_LEN: usize = 64;
 
 /// A SKU id: 1 to 64 characters from `A-Za-z0-9_-`, like a sale id, so it
 /// is safe inside Redis field names and the stored item lists
-/// (`sku=quantity,...`) without escaping.
+/// (`sku=quantity,...`) without escaping. Shared, not copied: every order
+/// of a sale names its SKUs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
-pub struct SkuId(String);
+pub struct SkuId(Arc<str>);
 
 impl SkuId {
     /// Validates and wraps a SKU id.
@@ -51,12 +53,12 @@ impl SkuId {
                 format!("may contain only A-Z, a-z, 0-9, '_' and '-' (found {bad:?} in {id:?})"),
             ));
         }
-        Ok(Self(id))
+        Ok(Self(id.into()))
     }
 
     /// The SKU of a sale created with `stock` alone.
     pub fn default_sku() -> Self {
-        Self(DEFAULT_SKU.to_owned())
+        Self(DEFAULT_SKU.into())
     }
 
     /// The id as a string.
@@ -74,7 +76,7 @@ impl TryFrom<String> for SkuId {
 
 impl From<SkuId> for String {
     fn from(value: SkuId) -> Self {
-        value.0
+        value.0.to_string()
     }
 }
 

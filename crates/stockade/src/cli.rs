@@ -64,6 +64,12 @@ pub struct DemoArgs {
     /// 100), each buyer asking for one of them.
     #[arg(long, default_value_t = 1)]
     pub skus: u32,
+    /// Run a draw sale instead of a race: the buyers enter during a short
+    /// window, the service draws the winners when it closes, and the draw
+    /// is checked from what it publishes (the seed against its commitment,
+    /// the order recomputed). Over HTTP only.
+    #[arg(long)]
+    pub draw: bool,
     /// How many buyers are in flight at once (default: all of them with
     /// --direct, 256 keep-alive connections over HTTP).
     #[arg(long)]

@@ -284,3 +284,26 @@ fn bench_splits_the_stock_over_skus_for_stockade_and_says_the_baselines_cannot()
     assert_eq!(memory["remaining"], 0, "{memory}");
     assert_eq!(memory["ok"], true, "{memory}");
 }
+
+#[test]
+fn demo_draw_sells_by_a_draw_anyone_can_check_on_every_engine() {
+    for (engine, skus) in [("memory", "1"), ("redis", "4"), ("postgres", "1")] {
+        let (code, stdout, stderr) = stockade(&[
+            "demo", "--draw", "--engine", engine, "--skus", skus, "--buyers", "300", "--stock",
+            "40", "--json",
+        ]);
+        assert_eq!(code, 0, "{engine}: {stderr}");
+        let report: Value = serde_json::from_str(stdout.trim()).unwrap();
+        assert_eq!(report["entered"], 300, "{engine}: {report}");
+        assert_eq!(report["seed_verified"], true, "{report}");
+        assert_eq!(report["order_recomputed"], true, "{report}");
+        assert_eq!(report["orders"], report["won"], "{report}");
+        assert!(
+            report["problems"].as_array().unwrap().is_empty(),
+            "{report}"
+        );
+    }
+    let (code, _, stderr) = stockade(&["demo", "--draw", "--direct"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("--draw needs the HTTP service"), "{stderr}");
+}

@@ -41,6 +41,7 @@
 //! - `error.rs`: [`ClientError`] and the error answer it carries.
 
 mod builder;
+mod draws;
 mod error;
 mod request;
 

@@ -30,10 +30,15 @@ use stockade_test_support::{PostgresServer, RedisServer};
 
 use crate::cli::{DemoArgs, DemoEngine};
 
+mod draw;
+
 /// Runs the demo. Exits 1 if an invariant broke.
 pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
     if args.buyers == 0 {
         bail!("--buyers must be at least 1");
+    }
+    if args.draw {
+        return draw::run(&args).await;
     }
     if let Some(hold_seconds) = args.hold_seconds {
         if args.skus > 1 {
@@ -211,7 +216,7 @@ async fn hold_sale(args: &DemoArgs, hold_seconds: u64) -> anyhow::Result<ExitCod
 
 /// Starts the service in this process (with throwaway servers as needed),
 /// runs `drive` with its URL and admin token, and stops it.
-async fn with_service<T>(
+pub(super) async fn with_service<T>(
     args: &DemoArgs,
     drive: impl AsyncFnOnce(String, String, String) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
