@@ -87,14 +87,17 @@ struct BuyerKey<'a> {
     idempotency_key: &'a str,
 }
 
-/// An order row as inserted.
+/// An order row as inserted (`items` and `tier` left out of the JSON
+/// when none of the batch has them).
 #[derive(Serialize)]
 struct OrderValues<'a> {
     id: String,
     sale_id: &'a str,
     user_id: &'a str,
     quantity: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
     items: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     tier: Option<&'a str>,
     idempotency_key: Option<&'a str>,
     status: &'a str,
@@ -294,28 +297,46 @@ pub(super) async fn insert_orders(
     if rows.is_empty() {
         return Ok(());
     }
+    // Items and tiers are columns of their own only when some order of the
+    // batch has them: most batches are of sales created with `stock` alone.
+    let plain = rows
+        .iter()
+        .all(|row| row.order.tier.is_none() && stored_items(row.order).is_none());
+    let (extra, extra_columns): (&str, &[Column]) = if plain {
+        ("", &[])
+    } else {
+        (
+            "items, tier, ",
+            &[Column::Text("items"), Column::Text("tier")],
+        )
+    };
+    let mut columns = vec![
+        Column::Text("id"),
+        Column::Text("sale_id"),
+        Column::Text("user_id"),
+        Column::BigInt("quantity"),
+    ];
+    columns.extend_from_slice(extra_columns);
+    columns.extend([
+        Column::Text("idempotency_key"),
+        Column::Text("status"),
+        Column::BigInt("created_at_ms"),
+        Column::BigInt("expires_at_ms"),
+        Column::BigInt("epoch"),
+    ]);
+    let selected = format!("r.{}", extra.trim_end_matches(", ").replace(", ", ", r."));
     let sql = format!(
-        "INSERT INTO orders (id, sale_id, user_id, quantity, items, tier, idempotency_key,
+        "INSERT INTO orders (id, sale_id, user_id, quantity, {extra}idempotency_key,
                              status, created_at_ms, updated_at_ms, expires_at_ms, epoch)
-         SELECT r.id, r.sale_id, r.user_id, r.quantity, r.items, r.tier, r.idempotency_key,
+         SELECT r.id, r.sale_id, r.user_id, r.quantity, {}r.idempotency_key,
                 r.status, r.created_at_ms, r.created_at_ms, r.expires_at_ms, r.epoch
            FROM {}",
-        json_rows(
-            kind,
-            &[
-                Column::Text("id"),
-                Column::Text("sale_id"),
-                Column::Text("user_id"),
-                Column::BigInt("quantity"),
-                Column::Text("items"),
-                Column::Text("tier"),
-                Column::Text("idempotency_key"),
-                Column::Text("status"),
-                Column::BigInt("created_at_ms"),
-                Column::BigInt("expires_at_ms"),
-                Column::BigInt("epoch"),
-            ]
-        )
+        if plain {
+            String::new()
+        } else {
+            format!("{selected}, ")
+        },
+        json_rows(kind, &columns)
     );
     let values = json_array(rows.iter().map(|row| {
         let order = row.order;
@@ -324,7 +345,7 @@ pub(super) async fn insert_orders(
             sale_id: order.sale_id.as_str(),
             user_id: order.user_id.as_str(),
             quantity: order.quantity,
-            items: stored_items(order),
+            items: if plain { None } else { stored_items(order) },
             tier: order.tier.as_ref().map(TierName::as_str),
             idempotency_key: order
                 .idempotency_key

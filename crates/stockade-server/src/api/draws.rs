@@ -101,6 +101,7 @@ fn entry_body(entry: &Entry) -> EntryBody {
         (status = 404, description = "unknown_sale, unknown_sku", body = ErrorBody),
         (status = 409, description = "entries_not_open, entries_closed, not_a_draw (the sale is bought, not drawn), limit_exceeded (more than the buyer's limit)", body = ErrorBody),
         (status = 422, description = "invalid_request, sku_required", body = ErrorBody),
+        (status = 429, description = "rate_limited", body = ErrorBody),
     )
 )]
 pub async fn enter(
@@ -195,8 +196,11 @@ pub struct Who {
     security((), ("buyer_jwt" = []), ("admin_token" = [])),
     responses(
         (status = 200, description = "the entry: `result` entered, won (with `order_id`), waitlisted or lost", body = EntryBody),
+        (status = 401, description = "unauthenticated", body = ErrorBody),
         (status = 404, description = "unknown_sale, unknown_entry (the buyer did not enter)", body = ErrorBody),
         (status = 409, description = "not_a_draw", body = ErrorBody),
+        (status = 422, description = "invalid_request: not a sale id, or no user_id with identity off", body = ErrorBody),
+        (status = 429, description = "rate_limited", body = ErrorBody),
     )
 )]
 pub async fn my_entry(
@@ -232,6 +236,7 @@ pub async fn my_entry(
         (status = 200, body = DrawBody),
         (status = 404, description = "unknown_sale", body = ErrorBody),
         (status = 409, description = "not_a_draw", body = ErrorBody),
+        (status = 422, description = "invalid_request: not a sale id", body = ErrorBody),
     )
 )]
 pub async fn get_draw(
