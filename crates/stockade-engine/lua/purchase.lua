@@ -135,8 +135,10 @@ end
 -- SKU; `true` for the whole quantity of the only SKU of a sale without
 -- tiers or a per-SKU limit (most purchases), decided as before SKUs.
 local simple = single and #tiers == 0 and not sku_limit
-local wanted = {}
-for i = 1, n do
+-- A batch naming no items or tiers (four arguments a purchase) on such a
+-- sale needs no table at all.
+local wanted = not (simple and stride == 4) and {} or nil
+for i = 1, wanted and n or 0 do
   local base = stride * (i - 1) + 4
   local text = items_of(base)
   if text == '' and simple then
@@ -197,7 +199,7 @@ for i = 1, n do
   local code, value = 1, 0
   local user, key = ARGV[base], ARGV[base + 2]
   local field = key ~= '' and (user .. '\n' .. key) or nil
-  local items = wanted[i]
+  local items = wanted == nil or wanted[i]
   local t = stride == 6 and tier_of[ARGV[base + 5]] or nil
   local starts = (t and tiers[t].starts) or sale_starts
   if field and known[field] then
