@@ -162,7 +162,9 @@ pub struct OrderBody {
     pub user_id: String,
     /// Items bought, across every SKU.
     pub quantity: u32,
-    /// What was bought: a quantity of each SKU.
+    /// What was bought: a quantity of each SKU (empty from a service
+    /// older than SKUs).
+    #[serde(default)]
     pub items: Vec<ItemBody>,
     /// The buyer's tier, when one of the sale's.
     #[serde(default, skip_serializing_if = "Option::is_none")]

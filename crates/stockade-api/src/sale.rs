@@ -287,7 +287,9 @@ pub struct Sale {
     /// Items held by live orders.
     pub sold: u32,
     /// Each SKU's stock, in the order given at creation (one SKU named
-    /// `default` for a sale created with `stock`).
+    /// `default` for a sale created with `stock`; empty from a service
+    /// older than SKUs).
+    #[serde(default)]
     pub skus: Vec<SkuView>,
     /// Items one buyer may hold, across every SKU.
     pub per_user_limit: u32,
