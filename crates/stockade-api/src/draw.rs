@@ -35,8 +35,14 @@ pub struct DrawTerms {
 #[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EntryRequest {
-    /// The buyer (with identity off; with a JWT it is the token's `sub`).
-    #[schema(min_length = 1, max_length = 128)]
+    /// The buyer (with identity off; with a JWT it is the token's `sub`),
+    /// as a purchase's `user_id`.
+    #[schema(
+        nullable = false,
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[^\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF]*[^\s\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF][^\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF]*$"
+    )]
     pub user_id: Option<String>,
     /// The SKU wanted (may be left out on a sale of one SKU).
     #[schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$")]

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use stockade_core::{Order, SkuId, ValidationError, WantedItem};
+use stockade_core::{Item, Order, SkuId, ValidationError, WantedItem};
 use utoipa::ToSchema;
 
 /// Where an order stands, as a client sees it: the store's four statuses
@@ -137,6 +137,15 @@ impl PurchaseRequest {
     }
 }
 
+impl From<&Item> for ItemBody {
+    fn from(item: &Item) -> Self {
+        Self {
+            sku: item.sku.to_string(),
+            quantity: item.quantity,
+        }
+    }
+}
+
 /// An item of a bundle or an order: a quantity of one SKU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -199,14 +208,7 @@ impl OrderBody {
             sale_id: order.sale_id.to_string(),
             user_id: order.user_id.to_string(),
             quantity: order.quantity,
-            items: order
-                .items
-                .iter()
-                .map(|item| ItemBody {
-                    sku: item.sku.to_string(),
-                    quantity: item.quantity,
-                })
-                .collect(),
+            items: order.items.iter().map(ItemBody::from).collect(),
             tier: order.tier.as_ref().map(ToString::to_string),
             status,
             created_at: order.created_at,

@@ -35,24 +35,7 @@ impl SkuId {
     /// Validates and wraps a SKU id.
     pub fn new(id: impl Into<String>) -> Result<Self, ValidationError> {
         let id = id.into();
-        if id.is_empty() || id.len() > MAX_SKU_ID_LEN {
-            return Err(ValidationError::new(
-                "sku",
-                format!(
-                    "must be 1 to {MAX_SKU_ID_LEN} characters long (got {})",
-                    id.len()
-                ),
-            ));
-        }
-        if let Some(bad) = id
-            .chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
-        {
-            return Err(ValidationError::new(
-                "sku",
-                format!("may contain only A-Z, a-z, 0-9, '_' and '-' (found {bad:?} in {id:?})"),
-            ));
-        }
+        crate::validation::check_token("sku", &id, MAX_SKU_ID_LEN)?;
         Ok(Self(id.into()))
     }
 

@@ -33,24 +33,7 @@ impl TierName {
     /// Validates and wraps a tier name.
     pub fn new(name: impl Into<String>) -> Result<Self, ValidationError> {
         let name = name.into();
-        if name.is_empty() || name.len() > MAX_TIER_LEN {
-            return Err(ValidationError::new(
-                "tier",
-                format!(
-                    "must be 1 to {MAX_TIER_LEN} characters long (got {})",
-                    name.len()
-                ),
-            ));
-        }
-        if let Some(bad) = name
-            .chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
-        {
-            return Err(ValidationError::new(
-                "tier",
-                format!("may contain only A-Z, a-z, 0-9, '_' and '-' (found {bad:?} in {name:?})"),
-            ));
-        }
+        crate::validation::check_token("tier", &name, MAX_TIER_LEN)?;
         Ok(Self(name))
     }
 

@@ -79,6 +79,29 @@ pub fn check_identifier(
     Ok(())
 }
 
+/// Checks a name Stockade keys things by (a sale, a SKU, a tier): 1 to
+/// `max` characters from `A-Za-z0-9_-`, so it is safe in Redis key and
+/// field names (and their `{hash tag}`), URLs, stored lists and log lines
+/// without escaping.
+pub fn check_token(field: &'static str, value: &str, max: usize) -> Result<(), ValidationError> {
+    if value.is_empty() || value.len() > max {
+        return Err(ValidationError::new(
+            field,
+            format!("must be 1 to {max} characters long (got {})", value.len()),
+        ));
+    }
+    if let Some(bad) = value
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+    {
+        return Err(ValidationError::new(
+            field,
+            format!("may contain only A-Z, a-z, 0-9, '_' and '-' (found {bad:?} in {value:?})"),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -33,24 +33,7 @@ impl SaleId {
     /// Validates and wraps a sale id.
     pub fn new(id: impl Into<String>) -> Result<Self, ValidationError> {
         let id = id.into();
-        if id.is_empty() || id.len() > MAX_SALE_ID_LEN {
-            return Err(ValidationError::new(
-                "id",
-                format!(
-                    "must be 1 to {MAX_SALE_ID_LEN} characters long (got {})",
-                    id.len()
-                ),
-            ));
-        }
-        if let Some(bad) = id
-            .chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
-        {
-            return Err(ValidationError::new(
-                "id",
-                format!("may contain only A-Z, a-z, 0-9, '_' and '-' (found {bad:?})"),
-            ));
-        }
+        crate::validation::check_token("id", &id, MAX_SALE_ID_LEN)?;
         Ok(Self(id))
     }
 
