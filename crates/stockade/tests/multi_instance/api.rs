@@ -31,7 +31,8 @@ pub fn client() -> reqwest::Client {
         .expect("an HTTP client")
 }
 
-async fn answer(sent: Result<reqwest::Response, reqwest::Error>) -> Answer {
+/// A sent request's answer, as the suite records it.
+pub async fn answer(sent: Result<reqwest::Response, reqwest::Error>) -> Answer {
     let response = match sent {
         Ok(response) => response,
         Err(error) => return Answer::None(one_line(&error)),

@@ -4,7 +4,7 @@
 //! blocking server operations the faults need.
 
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use stockade_test_support::{
     PartitionProxy, PostgresServer, RedisCluster, RedisSentinelGroup, RedisServer,
@@ -82,6 +82,11 @@ pub struct Cluster {
     postgres: Arc<Mutex<PostgresServer>>,
     /// The proxy between the partitioned instance and Redis, if any.
     partition: Option<PartitionProxy>,
+    /// The URL of the instances' PostgreSQL database.
+    database: String,
+    /// When each instance's current process was started and when it
+    /// listened (wall clock): its store name, a UUIDv7, was made between.
+    starts: Mutex<Vec<(SystemTime, SystemTime)>>,
     /// Last, so that it outlives the servers it started.
     keeper: Keeper,
 }
@@ -120,6 +125,7 @@ impl Cluster {
         });
         let mut instances = Vec::new();
         let mut urls = Vec::new();
+        let mut starts = Vec::new();
         for index in 0..INSTANCES {
             let mut args = args.clone();
             if let (Some(proxy), true) = (&partition, partitioned == Some(index)) {
@@ -130,7 +136,9 @@ impl Cluster {
                 args[at + 1] = format!("redis://127.0.0.1:{}", proxy.port());
                 eprintln!("cluster: instance {index} reaches Redis through the partition proxy");
             }
+            let before = SystemTime::now();
             let instance = keeper.run(move || Instance::start(index, args)).await;
+            starts.push((before, SystemTime::now()));
             eprintln!("cluster: instance {index} at {}", instance.url());
             urls.push(instance.url().to_owned());
             instances.push(Arc::new(Mutex::new(instance)));
@@ -139,6 +147,8 @@ impl Cluster {
             redis: redis.map(|r| Arc::new(Mutex::new(r))),
             postgres: Arc::new(Mutex::new(postgres)),
             partition,
+            database,
+            starts: Mutex::new(starts),
             instances,
             endpoints: Endpoints(Arc::new(RwLock::new(urls))),
             client: api::client(),
@@ -332,6 +342,7 @@ impl Cluster {
     /// Starts the killed instance `index` again with the same flags.
     pub async fn restart_instance(&self, index: usize) {
         let instance = Arc::clone(&self.instances[index]);
+        let before = SystemTime::now();
         let url = self
             .keeper
             .run(move || {
@@ -340,8 +351,31 @@ impl Cluster {
                 instance.url().to_owned()
             })
             .await;
+        self.starts.lock().unwrap()[index] = (before, SystemTime::now());
         eprintln!("cluster: instance {index} restarted at {url}");
         self.endpoints.set(index, url);
+    }
+
+    /// The URL of the instances' PostgreSQL database.
+    pub fn database_url(&self) -> &str {
+        &self.database
+    }
+
+    /// The instance whose current process calls itself `name` in the
+    /// store (a draw's `lease_owner`, a UUIDv7 made at its start): the
+    /// one started within the millisecond `name` carries. None for a
+    /// process killed since, or a name that is no UUIDv7.
+    pub fn instance_named(&self, name: &str) -> Option<usize> {
+        let hex: String = name.chars().filter(|c| *c != '-').take(12).collect();
+        let made_ms = u64::from_str_radix(&hex, 16).ok()?;
+        let ms = |at: SystemTime| {
+            at.duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64)
+        };
+        let starts = self.starts.lock().unwrap();
+        starts
+            .iter()
+            .position(|&(before, after)| ms(before) <= made_ms && made_ms <= ms(after) + 1)
     }
 
     /// The last lines of every instance's log, for failure reports.

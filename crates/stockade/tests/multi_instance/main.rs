@@ -3,7 +3,8 @@
 //! spread over them, faults injected mid-crowd, and a history checker that
 //! judges DESIGN.md's invariants 1-5 from every recorded answer and the
 //! store's orders. One scenario sells three SKUs in bundles; the checker
-//! then judges invariants 1 and 5 per SKU as well.
+//! then judges invariants 1 and 5 per SKU as well. Another (`draw_scenario`)
+//! runs a draw sale and SIGKILLs the instance making the draw.
 //!
 //! Run it with
 //! `cargo nextest run -p stockade --test multi_instance` (it starts its own
@@ -38,6 +39,16 @@
 //! - `scenarios`: the tests, among them
 //!   `bundles_with_redis_restarted_and_an_instance_killed` (three SKUs,
 //!   bundles, Redis losing its data and an instance killed).
+//! - `draw_scenario`: `a_draw_survives_an_instance_killed_mid_draw`: a draw
+//!   sale entered by ~1,500 buyers over the three instances, the instance
+//!   holding the draw's lease SIGKILLed mid-draw (and, in one round, a fake
+//!   dead owner holding the lease first); one draw, the same everywhere,
+//!   recomputable from the commitment (also by `scripts/verify-draw`), its
+//!   winners' orders exactly the store's.
+//!   - `draw_scenario::calls`: the draw calls, the crowd of entries and
+//!     the auditor's `scripts/verify-draw`.
+//!   - `draw_scenario::checks`: the verdict on the draw, the buyers'
+//!     entries and the store's orders.
 
 mod api;
 mod checker;
@@ -45,6 +56,7 @@ mod checker_sku_tests;
 mod checker_tests;
 mod cluster;
 mod crowd;
+mod draw_scenario;
 mod evidence;
 mod faults;
 mod flags;

@@ -4,7 +4,8 @@
 //! high availability: a Sentinel failover (10) and a Redis Cluster slot
 //! migration (11), one instance partitioned from Redis with the
 //! PostgreSQL fallback (12), and a sale of three SKUs bought in bundles
-//! while Redis loses its data and an instance is killed (13).
+//! while Redis loses its data and an instance is killed (13). A draw sale
+//! whose drawing instance is killed mid-draw is `draw_scenario`'s (14).
 
 use std::time::Duration;
 
