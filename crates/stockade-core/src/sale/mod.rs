@@ -1,5 +1,8 @@
 //! Sales: the id, the specification a sale is created with, and what an
 //! engine reports about it.
+//!
+//! - `snapshot`: [`SaleSnapshot`], a sale's stock in all and per SKU.
+//! - `tiers`: checking a sale's tiers against its SKUs and window.
 
 use std::fmt;
 use std::time::Duration;
@@ -9,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ValidationError;
 use crate::sku::{MAX_SKUS, SkuId, SkuSpec};
-use crate::tier::{MAX_TIERS, TierSpec};
+use crate::tier::TierSpec;
 
 /// The longest payment hold a sale may give its orders: one day.
 pub const MAX_HOLD: Duration = Duration::from_secs(86_400);
@@ -344,85 +347,6 @@ impl SaleSpecBuilder {
     }
 }
 
-/// Checks the tiers against the sale: distinct names, reserves of the
-/// sale's SKUs that fit their stock, limits in range, starts no later than
-/// the sale's and before its end, and a release of the reserves only when
-/// there are tiers, before the sale ends.
-fn check_tiers(spec: &SaleSpec) -> Result<(), ValidationError> {
-    let bad = |reason: String| Err(ValidationError::new("tiers", reason));
-    if spec.tiers.len() > MAX_TIERS {
-        return bad(format!(
-            "at most {MAX_TIERS} tiers (got {})",
-            spec.tiers.len()
-        ));
-    }
-    for (i, tier) in spec.tiers.iter().enumerate() {
-        let name = &tier.name;
-        if spec.tiers[..i].iter().any(|other| other.name == *name) {
-            return bad(format!("tier {name} is listed twice"));
-        }
-        for (j, item) in tier.reserved.iter().enumerate() {
-            if spec.sku_index(&item.sku).is_none() {
-                return bad(format!(
-                    "tier {name} reserves SKU {}, which the sale does not have",
-                    item.sku
-                ));
-            }
-            if item.quantity == 0 {
-                return bad(format!("tier {name} reserves 0 of SKU {}", item.sku));
-            }
-            if tier.reserved[..j].iter().any(|other| other.sku == item.sku) {
-                return bad(format!("tier {name} reserves SKU {} twice", item.sku));
-            }
-        }
-        if let Some(limit) = tier.per_user_limit
-            && !(1..=MAX_PER_USER_LIMIT).contains(&limit)
-        {
-            return bad(format!(
-                "tier {name}: per_user_limit must be between 1 and {MAX_PER_USER_LIMIT} (got {limit})"
-            ));
-        }
-        if let Some(start) = tier.starts_at {
-            if spec.starts_at.is_some_and(|sale| start > sale) {
-                return bad(format!(
-                    "tier {name} starts after the sale: a tier may only start earlier"
-                ));
-            }
-            if spec.ends_at.is_some_and(|end| start >= end) {
-                return bad(format!("tier {name} starts after the sale ends"));
-            }
-        }
-    }
-    for (i, sku) in spec.skus.iter().enumerate() {
-        let reserved: u64 = spec
-            .tiers
-            .iter()
-            .map(|tier| u64::from(tier.reserved_of(&sku.id)))
-            .sum();
-        if reserved > u64::from(sku.stock) {
-            return bad(format!(
-                "the tiers reserve {reserved} of SKU {}, more than its stock of {}",
-                sku.id, spec.skus[i].stock
-            ));
-        }
-    }
-    if let Some(at) = spec.release_reserved_at {
-        if spec.tiers.iter().all(|tier| tier.reserved.is_empty()) {
-            return Err(ValidationError::new(
-                "release_reserved_at",
-                "needs tiers that reserve stock",
-            ));
-        }
-        if spec.ends_at.is_some_and(|end| at >= end) {
-            return Err(ValidationError::new(
-                "release_reserved_at",
-                "must be before ends_at",
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// Checks one stock figure: 1 to [`MAX_TOTAL_STOCK`].
 fn check_stock(field: &'static str, stock: u32) -> Result<(), ValidationError> {
     if !(1..=MAX_TOTAL_STOCK).contains(&stock) {
@@ -454,71 +378,11 @@ pub enum SaleStatus {
     Ended,
 }
 
-/// What an engine knows about a sale at one instant.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SaleSnapshot {
-    /// The sale's specification.
-    pub spec: SaleSpec,
-    /// Items still available, across every SKU.
-    pub remaining: u32,
-    /// Items held by live (not cancelled) orders: always `total - remaining`.
-    pub sold: u32,
-    /// Status at the instant of the snapshot: sold out when every SKU is.
-    pub status: SaleStatus,
-    /// Each SKU's stock, in the spec's order.
-    pub skus: Vec<SkuSnapshot>,
-}
+mod snapshot;
+mod tiers;
 
-/// One SKU of a [`SaleSnapshot`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SkuSnapshot {
-    /// The SKU id.
-    pub id: SkuId,
-    /// Its stock.
-    pub stock: u32,
-    /// Its items still available.
-    pub remaining: u32,
-    /// Its items held by live orders.
-    pub sold: u32,
-    /// The sale's status, sold out when this SKU is.
-    pub status: SaleStatus,
-}
-
-impl SaleSnapshot {
-    /// Builds a snapshot from the spec, each SKU's remaining stock (in the
-    /// spec's order; a missing figure counts as none left) and the instant.
-    pub fn at(spec: SaleSpec, remaining: &[u32], now: DateTime<Utc>) -> Self {
-        let status_of = |left: u32| match spec.window_at(now) {
-            Window::NotStarted => SaleStatus::Upcoming,
-            Window::Ended => SaleStatus::Ended,
-            Window::Open if left == 0 => SaleStatus::SoldOut,
-            Window::Open => SaleStatus::Open,
-        };
-        let skus: Vec<SkuSnapshot> = spec
-            .skus()
-            .iter()
-            .enumerate()
-            .map(|(i, sku)| {
-                let left = remaining.get(i).copied().unwrap_or(0).min(sku.stock);
-                SkuSnapshot {
-                    id: sku.id.clone(),
-                    stock: sku.stock,
-                    remaining: left,
-                    sold: sku.stock - left,
-                    status: status_of(left),
-                }
-            })
-            .collect();
-        let total_left: u32 = skus.iter().map(|s| s.remaining).sum();
-        Self {
-            status: status_of(total_left),
-            sold: spec.total_stock().saturating_sub(total_left),
-            remaining: total_left,
-            skus,
-            spec,
-        }
-    }
-}
+pub use snapshot::{SaleSnapshot, SkuSnapshot};
+use tiers::check_tiers;
 
 #[cfg(test)]
 mod tests;
