@@ -23,6 +23,7 @@
 //! - [`releases`]: cancelling, and the releases the engine still owes.
 //! - [`holds`]: confirming held orders and expiring unpaid ones.
 //! - `waiting_rooms`: a sale's waiting room, saved with the sale.
+//! - `decode`: sales and orders read from their rows.
 //! - [`engine_views`]: every instance's view of the engine, which a move
 //!   to the fallback is decided from.
 //! - [`draws`]: draw sales' settings, entries and results, written under
@@ -32,6 +33,7 @@
 pub mod arbiter;
 pub mod authority;
 mod bulk;
+mod decode;
 pub mod draws;
 pub mod engine;
 pub mod engine_views;
@@ -40,18 +42,16 @@ pub mod releases;
 mod retirement;
 mod waiting_rooms;
 
+use decode::{order_from_row, order_from_row_as, sale_from_row};
+
 pub use engine::StoreEngine;
 
-use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Row};
-use stockade_core::{
-    Epoch, IdempotencyKey, Item, Order, OrderId, OrderStatus, SaleId, SaleSpec, SkuId, SkuSpec,
-    SoldCounts, TierName, UserId, ValidationError,
-};
+use stockade_core::{Epoch, Order, OrderId, OrderStatus, SaleId, SaleSpec, SkuSpec, SoldCounts};
 
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -418,103 +418,6 @@ fn epoch_of(value: i64) -> Result<Epoch, StoreError> {
 
 fn millis(ms: i64) -> Result<DateTime<Utc>, StoreError> {
     DateTime::from_timestamp_millis(ms).ok_or_else(|| corrupt("instant", ms))
-}
-
-fn sale_from_row(row: &AnyRow) -> Result<SaleSpec, StoreError> {
-    let id: String = row.try_get("id")?;
-    let total: i64 = row.try_get("total_stock")?;
-    let limit: i64 = row.try_get("per_user_limit")?;
-    let starts: Option<i64> = row.try_get("starts_at_ms")?;
-    let ends: Option<i64> = row.try_get("ends_at_ms")?;
-    let hold: Option<i64> = row.try_get("hold_ms")?;
-    let skus: Option<String> = row.try_get("skus")?;
-    let sku_limit: Option<i64> = row.try_get("per_sku_limit")?;
-    let tiers: Option<String> = row.try_get("tiers")?;
-    let release: Option<i64> = row.try_get("release_reserved_at_ms")?;
-    let invalid = |e: ValidationError| corrupt("sale", e);
-    let total = u32::try_from(total).map_err(|e| corrupt("stock", e))?;
-    let mut builder = match skus {
-        // A sale created before SKUs.
-        None => SaleSpec::builder(id, total),
-        Some(skus) => SaleSpec::with_skus(id, SkuSpec::decode_list(&skus).map_err(invalid)?),
-    }
-    .map_err(invalid)?
-    .per_user_limit(u32::try_from(limit).map_err(|e| corrupt("limit", e))?)
-    .map_err(invalid)?;
-    if let Some(cap) = sku_limit {
-        builder = builder
-            .per_sku_limit(u32::try_from(cap).map_err(|e| corrupt("per-SKU limit", e))?)
-            .map_err(invalid)?;
-    }
-    if let Some(ms) = starts {
-        builder = builder.starts_at(millis(ms)?);
-    }
-    if let Some(tiers) = tiers {
-        builder = builder.tiers(serde_json::from_str(&tiers).map_err(|e| corrupt("tiers", e))?);
-    }
-    if let Some(ms) = release {
-        builder = builder.release_reserved_at(millis(ms)?);
-    }
-    if let Some(ms) = ends {
-        builder = builder.ends_at(millis(ms)?);
-    }
-    if let Some(ms) = hold {
-        builder = builder
-            .hold(Duration::from_millis(
-                u64::try_from(ms).map_err(|e| corrupt("hold", e))?,
-            ))
-            .map_err(invalid)?;
-    }
-    let spec = builder.build().map_err(invalid)?;
-    if spec.total_stock() != total {
-        return Err(corrupt(
-            "stock",
-            format!("sale {} totals {total}", spec.id()),
-        ));
-    }
-    Ok(spec)
-}
-
-fn order_from_row(row: &AnyRow) -> Result<Order, StoreError> {
-    let status: String = row.try_get("status")?;
-    let status = OrderStatus::from_str(&status).map_err(|e| corrupt("order", e))?;
-    order_from_row_as(row, status)
-}
-
-/// An order row, with the status given.
-fn order_from_row_as(row: &AnyRow, status: OrderStatus) -> Result<Order, StoreError> {
-    let id: String = row.try_get("id")?;
-    let sale: String = row.try_get("sale_id")?;
-    let user: String = row.try_get("user_id")?;
-    let quantity: i64 = row.try_get("quantity")?;
-    let quantity = u32::try_from(quantity).map_err(|e| corrupt("quantity", e))?;
-    let items: Option<String> = row.try_get("items")?;
-    let tier: Option<String> = row.try_get("tier")?;
-    let key: Option<String> = row.try_get("idempotency_key")?;
-    let created: i64 = row.try_get("created_at_ms")?;
-    let expires: Option<i64> = row.try_get("expires_at_ms")?;
-    let epoch: i64 = row.try_get("epoch")?;
-    let invalid = |e: ValidationError| corrupt("order", e);
-    Ok(Order {
-        id: OrderId::from_str(&id).map_err(invalid)?,
-        sale_id: SaleId::new(sale).map_err(invalid)?,
-        user_id: UserId::new(user).map_err(invalid)?,
-        quantity,
-        items: match items {
-            Some(items) => Item::decode_list(&items).map_err(invalid)?,
-            // An order from before SKUs.
-            None => vec![Item {
-                sku: SkuId::default_sku(),
-                quantity,
-            }],
-        },
-        tier: tier.map(TierName::new).transpose().map_err(invalid)?,
-        idempotency_key: key.map(IdempotencyKey::new).transpose().map_err(invalid)?,
-        status,
-        created_at: millis(created)?,
-        expires_at: expires.map(millis).transpose()?,
-        epoch: epoch_of(epoch)?,
-    })
 }
 
 /// Counts `count` orders of `sale` entering `event` (`held`, `confirmed`,

@@ -18,6 +18,7 @@
 //!   replies.
 //! - `purchase_batch`: one `purchase.lua` call per micro-batch.
 //! - `outbox`: this process's and others' outbox entries.
+//! - `snapshot`: a sale's snapshot from its sale hash.
 
 mod codec;
 mod config;
@@ -27,6 +28,7 @@ mod outbox;
 mod purchase_batch;
 mod scripts;
 mod sentinel;
+mod snapshot;
 pub mod topology;
 
 use std::sync::Arc;
@@ -253,48 +255,7 @@ impl Engine for RedisEngine {
             .query_async(&mut self.connection.clone())
             .await
             .map_err(redis_error)?;
-        if !fields.contains_key("total") {
-            return Ok(None);
-        }
-        let corrupt = |what: &str| {
-            EngineError::backend(format!("sale {sale} in Redis has no valid {what} field"))
-        };
-        let mut spec_fields = Vec::with_capacity(9);
-        for name in [
-            "total",
-            "limit",
-            "starts",
-            "ends",
-            "hold",
-            "skus",
-            "sku_limit",
-            "tiers",
-            "release_at",
-        ] {
-            match fields.get(name) {
-                Some(value) => spec_fields.push(value.clone()),
-                // A sale created before SKUs has none of the last four,
-                // one created before tiers none of the last two.
-                None if matches!(spec_fields.len(), 5 | 7) => break,
-                None => return Err(corrupt(name)),
-            }
-        }
-        let spec = codec::spec_from_fields(sale, &spec_fields)?;
-        let count = |name: &str| -> Result<u32, EngineError> {
-            fields
-                .get(name)
-                .and_then(|value| value.parse().ok())
-                .ok_or_else(|| corrupt(name))
-        };
-        let left = if spec.skus().len() == 1 {
-            vec![count("remaining")?]
-        } else {
-            spec.skus()
-                .iter()
-                .map(|sku| count(&codec::sku_stock_field(&sku.id)))
-                .collect::<Result<Vec<u32>, _>>()?
-        };
-        Ok(Some(SaleSnapshot::at(spec, &left, self.clock.now())))
+        snapshot::from_hash(sale, &fields, self.clock.now())
     }
 
     async fn purchased_by(&self, sale: &SaleId, user: &UserId) -> Result<u32, EngineError> {
