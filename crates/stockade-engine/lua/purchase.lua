@@ -194,6 +194,28 @@ local accepted = 0
 local function touch(field)
   if not dirty[field] then dirty[field] = true; changed_users[#changed_users + 1] = field end
 end
+-- Records an accepted order: the buyer's holding, its key, its record and
+-- its outbox entry (as before SKUs for a sale created with `stock` alone).
+local function record_order(order_id, user, already, quantity, key, field, canonical, t, tier)
+  remaining = remaining - quantity
+  holding[user] = already + quantity
+  touch(user)
+  if field then
+    known[field] = order_id
+    new_keys[#new_keys + 1] = field
+    new_keys[#new_keys + 1] = order_id
+  end
+  records[#records + 1] = order_id
+  entry[#entry + 1] = order_id
+  if plain then
+    records[#records + 1] = quantity .. ':l:' .. user
+    entry[#entry + 1] = user .. '\n' .. quantity .. '\n' .. key
+  else
+    records[#records + 1] = quantity .. ':l:' .. user .. '\n' .. canonical .. '\n' .. (t and (t - 1) or '')
+    entry[#entry + 1] = user .. '\n' .. quantity .. '\n' .. key .. '\n' .. canonical .. '\n' .. (t and tier or '')
+  end
+  accepted = accepted + 1
+end
 for i = 1, n do
   local base = stride * (i - 1) + 4
   local code, value = 1, 0
@@ -220,27 +242,9 @@ for i = 1, n do
       elseif remaining < quantity then
         code, value = 3, ids[1] .. '=' .. remaining
       else
-        local order_id = ARGV[base + 3]
-        remaining = remaining - quantity
+        record_order(ARGV[base + 3], user, already, quantity, key, field,
+          not plain and (ids[1] .. '=' .. quantity) or nil, nil, nil)
         stock[1] = remaining
-        holding[user] = already + quantity
-        touch(user)
-        if field then
-          known[field] = order_id
-          new_keys[#new_keys + 1] = field
-          new_keys[#new_keys + 1] = order_id
-        end
-        records[#records + 1] = order_id
-        entry[#entry + 1] = order_id
-        if plain then
-          records[#records + 1] = quantity .. ':l:' .. user
-          entry[#entry + 1] = user .. '\n' .. quantity .. '\n' .. key
-        else
-          local canonical = ids[1] .. '=' .. quantity
-          records[#records + 1] = quantity .. ':l:' .. user .. '\n' .. canonical .. '\n'
-          entry[#entry + 1] = user .. '\n' .. quantity .. '\n' .. key .. '\n' .. canonical .. '\n'
-        end
-        accepted = accepted + 1
         value = remaining
       end
     end
@@ -292,26 +296,8 @@ for i = 1, n do
         end
       end
 
-      remaining = remaining - quantity
-      holding[user] = already + quantity
-      touch(user)
-      if field then
-        known[field] = order_id
-        new_keys[#new_keys + 1] = field
-        new_keys[#new_keys + 1] = order_id
-      end
-      records[#records + 1] = order_id
-      entry[#entry + 1] = order_id
-      if plain then
-        records[#records + 1] = quantity .. ':l:' .. user
-        entry[#entry + 1] = user .. '\n' .. quantity .. '\n' .. key
-      else
-        canonical = table.concat(canonical, ',')
-        records[#records + 1] = quantity .. ':l:' .. user .. '\n' .. canonical .. '\n' .. (t and (t - 1) or '')
-        entry[#entry + 1] = user .. '\n' .. quantity .. '\n' .. key .. '\n' .. canonical .. '\n'
-          .. (t and tier_of_purchase(base) or '')
-      end
-      accepted = accepted + 1
+      record_order(order_id, user, already, quantity, key, field,
+        canonical and table.concat(canonical, ',') or nil, t, tier_of_purchase(base))
       value = remaining
     end
   end

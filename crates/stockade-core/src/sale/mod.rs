@@ -89,25 +89,16 @@ impl SaleSpec {
         id: impl Into<String>,
         total_stock: u32,
     ) -> Result<SaleSpecBuilder, ValidationError> {
+        // The id is judged first, as by every constructor.
         let id = SaleId::new(id)?;
         check_stock("stock", total_stock)?;
-        Ok(SaleSpecBuilder {
-            spec: SaleSpec {
-                id,
-                total_stock,
-                skus: vec![SkuSpec {
-                    id: SkuId::default_sku(),
-                    stock: total_stock,
-                }],
-                per_user_limit: 1,
-                per_sku_limit: None,
-                starts_at: None,
-                ends_at: None,
-                hold: None,
-                tiers: Vec::new(),
-                release_reserved_at: None,
-            },
-        })
+        Self::with_skus(
+            String::from(id),
+            vec![SkuSpec {
+                id: SkuId::default_sku(),
+                stock: total_stock,
+            }],
+        )
     }
 
     /// Starts a spec for `id` with the given SKUs (1 to
