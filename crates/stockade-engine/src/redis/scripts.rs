@@ -25,6 +25,12 @@ pub(super) static REBUILD_CHUNK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/rebuild_chunk.lua")));
 pub(super) static REBUILD_FINISH: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/rebuild_finish.lua")));
+pub(super) static TAKE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/take.lua")));
+pub(super) static GIVE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/give.lua")));
+pub(super) static UNTAKE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/untake.lua")));
 
 /// Sorts a Redis error into "retry later" (unavailable, timeout) and
 /// "will not get better" (backend). A slot in migration or moved (TRYAGAIN,

@@ -58,6 +58,16 @@ pub async fn redis() -> Harness {
     }
 }
 
+/// Redis with every sale that can be split spread over three shards
+/// (`sharded.rs`).
+pub async fn redis_sharded() -> Harness {
+    let mut harness = redis().await;
+    harness.engine = Arc::new(crate::sharded::Sharded {
+        inner: harness.engine,
+    });
+    harness
+}
+
 /// The store engine on `url`, its backend kept alive by `backend`.
 async fn store_engine(url: &str, backend: Box<dyn Any + Send + Sync>) -> Harness {
     let store = OrderStore::open(url).await.expect("open the order store");

@@ -19,6 +19,7 @@ mod batch_release;
 mod bundles;
 mod harness;
 mod properties;
+mod sharded;
 mod suite;
 
 /// One test per scenario on one engine: `mod $engine { $scenario, … }`.
@@ -47,7 +48,7 @@ macro_rules! conformance {
 }
 
 // Every engine, whatever its durability.
-conformance!(all_engines on [memory, redis, postgres, sqlite]: [
+conformance!(all_engines on [memory, redis, redis_sharded, postgres, sqlite]: [
     seed_100_buyers_for_100_items,
     seed_150_buyers_for_100_items,
     crowd_of_10000_buyers_for_1000_items,
@@ -76,7 +77,7 @@ conformance!(all_engines on [memory, redis, postgres, sqlite]: [
 // The engines whose accepted orders wait in an outbox for the store
 // (`Durability::Outbox`): acknowledged once committed, closed and rebuilt
 // from the store.
-conformance!(outbox_engines on [memory, redis]: [
+conformance!(outbox_engines on [memory, redis, redis_sharded]: [
     outbox_holds_accepted_orders_until_acknowledged,
     rebuild_from_committed_orders,
     rebuild_refuses_inconsistent_orders,
@@ -92,7 +93,7 @@ conformance!(committed_engines on [postgres, sqlite]: [
 
 // Engines that let an ended sale go (`Engine::retire`): the store engines
 // keep every sale's orders (the store is their only copy).
-conformance!(retiring_engines on [memory, redis]: [
+conformance!(retiring_engines on [memory, redis, redis_sharded]: [
     a_retired_sale_is_forgotten,
 ]);
 
@@ -108,6 +109,11 @@ mod random_interleavings_keep_the_invariants {
     #[test]
     fn redis() {
         crate::properties::check(crate::harness::redis);
+    }
+
+    #[test]
+    fn redis_sharded() {
+        crate::properties::check(crate::harness::redis_sharded);
     }
 
     #[test]
