@@ -43,7 +43,6 @@ mod snapshot;
 mod stream;
 pub mod topology;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -67,8 +66,10 @@ pub use topology::{RedisTopology, RedisUrlError};
 
 /// How many times a purchase of a sharded sale is tried on its shard, with
 /// stock pulled from the siblings between tries, before its shard's answer
-/// stands.
-const SHARD_TRIES: usize = 3;
+/// stands. Tries go on only while pulls bring stock, and each pull takes at
+/// least half of what a sibling has, so the siblings run dry in a few dozen
+/// pulls whatever the stock: this bound is a safety net, not a limit met.
+const SHARD_TRIES: usize = 64;
 
 /// Sales held in Redis.
 pub struct RedisEngine {
@@ -296,7 +297,7 @@ impl Engine for RedisEngine {
 
     async fn snapshot(&self, sale: &SaleId) -> Result<Option<SaleSnapshot>, EngineError> {
         let layout = self.layouts.of(&self.connection, sale).await?;
-        let hashes = self.shard_hashes(&layout).await?;
+        let hashes = shards::hashes(&self.connection, &layout).await?;
         let now = self.clock.now();
         let Some(snapshot) = snapshot::from_hash(sale, &hashes[0], now)? else {
             return Ok(None);
@@ -326,8 +327,9 @@ impl Engine for RedisEngine {
             orders.extend(self.outbox_of(sale, shard, keys).await?);
         }
         if layout.is_sharded() {
-            // Oldest first, as one outbox gives them (ids follow arrival).
-            orders.sort_by_key(|order| order.id);
+            // Oldest first: each shard's in its order, the shards merged by
+            // the millisecond (the shards share no finer clock).
+            orders.sort_by_key(|order| order.created_at);
         }
         Ok(orders)
     }
@@ -374,22 +376,6 @@ impl Engine for RedisEngine {
 }
 
 impl RedisEngine {
-    /// Every shard's sale hash, each in one HGETALL (atomic: a shard's spec
-    /// and stock are read together), all at once.
-    async fn shard_hashes(
-        &self,
-        layout: &shards::Layout,
-    ) -> Result<Vec<HashMap<String, String>>, EngineError> {
-        futures::future::try_join_all(layout.all().map(|(_, keys)| async move {
-            redis::cmd("HGETALL")
-                .arg(&keys.sale)
-                .query_async(&mut self.connection.clone())
-                .await
-                .map_err(redis_error)
-        }))
-        .await
-    }
-
     /// The stock left in one shard.
     async fn shard_remaining(
         &self,

@@ -39,7 +39,7 @@ impl RedisEngine {
             return Ok(outcomes);
         }
         // The sale's stock after all of them, then after each in turn.
-        let mut after = shards::remaining_of(&self.shard_hashes(layout).await?)?;
+        let mut after = shards::remaining_of(&shards::hashes(&self.connection, layout).await?)?;
         for outcome in outcomes.iter_mut().rev() {
             if let ReleaseOutcome::Released {
                 quantity,

@@ -182,6 +182,22 @@ impl Layouts {
     }
 }
 
+/// Every shard's sale hash, each in one HGETALL (atomic: a shard's spec and
+/// stock are read together), all at once.
+pub(super) async fn hashes(
+    connection: &SharedConnection,
+    layout: &Layout,
+) -> Result<Vec<HashMap<String, String>>, EngineError> {
+    futures::future::try_join_all(layout.all().map(|(_, keys)| async move {
+        redis::cmd("HGETALL")
+            .arg(&keys.sale)
+            .query_async(&mut connection.clone())
+            .await
+            .map_err(redis_error)
+    }))
+    .await
+}
+
 /// `total` split over `shards`, as evenly as it goes (the first shards one
 /// item more).
 pub(super) fn shares(total: u32, shards: u16) -> Vec<u32> {

@@ -45,6 +45,9 @@ const STALE: Duration = Duration::from_secs(5);
 const HORIZON: Duration = Duration::from_secs(60);
 /// How often the background pass runs.
 const PASS: Duration = Duration::from_millis(250);
+/// How many times a pull that brought nothing is tried again while the
+/// sale still has stock somewhere (in flight between other shards).
+const DRY_CHECKS: usize = 20;
 /// How recently a sale must have been sold from to be leveled.
 const ACTIVE: Duration = Duration::from_secs(30);
 
@@ -92,6 +95,44 @@ impl Transfers {
         if pull.dry_at.is_some_and(|at| at > tried_at) {
             return Ok(false);
         }
+        // Siblings found empty may be so only for a moment: another shard's
+        // pull took their stock and has not given it yet, or gave it to a
+        // shard already asked. So "dry" needs every shard empty and nothing
+        // in flight, read after the pull; while stock is anywhere, pull
+        // again.
+        for _ in 0..DRY_CHECKS {
+            let got = self.pull(layout, to, epoch, need).await?;
+            if got > 0 {
+                pull.filled_at = Some(Instant::now());
+                return Ok(true);
+            }
+            let hashes = super::hashes(&self.connection, layout).await?;
+            let own = hashes[usize::from(to)]
+                .get("remaining")
+                .and_then(|r| r.parse::<u64>().ok())
+                .unwrap_or(0);
+            if own > 0 {
+                pull.filled_at = Some(Instant::now());
+                return Ok(true);
+            }
+            if super::remaining_of(&hashes)? == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        pull.dry_at = Some(Instant::now());
+        Ok(false)
+    }
+
+    /// Takes from every sibling of shard `to` at once (at least `need`, or
+    /// half of what each has) and gives it to `to`. Returns the items given.
+    async fn pull(
+        &self,
+        layout: &Layout,
+        to: u16,
+        epoch: Epoch,
+        need: u32,
+    ) -> Result<u32, EngineError> {
         let siblings = (0..layout.len()).filter(|&from| from != to);
         let moved = futures::future::join_all(
             siblings.map(|from| self.transfer(layout, from, to, epoch, need, 2)),
@@ -105,15 +146,10 @@ impl Transfers {
                 Err(error) => failure = Some(error),
             }
         }
-        if got > 0 {
-            pull.filled_at = Some(Instant::now());
-            return Ok(true);
+        match failure {
+            Some(error) if got == 0 => Err(error),
+            _ => Ok(got),
         }
-        if let Some(error) = failure {
-            return Err(error);
-        }
-        pull.dry_at = Some(Instant::now());
-        Ok(false)
     }
 
     /// Moves at least `at_least` items (or `1/divisor` of what the giver
@@ -199,15 +235,7 @@ impl Transfers {
     /// One background pass over one sale: finishes stale transfers, prunes
     /// old give marks, and levels the poorest shard from the richest.
     async fn pass(&self, layout: &Layout, now_ms: i64) -> Result<(), EngineError> {
-        let mut hashes = Vec::with_capacity(usize::from(layout.len()));
-        for (_, keys) in layout.all() {
-            let hash: HashMap<String, String> = redis::cmd("HGETALL")
-                .arg(&keys.sale)
-                .query_async(&mut self.connection.clone())
-                .await
-                .map_err(redis_error)?;
-            hashes.push(hash);
-        }
+        let hashes = super::hashes(&self.connection, layout).await?;
         let epochs: Vec<Option<&String>> = hashes.iter().map(|h| h.get("epoch")).collect();
         let Some(Some(epoch)) = epochs.first().copied().map(|e| e.cloned()) else {
             return Ok(());
