@@ -73,6 +73,7 @@ pub mod latency;
 pub mod report;
 pub mod scenario;
 pub mod servers;
+pub mod shards;
 pub mod strategy;
 pub mod timeline;
 

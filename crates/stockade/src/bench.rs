@@ -21,9 +21,49 @@ use stockade_bench::servers::Servers;
 use stockade_bench::strategy::StrategyKind;
 use stockade_bench::{chart, lock};
 
-use crate::cli::{BenchArgs, BenchCommand, LockArgs};
+use crate::cli::{BenchArgs, BenchCommand, LockArgs, ShardsArgs};
 
 mod http;
+
+/// `stockade bench shards`: a line per run on stderr, the runs and the
+/// ratios (median and range over the rounds) on stdout.
+async fn run_shards(args: ShardsArgs) -> anyhow::Result<ExitCode> {
+    use stockade_bench::shards::{self, ShardsOptions};
+    let options = ShardsOptions {
+        buyers: args.buyers,
+        concurrency: args.concurrency,
+        shards: args.shards,
+        rounds: args.rounds,
+    };
+    let report = match shards::run(&options, |line| eprintln!("{line}")).await {
+        Ok(report) => report,
+        Err(error) => {
+            eprintln!("stockade bench shards: {error}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "| {} shards ÷ 1, median (range) of {} rounds | ratio |\n| --- | --- |",
+            args.shards, args.rounds
+        );
+        println!(
+            "| busiest primary's CPU per purchase | {} |",
+            shards::summary(&report.busiest_cpu_ratio)
+        );
+        println!(
+            "| busiest primary's script time per purchase | {} |",
+            shards::summary(&report.busiest_script_ratio)
+        );
+        println!(
+            "| purchases per second | {} |",
+            shards::summary(&report.throughput_ratio)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
 
 /// The most connections per pool: PostgreSQL allows 100 by default.
 const MAX_POOL_SIZE: u32 = 90;
@@ -32,6 +72,7 @@ const MAX_POOL_SIZE: u32 = 90;
 pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         Some(BenchCommand::Lock(lock)) => return run_lock(lock).await,
+        Some(BenchCommand::Shards(shards)) => return run_shards(shards).await,
         Some(BenchCommand::Http(http)) => return http::run(http).await,
         Some(BenchCommand::HttpBaseline(baseline)) => return http::serve_baseline(baseline).await,
         None => {}

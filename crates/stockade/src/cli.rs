@@ -177,6 +177,10 @@ pub enum BenchCommand {
     /// latency while a crowd of waiters drains through one lock,
     /// acquisitions per second, Redis commands per acquisition.
     Lock(LockArgs),
+    /// One hot sale on a throwaway three-primary Redis Cluster, whole and
+    /// spread over shards, with the same crowd: the busiest primary's CPU
+    /// and script time per purchase, and purchases per second.
+    Shards(ShardsArgs),
     /// `stockade serve` over HTTP against a bare axum handler that parses
     /// and echoes the purchase, with the same keep-alive crowd: committed
     /// purchases, then sold-out rejections, each target's figures next to
@@ -269,6 +273,27 @@ pub struct LockArgs {
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub duration: Duration,
     /// Print the results as one JSON object `{"results": [...]}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[cfg(feature = "bench")]
+/// `stockade bench shards`.
+#[derive(Debug, Args)]
+pub struct ShardsArgs {
+    /// Buyers per sale, one item each (the stock is the same).
+    #[arg(long, default_value_t = 50_000)]
+    pub buyers: usize,
+    /// Purchases in flight at once.
+    #[arg(long, default_value_t = 512)]
+    pub concurrency: usize,
+    /// Shards of the spread sale (2 to 64).
+    #[arg(long, default_value_t = 3)]
+    pub shards: u16,
+    /// Rounds, each selling a whole and a spread sale.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Print the results as one JSON object.
     #[arg(long)]
     pub json: bool,
 }
