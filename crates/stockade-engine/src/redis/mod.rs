@@ -1,6 +1,7 @@
 //! The Redis engine: every operation is one server-side Lua script (kept in
-//! `lua/*.lua`), invoked with EVALSHA and reloaded transparently after
-//! `SCRIPT FLUSH` or a restart.
+//! `lua/*.lua`), run as a function of a versioned Redis Functions library
+//! (Redis 7 and later) or with EVALSHA (Redis 6, or forced), and reloaded
+//! transparently after `FUNCTION FLUSH`, `SCRIPT FLUSH` or a restart.
 //!
 //! Purchases are micro-batched ([`crate::batching`]): the purchases of one
 //! sale that arrive while its script call is in flight go together in the
@@ -16,6 +17,9 @@
 //!   Cluster, from a URL; `connection`, `sentinel`: reaching it.
 //! - [`keys`]: the key layout; `scripts`: the Lua scripts; `codec`: their
 //!   replies.
+//! - [`library`]: scripts as one versioned Functions library per owner
+//!   (FCALL) or one by one (EVALSHA), as the connection chose; the
+//!   waiting room and the rate limiter run theirs through it too.
 //! - `purchase_batch`: one `purchase.lua` call per micro-batch.
 //! - `outbox`: this process's and others' outbox entries.
 //! - `snapshot`: a sale's snapshot from its sale hash.
@@ -24,6 +28,7 @@ mod codec;
 mod config;
 mod connection;
 pub mod keys;
+pub mod library;
 mod outbox;
 mod purchase_batch;
 mod scripts;
@@ -47,6 +52,7 @@ use crate::codes;
 pub use config::{DEFAULT_MAX_BATCH, REBUILD_CHUNK_ENTRIES, RedisEngineConfig};
 pub use connection::SharedConnection;
 pub use keys::SaleKeys;
+pub use library::{Library, LibraryScript, ScriptInvocation, ScriptRunner, ScriptsMode};
 use outbox::OutboxIndex;
 use purchase_batch::PurchaseScript;
 use scripts::{
@@ -82,6 +88,12 @@ impl RedisEngine {
     /// as the service's shared rate limits.
     pub fn connection(&self) -> SharedConnection {
         self.connection.clone()
+    }
+
+    /// The engine's scripts as a Functions library: its name is what
+    /// `FUNCTION LIST` shows for this version of Stockade.
+    pub fn library() -> &'static Library {
+        &scripts::ENGINE_LIBRARY
     }
 
     /// Connects to Redis. Fails with [`EngineError::Unavailable`] if it
@@ -463,7 +475,7 @@ impl RedisEngine {
     /// means another rebuild under a newer epoch took over.
     async fn rebuild_step(
         &self,
-        invocation: redis::ScriptInvocation<'_>,
+        invocation: ScriptInvocation<'_>,
         spec: &SaleSpec,
         epoch: Epoch,
         script: &str,
