@@ -113,6 +113,7 @@ const REFUSED: &[(&str, &str)] = &[
     ("fallback", "\"mysql\""),
     ("redis_url", "\"http://cache\""),
     ("redis_key_prefix", "\"shop:{a}\""),
+    ("redis_scripts", "\"lua\""),
     ("database_url", "\"mysql://db\""),
     ("admin_token", "\"short\""),
     ("payments_token", "\"short\""),
@@ -349,6 +350,7 @@ fn invalid_settings_name_the_setting() {
         &Engine::Redis {
             url: "redis://127.0.0.1:6379".into(),
             prefix: RedisKeyPrefix::default(),
+            scripts: stockade_engine::ScriptsMode::Auto,
             fallback: Some(Fallback::Postgres),
         }
     );
