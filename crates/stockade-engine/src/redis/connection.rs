@@ -14,7 +14,7 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 use stockade_core::EngineError;
 
 use super::RedisEngineConfig;
-use super::library::ScriptRunner;
+use super::scripts_mode::ScriptRunner;
 use super::scripts::redis_error;
 use super::sentinel::SentinelConnection;
 use stockade_core::redact::endpoint;

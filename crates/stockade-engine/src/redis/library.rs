@@ -1,6 +1,7 @@
 //! Stockade's server-side Lua scripts, grouped per owner (the engine, the
 //! waiting room, the rate limiter) into one [`Library`] each, and run the
-//! way the connection chose when it was opened ([`ScriptsMode`]):
+//! way the connection chose when it was opened
+//! ([`ScriptsMode`](super::ScriptsMode)):
 //!
 //! - **Functions** (Redis 7 and later): the library is one Redis Functions
 //!   library, loaded with `FUNCTION LOAD REPLACE` and called with `FCALL`.
@@ -22,63 +23,17 @@
 //! and EVALSHA go to the slot of their first key and the load goes to every
 //! primary (the client routes `FUNCTION LOAD` and `SCRIPT LOAD` to all).
 
-use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use redis::aio::ConnectionLike;
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, ServerErrorKind, ToRedisArgs};
 use sha2::{Digest, Sha256};
 
 use super::SharedConnection;
+use super::scripts_mode::is_unknown_command;
 
 /// How many hex digits of the SHA-256 of a library's scripts name its
 /// version: 48 bits, so two releases never share a name by chance.
 pub const VERSION_DIGITS: usize = 12;
-
-/// How a connection runs Stockade's scripts (`--redis-scripts`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum ScriptsMode {
-    /// Functions if the server has them (Redis 7 and later), else EVALSHA.
-    #[default]
-    Auto,
-    /// EVALSHA, whatever the server.
-    Eval,
-    /// Functions; connecting fails if the server has none.
-    Functions,
-}
-
-impl ScriptsMode {
-    /// The names `FromStr` takes, for messages.
-    pub const NAMES: &'static str = "auto, eval or functions";
-}
-
-impl FromStr for ScriptsMode {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, Self::Err> {
-        match text.trim() {
-            "auto" => Ok(Self::Auto),
-            "eval" => Ok(Self::Eval),
-            "functions" => Ok(Self::Functions),
-            other => Err(format!(
-                "{other:?} is not a way to run scripts: use {}",
-                Self::NAMES
-            )),
-        }
-    }
-}
-
-impl fmt::Display for ScriptsMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Auto => "auto",
-            Self::Eval => "eval",
-            Self::Functions => "functions",
-        })
-    }
-}
 
 /// Named Lua scripts that load together as one versioned library.
 pub struct Library {
@@ -300,85 +255,6 @@ impl ScriptInvocation<'_> {
     }
 }
 
-/// How one connection (and its clones) runs scripts, chosen when it was
-/// opened ([`ScriptRunner::detect`]).
-#[derive(Debug)]
-pub struct ScriptRunner {
-    setting: ScriptsMode,
-    functions: AtomicBool,
-}
-
-impl ScriptRunner {
-    /// Asks the server behind `connection` whether it has Functions
-    /// (`FUNCTION LIST`) when `setting` leaves it open. Fails if `setting`
-    /// is [`ScriptsMode::Functions`] and it has none, or if the server
-    /// cannot be asked.
-    pub(super) async fn detect(
-        connection: &mut impl ConnectionLike,
-        setting: ScriptsMode,
-    ) -> Result<Arc<Self>, String> {
-        let functions = match setting {
-            ScriptsMode::Eval => false,
-            ScriptsMode::Auto | ScriptsMode::Functions => {
-                let probe = redis::cmd("FUNCTION")
-                    .arg("LIST")
-                    .arg("LIBRARYNAME")
-                    .arg("stockade_")
-                    .query_async::<redis::Value>(connection)
-                    .await;
-                match (probe, setting) {
-                    (Ok(_), _) => true,
-                    (Err(error), ScriptsMode::Auto) if has_no_functions(&error) => {
-                        tracing::info!(
-                            answer = %error,
-                            "this Redis has no Functions (Redis 6?): scripts run with EVALSHA"
-                        );
-                        false
-                    }
-                    (Err(error), ScriptsMode::Functions) if has_no_functions(&error) => {
-                        return Err(format!(
-                            "--redis-scripts functions, but this Redis cannot load Functions \
-                             ({error}): it needs Redis 7 or later and a user allowed FUNCTION \
-                             and FCALL; use --redis-scripts auto or eval"
-                        ));
-                    }
-                    (Err(error), _) => {
-                        return Err(format!("asking whether Redis has Functions: {error}"));
-                    }
-                }
-            }
-        };
-        Ok(Arc::new(Self {
-            setting,
-            functions: AtomicBool::new(functions),
-        }))
-    }
-
-    /// Whether scripts run as Functions (else EVALSHA).
-    pub fn functions(&self) -> bool {
-        self.functions.load(Ordering::Relaxed)
-    }
-
-    /// The setting it was chosen by.
-    pub fn setting(&self) -> ScriptsMode {
-        self.setting
-    }
-
-    fn may_fall_back(&self) -> bool {
-        self.setting == ScriptsMode::Auto
-    }
-
-    fn fall_back(&self, error: &redis::RedisError) {
-        if self.functions.swap(false, Ordering::Relaxed) {
-            tracing::warn!(
-                answer = %error,
-                "Redis no longer knows FCALL (a failover to an older server?): \
-                 scripts run with EVALSHA from now on"
-            );
-        }
-    }
-}
-
 /// `ERR Function not found`: flushed, or never loaded on this server.
 fn is_function_missing(error: &redis::RedisError) -> bool {
     error
@@ -386,14 +262,59 @@ fn is_function_missing(error: &redis::RedisError) -> bool {
         .is_some_and(|detail| detail.starts_with("Function not found"))
 }
 
-/// `ERR unknown command 'FCALL'` (Redis 6, or the command renamed away).
-fn is_unknown_command(error: &redis::RedisError) -> bool {
-    error
-        .detail()
-        .is_some_and(|detail| detail.starts_with("unknown command"))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// A server without Functions, or a user not allowed them (`NOPERM`).
-fn has_no_functions(error: &redis::RedisError) -> bool {
-    is_unknown_command(error) || error.kind() == ErrorKind::Server(ServerErrorKind::NoPerm)
+    const SCRIPTS: &[(&str, &str)] = &[
+        ("take", "local n = tonumber(ARGV[1])\nreturn n"),
+        ("put", "return redis.call('GET', KEYS[1])"),
+    ];
+
+    #[test]
+    fn the_name_is_the_owner_and_a_version_that_follows_the_scripts() {
+        let library = Library::new("stockade_test", SCRIPTS);
+        let version = library.name().strip_prefix("stockade_test_").unwrap();
+        assert_eq!(version.len(), VERSION_DIGITS);
+        assert!(version.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(
+            Library::new("stockade_test", SCRIPTS).name(),
+            library.name()
+        );
+        let edited = Library::new("stockade_test", &[SCRIPTS[0], ("put", "return 1")]);
+        assert_ne!(edited.name(), library.name(), "a changed source");
+        let renamed = Library::new("stockade_test", &[SCRIPTS[0], ("put2", SCRIPTS[1].1)]);
+        assert_ne!(renamed.name(), library.name(), "a renamed script");
+        // Lengths are hashed: moving text between name and source is a change.
+        let shifted = Library::new("stockade_test", &[("ta", "ke"), ("x", "")]);
+        let unshifted = Library::new("stockade_test", &[("tak", "e"), ("x", "")]);
+        assert_ne!(shifted.name(), unshifted.name());
+    }
+
+    #[test]
+    fn every_script_is_a_function_named_after_the_library() {
+        let library = Library::new("stockade_test", SCRIPTS);
+        let name = library.name();
+        let source = library.source();
+        assert!(source.starts_with(&format!("#!lua name={name}\n")), "{source}");
+        for (script, body) in SCRIPTS {
+            let function = library.script(script);
+            assert_eq!(function.function_name(), format!("{name}_{script}"));
+            assert!(source.contains(&format!(
+                "function_name='{name}_{script}', callback=function(KEYS, ARGV)\n{body}\nend}}"
+            )));
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "has no script \"missing\"")]
+    fn an_unknown_script_is_a_programming_error() {
+        let _ = Library::new("stockade_test", SCRIPTS).script("missing");
+    }
+
+    #[test]
+    #[should_panic(expected = "use a-z, 0-9 and _")]
+    fn a_name_redis_would_refuse_is_a_programming_error() {
+        let _ = Library::new("stockade-test", SCRIPTS);
+    }
 }

@@ -20,6 +20,8 @@
 //! - [`library`]: scripts as one versioned Functions library per owner
 //!   (FCALL) or one by one (EVALSHA), as the connection chose; the
 //!   waiting room and the rate limiter run theirs through it too.
+//!   `scripts_mode`: [`ScriptsMode`] (`--redis-scripts`) and the
+//!   per-connection [`ScriptRunner`] it chooses when connecting.
 //! - `purchase_batch`: one `purchase.lua` call per micro-batch.
 //! - `outbox`: this process's and others' outbox entries.
 //! - `snapshot`: a sale's snapshot from its sale hash.
@@ -32,6 +34,7 @@ pub mod library;
 mod outbox;
 mod purchase_batch;
 mod scripts;
+mod scripts_mode;
 mod sentinel;
 mod snapshot;
 pub mod topology;
@@ -52,7 +55,8 @@ use crate::codes;
 pub use config::{DEFAULT_MAX_BATCH, REBUILD_CHUNK_ENTRIES, RedisEngineConfig};
 pub use connection::SharedConnection;
 pub use keys::SaleKeys;
-pub use library::{Library, LibraryScript, ScriptInvocation, ScriptRunner, ScriptsMode};
+pub use library::{Library, LibraryScript, ScriptInvocation};
+pub use scripts_mode::{ScriptRunner, ScriptsMode};
 use outbox::OutboxIndex;
 use purchase_batch::PurchaseScript;
 use scripts::{
