@@ -145,7 +145,12 @@ async fn eval_forced_runs_every_script_with_evalsha_and_loads_no_library() {
     engine.create_sale(&spec("e", 5)).await.unwrap();
     buy(&engine, "e", "a").await.unwrap();
     // EVALSHA reloads after SCRIPT FLUSH, as it always did.
-    assert!(redis.command(&["SCRIPT", "FLUSH"]).unwrap().starts_with("+OK"));
+    assert!(
+        redis
+            .command(&["SCRIPT", "FLUSH"])
+            .unwrap()
+            .starts_with("+OK")
+    );
     buy(&engine, "e", "b").await.unwrap();
     assert!(calls(&redis, "evalsha") >= 3);
     assert_eq!(calls(&redis, "fcall"), 0);

@@ -46,7 +46,12 @@ async fn a_promoted_replica_already_has_the_library() {
     }
     let name = RedisEngine::library().name();
     let primary = group.server(old).unwrap();
-    assert!(primary.command(&["WAIT", "1", "5000"]).unwrap().starts_with(":1"));
+    assert!(
+        primary
+            .command(&["WAIT", "1", "5000"])
+            .unwrap()
+            .starts_with(":1")
+    );
     // FUNCTION LOAD went to the primary only: the replica got it by
     // replication.
     let standby = group.server(replica).unwrap();
@@ -67,14 +72,20 @@ async fn a_promoted_replica_already_has_the_library() {
                 "a failover must only cause retryable errors: {error}"
             ),
         }
-        assert!(Instant::now() < deadline, "no purchase within 30 s of the failover");
+        assert!(
+            Instant::now() < deadline,
+            "no purchase within 30 s of the failover"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     for user in ["d", "e"] {
         buy(&engine, "fo", user).await.unwrap();
     }
     let promoted = group.server(new).unwrap();
-    assert!(calls(promoted, "fcall") >= 3, "the purchases ran as Functions there");
+    assert!(
+        calls(promoted, "fcall") >= 3,
+        "the purchases ran as Functions there"
+    );
     assert_eq!(
         calls(promoted, "function|load"),
         loads_before,
@@ -119,7 +130,11 @@ async fn on_a_cluster_the_library_is_on_every_primary_and_reloaded_where_lost() 
     // first call that meets it there.
     let lost = ports[1];
     let node = cluster.node(lost).unwrap();
-    assert!(node.command(&["FUNCTION", "FLUSH"]).unwrap().starts_with("+OK"));
+    assert!(
+        node.command(&["FUNCTION", "FLUSH"])
+            .unwrap()
+            .starts_with("+OK")
+    );
     assert!(!has_library(node, name));
     let there = sale_on(&cluster, lost, "lost");
     engine.create_sale(&spec(&there, 10)).await.unwrap();

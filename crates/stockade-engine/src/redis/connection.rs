@@ -14,8 +14,8 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 use stockade_core::EngineError;
 
 use super::RedisEngineConfig;
-use super::scripts_mode::ScriptRunner;
 use super::scripts::redis_error;
+use super::scripts_mode::ScriptRunner;
 use super::sentinel::SentinelConnection;
 use stockade_core::redact::endpoint;
 

@@ -232,7 +232,10 @@ impl ScriptInvocation<'_> {
         }
     }
 
-    async fn evalsha<T: FromRedisValue>(&self, connection: &mut SharedConnection) -> RedisResult<T> {
+    async fn evalsha<T: FromRedisValue>(
+        &self,
+        connection: &mut SharedConnection,
+    ) -> RedisResult<T> {
         let evalsha = self.command("EVALSHA", self.script.eval.get_hash());
         match evalsha.query_async(connection).await {
             Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
@@ -296,7 +299,10 @@ mod tests {
         let library = Library::new("stockade_test", SCRIPTS);
         let name = library.name();
         let source = library.source();
-        assert!(source.starts_with(&format!("#!lua name={name}\n")), "{source}");
+        assert!(
+            source.starts_with(&format!("#!lua name={name}\n")),
+            "{source}"
+        );
         for (script, body) in SCRIPTS {
             let function = library.script(script);
             assert_eq!(function.function_name(), format!("{name}_{script}"));

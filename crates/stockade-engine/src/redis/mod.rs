@@ -56,13 +56,13 @@ pub use config::{DEFAULT_MAX_BATCH, REBUILD_CHUNK_ENTRIES, RedisEngineConfig};
 pub use connection::SharedConnection;
 pub use keys::SaleKeys;
 pub use library::{Library, LibraryScript, ScriptInvocation};
-pub use scripts_mode::{ScriptRunner, ScriptsMode};
 use outbox::OutboxIndex;
 use purchase_batch::PurchaseScript;
 use scripts::{
     CLOSE, CREATE_SALE, REBUILD_BEGIN, REBUILD_CHUNK, REBUILD_FINISH, RELEASE_MANY, RETIRE,
     redis_error,
 };
+pub use scripts_mode::{ScriptRunner, ScriptsMode};
 pub use topology::{RedisTopology, RedisUrlError};
 
 /// Sales held in Redis.

@@ -25,7 +25,10 @@ pub(super) static ENGINE_LIBRARY: LazyLock<Library> = LazyLock::new(|| {
             ("retire", include_str!("../../lua/retire.lua")),
             ("rebuild_begin", include_str!("../../lua/rebuild_begin.lua")),
             ("rebuild_chunk", include_str!("../../lua/rebuild_chunk.lua")),
-            ("rebuild_finish", include_str!("../../lua/rebuild_finish.lua")),
+            (
+                "rebuild_finish",
+                include_str!("../../lua/rebuild_finish.lua"),
+            ),
         ],
     )
 });
@@ -36,8 +39,7 @@ fn script(name: &str) -> LibraryScript {
 
 pub(super) static CREATE_SALE: LazyLock<LibraryScript> = LazyLock::new(|| script("create_sale"));
 pub(super) static PURCHASE: LazyLock<LibraryScript> = LazyLock::new(|| script("purchase"));
-pub(super) static RELEASE_MANY: LazyLock<LibraryScript> =
-    LazyLock::new(|| script("release_many"));
+pub(super) static RELEASE_MANY: LazyLock<LibraryScript> = LazyLock::new(|| script("release_many"));
 pub(super) static CLOSE: LazyLock<LibraryScript> = LazyLock::new(|| script("close"));
 pub(super) static RETIRE: LazyLock<LibraryScript> = LazyLock::new(|| script("retire"));
 pub(super) static REBUILD_BEGIN: LazyLock<LibraryScript> =

@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use stockade_core::{
-    Engine, EngineError, Purchase, PurchaseOutcome, SaleSpec, SystemClock,
-};
+use stockade_core::{Engine, EngineError, Purchase, PurchaseOutcome, SaleSpec, SystemClock};
 use stockade_engine::{RedisEngine, RedisEngineConfig, ScriptsMode};
 use stockade_test_support::RedisServer;
 
@@ -40,9 +38,7 @@ pub fn calls(server: &RedisServer, command: &str) -> u64 {
     stats
         .lines()
         .find_map(|line| line.strip_prefix(&prefix))
-        .map_or(0, |rest| {
-            rest.split(',').next().unwrap().parse().unwrap()
-        })
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
 }
 
 /// Whether `server` holds a Functions library whose name starts with
