@@ -73,10 +73,12 @@ impl ScriptRunner {
         let functions = match setting {
             ScriptsMode::Eval => false,
             ScriptsMode::Auto | ScriptsMode::Functions => {
+                // Any answer will do: a pattern that matches no library
+                // keeps it short.
                 let probe = redis::cmd("FUNCTION")
                     .arg("LIST")
                     .arg("LIBRARYNAME")
-                    .arg("stockade_")
+                    .arg("stockade_probe")
                     .query_async::<redis::Value>(connection)
                     .await;
                 match (probe, setting) {

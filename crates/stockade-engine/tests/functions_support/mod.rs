@@ -42,10 +42,11 @@ pub fn calls(server: &RedisServer, command: &str) -> u64 {
 }
 
 /// Whether `server` holds a Functions library whose name starts with
-/// `name` (`FUNCTION LIST LIBRARYNAME` matches a pattern).
+/// `name` (`FUNCTION LIST LIBRARYNAME` takes a glob pattern).
 pub fn has_library(server: &RedisServer, name: &str) -> bool {
+    let pattern = format!("{name}*");
     let listed = server
-        .command(&["FUNCTION", "LIST", "LIBRARYNAME", name])
+        .command(&["FUNCTION", "LIST", "LIBRARYNAME", &pattern])
         .unwrap();
     listed.lines().any(|line| line.starts_with(name))
 }

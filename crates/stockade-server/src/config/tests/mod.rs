@@ -355,6 +355,30 @@ fn invalid_settings_name_the_setting() {
         }
     );
     assert!(ok.engine().fallback().is_some());
+    let eval = ServerConfig::resolve(
+        flags(&[
+            ("engine", "redis"),
+            ("redis_url", "redis://127.0.0.1:6379"),
+            ("redis_scripts", "eval"),
+        ]),
+        RawConfig::default(),
+        None,
+    )
+    .unwrap();
+    assert!(
+        matches!(
+            eval.engine(),
+            Engine::Redis {
+                scripts: stockade_engine::ScriptsMode::Eval,
+                ..
+            }
+        ),
+        "{:?}",
+        eval.engine()
+    );
+    let err = bad(flags(&[("redis_scripts", "lua")]));
+    assert!(err.to_string().contains("--redis-scripts"), "{err}");
+    assert!(err.to_string().contains("auto, eval or functions"), "{err}");
     let err = bad(flags(&[("database_url", "mysql://x")]));
     assert!(err.to_string().contains("--database-url"), "{err}");
     let err = bad(flags(&[("admin_token", "short")]));
