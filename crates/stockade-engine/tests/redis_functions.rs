@@ -1,8 +1,9 @@
 //! How the Redis engine's scripts run: as one versioned Functions library
 //! on Redis 7 (FCALL), reloaded after `FUNCTION FLUSH`, side by side with
 //! another version's library; with EVALSHA when forced, on a server
-//! without Functions (Redis 7 with them renamed away) and on a real
-//! Redis 6. Each test starts its own throwaway servers.
+//! without Functions (Redis 7 with them renamed away), on a real Redis 6,
+//! and from the moment a Redis 6 takes the server's place. Each test starts
+//! its own throwaway servers.
 
 mod functions_support;
 
@@ -226,4 +227,51 @@ async fn on_a_real_redis_6_the_scripts_run_with_evalsha() {
     .unwrap_err()
     .to_string();
     assert!(forced.contains("--redis-scripts"), "{forced}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_replaced_by_redis_6_turns_the_connection_to_evalsha() {
+    let mut redis = RedisServer::start().unwrap();
+    let engine = connect(&redis.url(), ScriptsMode::Auto).await;
+    let forced = connect(&redis.url(), ScriptsMode::Functions).await;
+    engine.create_sale(&spec("down", 5)).await.unwrap();
+    assert!(engine.connection().scripts().functions());
+
+    tokio::task::block_in_place(|| redis.replace_with_redis6().unwrap());
+    // The server came back empty: the sale is created again, once the
+    // connection is back, and FCALL's `unknown command` turns it to EVALSHA.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let created = loop {
+        match engine.create_sale(&spec("down", 5)).await {
+            Ok(outcome) => break outcome,
+            Err(error) => assert!(error.is_retryable(), "{error}"),
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Redis 6 never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(created, stockade_core::CreateOutcome::Created);
+    assert!(!engine.connection().scripts().functions());
+    assert!(matches!(
+        buy(&engine, "down", "a").await.unwrap(),
+        PurchaseOutcome::Purchased { remaining: 4, .. }
+    ));
+    assert!(calls(&redis, "evalsha") >= 2);
+    // Functions forced: the error is the caller's to see, nothing falls back.
+    let refused = loop {
+        match buy(&forced, "down", "b").await {
+            Err(error) if error.is_retryable() => {}
+            other => break other,
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Redis 6 never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let refused = refused.unwrap_err().to_string();
+    assert!(refused.contains("unknown command"), "{refused}");
+    assert!(forced.connection().scripts().functions());
 }

@@ -95,6 +95,15 @@ impl RedisServer {
         self.restart_process()
     }
 
+    /// Kills the server and starts a Redis 6 ([`binaries::redis6`]) empty on
+    /// the same port: the "primary replaced by an older Redis" fault (a
+    /// failover during a Redis downgrade). Restarts keep Redis 6.
+    pub fn replace_with_redis6(&mut self) -> Result<(), TestSupportError> {
+        self.binary = binaries::redis6()?;
+        self.process.kill();
+        self.restart_process()
+    }
+
     /// Starts the (killed) server again on the same port.
     fn restart_process(&mut self) -> Result<(), TestSupportError> {
         on_its_port_again(|| {
