@@ -75,6 +75,13 @@ pub struct CreateSale {
     /// A draw sale: when entries close and the draw is made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entries_close_at: Option<DateTime<Utc>>,
+    /// Spreads one hot sale over several Redis Cluster primaries: its stock
+    /// split over this many counts (1 to 64, default 1, at most one per
+    /// item), each buyer always decided by the same one. One SKU and no
+    /// tiers. Only the Redis engine splits; the others keep one count.
+    #[schema(minimum = 1, maximum = 64)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<u16>,
 }
 
 impl CreateSale {
@@ -124,6 +131,7 @@ impl CreateSale {
             allocation: None,
             entries_open_at: None,
             entries_close_at: None,
+            shards: None,
         }
     }
 
@@ -323,6 +331,13 @@ pub struct Sale {
     /// A draw sale's entry window and seed commitment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draw: Option<DrawTerms>,
+    /// Over how many shards the stock is spread (1: not split).
+    #[serde(default = "one_shard")]
+    pub shards: u16,
+}
+
+fn one_shard() -> u16 {
+    1
 }
 
 impl From<SaleSnapshot> for Sale {
@@ -355,6 +370,7 @@ impl From<SaleSnapshot> for Sale {
             release_reserved_at: spec.release_reserved_at(),
             allocation: Allocation::Race,
             draw: None,
+            shards: spec.shards(),
         }
     }
 }

@@ -5,7 +5,7 @@
 -- KEYS[1]  sale hash, KEYS[2] holdings, KEYS[3] keys, KEYS[4] orders,
 -- KEYS[5]  outbox
 -- ARGV     epoch, total, limit, starts, ends, hold, skus, sku_limit, tiers,
---          release_at
+--          release_at, shards
 -- Returns  {1, 0} begun | {0, newer epoch} superseded
 local current = redis.call('HMGET', KEYS[1], 'epoch', 'building', 'newest')
 local newest = math.max(tonumber(current[1] or '0'), tonumber(current[2] or '0'),
@@ -16,5 +16,5 @@ redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 redis.call('HSET', KEYS[1],
   'total', ARGV[2], 'limit', ARGV[3], 'starts', ARGV[4], 'ends', ARGV[5], 'hold', ARGV[6],
   'skus', ARGV[7], 'sku_limit', ARGV[8], 'tiers', ARGV[9], 'release_at', ARGV[10],
-  'remaining', '0', 'epoch', '0', 'building', ARGV[1], 'newest', ARGV[1])
+  'shards', ARGV[11], 'remaining', '0', 'epoch', '0', 'building', ARGV[1], 'newest', ARGV[1])
 return {1, 0}

@@ -103,6 +103,20 @@ fn assert_in_order(answers: &[Value], when: &str) -> usize {
     admitted
 }
 
+/// Every ticket answered as admitted or waiting: none lost, none closed.
+fn assert_all_present(answers: &[Value], when: &str) {
+    for (n, answer) in answers.iter().enumerate() {
+        match answer["status"].as_str() {
+            Some("admitted") => {}
+            Some("waiting") => assert!(
+                answer["position"].as_u64().unwrap() >= 1,
+                "{when}: buyer {n} has no position: {answers:?}"
+            ),
+            _ => panic!("{when}: buyer {n}'s ticket is {answer}: {answers:?}"),
+        }
+    }
+}
+
 async fn admitted_token(server: &TestServer, ticket: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -152,8 +166,12 @@ async fn a_waiting_room_keeps_every_place_through_a_redis_restart_and_a_freeze()
 
     // Redis loses every key: the queue, the room's listing, the sale.
     redis.restart().unwrap();
+    // Each poll puts its lost ticket back at its own place, and the ticker
+    // admits the front again meanwhile: positions seen one poll after
+    // another are of a moving queue, so only "nobody lost, nobody closed"
+    // holds here; the order is checked once the front is admitted again.
     let after_restart = poll_all(&server, &tickets).await;
-    assert_in_order(&after_restart, "after Redis restarted empty");
+    assert_all_present(&after_restart, "after Redis restarted empty");
     // The room is listed and ticked again: the front of the queue is
     // admitted again (their admissions were lost with the keys), in order,
     // and the first buyer buys with the admission it had before.

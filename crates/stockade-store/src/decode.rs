@@ -26,6 +26,7 @@ pub(crate) fn sale_from_row(row: &AnyRow) -> Result<SaleSpec, StoreError> {
     let sku_limit: Option<i64> = row.try_get("per_sku_limit")?;
     let tiers: Option<String> = row.try_get("tiers")?;
     let release: Option<i64> = row.try_get("release_reserved_at_ms")?;
+    let shards: i64 = row.try_get("shards")?;
     let invalid = |e: ValidationError| corrupt("sale", e);
     let total = u32::try_from(total).map_err(|e| corrupt("stock", e))?;
     let mut builder = match skus {
@@ -52,6 +53,11 @@ pub(crate) fn sale_from_row(row: &AnyRow) -> Result<SaleSpec, StoreError> {
     }
     if let Some(ms) = ends {
         builder = builder.ends_at(millis(ms)?);
+    }
+    if shards != 1 {
+        builder = builder
+            .shards(u16::try_from(shards).map_err(|e| corrupt("shards", e))?)
+            .map_err(invalid)?;
     }
     if let Some(ms) = hold {
         builder = builder

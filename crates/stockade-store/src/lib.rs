@@ -117,7 +117,7 @@ const ORDER_COLUMNS: &str = "id, sale_id, user_id, quantity, items, tier, idempo
 /// shown nor counted.
 const VOID: &str = "void";
 const SALE_COLUMNS: &str = "id, total_stock, per_user_limit, starts_at_ms, ends_at_ms, hold_ms, \
-     skus, per_sku_limit, tiers, release_reserved_at_ms";
+     skus, per_sku_limit, tiers, release_reserved_at_ms, shards";
 
 /// An order id as the store knows it ([`OrderStore::stored`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -377,8 +377,8 @@ async fn insert_sale<'c>(
     let inserted = sqlx::query(
         "INSERT INTO sales
              (id, total_stock, per_user_limit, starts_at_ms, ends_at_ms, hold_ms, created_at_ms,
-              skus, per_sku_limit, sku_sold, tiers, release_reserved_at_ms, tier_sold)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+              skus, per_sku_limit, sku_sold, tiers, release_reserved_at_ms, tier_sold, shards)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
          ON CONFLICT (id) DO NOTHING",
     )
     .bind(spec.id().as_str())
@@ -402,6 +402,7 @@ async fn insert_sale<'c>(
         (!spec.tiers().is_empty())
             .then(|| serde_json::to_string(&SoldCounts::new(spec).tier_sold).unwrap_or_default()),
     )
+    .bind(i64::from(spec.shards()))
     .execute(executor)
     .await?;
     Ok(inserted.rows_affected() == 1)

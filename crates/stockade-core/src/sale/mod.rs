@@ -23,6 +23,9 @@ pub const MAX_TOTAL_STOCK: u32 = 1_000_000_000;
 pub const MAX_PER_USER_LIMIT: u32 = MAX_TOTAL_STOCK;
 /// The longest sale id, in characters.
 pub const MAX_SALE_ID_LEN: usize = 64;
+/// The most shards a sale's stock may be split over (see
+/// [`SaleSpecBuilder::shards`]).
+pub const MAX_SHARDS: u16 = 64;
 
 /// A sale id: 1 to 64 characters from `A-Za-z0-9_-`.
 ///
@@ -80,6 +83,13 @@ pub struct SaleSpec {
     hold: Option<Duration>,
     tiers: Vec<TierSpec>,
     release_reserved_at: Option<DateTime<Utc>>,
+    /// Specs stored before shards read as one shard.
+    #[serde(default = "one_shard")]
+    shards: u16,
+}
+
+fn one_shard() -> u16 {
+    1
 }
 
 impl SaleSpec {
@@ -146,6 +156,7 @@ impl SaleSpec {
                 hold: None,
                 tiers: Vec::new(),
                 release_reserved_at: None,
+                shards: 1,
             },
         })
     }
@@ -200,6 +211,25 @@ impl SaleSpec {
     /// end of the sale, never for buying).
     pub fn release_reserved_at(&self) -> Option<DateTime<Utc>> {
         self.release_reserved_at
+    }
+    /// Over how many shards the engine spreads the stock (1: not split).
+    /// Only the Redis engine splits; the others hold one count whatever
+    /// this says, and keep it for when the sale moves back to Redis.
+    pub fn shards(&self) -> u16 {
+        self.shards
+    }
+    /// The same sale spread over `shards` shards, checked as at creation
+    /// (for tools and tests that run one scenario sharded and not).
+    pub fn resharded(&self, shards: u16) -> Result<SaleSpec, ValidationError> {
+        SaleSpecBuilder { spec: self.clone() }
+            .shards(shards)?
+            .build()
+    }
+    /// The shard that decides every purchase of `user`: always the same,
+    /// so one buyer's purchases meet one count and the per-user limit stays
+    /// exact. A hash every process and version computes alike (FNV-1a).
+    pub fn shard_of(&self, user: &crate::UserId) -> u16 {
+        shard_of(user.as_str(), self.shards)
     }
     /// Whether the tiers' reserves still hold at `now`.
     pub fn reserves_hold_at(&self, now: DateTime<Utc>) -> bool {
@@ -323,8 +353,40 @@ impl SaleSpecBuilder {
         Ok(self)
     }
 
-    /// Checks the window and the tiers, and returns the spec.
+    /// Splits the stock over `shards` counts (1 to [`MAX_SHARDS`]) that
+    /// the Redis engine keeps on different Cluster slots, so one hot sale
+    /// spreads over several primaries. A sharded sale has one SKU and no
+    /// tiers: both are rules over the whole stock at once, which no shard
+    /// sees.
+    pub fn shards(mut self, shards: u16) -> Result<Self, ValidationError> {
+        if !(1..=MAX_SHARDS).contains(&shards) {
+            return Err(ValidationError::new(
+                "shards",
+                format!("must be between 1 and {MAX_SHARDS} (got {shards})"),
+            ));
+        }
+        self.spec.shards = shards;
+        Ok(self)
+    }
+
+    /// Checks the window, the tiers and the shards, and returns the spec.
     pub fn build(self) -> Result<SaleSpec, ValidationError> {
+        if self.spec.shards > 1 && (self.spec.skus.len() > 1 || !self.spec.tiers.is_empty()) {
+            return Err(ValidationError::new(
+                "shards",
+                "a sale split over shards must have one SKU and no tiers: \
+                 split a sale of several SKUs into one sale per hot SKU",
+            ));
+        }
+        if u32::from(self.spec.shards) > self.spec.total_stock {
+            return Err(ValidationError::new(
+                "shards",
+                format!(
+                    "{} shards for a stock of {}: every shard needs an item to start with",
+                    self.spec.shards, self.spec.total_stock
+                ),
+            ));
+        }
         if let (Some(start), Some(end)) = (self.spec.starts_at, self.spec.ends_at)
             && end <= start
         {
@@ -336,6 +398,16 @@ impl SaleSpecBuilder {
         check_tiers(&self.spec)?;
         Ok(self.spec)
     }
+}
+
+/// FNV-1a of `user`, modulo `shards`: see [`SaleSpec::shard_of`].
+pub fn shard_of(user: &str, shards: u16) -> u16 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in user.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (hash % u64::from(shards.max(1))) as u16
 }
 
 /// Checks one stock figure: 1 to [`MAX_TOTAL_STOCK`].

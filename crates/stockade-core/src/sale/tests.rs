@@ -95,3 +95,93 @@ fn sale_id_deserialization_validates() {
     assert!(serde_json::from_str::<SaleId>("\"ok-id\"").is_ok());
     assert!(serde_json::from_str::<SaleId>("\"not ok\"").is_err());
 }
+
+#[test]
+fn shards_are_bounded_and_need_one_sku_without_tiers() {
+    let spec = SaleSpec::builder("s", 10)
+        .unwrap()
+        .shards(3)
+        .unwrap()
+        .build()
+        .unwrap();
+    assert_eq!(spec.shards(), 3);
+    assert_eq!(
+        SaleSpec::builder("s", 10)
+            .unwrap()
+            .build()
+            .unwrap()
+            .shards(),
+        1
+    );
+    for bad in [0, MAX_SHARDS + 1] {
+        let err = SaleSpec::builder("s", 100)
+            .unwrap()
+            .shards(bad)
+            .unwrap_err();
+        assert_eq!(err.field, "shards", "{bad}");
+    }
+    let more_shards_than_items = SaleSpec::builder("s", 2)
+        .unwrap()
+        .shards(3)
+        .unwrap()
+        .build()
+        .unwrap_err();
+    assert!(
+        more_shards_than_items.reason.contains("every shard"),
+        "{more_shards_than_items}"
+    );
+    let skus = vec![
+        SkuSpec {
+            id: SkuId::new("a").unwrap(),
+            stock: 5,
+        },
+        SkuSpec {
+            id: SkuId::new("b").unwrap(),
+            stock: 5,
+        },
+    ];
+    let err = SaleSpec::with_skus("s", skus)
+        .unwrap()
+        .shards(2)
+        .unwrap()
+        .build()
+        .unwrap_err();
+    assert!(err.reason.contains("one SKU"), "{err}");
+}
+
+#[test]
+fn a_buyer_always_meets_the_same_shard_and_buyers_spread() {
+    let spec = SaleSpec::builder("s", 1000)
+        .unwrap()
+        .shards(4)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut per_shard = [0u32; 4];
+    for n in 0..4000 {
+        let user = crate::UserId::new(format!("user-{n}")).unwrap();
+        let shard = spec.shard_of(&user);
+        assert_eq!(shard, spec.shard_of(&user));
+        per_shard[usize::from(shard)] += 1;
+    }
+    // Fixed values: the hash must never change between versions, or a
+    // rolling upgrade would send a buyer to another shard.
+    assert_eq!(shard_of("alice", 4), shard_of("alice", 4));
+    assert_eq!(
+        [shard_of("alice", 7), shard_of("bob", 7), shard_of("", 7)],
+        [1, 2, 2]
+    );
+    for count in per_shard {
+        assert!((800..1200).contains(&count), "{per_shard:?}");
+    }
+}
+
+#[test]
+fn specs_stored_before_shards_read_as_one_shard() {
+    let spec = SaleSpec::builder("s", 10).unwrap().build().unwrap();
+    let mut json = serde_json::to_value(&spec).unwrap();
+    json.as_object_mut().unwrap().remove("shards");
+    let read: SaleSpec = serde_json::from_value(json).unwrap();
+    assert_eq!(read.shards(), 1);
+    assert_eq!(read, spec);
+}

@@ -11,8 +11,8 @@ use stockade_core::{
 
 /// The spec as stored: total, limit, starts, ends, hold (ms; '' when
 /// unset), skus (`id=stock,...`), per-SKU limit ('' when unset), tiers
-/// ([`tiers_field`]), release of the reserves (ms or '').
-pub(super) fn spec_fields(spec: &SaleSpec) -> [String; 9] {
+/// ([`tiers_field`]), release of the reserves (ms or ''), shards.
+pub(super) fn spec_fields(spec: &SaleSpec) -> [String; 10] {
     [
         spec.total_stock().to_string(),
         spec.per_user_limit().to_string(),
@@ -28,6 +28,7 @@ pub(super) fn spec_fields(spec: &SaleSpec) -> [String; 9] {
         tiers_field(spec.tiers()),
         spec.release_reserved_at()
             .map_or_else(String::new, |t| t.timestamp_millis().to_string()),
+        spec.shards().to_string(),
     ]
 }
 
@@ -116,9 +117,10 @@ pub(super) fn spec_from_fields(id: &SaleId, fields: &[String]) -> Result<SaleSpe
             "sale {id} in Redis has a malformed {what} field: {fields:?}"
         ))
     };
-    // Sales created before SKUs have five fields, before tiers seven.
+    // Sales created before SKUs have five fields, before tiers seven,
+    // before shards nine.
     let (total, limit, starts, ends, hold) = match fields {
-        [total, limit, starts, ends, hold, ..] if [5, 7, 9].contains(&fields.len()) => {
+        [total, limit, starts, ends, hold, ..] if [5, 7, 9, 10].contains(&fields.len()) => {
             (total, limit, starts, ends, hold)
         }
         _ => return Err(corrupt("field list")),
@@ -126,6 +128,7 @@ pub(super) fn spec_from_fields(id: &SaleId, fields: &[String]) -> Result<SaleSpe
     let extra = |n: usize| fields.get(n).map(String::as_str);
     let (skus, sku_limit) = (extra(5), extra(6).unwrap_or(""));
     let (tiers, release) = (extra(7).unwrap_or(""), extra(8).unwrap_or(""));
+    let shards = extra(9).unwrap_or("1");
     let number = |text: &str, what: &str| text.parse::<i64>().map_err(|_| corrupt(what));
     let instant = |text: &str, what: &str| -> Result<Option<DateTime<Utc>>, EngineError> {
         if text.is_empty() {
@@ -161,6 +164,10 @@ pub(super) fn spec_from_fields(id: &SaleId, fields: &[String]) -> Result<SaleSpe
     }
     if let Some(end) = instant(ends, "ends")? {
         builder = builder.ends_at(end);
+    }
+    if shards != "1" {
+        let shards = u16::try_from(number(shards, "shards")?).map_err(|_| corrupt("shards"))?;
+        builder = builder.shards(shards).map_err(|_| corrupt("shards"))?;
     }
     if !hold.is_empty() {
         let millis = u64::try_from(number(hold, "hold")?).map_err(|_| corrupt("hold"))?;

@@ -38,7 +38,13 @@ impl SaleKeys {
 
     /// The keys of `sale` under `prefix` (for example `stockade:`).
     pub fn new(prefix: &str, sale: &SaleId) -> Self {
-        let base = format!("{prefix}{{{sale}}}");
+        Self::tagged(prefix, sale.as_str())
+    }
+
+    /// The keys under hash tag `tag`: a sale's own (the sale id), or one of
+    /// its other shards' (see `shards::placement`).
+    pub(super) fn tagged(prefix: &str, tag: &str) -> Self {
+        let base = format!("{prefix}{{{tag}}}");
         Self {
             sale: format!("{base}:sale"),
             holdings: format!("{base}:holdings"),

@@ -12,18 +12,26 @@
 //! engine's clock and is passed to the scripts, so every instance of the
 //! service judges windows by its own clock (keep clocks in sync with NTP).
 //!
+//! A sale created with `shards: N` spreads its stock over N sets of keys on
+//! different Cluster slots (see `shards`); every operation here goes to
+//! the shard it concerns, or to all of them.
+//!
 //! # Layout
 //! - `config`: [`RedisEngineConfig`]; [`topology`]: standalone, Sentinel or
 //!   Cluster, from a URL; `connection`, `sentinel`: reaching it.
 //! - [`keys`]: the key layout; `scripts`: the Lua scripts; `codec`: their
 //!   replies.
+//! - `shards`: a sale's shards, and stock moving between them.
 //! - [`library`]: scripts as one versioned Functions library per owner
 //!   (FCALL) or one by one (EVALSHA), as the connection chose; the
 //!   waiting room and the rate limiter run theirs through it too.
 //!   `scripts_mode`: [`ScriptsMode`] (`--redis-scripts`) and the
 //!   per-connection [`ScriptRunner`] it chooses when connecting.
 //! - `purchase_batch`: one `purchase.lua` call per micro-batch.
-//! - `outbox`: this process's and others' outbox entries.
+//! - `release`: releases, on every shard of a sharded sale.
+//! - `outbox`: this process's and others' outbox entries; `stream`:
+//!   reading and trimming the outbox streams.
+//! - `rebuild`: a sale's state from the store's orders.
 //! - `snapshot`: a sale's snapshot from its sale hash.
 
 mod codec;
@@ -33,21 +41,24 @@ pub mod keys;
 pub mod library;
 mod outbox;
 mod purchase_batch;
+mod rebuild;
+mod release;
 mod scripts;
 mod scripts_mode;
 mod sentinel;
+mod shards;
 mod snapshot;
+mod stream;
 pub mod topology;
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use async_trait::async_trait;
 use redis::AsyncCommands;
-use stockade_core::rule;
 use stockade_core::{
-    Clock, CreateOutcome, Engine, EngineError, Epoch, Item, Order, OrderId, Purchase,
-    PurchaseOutcome, RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, SoldCounts,
-    UserId,
+    Clock, CreateOutcome, Engine, EngineError, Epoch, Order, OrderId, Purchase, PurchaseOutcome,
+    RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, SoldCounts, UserId,
 };
 
 use crate::batching::{BatchedPurchase, Batcher};
@@ -57,21 +68,30 @@ pub use connection::SharedConnection;
 pub use keys::SaleKeys;
 pub use library::{Library, LibraryScript, ScriptInvocation};
 use outbox::OutboxIndex;
-use purchase_batch::PurchaseScript;
-use scripts::{
-    CLOSE, CREATE_SALE, REBUILD_BEGIN, REBUILD_CHUNK, REBUILD_FINISH, RELEASE_MANY, RETIRE,
-    redis_error,
-};
+use purchase_batch::{BatchKey, PurchaseScript};
+use scripts::{CLOSE, CREATE_SALE, RETIRE, redis_error};
 pub use scripts_mode::{ScriptRunner, ScriptsMode};
+use shards::{Layouts, Transfers};
 pub use topology::{RedisTopology, RedisUrlError};
+
+/// How many times a purchase of a sharded sale is tried on its shard, with
+/// stock pulled from the siblings between tries, before its shard's answer
+/// stands. Tries go on only while pulls bring stock, and each pull takes at
+/// least half of what a sibling has, so the siblings run dry in a few dozen
+/// pulls whatever the stock: this bound is a safety net, not a limit met.
+const SHARD_TRIES: usize = 64;
 
 /// Sales held in Redis.
 pub struct RedisEngine {
     connection: SharedConnection,
     key_prefix: String,
     clock: Arc<dyn Clock>,
-    purchases: Batcher<(SaleId, Epoch), BatchedPurchase, PurchaseOutcome>,
+    purchases: Batcher<BatchKey, BatchedPurchase, PurchaseOutcome>,
     purchase_script: Arc<PurchaseScript>,
+    /// Each sale's shards (one for most sales).
+    layouts: Arc<Layouts>,
+    /// Stock moving between a sharded sale's shards.
+    transfers: Arc<Transfers>,
     /// This process's own outbox entries.
     outbox_index: Arc<OutboxIndex>,
     /// Other processes' entries, as of the last read of each outbox.
@@ -108,14 +128,19 @@ impl RedisEngine {
     ) -> Result<Self, EngineError> {
         let connection = SharedConnection::open(config).await?;
         let outbox_index = Arc::new(OutboxIndex::default());
+        let layouts = Arc::new(Layouts::new(&config.key_prefix));
+        let transfers = Arc::new(Transfers::new(connection.clone()));
+        shards::spawn_rebalancer(Arc::downgrade(&transfers), Arc::downgrade(&layouts));
         Ok(Self {
             purchase_script: Arc::new(PurchaseScript {
                 connection: connection.clone(),
-                key_prefix: config.key_prefix.clone(),
+                layouts: Arc::clone(&layouts),
                 clock: Arc::clone(&clock),
                 outbox_index: Arc::clone(&outbox_index),
             }),
             purchases: Batcher::new(config.max_batch),
+            layouts,
+            transfers,
             outbox_index,
             read_entries: OutboxIndex::default(),
             connection,
@@ -124,8 +149,9 @@ impl RedisEngine {
         })
     }
 
-    /// The keys of a sale, for tools that inspect or consume them (the
-    /// outbox reader, fault-injection tests).
+    /// The keys of a sale (of its shard 0, when it is sharded), for tools
+    /// that inspect or consume them (the outbox reader, fault-injection
+    /// tests).
     pub fn keys(&self, sale: &SaleId) -> SaleKeys {
         SaleKeys::new(&self.key_prefix, sale)
     }
@@ -154,39 +180,76 @@ impl Engine for RedisEngine {
     }
 
     async fn create_sale(&self, spec: &SaleSpec) -> Result<CreateOutcome, EngineError> {
-        let keys = self.keys(spec.id());
-        let mut invocation = CREATE_SALE.prepare_invoke();
-        invocation.key(&keys.sale);
-        for field in codec::spec_fields(spec) {
-            invocation.arg(field);
+        let layout = self.layouts.of_spec(spec);
+        let parts = shards::shares(spec.total_stock(), layout.len());
+        let part = |shard: u16| layout.is_sharded().then(|| parts[usize::from(shard)]);
+        // The sale's own keys first: they judge a conflict before any other
+        // shard is written. A creation that stopped half way is completed
+        // by the next (each shard's part is fixed).
+        let answer = self.create_shard(spec, layout.keys(0), part(0)).await?;
+        for (shard, keys) in layout.all().skip(1) {
+            self.create_shard(spec, keys, part(shard)).await?;
         }
-        for (field, left) in codec::sold_fields(spec, &SoldCounts::new(spec)) {
-            invocation.arg(field).arg(left);
-        }
-        let reply: Vec<String> = invocation
-            .invoke_async(&mut self.connection.clone())
-            .await
-            .map_err(redis_error)?;
-        match reply.first().map(String::as_str) {
-            Some("created") => Ok(CreateOutcome::Created),
-            Some("exists") => Ok(CreateOutcome::AlreadyExists),
-            Some("conflict") => {
-                CreateOutcome::for_existing(spec, codec::spec_from_fields(spec.id(), &reply[1..])?)
-            }
-            _ => Err(EngineError::backend(format!(
-                "unexpected reply from create_sale.lua: {reply:?}"
-            ))),
-        }
+        Ok(answer)
     }
 
     async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError> {
-        self.purchases
-            .submit(
-                (purchase.sale_id().clone(), purchase.epoch()),
-                BatchedPurchase::new(purchase),
-                &self.purchase_script,
-            )
-            .await
+        let sale = purchase.sale_id();
+        let layout = self.layouts.of(&self.connection, sale).await?;
+        if !layout.is_sharded() {
+            return self.submit(purchase, 0).await;
+        }
+        let shard = layout.shard_of(purchase.user_id());
+        layout.touch(self.clock.now().timestamp_millis());
+        let mut tries = 0;
+        loop {
+            let tried_at = Instant::now();
+            let outcome = self.submit(purchase, shard).await?;
+            tries += 1;
+            match outcome {
+                // The shard ran empty: fill it before saying so, so that
+                // "nothing left" means every shard (a buyer's shard is a
+                // lower bound of the sale's stock).
+                PurchaseOutcome::Purchased {
+                    order_id,
+                    remaining: 0,
+                } => {
+                    let remaining = if self
+                        .transfers
+                        .refill(sale, &layout, shard, purchase.epoch(), 1, Instant::now())
+                        .await
+                        .unwrap_or(false)
+                    {
+                        self.shard_remaining(&layout, shard).await.unwrap_or(0)
+                    } else {
+                        0
+                    };
+                    return Ok(PurchaseOutcome::Purchased {
+                        order_id,
+                        remaining,
+                    });
+                }
+                PurchaseOutcome::SoldOut | PurchaseOutcome::InsufficientStock { .. }
+                    if tries < SHARD_TRIES =>
+                {
+                    let refilled = self
+                        .transfers
+                        .refill(
+                            sale,
+                            &layout,
+                            shard,
+                            purchase.epoch(),
+                            purchase.quantity(),
+                            tried_at,
+                        )
+                        .await?;
+                    if !refilled {
+                        return Ok(outcome);
+                    }
+                }
+                other => return Ok(other),
+            }
+        }
     }
 
     async fn release(
@@ -209,31 +272,8 @@ impl Engine for RedisEngine {
         if releases.is_empty() {
             return Ok(Vec::new());
         }
-        let keys = self.keys(sale);
-        let mut invocation = RELEASE_MANY.prepare_invoke();
-        invocation
-            .key(&keys.sale)
-            .key(&keys.holdings)
-            .key(&keys.orders)
-            .arg(releases.len());
-        for (order, epoch) in releases {
-            invocation.arg(order.to_string()).arg(epoch.get());
-        }
-        let reply: Vec<i64> = invocation
-            .invoke_async(&mut self.connection.clone())
-            .await
-            .map_err(redis_error)?;
-        if reply.len() != 3 * releases.len() {
-            return Err(EngineError::backend(format!(
-                "release_many.lua gave {} values for {} releases",
-                reply.len(),
-                releases.len()
-            )));
-        }
-        reply
-            .chunks_exact(3)
-            .map(|answer| codes::release(answer[0], answer[1], answer[2], "release_many.lua"))
-            .collect()
+        let layout = self.layouts.of(&self.connection, sale).await?;
+        self.release_in(&layout, releases).await
     }
 
     async fn epoch(&self, sale: &SaleId) -> Result<Option<Epoch>, EngineError> {
@@ -251,12 +291,20 @@ impl Engine for RedisEngine {
     }
 
     async fn close(&self, sale: &SaleId) -> Result<Option<Epoch>, EngineError> {
-        let mut invocation = CLOSE.prepare_invoke();
-        invocation.key(self.keys(sale).sale);
-        let held: i64 = invocation
-            .invoke_async(&mut self.connection.clone())
-            .await
-            .map_err(redis_error)?;
+        let layout = self.layouts.of(&self.connection, sale).await?;
+        // Every shard closes; the sale's own keys answer.
+        let mut held = -1;
+        for (shard, keys) in layout.all() {
+            let mut invocation = CLOSE.prepare_invoke();
+            invocation.key(&keys.sale);
+            let answer: i64 = invocation
+                .invoke_async(&mut self.connection.clone())
+                .await
+                .map_err(redis_error)?;
+            if shard == 0 {
+                held = answer;
+            }
+        }
         if held < 0 {
             return Ok(None);
         }
@@ -264,107 +312,70 @@ impl Engine for RedisEngine {
     }
 
     async fn snapshot(&self, sale: &SaleId) -> Result<Option<SaleSnapshot>, EngineError> {
-        let keys = self.keys(sale);
-        // One HGETALL is atomic: the spec and the stock are read together.
-        let fields: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
-            .arg(&keys.sale)
-            .query_async(&mut self.connection.clone())
-            .await
-            .map_err(redis_error)?;
-        snapshot::from_hash(sale, &fields, self.clock.now())
+        let layout = self.layouts.of(&self.connection, sale).await?;
+        let hashes = shards::hashes(&self.connection, &layout).await?;
+        let now = self.clock.now();
+        let Some(snapshot) = snapshot::from_hash(sale, &hashes[0], now)? else {
+            return Ok(None);
+        };
+        if !layout.is_sharded() {
+            return Ok(Some(snapshot));
+        }
+        let remaining = shards::remaining_of(&hashes)?;
+        Ok(Some(SaleSnapshot::at(snapshot.spec, &[remaining], now)))
     }
 
     async fn purchased_by(&self, sale: &SaleId, user: &UserId) -> Result<u32, EngineError> {
+        let layout = self.layouts.of(&self.connection, sale).await?;
         let held: Option<u32> = self
             .connection
             .clone()
-            .hget(self.keys(sale).holdings, user.as_str())
+            .hget(&layout.keys(layout.shard_of(user)).holdings, user.as_str())
             .await
             .map_err(redis_error)?;
         Ok(held.unwrap_or(0))
     }
 
     async fn outbox(&self, sale: &SaleId) -> Result<Vec<Order>, EngineError> {
-        let keys = self.keys(sale);
-        let entries: redis::streams::StreamRangeReply = self
-            .connection
-            .clone()
-            .xrange_all(&keys.outbox)
-            .await
-            .map_err(redis_error)?;
+        let layout = self.layouts.of(&self.connection, sale).await?;
         let mut orders = Vec::new();
-        // Others' entries are known as they are in the stream now.
-        let present = entries.ids.iter().map(|e| e.id.as_str()).collect();
-        self.read_entries.keep_only(sale, &present);
-        for entry in &entries.ids {
-            let carried = codec::orders_from_entry(sale, entry)?;
-            let index = if self.outbox_index.knows(sale, &entry.id) {
-                &*self.outbox_index
-            } else {
-                let ids: Vec<OrderId> = carried.iter().map(|order| order.id).collect();
-                self.read_entries.record(sale, &entry.id, &ids);
-                &self.read_entries
-            };
-            // Orders of the entry this process acknowledged already are
-            // decided: leave them out.
-            orders.extend(
-                carried
-                    .into_iter()
-                    .filter(|order| index.is_undecided(sale, &entry.id, &order.id)),
-            );
+        for (shard, keys) in layout.all() {
+            orders.extend(self.outbox_of(sale, shard, keys).await?);
         }
-        if orders.is_empty() {
-            return Ok(orders);
-        }
-        // Released orders are never to be committed: leave them out, and
-        // count them decided so their entries can go.
-        let records: Vec<Option<String>> = redis::cmd("HMGET")
-            .arg(&keys.orders)
-            .arg(orders.iter().map(|o| o.id.to_string()).collect::<Vec<_>>())
-            .query_async(&mut self.connection.clone())
-            .await
-            .map_err(redis_error)?;
-        let released: Vec<OrderId> = orders
-            .iter()
-            .zip(&records)
-            .filter(|(_, record)| record.as_deref().is_some_and(is_released))
-            .map(|(order, _)| order.id)
-            .collect();
-        if !released.is_empty() {
-            self.acknowledge(sale, &released).await?;
-            orders.retain(|order| !released.contains(&order.id));
+        if layout.is_sharded() {
+            // Oldest first: each shard's in its order, the shards merged by
+            // the millisecond (the shards share no finer clock).
+            orders.sort_by_key(|order| order.created_at);
         }
         Ok(orders)
     }
 
     async fn acknowledge(&self, sale: &SaleId, orders: &[OrderId]) -> Result<(), EngineError> {
-        let mut finished = self.outbox_index.settle(sale, orders);
-        finished.extend(self.read_entries.settle(sale, orders));
-        if finished.is_empty() {
-            return Ok(());
+        let layout = self.layouts.of(&self.connection, sale).await?;
+        for (shard, keys) in layout.all() {
+            self.acknowledge_on(sale, shard, keys, orders).await?;
         }
-        let _removed: i64 = self
-            .connection
-            .clone()
-            .xdel(self.keys(sale).outbox, &finished)
-            .await
-            .map_err(redis_error)?;
         Ok(())
     }
 
     async fn retire(&self, sale: &SaleId, after: std::time::Duration) -> Result<(), EngineError> {
-        let keys = self.keys(sale);
-        let mut invocation = RETIRE.prepare_invoke();
-        for key in keys.all() {
-            invocation.key(key);
+        let layout = self.layouts.of(&self.connection, sale).await?;
+        for (shard, keys) in layout.all() {
+            let mut invocation = RETIRE.prepare_invoke();
+            for key in keys.all() {
+                invocation.key(key);
+            }
+            invocation.arg(u64::try_from(after.as_millis()).unwrap_or(u64::MAX));
+            let _found: i64 = invocation
+                .invoke_async(&mut self.connection.clone())
+                .await
+                .map_err(redis_error)?;
+            if after.is_zero() {
+                self.outbox_index.forget(&(sale.clone(), shard));
+            }
         }
-        invocation.arg(u64::try_from(after.as_millis()).unwrap_or(u64::MAX));
-        let _found: i64 = invocation
-            .invoke_async(&mut self.connection.clone())
-            .await
-            .map_err(redis_error)?;
         if after.is_zero() {
-            self.outbox_index.forget(sale);
+            self.layouts.forget(sale);
         }
         Ok(())
     }
@@ -376,136 +387,73 @@ impl Engine for RedisEngine {
         orders: &[Order],
     ) -> Result<SaleSnapshot, EngineError> {
         let plan = RebuildPlan::new(spec, orders)?;
-        let keys = self.keys(spec.id());
-        let mut begin = REBUILD_BEGIN.prepare_invoke();
-        for key in keys.all() {
-            begin.key(key);
-        }
-        begin.arg(epoch.get());
-        for field in codec::spec_fields(spec) {
-            begin.arg(field);
-        }
-        self.rebuild_step(begin, spec, epoch, "rebuild_begin.lua")
-            .await?;
-        // The outbox was replaced with an empty one.
-        self.outbox_index.forget(spec.id());
-        self.read_entries.forget(spec.id());
-        // The state goes in bounded chunks: holdings, then keys, then orders.
-        let holdings: Vec<(String, u32)> =
-            plan.holdings
-                .iter()
-                .map(|(user, held)| (user.to_string(), *held))
-                .chain(plan.sku_holdings.iter().map(|((user, sku), held)| {
-                    (format!("{user}\n{}", spec.skus()[*sku].id), *held)
-                }))
-                .collect();
-        let order_records: Vec<(String, String)> = plan
-            .orders
-            .iter()
-            .map(|order| {
-                let state = if order.live { 'l' } else { 'r' };
-                let items = rule::order_items(spec, &order.items);
-                (
-                    order.id.to_string(),
-                    format!(
-                        "{}:{state}:{}\n{}\n{}",
-                        order.quantity,
-                        order.user_id,
-                        Item::encode_list(&items),
-                        order.tier.map_or_else(String::new, |t| t.to_string())
-                    ),
-                )
-            })
-            .collect();
-        let mut next_holding = 0;
-        let mut next_key = 0;
-        let mut next_order = 0;
-        while next_holding < holdings.len()
-            || next_key < plan.keys.len()
-            || next_order < order_records.len()
-        {
-            let mut budget = REBUILD_CHUNK_ENTRIES;
-            let holding_end = (next_holding + budget).min(holdings.len());
-            budget -= holding_end - next_holding;
-            let key_end = (next_key + budget).min(plan.keys.len());
-            budget -= key_end - next_key;
-            let order_end = (next_order + budget).min(order_records.len());
-            let mut chunk = REBUILD_CHUNK.prepare_invoke();
-            chunk
-                .key(&keys.sale)
-                .key(&keys.holdings)
-                .key(&keys.keys)
-                .key(&keys.orders)
-                .arg(epoch.get())
-                .arg(holding_end - next_holding)
-                .arg(key_end - next_key);
-            for (field, held) in &holdings[next_holding..holding_end] {
-                chunk.arg(field).arg(*held);
-            }
-            for (user, key, order_id) in &plan.keys[next_key..key_end] {
-                chunk
-                    .arg(codec::key_field(user, key))
-                    .arg(order_id.to_string());
-            }
-            for (id, record) in &order_records[next_order..order_end] {
-                chunk.arg(id).arg(record);
-            }
-            self.rebuild_step(chunk, spec, epoch, "rebuild_chunk.lua")
-                .await?;
-            (next_holding, next_key, next_order) = (holding_end, key_end, order_end);
-        }
-        let mut finish = REBUILD_FINISH.prepare_invoke();
-        finish.key(&keys.sale).arg(epoch.get()).arg(plan.remaining);
-        for (field, left) in codec::sold_fields(spec, &plan.sold) {
-            finish.arg(field).arg(left);
-        }
-        self.rebuild_step(finish, spec, epoch, "rebuild_finish.lua")
-            .await?;
-        Ok(SaleSnapshot::at(
-            spec.clone(),
-            &plan.sku_remaining,
-            self.clock.now(),
-        ))
+        self.rebuild_from(spec, epoch, &plan).await
     }
 }
 
-/// Whether an orders-hash record (`quantity:state:user\nitems`) is released.
-fn is_released(record: &str) -> bool {
-    record.split(':').nth(1) == Some("r")
-}
-
 impl RedisEngine {
-    /// Runs one fenced rebuild script: `{1, value}` goes on, `{0, newer}`
-    /// means another rebuild under a newer epoch took over.
-    async fn rebuild_step(
+    /// The stock left in one shard.
+    async fn shard_remaining(
         &self,
-        invocation: ScriptInvocation<'_>,
+        layout: &shards::Layout,
+        shard: u16,
+    ) -> Result<u32, EngineError> {
+        let remaining: Option<u32> = self
+            .connection
+            .clone()
+            .hget(&layout.keys(shard).sale, "remaining")
+            .await
+            .map_err(redis_error)?;
+        Ok(remaining.unwrap_or(0))
+    }
+
+    /// Queues `purchase` for its shard's next purchase.lua batch.
+    async fn submit(
+        &self,
+        purchase: &Purchase,
+        shard: u16,
+    ) -> Result<PurchaseOutcome, EngineError> {
+        self.purchases
+            .submit(
+                (purchase.sale_id().clone(), shard, purchase.epoch()),
+                BatchedPurchase::new(purchase),
+                &self.purchase_script,
+            )
+            .await
+    }
+
+    /// create_sale.lua on one shard's keys; `part` is the shard's part of
+    /// the stock (None: the sale is not sharded).
+    async fn create_shard(
+        &self,
         spec: &SaleSpec,
-        epoch: Epoch,
-        script: &str,
-    ) -> Result<i64, EngineError> {
-        let (applied, value): (i64, i64) = invocation
+        keys: &SaleKeys,
+        part: Option<u32>,
+    ) -> Result<CreateOutcome, EngineError> {
+        let mut invocation = CREATE_SALE.prepare_invoke();
+        invocation.key(&keys.sale);
+        for field in codec::spec_fields(spec) {
+            invocation.arg(field);
+        }
+        for (field, left) in codec::sold_fields(spec, &SoldCounts::new(spec)) {
+            invocation.arg(field).arg(left);
+        }
+        if let Some(part) = part {
+            invocation.arg("remaining").arg(part);
+        }
+        let reply: Vec<String> = invocation
             .invoke_async(&mut self.connection.clone())
             .await
             .map_err(redis_error)?;
-        if applied == 1 {
-            return Ok(value);
+        match reply.first().map(String::as_str) {
+            Some("created") => Ok(CreateOutcome::Created),
+            Some("exists") => Ok(CreateOutcome::AlreadyExists),
+            Some("conflict") => {
+                CreateOutcome::for_existing(spec, codec::spec_from_fields(spec.id(), &reply[1..])?)
+            }
+            _ => Err(EngineError::backend(format!(
+                "unexpected reply from create_sale.lua: {reply:?}"
+            ))),
         }
-        let newer = codes::epoch(value, script)?;
-        if newer <= epoch {
-            // Not a newer rebuild: the state being built is gone.
-            return Err(EngineError::Unavailable(
-                format!(
-                    "the state of sale {} vanished during its rebuild (Redis restarted?)",
-                    spec.id()
-                )
-                .into(),
-            ));
-        }
-        Err(EngineError::Superseded {
-            sale_id: spec.id().clone(),
-            epoch,
-            newer,
-        })
     }
 }

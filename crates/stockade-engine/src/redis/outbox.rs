@@ -25,22 +25,26 @@ use std::sync::Arc;
 use dashmap::DashMap;
 use stockade_core::{OrderId, SaleId};
 
+/// One outbox stream: a sale and its shard (0 for an unsharded sale), since
+/// each shard of a sharded sale has its own.
+pub(super) type Stream = (SaleId, u16);
+
 #[derive(Default)]
 struct SaleEntries {
     entry_of: HashMap<OrderId, Arc<str>>,
     undecided: HashMap<Arc<str>, usize>,
 }
 
-/// Outbox entries with orders still undecided, per sale.
+/// Outbox entries with orders still undecided, per outbox stream.
 #[derive(Default)]
 pub(super) struct OutboxIndex {
-    sales: DashMap<SaleId, SaleEntries>,
+    sales: DashMap<Stream, SaleEntries>,
 }
 
 impl OutboxIndex {
     /// Remembers that `entry` carries `orders`, unless the entry is known
     /// already (its count then reflects acknowledgements made since).
-    pub(super) fn record(&self, sale: &SaleId, entry: &str, orders: &[OrderId]) {
+    pub(super) fn record(&self, sale: &Stream, entry: &str, orders: &[OrderId]) {
         let mut sale = self.sales.entry(sale.clone()).or_default();
         if orders.is_empty() || sale.undecided.contains_key(entry) {
             return;
@@ -55,7 +59,7 @@ impl OutboxIndex {
     /// Whether `order` is known here as carried by `entry` and still
     /// undecided. False for an order of an entry this process knows that
     /// was acknowledged already (the outbox read leaves it out).
-    pub(super) fn is_undecided(&self, sale: &SaleId, entry: &str, order: &OrderId) -> bool {
+    pub(super) fn is_undecided(&self, sale: &Stream, entry: &str, order: &OrderId) -> bool {
         self.sales.get(sale).is_some_and(|entries| {
             entries
                 .entry_of
@@ -67,7 +71,7 @@ impl OutboxIndex {
     /// Marks `orders` decided and returns the entries that no longer carry
     /// an undecided order (to be deleted from the stream). Unknown orders
     /// (acknowledged already, or never seen here) are ignored.
-    pub(super) fn settle(&self, sale: &SaleId, orders: &[OrderId]) -> Vec<String> {
+    pub(super) fn settle(&self, sale: &Stream, orders: &[OrderId]) -> Vec<String> {
         let Some(mut sale_entries) = self.sales.get_mut(sale) else {
             return Vec::new();
         };
@@ -99,7 +103,7 @@ impl OutboxIndex {
     }
 
     /// Whether `entry` of `sale` is known here (with undecided orders).
-    pub(super) fn knows(&self, sale: &SaleId, entry: &str) -> bool {
+    pub(super) fn knows(&self, sale: &Stream, entry: &str) -> bool {
         self.sales
             .get(sale)
             .is_some_and(|entries| entries.undecided.contains_key(entry))
@@ -107,7 +111,7 @@ impl OutboxIndex {
 
     /// Forgets the entries of `sale` that are not in `present` (they left
     /// the stream), keeping what is known of the others.
-    pub(super) fn keep_only(&self, sale: &SaleId, present: &HashSet<&str>) {
+    pub(super) fn keep_only(&self, sale: &Stream, present: &HashSet<&str>) {
         if let Some(mut entries) = self.sales.get_mut(sale) {
             entries
                 .undecided
@@ -126,7 +130,7 @@ impl OutboxIndex {
     }
 
     /// Forgets a sale's entries (its outbox was replaced by a rebuild).
-    pub(super) fn forget(&self, sale: &SaleId) {
+    pub(super) fn forget(&self, sale: &Stream) {
         self.sales.remove(sale);
     }
 }
@@ -138,7 +142,7 @@ mod tests {
     #[test]
     fn an_entry_finishes_when_its_last_order_is_settled_once() {
         let index = OutboxIndex::default();
-        let sale = SaleId::new("s").unwrap();
+        let sale = (SaleId::new("s").unwrap(), 0);
         let [a, b, c] = [(); 3].map(|()| OrderId::generate());
         index.record(&sale, "1-0", &[a, b]);
         index.record(&sale, "2-0", &[c]);
@@ -158,7 +162,7 @@ mod tests {
     #[test]
     fn keeping_only_the_present_entries_forgets_the_rest() {
         let index = OutboxIndex::default();
-        let sale = SaleId::new("s").unwrap();
+        let sale = (SaleId::new("s").unwrap(), 0);
         let [a, b, c] = [(); 3].map(|()| OrderId::generate());
         index.record(&sale, "1-0", &[a, b]);
         index.record(&sale, "2-0", &[c]);
@@ -175,7 +179,7 @@ mod tests {
     #[test]
     fn forgetting_a_sale_drops_its_entries() {
         let index = OutboxIndex::default();
-        let sale = SaleId::new("s").unwrap();
+        let sale = (SaleId::new("s").unwrap(), 0);
         let a = OrderId::generate();
         index.record(&sale, "1-0", &[a]);
         index.forget(&sale);

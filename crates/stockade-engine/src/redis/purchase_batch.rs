@@ -1,4 +1,5 @@
-//! One purchase.lua call per micro-batch of one sale under one epoch.
+//! One purchase.lua call per micro-batch of one shard of a sale (the sale
+//! itself when it is not sharded) under one epoch.
 
 use std::sync::Arc;
 
@@ -6,27 +7,30 @@ use stockade_core::{Clock, EngineError, Epoch, OrderId, PurchaseOutcome, SaleId}
 use tracing::Instrument as _;
 
 use super::SharedConnection;
-use super::keys::SaleKeys;
 use super::outbox::OutboxIndex;
 use super::scripts::{PURCHASE, redis_error};
+use super::shards::Layouts;
 use crate::batching::{BatchRunner, BatchedPurchase, batch_span};
 use crate::codes;
 
-/// Runs purchase.lua for a batch of one sale under one epoch.
+/// What purchases are batched by: the sale, its shard, the epoch.
+pub(super) type BatchKey = (SaleId, u16, Epoch);
+
+/// Runs purchase.lua for a batch of one shard under one epoch.
 pub(super) struct PurchaseScript {
     pub(super) connection: SharedConnection,
-    pub(super) key_prefix: String,
+    pub(super) layouts: Arc<Layouts>,
     pub(super) clock: Arc<dyn Clock>,
     pub(super) outbox_index: Arc<OutboxIndex>,
 }
 
-impl BatchRunner<(SaleId, Epoch), BatchedPurchase, PurchaseOutcome> for PurchaseScript {
+impl BatchRunner<BatchKey, BatchedPurchase, PurchaseOutcome> for PurchaseScript {
     async fn run(
         &self,
-        key: &(SaleId, Epoch),
+        key: &BatchKey,
         purchases: Vec<BatchedPurchase>,
     ) -> Result<Vec<PurchaseOutcome>, EngineError> {
-        let span = batch_span("redis", "purchase.lua", &key.0, key.1, &purchases);
+        let span = batch_span("redis", "purchase.lua", &key.0, key.2, &purchases);
         self.call(key, purchases).instrument(span).await
     }
 }
@@ -35,10 +39,14 @@ impl PurchaseScript {
     /// One purchase.lua call for the batch.
     async fn call(
         &self,
-        (sale, epoch): &(SaleId, Epoch),
+        (sale, shard, epoch): &BatchKey,
         purchases: Vec<BatchedPurchase>,
     ) -> Result<Vec<PurchaseOutcome>, EngineError> {
-        let keys = SaleKeys::new(&self.key_prefix, sale);
+        let keys = self.layouts.keys(sale, *shard).ok_or_else(|| {
+            EngineError::Unavailable(
+                format!("shard {shard} of sale {sale} is not known here").into(),
+            )
+        })?;
         let mut invocation = PURCHASE.prepare_invoke();
         for key in keys.all() {
             invocation.key(key);
@@ -93,7 +101,8 @@ impl PurchaseScript {
             .collect();
         if !accepted.is_empty() {
             let entry = reply_text(entry).ok_or_else(malformed)?;
-            self.outbox_index.record(sale, &entry, &accepted);
+            self.outbox_index
+                .record(&(sale.clone(), *shard), &entry, &accepted);
         }
         Ok(outcomes)
     }

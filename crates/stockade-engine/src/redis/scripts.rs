@@ -29,6 +29,9 @@ pub(super) static ENGINE_LIBRARY: LazyLock<Library> = LazyLock::new(|| {
                 "rebuild_finish",
                 include_str!("../../lua/rebuild_finish.lua"),
             ),
+            ("take", include_str!("../../lua/take.lua")),
+            ("give", include_str!("../../lua/give.lua")),
+            ("untake", include_str!("../../lua/untake.lua")),
         ],
     )
 });
@@ -48,6 +51,9 @@ pub(super) static REBUILD_CHUNK: LazyLock<LibraryScript> =
     LazyLock::new(|| script("rebuild_chunk"));
 pub(super) static REBUILD_FINISH: LazyLock<LibraryScript> =
     LazyLock::new(|| script("rebuild_finish"));
+pub(super) static TAKE: LazyLock<LibraryScript> = LazyLock::new(|| script("take"));
+pub(super) static GIVE: LazyLock<LibraryScript> = LazyLock::new(|| script("give"));
+pub(super) static UNTAKE: LazyLock<LibraryScript> = LazyLock::new(|| script("untake"));
 
 /// Sorts a Redis error into "retry later" (unavailable, timeout) and
 /// "will not get better" (backend). A slot in migration or moved (TRYAGAIN,

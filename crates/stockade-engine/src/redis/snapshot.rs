@@ -21,7 +21,7 @@ pub(super) fn from_hash(
     let corrupt = |what: &str| {
         EngineError::backend(format!("sale {sale} in Redis has no valid {what} field"))
     };
-    let mut spec_fields = Vec::with_capacity(9);
+    let mut spec_fields = Vec::with_capacity(10);
     for name in [
         "total",
         "limit",
@@ -32,12 +32,14 @@ pub(super) fn from_hash(
         "sku_limit",
         "tiers",
         "release_at",
+        "shards",
     ] {
         match fields.get(name) {
             Some(value) => spec_fields.push(value.clone()),
-            // A sale created before SKUs has none of the last four,
-            // one created before tiers none of the last two.
-            None if matches!(spec_fields.len(), 5 | 7) => break,
+            // A sale created before SKUs has none of the last five, one
+            // created before tiers none of the last three, one created
+            // before shards not the last.
+            None if matches!(spec_fields.len(), 5 | 7 | 9) => break,
             None => return Err(corrupt(name)),
         }
     }

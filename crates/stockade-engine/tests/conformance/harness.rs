@@ -24,6 +24,9 @@ pub struct Harness {
     /// The order store the engine decides in, for the store engines: a
     /// scenario reads what it committed there.
     pub store: Option<OrderStore>,
+    /// Whether sales are split over shards, whose outboxes are merged by
+    /// the millisecond (orders of one millisecond in no set order).
+    pub sharded: bool,
     _backend: Box<dyn Any + Send + Sync>,
 }
 
@@ -37,6 +40,7 @@ pub async fn memory() -> Harness {
         engine: Arc::new(MemoryEngine::new(Arc::new(clock.clone()))),
         clock,
         store: None,
+        sharded: false,
         _backend: Box::new(()),
     }
 }
@@ -65,8 +69,20 @@ async fn redis_with(scripts: ScriptsMode) -> Harness {
         engine: Arc::new(engine),
         clock,
         store: None,
+        sharded: false,
         _backend: Box::new(server),
     }
+}
+
+/// Redis with every sale that can be split spread over three shards
+/// (`sharded.rs`).
+pub async fn redis_sharded() -> Harness {
+    let mut harness = redis().await;
+    harness.engine = Arc::new(crate::sharded::Sharded {
+        inner: harness.engine,
+    });
+    harness.sharded = true;
+    harness
 }
 
 /// The store engine on `url`, its backend kept alive by `backend`.
@@ -77,6 +93,7 @@ async fn store_engine(url: &str, backend: Box<dyn Any + Send + Sync>) -> Harness
         engine: Arc::new(StoreEngine::new(store.clone(), Arc::new(clock.clone()))),
         clock,
         store: Some(store),
+        sharded: false,
         _backend: backend,
     }
 }

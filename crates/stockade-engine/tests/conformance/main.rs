@@ -9,9 +9,9 @@
 //! closing and rebuilding run on the outbox engines only; the store
 //! engines have a scenario of their own for what they promise instead.
 //!
-//! Redis runs twice: `redis`, its scripts as a Functions library (Redis 7,
-//! the default), and `redis_eval`, the same scripts forced to EVALSHA (as
-//! on Redis 6, or with `--redis-scripts eval`).
+//! Redis runs its scripts as a Functions library (Redis 7, the default) in
+//! `redis` and `redis_sharded`, and forced to EVALSHA (as on Redis 6, or
+//! with `--redis-scripts eval`) in `redis_eval`.
 //!
 //! Tests are named `group::engine::scenario`, e.g.
 //! `all_engines::sqlite::release_and_double_release`.
@@ -23,6 +23,7 @@ mod batch_release;
 mod bundles;
 mod harness;
 mod properties;
+mod sharded;
 mod suite;
 
 /// One test per scenario on one engine: `mod $engine { $scenario, … }`.
@@ -51,7 +52,7 @@ macro_rules! conformance {
 }
 
 // Every engine, whatever its durability.
-conformance!(all_engines on [memory, redis, redis_eval, postgres, sqlite]: [
+conformance!(all_engines on [memory, redis, redis_sharded, redis_eval, postgres, sqlite]: [
     seed_100_buyers_for_100_items,
     seed_150_buyers_for_100_items,
     crowd_of_10000_buyers_for_1000_items,
@@ -80,7 +81,7 @@ conformance!(all_engines on [memory, redis, redis_eval, postgres, sqlite]: [
 // The engines whose accepted orders wait in an outbox for the store
 // (`Durability::Outbox`): acknowledged once committed, closed and rebuilt
 // from the store.
-conformance!(outbox_engines on [memory, redis, redis_eval]: [
+conformance!(outbox_engines on [memory, redis, redis_sharded, redis_eval]: [
     outbox_holds_accepted_orders_until_acknowledged,
     rebuild_from_committed_orders,
     rebuild_refuses_inconsistent_orders,
@@ -96,7 +97,7 @@ conformance!(committed_engines on [postgres, sqlite]: [
 
 // Engines that let an ended sale go (`Engine::retire`): the store engines
 // keep every sale's orders (the store is their only copy).
-conformance!(retiring_engines on [memory, redis, redis_eval]: [
+conformance!(retiring_engines on [memory, redis, redis_sharded, redis_eval]: [
     a_retired_sale_is_forgotten,
 ]);
 
@@ -112,6 +113,11 @@ mod random_interleavings_keep_the_invariants {
     #[test]
     fn redis() {
         crate::properties::check(crate::harness::redis);
+    }
+
+    #[test]
+    fn redis_sharded() {
+        crate::properties::check(crate::harness::redis_sharded);
     }
 
     #[test]

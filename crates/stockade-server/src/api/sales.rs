@@ -44,6 +44,9 @@ fn spec(body: &CreateSale) -> Result<SaleSpec, ApiError> {
     if let Some(seconds) = body.hold_seconds {
         builder = builder.hold(Duration::from_secs(seconds))?;
     }
+    if let Some(shards) = body.shards {
+        builder = builder.shards(shards)?;
+    }
     Ok(builder.build()?)
 }
 

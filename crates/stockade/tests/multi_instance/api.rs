@@ -70,6 +70,22 @@ pub async fn create_sale(
     post_sale(client, base, body, hold_seconds).await
 }
 
+/// `POST /v1/sales` (admin) of a sale of `stock` items spread over
+/// `shards` shards, with a payment hold of `hold_seconds` if given.
+pub async fn create_sharded_sale(
+    client: &reqwest::Client,
+    base: &str,
+    sale: &str,
+    stock: u64,
+    per_user_limit: u64,
+    hold_seconds: Option<u64>,
+    shards: u16,
+) -> Answer {
+    let body =
+        json!({"id": sale, "stock": stock, "per_user_limit": per_user_limit, "shards": shards});
+    post_sale(client, base, body, hold_seconds).await
+}
+
 /// `POST /v1/sales` (admin) of a sale of several SKUs, each with its own
 /// stock, with a payment hold of `hold_seconds` if given.
 pub async fn create_sku_sale(

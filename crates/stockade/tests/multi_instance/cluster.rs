@@ -167,9 +167,10 @@ impl Cluster {
     }
 
     /// Creates the sale of `terms` (of `skus` if given, else of its stock
-    /// as one SKU) through the first instance that accepts it, trying for
-    /// up to 20 s. A sale that cannot be created is a harness failure.
-    pub async fn create_sale(&self, terms: &Terms, skus: &[SkuStock]) {
+    /// as one SKU, over `shards` shards) through the first instance that
+    /// accepts it, trying for up to 20 s. A sale that cannot be created is
+    /// a harness failure.
+    pub async fn create_sale(&self, terms: &Terms, skus: &[SkuStock], shards: u16) {
         let Terms {
             sale,
             stock,
@@ -182,7 +183,9 @@ impl Cluster {
             let index = attempt % INSTANCES;
             let url = self.endpoints.get(index);
             let (client, limit, hold) = (&self.client, *per_user_limit, *hold_seconds);
-            let answer = if skus.is_empty() {
+            let answer = if shards > 1 {
+                api::create_sharded_sale(client, &url, sale, *stock, limit, hold, shards).await
+            } else if skus.is_empty() {
                 api::create_sale(client, &url, sale, *stock, limit, hold).await
             } else {
                 api::create_sku_sale(client, &url, sale, skus, limit, hold).await

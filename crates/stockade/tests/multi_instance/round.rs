@@ -37,6 +37,9 @@ pub struct Scenario {
     /// then buys bundles of them (`plan::with_bundles`). Empty: the sale is
     /// created with `stock` alone and nobody names a SKU.
     pub skus: &'static [(&'static str, u64)],
+    /// Over how many shards the sale's stock is spread (1: not split; more
+    /// needs the Redis engine to mean anything, and a sale of one SKU).
+    pub shards: u16,
     /// The faults of round `n` (1-based), in order.
     pub faults: fn(usize) -> Vec<Step>,
     /// Payment holds of the sales, if any.
@@ -146,7 +149,7 @@ async fn run_round(
         per_user_limit: PER_USER_LIMIT,
         hold_seconds,
     };
-    cluster.create_sale(&terms, &skus).await;
+    cluster.create_sale(&terms, &skus, scenario.shards).await;
     let seed = seed(scenario.name, round);
     let plan = match scenario.holds {
         Some(holds) => plan::with_payments(seed, plan::crowd(seed), holds.paying_percent),

@@ -58,6 +58,7 @@ async fn baseline_without_faults() {
         rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
+        shards: 1,
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
@@ -76,6 +77,7 @@ async fn redis_restarted_with_its_data_lost() {
         rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
+        shards: 1,
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
@@ -94,6 +96,7 @@ async fn redis_restarted_from_a_stale_snapshot() {
         rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
+        shards: 1,
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
@@ -117,6 +120,7 @@ async fn redis_unreachable_without_fallback() {
         rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
+        shards: 1,
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
@@ -135,6 +139,7 @@ async fn redis_unreachable_with_postgres_fallback() {
         rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
+        shards: 1,
         orderly_answers_only: false,
         async_percent: ASYNC_PERCENT,
         partitioned: None,
@@ -157,6 +162,7 @@ async fn one_instance_partitioned_from_redis_with_postgres_fallback() {
         rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
+        shards: 1,
         orderly_answers_only: false,
         async_percent: ASYNC_PERCENT,
         partitioned: Some(0),
@@ -175,6 +181,7 @@ async fn postgres_stopped_mid_crowd() {
         rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
+        shards: 1,
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
@@ -193,6 +200,7 @@ async fn one_instance_killed_and_restarted() {
         rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
+        shards: 1,
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
@@ -219,6 +227,7 @@ async fn every_fault_in_sequence() {
         rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
+        shards: 1,
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
@@ -252,6 +261,7 @@ async fn postgres_engine_with_a_killed_instance_and_a_stopped_postgres() {
         rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
+        shards: 1,
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
@@ -288,6 +298,7 @@ async fn payment_holds_expire_through_a_killed_instance_and_a_lost_redis() {
         rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
+        shards: 1,
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
@@ -326,6 +337,7 @@ async fn redis_sentinel_failover_mid_crowd() {
         rounds: ROUNDS,
         stock: HA_STOCK,
         skus: &[],
+        shards: 1,
         orderly_answers_only: true,
         async_percent: 0,
         partitioned: None,
@@ -348,6 +360,7 @@ async fn redis_cluster_slot_migrated_mid_crowd() {
         rounds: ROUNDS,
         stock: HA_STOCK,
         skus: &[],
+        shards: 1,
         orderly_answers_only: true,
         async_percent: 0,
         partitioned: None,
@@ -358,6 +371,47 @@ async fn redis_cluster_slot_migrated_mid_crowd() {
                     pause: Duration::from_millis(400),
                 },
             )]
+        },
+    })
+    .await;
+}
+
+/// A three-primary Redis Cluster with the sale spread over three shards,
+/// one on each primary: mid-crowd the slot of the sale's own shard
+/// migrates to the next primary, then an instance is SIGKILLed (a pull
+/// between shards it had begun is finished by the others). No oversell, no
+/// lost acknowledgement, and every instance sees the sale sold out at
+/// exactly its stock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_cluster_sharded_sale_with_a_slot_migrated_and_an_instance_killed() {
+    run(Scenario {
+        name: "cluster-shards",
+        engine: Engine::RedisCluster,
+        extra_args: Vec::new(),
+        holds: None,
+        rounds: ROUNDS,
+        stock: HA_STOCK,
+        skus: &[],
+        shards: 3,
+        orderly_answers_only: false,
+        async_percent: 0,
+        partitioned: None,
+        faults: |round| {
+            vec![
+                step(
+                    150,
+                    Fault::MigrateSaleSlot {
+                        pause: Duration::from_millis(400),
+                    },
+                ),
+                step(
+                    400,
+                    Fault::KillInstance {
+                        index: victim(round),
+                        down_for: DEAD_FOR,
+                    },
+                ),
+            ]
         },
     })
     .await;
@@ -377,6 +431,7 @@ async fn bundles_with_redis_restarted_and_an_instance_killed() {
         rounds: ROUNDS,
         stock: STOCK,
         skus: BUNDLE_SKUS,
+        shards: 1,
         orderly_answers_only: false,
         async_percent: 0,
         partitioned: None,
