@@ -7,7 +7,7 @@
 //! | engine | state lives in | atomic step | use it for |
 //! | --- | --- | --- | --- |
 //! | [`MemoryEngine`] | this process | per-sale atomics and sharded maps | the embedded default, tests |
-//! | [`RedisEngine`] | Redis (standalone or Cluster) | one Lua script per operation; purchases micro-batched per sale | many service instances, the fast path |
+//! | [`RedisEngine`] | Redis (standalone, Sentinel or Cluster) | one Lua script per operation (a Functions library on Redis 7+, EVALSHA on Redis 6); purchases micro-batched per sale | many service instances, the fast path |
 //!
 //! The PostgreSQL engine is the order store deciding purchases itself:
 //! `stockade_store::StoreEngine` ([`Durability::Committed`]: one
@@ -39,7 +39,8 @@
 //!   purchase it carried ([`link_batches_to`] names that span).
 //! - `codes`: the numeric answers of the Redis scripts.
 //! - [`memory`]: the in-memory engine.
-//! - [`redis`]: the Redis engine, its key layout and its scripts (`lua/*.lua`).
+//! - [`redis`]: the Redis engine, its key layout and its scripts (`lua/*.lua`),
+//!   and [`redis::library`], how every Stockade script runs on Redis.
 
 mod batching;
 mod codes;
@@ -48,4 +49,4 @@ pub mod redis;
 
 pub use batching::link_batches_to;
 pub use memory::MemoryEngine;
-pub use redis::{RedisEngine, RedisEngineConfig, RedisTopology, RedisUrlError};
+pub use redis::{RedisEngine, RedisEngineConfig, RedisTopology, RedisUrlError, ScriptsMode};

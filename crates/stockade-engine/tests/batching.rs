@@ -133,12 +133,17 @@ fn sale(id: &str) -> SaleId {
     SaleId::new(id).unwrap()
 }
 
-/// How many purchase script calls Redis has run (EVALSHA and EVAL).
+/// How many purchase script calls Redis has run (FCALL, the engine's way on
+/// Redis 7; EVALSHA and EVAL).
 fn script_calls(server: &RedisServer) -> u64 {
     let stats = server.command(&["INFO", "commandstats"]).unwrap();
     stats
         .lines()
-        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
+        .filter(|line| {
+            ["cmdstat_fcall:", "cmdstat_evalsha:", "cmdstat_eval:"]
+                .iter()
+                .any(|command| line.starts_with(command))
+        })
         .filter_map(|line| {
             let calls = line.split("calls=").nth(1)?.split(',').next()?;
             calls.parse::<u64>().ok()

@@ -137,7 +137,12 @@ impl Service {
         )
         .await?;
         let (engine, redis, locks): (Arc<dyn Engine>, _, _) = match config.engine() {
-            crate::config::Engine::Redis { url, prefix, .. } => {
+            crate::config::Engine::Redis {
+                url,
+                prefix,
+                scripts,
+                ..
+            } => {
                 let setting = config.sources().name("redis_url");
                 let shown = |error: &dyn std::error::Error| {
                     format!(
@@ -148,7 +153,8 @@ impl Service {
                 };
                 let redis_config = RedisEngineConfig::from_url(url)
                     .map_err(|e| ServeError::Engine(format!("{setting}: {e}")))?
-                    .key_prefix(prefix.engine());
+                    .key_prefix(prefix.engine())
+                    .scripts(*scripts);
                 // A single server is waited for at start; Sentinel and
                 // Cluster URLs name several nodes, left to the driver.
                 if let RedisTopology::Standalone { url } = &redis_config.topology {

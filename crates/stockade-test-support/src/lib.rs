@@ -21,9 +21,10 @@
 //!
 //! # Layout
 //! - [`browser`]: a headless Chromium over WebDriver for page tests.
-//! - [`binaries`]: finding `redis-server`, `postgres`, `initdb` on the machine.
+//! - [`binaries`]: finding `redis-server`, `postgres`, `initdb` on the machine,
+//!   and a Redis 6 `redis-server` where `scripts/test` installs it.
 //! - [`process`]: the child-process handle shared by both servers.
-//! - [`redis_server`]: the throwaway [`RedisServer`].
+//! - [`redis_server`]: the throwaway [`RedisServer`] (Redis 6 too).
 //! - [`redis_sentinel`]: [`RedisSentinelGroup`], a primary, a replica and
 //!   three sentinels, with an ordered failover.
 //! - [`redis_cluster`]: [`RedisCluster`], three primaries, with the

@@ -22,6 +22,8 @@ const SNAPSHOT_FILE: &str = "snapshot.rdb";
 #[derive(Debug)]
 pub struct RedisServer {
     process: ServerProcess,
+    /// The `redis-server` it runs (the one on `PATH`, or Redis 6).
+    binary: PathBuf,
     port: u16,
     extra_args: Vec<String>,
     dir: TempDir,
@@ -37,17 +39,28 @@ impl RedisServer {
     /// Starts a server with extra `redis-server` arguments, for example
     /// `["--cluster-enabled", "yes"]`.
     pub fn start_with(extra_args: &[&str]) -> Result<Self, TestSupportError> {
+        Self::start_binary(binaries::find("redis-server", "redis-server")?, extra_args)
+    }
+
+    /// Starts a Redis 6 server ([`binaries::redis6`]): a server without
+    /// Functions, for the tests of the scripts' EVALSHA mode there.
+    pub fn start_redis6() -> Result<Self, TestSupportError> {
+        Self::start_binary(binaries::redis6()?, &[])
+    }
+
+    fn start_binary(binary: PathBuf, extra_args: &[&str]) -> Result<Self, TestSupportError> {
         let dir = tempfile::Builder::new()
             .prefix("stockade-redis-")
             .tempdir()
             .map_err(|e| TestSupportError::Io("creating a temp dir for redis".into(), e))?;
         let extra_args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
         on_a_free_port(|port| {
-            let process = spawn(dir.path(), port, &extra_args)?;
+            let process = spawn(&binary, dir.path(), port, &extra_args)?;
             Ok((process, port))
         })
         .map(|(process, port)| Self {
             process,
+            binary,
             port,
             extra_args,
             dir,
@@ -82,10 +95,19 @@ impl RedisServer {
         self.restart_process()
     }
 
+    /// Kills the server and starts a Redis 6 ([`binaries::redis6`]) empty on
+    /// the same port: the "primary replaced by an older Redis" fault (a
+    /// failover during a Redis downgrade). Restarts keep Redis 6.
+    pub fn replace_with_redis6(&mut self) -> Result<(), TestSupportError> {
+        self.binary = binaries::redis6()?;
+        self.process.kill();
+        self.restart_process()
+    }
+
     /// Starts the (killed) server again on the same port.
     fn restart_process(&mut self) -> Result<(), TestSupportError> {
         on_its_port_again(|| {
-            self.process = spawn(self.dir.path(), self.port, &self.extra_args)?;
+            self.process = spawn(&self.binary, self.dir.path(), self.port, &self.extra_args)?;
             Ok(())
         })
     }
@@ -168,8 +190,12 @@ fn log_file(dir: &Path, port: u16) -> PathBuf {
     dir.join(format!("redis-{port}.log"))
 }
 
-fn spawn(dir: &Path, port: u16, extra_args: &[String]) -> Result<ServerProcess, TestSupportError> {
-    let binary = binaries::find("redis-server", "redis-server")?;
+fn spawn(
+    binary: &Path,
+    dir: &Path,
+    port: u16,
+    extra_args: &[String],
+) -> Result<ServerProcess, TestSupportError> {
     let log = log_file(dir, port);
     let mut command = Command::new(binary);
     command

@@ -1,9 +1,9 @@
-//! How the Redis engine is set up: where Redis is, its key prefix, and the
-//! batch bounds.
+//! How the Redis engine is set up: where Redis is, its key prefix, the
+//! batch bounds, and how its scripts run.
 
 use std::time::Duration;
 
-use super::{RedisTopology, RedisUrlError};
+use super::{RedisTopology, RedisUrlError, ScriptsMode};
 
 /// At most this many entries (holdings, keys, orders) per rebuild script
 /// call, so rebuilding a sale with millions of orders never blocks Redis
@@ -29,6 +29,9 @@ pub struct RedisEngineConfig {
     /// At most this many purchases of one sale per script call
     /// ([`DEFAULT_MAX_BATCH`]); 1 turns batching off.
     pub max_batch: usize,
+    /// How the scripts run: Functions where the server has them, or
+    /// EVALSHA ([`ScriptsMode::Auto`] by default).
+    pub scripts: ScriptsMode,
 }
 
 impl RedisEngineConfig {
@@ -40,6 +43,7 @@ impl RedisEngineConfig {
             response_timeout: Duration::from_secs(2),
             connection_timeout: Duration::from_secs(2),
             max_batch: DEFAULT_MAX_BATCH,
+            scripts: ScriptsMode::Auto,
         }
     }
 
@@ -66,6 +70,13 @@ impl RedisEngineConfig {
     /// Sets the key prefix.
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.key_prefix = prefix.into();
+        self
+    }
+
+    /// Sets how the scripts run (Functions, EVALSHA, or whichever the
+    /// server has).
+    pub fn scripts(mut self, scripts: ScriptsMode) -> Self {
+        self.scripts = scripts;
         self
     }
 

@@ -5,6 +5,7 @@
 //! request, so a stampede cannot exhaust a pool.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
@@ -14,6 +15,7 @@ use stockade_core::EngineError;
 
 use super::RedisEngineConfig;
 use super::scripts::redis_error;
+use super::scripts_mode::ScriptRunner;
 use super::sentinel::SentinelConnection;
 use stockade_core::redact::endpoint;
 
@@ -29,9 +31,18 @@ const CLUSTER_RETRIES: u32 = 4;
 /// minimum, 1.28 s, would hold a purchase that long per TRYAGAIN).
 const CLUSTER_RETRY_WAIT_MS: (u64, u64) = (10, 200);
 
-/// A cheap-to-clone handle on the shared connection.
+/// A cheap-to-clone handle on the shared connection, and how it runs
+/// Stockade's scripts ([`ScriptRunner`]: Functions or EVALSHA, chosen
+/// when it was opened and shared by every clone).
 #[derive(Clone)]
-pub enum SharedConnection {
+pub struct SharedConnection {
+    link: Link,
+    scripts: Arc<ScriptRunner>,
+}
+
+/// The deployment's own connection.
+#[derive(Clone)]
+enum Link {
     /// A single Redis server.
     Standalone(ConnectionManager),
     /// The primary Redis Sentinel names, followed across failovers.
@@ -41,8 +52,9 @@ pub enum SharedConnection {
 }
 
 impl SharedConnection {
-    /// Connects to the deployment `config` names. Errors name hosts and
-    /// ports, never a password.
+    /// Connects to the deployment `config` names and chooses how scripts
+    /// run there (`config.scripts`). Errors name hosts and ports, never a
+    /// password.
     pub async fn open(config: &RedisEngineConfig) -> Result<Self, EngineError> {
         let topology = &config.topology;
         let failed = |error: redis::RedisError| {
@@ -66,12 +78,12 @@ impl SharedConnection {
             .set_response_timeout(Some(config.response_timeout))
             .set_connection_timeout(Some(config.connection_timeout))
             .set_number_of_retries(2);
-        Ok(match topology {
+        let mut link = match topology {
             RedisTopology::Standalone { url } => {
                 let client = redis::Client::open(url.as_str()).map_err(|e| {
                     EngineError::backend(format!("invalid Redis URL for {}: {e}", endpoint(url)))
                 })?;
-                Self::Standalone(
+                Link::Standalone(
                     ConnectionManager::new_with_config(client, manager_config)
                         .await
                         .map_err(failed)?,
@@ -81,7 +93,7 @@ impl SharedConnection {
                 sentinels,
                 service,
                 primary_settings,
-            } => Self::Sentinel(
+            } => Link::Sentinel(
                 SentinelConnection::connect(
                     sentinels,
                     service,
@@ -101,9 +113,18 @@ impl SharedConnection {
                     .max_retry_wait(CLUSTER_RETRY_WAIT_MS.1)
                     .build()
                     .map_err(failed)?;
-                Self::Cluster(client.get_async_connection().await.map_err(failed)?)
+                Link::Cluster(client.get_async_connection().await.map_err(failed)?)
             }
-        })
+        };
+        let scripts = ScriptRunner::detect(&mut link, config.scripts)
+            .await
+            .map_err(|reason| EngineError::backend(format!("{topology}: {reason}")))?;
+        Ok(Self { link, scripts })
+    }
+
+    /// How this connection runs Stockade's scripts.
+    pub fn scripts(&self) -> &ScriptRunner {
+        &self.scripts
     }
 
     /// An identity of the data set that changes whenever a server holding
@@ -114,8 +135,8 @@ impl SharedConnection {
     pub(super) async fn run_id(&self) -> Result<String, EngineError> {
         let mut command = redis::cmd("INFO");
         command.arg("server");
-        match self {
-            Self::Cluster(cluster) => {
+        match &self.link {
+            Link::Cluster(cluster) => {
                 let routing = RoutingInfo::MultiNode((
                     MultipleNodeRoutingInfo::AllMasters,
                     Some(ResponsePolicy::Special),
@@ -135,7 +156,7 @@ impl SharedConnection {
                     .collect::<Result<Vec<_>, EngineError>>()?;
                 Ok(ids.join(","))
             }
-            Self::Sentinel(sentinel) => {
+            Link::Sentinel(sentinel) => {
                 if let Err(error) = sentinel.follow_primary().await {
                     return Err(redis_error(error));
                 }
@@ -145,7 +166,7 @@ impl SharedConnection {
                     .map_err(redis_error)?;
                 run_id_of(&info)
             }
-            Self::Standalone(_) => {
+            Link::Standalone(_) => {
                 let info: String = command
                     .query_async(&mut self.clone())
                     .await
@@ -165,6 +186,25 @@ fn run_id_of(info: &str) -> Result<String, EngineError> {
 }
 
 impl ConnectionLike for SharedConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        self.link.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        self.link.req_packed_commands(pipeline, offset, count)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.link.get_db()
+    }
+}
+
+impl ConnectionLike for Link {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Self::Standalone(c) => c.req_packed_command(cmd),

@@ -1,6 +1,7 @@
 //! The Redis engine: every operation is one server-side Lua script (kept in
-//! `lua/*.lua`), invoked with EVALSHA and reloaded transparently after
-//! `SCRIPT FLUSH` or a restart.
+//! `lua/*.lua`), run as a function of a versioned Redis Functions library
+//! (Redis 7 and later) or with EVALSHA (Redis 6, or forced), and reloaded
+//! transparently after `FUNCTION FLUSH`, `SCRIPT FLUSH` or a restart.
 //!
 //! Purchases are micro-batched ([`crate::batching`]): the purchases of one
 //! sale that arrive while its script call is in flight go together in the
@@ -21,6 +22,11 @@
 //! - [`keys`]: the key layout; `scripts`: the Lua scripts; `codec`: their
 //!   replies.
 //! - `shards`: a sale's shards, and stock moving between them.
+//! - [`library`]: scripts as one versioned Functions library per owner
+//!   (FCALL) or one by one (EVALSHA), as the connection chose; the
+//!   waiting room and the rate limiter run theirs through it too.
+//!   `scripts_mode`: [`ScriptsMode`] (`--redis-scripts`) and the
+//!   per-connection [`ScriptRunner`] it chooses when connecting.
 //! - `purchase_batch`: one `purchase.lua` call per micro-batch.
 //! - `release`: releases, on every shard of a sharded sale.
 //! - `outbox`: this process's and others' outbox entries; `stream`:
@@ -32,11 +38,13 @@ mod codec;
 mod config;
 mod connection;
 pub mod keys;
+pub mod library;
 mod outbox;
 mod purchase_batch;
 mod rebuild;
 mod release;
 mod scripts;
+mod scripts_mode;
 mod sentinel;
 mod shards;
 mod snapshot;
@@ -58,9 +66,11 @@ use crate::codes;
 pub use config::{DEFAULT_MAX_BATCH, REBUILD_CHUNK_ENTRIES, RedisEngineConfig};
 pub use connection::SharedConnection;
 pub use keys::SaleKeys;
+pub use library::{Library, LibraryScript, ScriptInvocation};
 use outbox::OutboxIndex;
 use purchase_batch::{BatchKey, PurchaseScript};
 use scripts::{CLOSE, CREATE_SALE, RETIRE, redis_error};
+pub use scripts_mode::{ScriptRunner, ScriptsMode};
 use shards::{Layouts, Transfers};
 pub use topology::{RedisTopology, RedisUrlError};
 
@@ -102,6 +112,12 @@ impl RedisEngine {
     /// as the service's shared rate limits.
     pub fn connection(&self) -> SharedConnection {
         self.connection.clone()
+    }
+
+    /// The engine's scripts as a Functions library: its name is what
+    /// `FUNCTION LIST` shows for this version of Stockade.
+    pub fn library() -> &'static Library {
+        &scripts::ENGINE_LIBRARY
     }
 
     /// Connects to Redis. Fails with [`EngineError::Unavailable`] if it

@@ -148,7 +148,7 @@ impl RedisEngine {
     /// means another rebuild under a newer epoch took over.
     async fn rebuild_step(
         &self,
-        invocation: redis::ScriptInvocation<'_>,
+        invocation: super::ScriptInvocation<'_>,
         spec: &SaleSpec,
         epoch: Epoch,
         script: &str,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use stockade_core::{Engine, ManualClock};
-use stockade_engine::{MemoryEngine, RedisEngine, RedisEngineConfig};
+use stockade_engine::{MemoryEngine, RedisEngine, RedisEngineConfig, ScriptsMode};
 use stockade_store::{OrderStore, StoreEngine};
 use stockade_test_support::{PostgresServer, RedisServer};
 
@@ -45,11 +45,22 @@ pub async fn memory() -> Harness {
     }
 }
 
+/// The Redis engine as it runs by default: its scripts as a Functions
+/// library on the Redis 7 the tests start.
 pub async fn redis() -> Harness {
+    redis_with(ScriptsMode::Auto).await
+}
+
+/// The Redis engine with its scripts forced to EVALSHA, as on Redis 6.
+pub async fn redis_eval() -> Harness {
+    redis_with(ScriptsMode::Eval).await
+}
+
+async fn redis_with(scripts: ScriptsMode) -> Harness {
     let server = RedisServer::start().expect("start redis-server");
     let clock = clock();
     let engine = RedisEngine::connect(
-        &RedisEngineConfig::new(server.url()),
+        &RedisEngineConfig::new(server.url()).scripts(scripts),
         Arc::new(clock.clone()),
     )
     .await

@@ -9,6 +9,10 @@
 //! closing and rebuilding run on the outbox engines only; the store
 //! engines have a scenario of their own for what they promise instead.
 //!
+//! Redis runs its scripts as a Functions library (Redis 7, the default) in
+//! `redis` and `redis_sharded`, and forced to EVALSHA (as on Redis 6, or
+//! with `--redis-scripts eval`) in `redis_eval`.
+//!
 //! Tests are named `group::engine::scenario`, e.g.
 //! `all_engines::sqlite::release_and_double_release`.
 //!
@@ -48,7 +52,7 @@ macro_rules! conformance {
 }
 
 // Every engine, whatever its durability.
-conformance!(all_engines on [memory, redis, redis_sharded, postgres, sqlite]: [
+conformance!(all_engines on [memory, redis, redis_sharded, redis_eval, postgres, sqlite]: [
     seed_100_buyers_for_100_items,
     seed_150_buyers_for_100_items,
     crowd_of_10000_buyers_for_1000_items,
@@ -77,7 +81,7 @@ conformance!(all_engines on [memory, redis, redis_sharded, postgres, sqlite]: [
 // The engines whose accepted orders wait in an outbox for the store
 // (`Durability::Outbox`): acknowledged once committed, closed and rebuilt
 // from the store.
-conformance!(outbox_engines on [memory, redis, redis_sharded]: [
+conformance!(outbox_engines on [memory, redis, redis_sharded, redis_eval]: [
     outbox_holds_accepted_orders_until_acknowledged,
     rebuild_from_committed_orders,
     rebuild_refuses_inconsistent_orders,
@@ -93,7 +97,7 @@ conformance!(committed_engines on [postgres, sqlite]: [
 
 // Engines that let an ended sale go (`Engine::retire`): the store engines
 // keep every sale's orders (the store is their only copy).
-conformance!(retiring_engines on [memory, redis, redis_sharded]: [
+conformance!(retiring_engines on [memory, redis, redis_sharded, redis_eval]: [
     a_retired_sale_is_forgotten,
 ]);
 

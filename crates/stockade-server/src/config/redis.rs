@@ -1,4 +1,7 @@
-//! The Redis of `--engine redis`: its URL and the first part of every key.
+//! The Redis of `--engine redis`: its URL, the first part of every key, and
+//! how Stockade's scripts run there.
+
+use stockade_engine::ScriptsMode;
 
 use super::group::settings_group;
 use super::{ConfigError, Sources, invalid};
@@ -20,6 +23,13 @@ settings_group! {
         /// Cluster its own. 1 to 64 letters, digits, '_', '.' or '-'.
         #[arg(long, env = "STOCKADE_REDIS_KEY_PREFIX", value_name = "P", default_value = RedisKeyPrefix::DEFAULT)]
         pub redis_key_prefix: Option<String>,
+        /// How Stockade's Lua scripts run on Redis: auto (as Redis
+        /// Functions, one versioned library per component loaded with
+        /// FUNCTION LOAD and called with FCALL, on Redis 7 and later;
+        /// EVALSHA on Redis 6), functions (refuse to start on a Redis
+        /// without them) or eval (EVALSHA always).
+        #[arg(long, env = "STOCKADE_REDIS_SCRIPTS", value_name = "MODE", default_value = "auto")]
+        pub redis_scripts: Option<String>,
     }
 }
 
@@ -34,6 +44,16 @@ impl RedisSettings {
             return Err(invalid(&sources.name("redis_url"), error.to_string()));
         }
         Ok(url)
+    }
+
+    /// `redis_scripts`: auto, eval or functions; checked even when the
+    /// engine is not Redis.
+    pub(super) fn resolve_scripts(&self, sources: &Sources) -> Result<ScriptsMode, ConfigError> {
+        self.redis_scripts
+            .as_deref()
+            .filter(|text| !text.trim().is_empty())
+            .map_or(Ok(ScriptsMode::Auto), str::parse)
+            .map_err(|reason: String| invalid(&sources.name("redis_scripts"), reason))
     }
 
     /// `redis_key_prefix`, checked even when the engine is not Redis.

@@ -37,10 +37,11 @@ impl ServerConfig {
         let data_dir = raw.storage.resolve_data_dir(&sources)?;
         let redis_url = raw.redis.resolve_url(&sources)?;
         let prefix = raw.redis.resolve_prefix(&sources)?;
+        let scripts = raw.redis.resolve_scripts(&sources)?;
         let store = raw.storage.resolve_store(&data_dir, &sources)?;
         let engine = raw
             .storage
-            .resolve_engine(redis_url, prefix, &store, &sources)?;
+            .resolve_engine(redis_url, prefix, scripts, &store, &sources)?;
         let admin = raw.access.resolve_admin(&sources)?;
         let purchases = raw.purchases.resolve(&sources)?;
         let startup_wait = raw.storage.resolve_startup_wait(&sources)?;

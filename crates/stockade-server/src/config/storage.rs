@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use stockade_engine::ScriptsMode;
+
 use super::group::settings_group;
 use super::{ConfigError, RedisKeyPrefix, Sources, invalid};
 
@@ -79,6 +81,8 @@ pub enum Engine {
         url: String,
         /// The first part of every Redis key.
         prefix: RedisKeyPrefix,
+        /// How the scripts run: Functions, EVALSHA, or whichever Redis has.
+        scripts: ScriptsMode,
         /// What decides while Redis is unavailable (None: purchases are
         /// answered 503).
         fallback: Option<Fallback>,
@@ -160,6 +164,7 @@ impl StorageSettings {
         &self,
         redis_url: Option<String>,
         prefix: RedisKeyPrefix,
+        scripts: ScriptsMode,
         store: &StoreLocation,
         sources: &Sources,
     ) -> Result<Engine, ConfigError> {
@@ -172,6 +177,7 @@ impl StorageSettings {
             ("redis", Some(url)) => Engine::Redis {
                 url,
                 prefix,
+                scripts,
                 fallback: None,
             },
             ("redis", None) => {

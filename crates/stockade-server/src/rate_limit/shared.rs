@@ -15,14 +15,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use redis::Script;
 use stockade_core::Clock;
-use stockade_engine::redis::SharedConnection;
+use stockade_engine::redis::{Library, LibraryScript, SharedConnection};
 
 use super::local::LocalLimits;
 use super::{Limit, RateLimits, Scope};
 
-static GCRA: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("gcra.lua")));
+/// The limiter's one script, as a library of its own
+/// (`stockade_rate_limit`, run as a Function or with EVALSHA as the
+/// connection chose).
+static LIBRARY: LazyLock<Library> =
+    LazyLock::new(|| Library::new("stockade_rate_limit", &[("gcra", include_str!("gcra.lua"))]));
+static GCRA: LazyLock<LibraryScript> = LazyLock::new(|| LIBRARY.script("gcra"));
 
 /// How long a check waits for Redis before this instance decides alone: a
 /// GCRA call takes well under a millisecond on a healthy Redis.

@@ -1,6 +1,8 @@
 //! Queues in Redis, shared by every instance: each join, poll and tick is
 //! one Lua script over the sale's keys (`lua/*.lua`, with `lua/view.lua`
-//! prepended), so instances never race; each costs O(log n).
+//! prepended; one Functions library, or EVALSHA on Redis 6, through
+//! `stockade_engine::redis::library`), so instances never race; each costs
+//! O(log n).
 //!
 //! Positions come from one sorted set per sale, scored by each ticket's
 //! own place (see [`TicketId`]): early joiners a random place below
@@ -14,29 +16,52 @@
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
-use redis::{AsyncCommands, Script, Value};
+use redis::{AsyncCommands, Value};
 use stockade_core::{SaleId, UserId};
 use stockade_engine::RedisEngineConfig;
-use stockade_engine::redis::SharedConnection;
+use stockade_engine::redis::{Library, LibraryScript, SharedConnection};
 
 use super::{
     CloseReason, JoinOutcome, QueueBackend, QueueError, Tick, TickReport, TicketId, TicketState,
     TicketView,
 };
 
-fn script(body: &str) -> Script {
-    Script::new(&[include_str!("lua/view.lua"), body].concat())
-}
+/// The waiting room's scripts, one library (`stockade_waiting_room`, run as
+/// Functions or with EVALSHA as the connection chose).
+static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
+    let view = include_str!("lua/view.lua");
+    let with_view = |body: &str| [view, body].concat();
+    let (join, status, tick, consume) = (
+        with_view(include_str!("lua/join.lua")),
+        with_view(include_str!("lua/status.lua")),
+        with_view(include_str!("lua/tick.lua")),
+        with_view(include_str!("lua/consume.lua")),
+    );
+    Library::new(
+        "stockade_waiting_room",
+        &[
+            ("join", &join),
+            ("status", &status),
+            ("tick", &tick),
+            ("consume", &consume),
+            // One key each: not prepended with `view.lua`.
+            (
+                "reserve_admission",
+                include_str!("lua/reserve_admission.lua"),
+            ),
+            ("settle_admission", include_str!("lua/settle_admission.lua")),
+        ],
+    )
+});
 
-static JOIN: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/join.lua")));
-static STATUS: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/status.lua")));
-static TICK: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/tick.lua")));
-static CONSUME: LazyLock<Script> = LazyLock::new(|| script(include_str!("lua/consume.lua")));
-/// One key each: not prepended with `view.lua`.
-static RESERVE_ADMISSION: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/reserve_admission.lua")));
-static SETTLE_ADMISSION: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("lua/settle_admission.lua")));
+static JOIN: LazyLock<LibraryScript> = LazyLock::new(|| LIBRARY.script("join"));
+static STATUS: LazyLock<LibraryScript> = LazyLock::new(|| LIBRARY.script("status"));
+static TICK: LazyLock<LibraryScript> = LazyLock::new(|| LIBRARY.script("tick"));
+static CONSUME: LazyLock<LibraryScript> = LazyLock::new(|| LIBRARY.script("consume"));
+static RESERVE_ADMISSION: LazyLock<LibraryScript> =
+    LazyLock::new(|| LIBRARY.script("reserve_admission"));
+static SETTLE_ADMISSION: LazyLock<LibraryScript> =
+    LazyLock::new(|| LIBRARY.script("settle_admission"));
 
 /// Queues in one Redis.
 #[derive(Clone)]
@@ -95,7 +120,7 @@ impl RedisQueues {
 
     async fn invoke(
         &self,
-        script: &Script,
+        script: &LibraryScript,
         sale: &SaleId,
         args: &[String],
     ) -> Result<Vec<Value>, QueueError> {

@@ -113,6 +113,7 @@ const REFUSED: &[(&str, &str)] = &[
     ("fallback", "\"mysql\""),
     ("redis_url", "\"http://cache\""),
     ("redis_key_prefix", "\"shop:{a}\""),
+    ("redis_scripts", "\"lua\""),
     ("database_url", "\"mysql://db\""),
     ("admin_token", "\"short\""),
     ("payments_token", "\"short\""),
@@ -349,10 +350,35 @@ fn invalid_settings_name_the_setting() {
         &Engine::Redis {
             url: "redis://127.0.0.1:6379".into(),
             prefix: RedisKeyPrefix::default(),
+            scripts: stockade_engine::ScriptsMode::Auto,
             fallback: Some(Fallback::Postgres),
         }
     );
     assert!(ok.engine().fallback().is_some());
+    let eval = ServerConfig::resolve(
+        flags(&[
+            ("engine", "redis"),
+            ("redis_url", "redis://127.0.0.1:6379"),
+            ("redis_scripts", "eval"),
+        ]),
+        RawConfig::default(),
+        None,
+    )
+    .unwrap();
+    assert!(
+        matches!(
+            eval.engine(),
+            Engine::Redis {
+                scripts: stockade_engine::ScriptsMode::Eval,
+                ..
+            }
+        ),
+        "{:?}",
+        eval.engine()
+    );
+    let err = bad(flags(&[("redis_scripts", "lua")]));
+    assert!(err.to_string().contains("--redis-scripts"), "{err}");
+    assert!(err.to_string().contains("auto, eval or functions"), "{err}");
     let err = bad(flags(&[("database_url", "mysql://x")]));
     assert!(err.to_string().contains("--database-url"), "{err}");
     let err = bad(flags(&[("admin_token", "short")]));
