@@ -133,6 +133,12 @@ impl Node {
         let client = redis::Client::open(url)
             .map_err(|e| LockError::InvalidConfig(format!("bad Redis URL: {e}")))?;
         let address = client.get_connection_info().addr().to_string();
+        // A hand-off is a chain of small writes, each waited for: none may sit
+        // in Nagle's buffer until an earlier one is acknowledged.
+        let info = client.get_connection_info().clone();
+        let tcp = info.tcp_settings().clone().set_nodelay(true);
+        let client = redis::Client::open(info.set_tcp_settings(tcp))
+            .map_err(|e| LockError::InvalidConfig(format!("bad Redis URL: {e}")))?;
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.command_timeout))
             .set_response_timeout(Some(config.command_timeout))
