@@ -1,5 +1,5 @@
 //! The Redis names a lock uses: its key, its fencing counter, its queue of
-//! waiters and its channel.
+//! waiters, its channel, and the prefix of the clients' grant channels.
 
 use crate::LockError;
 
@@ -14,11 +14,13 @@ pub(crate) struct LockKeys {
     /// `prefix:{name}:fence`: the fencing counter, never expires.
     pub fence: String,
     /// `prefix:{name}:queue`: the waiters, in arrival order (a list of
-    /// `deadline_us:lease_ms:token` entries, see `lua/queue.lua`).
+    /// `deadline_us:lease_ms:client:token` entries, see `lua/queue.lua`).
     pub queue: String,
-    /// `prefix:{name}:released`: where grants (and, with Redlock, releases)
-    /// are announced.
+    /// `prefix:{name}:released`: where releases are announced (Redlock).
     pub channel: String,
+    /// `prefix:grants:`: the prefix of the clients' grant channels; a grant
+    /// goes to `prefix:grants:<client id>`, heard by the waiter's client only.
+    pub grants: String,
 }
 
 impl LockKeys {
@@ -43,8 +45,14 @@ impl LockKeys {
             fence: format!("{prefix}:{{{name}}}:fence"),
             queue: format!("{prefix}:{{{name}}}:queue"),
             channel: format!("{prefix}:{{{name}}}:released"),
+            grants: grants_prefix(prefix),
         })
     }
+}
+
+/// `prefix:grants:`, the prefix of the clients' grant channels.
+pub(crate) fn grants_prefix(prefix: &str) -> String {
+    format!("{prefix}:grants:")
 }
 
 #[cfg(test)]
@@ -58,6 +66,7 @@ mod tests {
         assert_eq!(keys.fence, "stockade-lock:{orders}:fence");
         assert_eq!(keys.queue, "stockade-lock:{orders}:queue");
         assert_eq!(keys.channel, "stockade-lock:{orders}:released");
+        assert_eq!(keys.grants, "stockade-lock:grants:");
     }
 
     #[test]

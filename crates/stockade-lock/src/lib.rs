@@ -38,15 +38,17 @@
 //!   whose counter lags behind cannot hand out a token again (see
 //!   `lua/queue.lua` for the argument).
 //! - **Waiting is a queue.** A waiter that finds the lock held subscribes to
-//!   the lock's channel (one pub/sub connection per client and node, shared
-//!   by all waiters) and `RPUSH`es an entry (`deadline:lease:token`) onto
-//!   the lock's queue in Redis. Waiters are served first come, first served.
+//!   its client's grant channel (one per client and node, on one pub/sub
+//!   connection shared by all waiters of all locks) and `RPUSH`es an entry
+//!   (`deadline:lease:client:token`) onto the lock's queue in Redis. Waiters
+//!   are served first come, first served.
 //! - **Release hands off.** The release script deletes the key only if it
 //!   still holds this guard's token; if waiters are queued it instead makes
 //!   the first live one the owner, with its own lease and a new fencing
-//!   token, and tells it with one `PUBLISH` (`token fence time`), which its
-//!   client routes to that waiter alone. One waiter wakes per release; no
-//!   one races. Entries whose deadline has passed (a waiter whose process
+//!   token, and tells it with one `PUBLISH` (`token fence time`) on its
+//!   client's grant channel: only that client hears it, and routes it to
+//!   that waiter where the connection reads it. One waiter wakes per
+//!   release, and no other client; no one races. Entries whose deadline has passed (a waiter whose process
 //!   died) are skipped. Releasing a lock that was lost is reported as
 //!   [`LockError::NotHeld`]; another holder's lock is never touched.
 //!   Dropping a guard releases in a background task.
@@ -116,12 +118,13 @@
 //! - `watchdog`: lease extension for [`Lease::Watchdog`].
 //! - `quorum`: acquire, extend and release across nodes, by majority.
 //! - `node`: one node's connection and the script calls.
-//! - `subscriptions`: the shared pub/sub connection: interests in a lock's
-//!   channel and wake-ups.
+//! - `subscriptions`: the shared pub/sub connection: the client's grant
+//!   channel, interests in a channel, and wake-ups.
 //!   - `subscriptions::grants`: grant messages, routed to the one waiter
 //!     that expects each.
-//!   - `subscriptions::task`: the task that owns the connection, subscribes,
-//!     routes messages and reconnects.
+//!   - `subscriptions::task`: the task that owns the connection (RESP3),
+//!     subscribes and reconnects; messages are routed where the connection
+//!     reads them.
 //! - `scripts` and `lua/*.lua`: one Lua script per operation.
 //! - `keys`: the key, counter, queue and channel names of a lock.
 //! - [`fence`](FencingToken): [`FencingToken`].

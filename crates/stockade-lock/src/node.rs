@@ -1,5 +1,6 @@
 //! One Redis node: a multiplexed, self-reconnecting connection for the
-//! scripts, and the node's pub/sub [`Subscriptions`].
+//! scripts, and the node's pub/sub [`Subscriptions`] (a connection of their
+//! own, RESP3).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -7,9 +8,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::keys::LockKeys;
+use crate::keys::{LockKeys, grants_prefix};
 use crate::scripts;
-use crate::subscriptions::Subscriptions;
+use crate::subscriptions::{Subscriptions, resp3};
 use crate::{LockError, config::Config};
 
 /// What the acquire script answered.
@@ -132,18 +133,30 @@ impl Node {
         let client = redis::Client::open(url)
             .map_err(|e| LockError::InvalidConfig(format!("bad Redis URL: {e}")))?;
         let address = client.get_connection_info().addr().to_string();
+        // A hand-off is a chain of small writes, each waited for: none may sit
+        // in Nagle's buffer until an earlier one is acknowledged.
+        let info = client.get_connection_info().clone();
+        let tcp = info.tcp_settings().clone().set_nodelay(true);
+        let client = redis::Client::open(info.set_tcp_settings(tcp))
+            .map_err(|e| LockError::InvalidConfig(format!("bad Redis URL: {e}")))?;
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.command_timeout))
             .set_response_timeout(Some(config.command_timeout))
             .set_number_of_retries(1)
             .set_min_delay(Duration::from_millis(20))
             .set_max_delay(Duration::from_millis(500));
-        let connection = ConnectionManager::new_lazy_with_config(client.clone(), manager_config)
+        let pubsub = resp3(&client)
+            .map_err(|e| LockError::InvalidConfig(format!("pub/sub connection setup: {e}")))?;
+        let connection = ConnectionManager::new_lazy_with_config(client, manager_config)
             .map_err(|e| LockError::InvalidConfig(format!("connection setup: {e}")))?;
         Ok(Self {
             address,
             connection,
-            subscriptions: Subscriptions::start(client, config.command_timeout),
+            subscriptions: Subscriptions::start(
+                pubsub,
+                config.command_timeout,
+                &grants_prefix(&config.key_prefix),
+            ),
             clock: Arc::new(ServerClock::default()),
             timeout: config.command_timeout,
         })
@@ -216,7 +229,11 @@ impl Node {
             .key(&keys.fence)
             .key(&keys.queue)
             .arg(token)
-            .arg(&keys.channel)
+            .arg(if announce {
+                &keys.channel
+            } else {
+                &keys.grants
+            })
             .arg(if announce { "announce" } else { "queue" });
         let released: i64 = self.call(&invocation, self.timeout).await?;
         Ok(released == 1)
@@ -343,7 +360,7 @@ fn queue_invocation<'a>(
         .key(&keys.fence)
         .key(&keys.queue)
         .arg(token)
-        .arg(&keys.channel)
+        .arg(&keys.grants)
         .arg(entry)
         .arg(renewed);
     invocation

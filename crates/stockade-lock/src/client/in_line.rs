@@ -47,8 +47,10 @@ impl Locks {
         // takes it.
         let in_line = node.subscriptions.has_waiters(&keys.channel);
         // Registered before the attempt, so that this client's waiters that
-        // arrive meanwhile join instead of attempting too; subscribed only if
-        // the attempt fails.
+        // arrive meanwhile join instead of attempting too. Never subscribed:
+        // grants come on the client's grant channel; it only counts this
+        // client's waiters for this lock, and wakes them when the pub/sub
+        // connection comes back.
         let interest = node.subscriptions.register(&keys.channel);
         if !in_line {
             match self
@@ -62,7 +64,7 @@ impl Locks {
                 return Ok(None);
             }
         }
-        interest.subscribe().await;
+        let _grants = node.subscriptions.grant_interest().await;
         let guard = self.wait_in_line(request, &interest).await?;
         if guard.is_some() {
             telemetry::waited(request.started.elapsed());
@@ -215,7 +217,7 @@ impl Locks {
         )))
     }
 
-    /// A queue entry (`deadline_us:lease_ms:token`, see `lua/queue.lua`)
+    /// A queue entry (`deadline_us:lease_ms:client:token`, see `lua/queue.lua`)
     /// dated now. The deadline, in the server's clock: the end of the wait,
     /// or two re-check periods and a command timeout from now, whichever is
     /// first. A live waiter renews it at every re-check; a waiter whose
@@ -230,7 +232,11 @@ impl Locks {
         }
         let lifetime_us = u64::try_from(lifetime.as_micros()).unwrap_or(u64::MAX);
         let deadline_us = node.clock.estimate_us().saturating_add(lifetime_us);
-        format!("{deadline_us}:{}:{token}", millis(request.lease_duration))
+        format!(
+            "{deadline_us}:{}:{}:{token}",
+            millis(request.lease_duration),
+            node.subscriptions.client_id()
+        )
     }
 }
 

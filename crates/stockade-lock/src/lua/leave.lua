@@ -4,7 +4,7 @@
 --
 -- KEYS[1..3]  the lock key, the fencing counter, the queue (see queue.lua)
 -- ARGV[1]  the waiter's owner token
--- ARGV[2]  the lock's pub/sub channel
+-- ARGV[2]  the prefix of the waiters' grant channels (see grant_next)
 -- ARGV[3]  the waiter's entry
 -- ARGV[4]  the entry with a renewed deadline, if a renewal may be in flight
 --          (else the same as ARGV[3])

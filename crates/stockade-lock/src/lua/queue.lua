@@ -6,9 +6,10 @@
 -- KEYS[3]  the queue of waiters, e.g. stockade-lock:{orders}:queue
 --
 -- (all three share the hash tag). The queue is a list in arrival order; each
--- entry is `deadline_us:lease_ms:token`: when the waiter counts as gone (server
--- clock, microseconds), the lease it wants, and the owner token it will hold
--- the lock with. Waiters RPUSH themselves; grants LPOP.
+-- entry is `deadline_us:lease_ms:client:token`: when the waiter counts as gone
+-- (server clock, microseconds), the lease it wants, the id of its client (whose
+-- grant channel, `<grants prefix><client>`, the grant is published on), and the
+-- owner token it will hold the lock with. Waiters RPUSH themselves; grants LPOP.
 
 -- The server clock in microseconds. Exact in a Lua number (below 2^53 until
 -- the year 2255).
@@ -51,26 +52,29 @@ end
 -- Hands the (free, or being released by its owner) lock to the first live
 -- waiter of the queue: pops entries until one whose deadline has not passed,
 -- makes it the owner with its own lease and a new fencing token, and tells it
--- with one PUBLISH on `channel` (`token fence now_us`) unless it is
--- `self_token`, the caller itself, who learns it from the reply. Entries of
+-- with one PUBLISH (`token fence now_us`) on its client's grant channel,
+-- `grants_prefix .. client`, unless it is `self_token`, the caller itself, who
+-- learns it from the reply. Only that client hears the message: the other
+-- clients with waiters queued are not woken by every hand-off. Entries of
 -- waiters past their deadline (a process that died while queued) are dropped.
 -- Returns {token, fence, now_us}, or nil when nobody live was queued (the lock
 -- is then left as it was).
-local function grant_next(channel, self_token)
+local function grant_next(grants_prefix, self_token)
   local now_us = nil
   while true do
     local entry = redis.call('LPOP', KEYS[3])
     if not entry then
       return nil
     end
-    local deadline, lease, token = string.match(entry, '^(%d+):(%d+):(%x+)$')
+    local deadline, lease, client, token = string.match(entry, '^(%d+):(%d+):(%x+):(%x+)$')
     if deadline then
       now_us = now_us or server_time_us()
       if tonumber(deadline) > now_us then
         local fence = draw_fence(now_us)
         redis.call('SET', KEYS[1], token, 'PX', lease)
         if token ~= self_token then
-          redis.call('PUBLISH', channel, token .. ' ' .. decimal(fence) .. ' ' .. decimal(now_us))
+          redis.call('PUBLISH', grants_prefix .. client,
+            token .. ' ' .. decimal(fence) .. ' ' .. decimal(now_us))
         end
         return {token, fence, now_us}
       end

@@ -3,7 +3,8 @@
 --
 -- KEYS[1..3]  the lock key, the fencing counter, the queue (see queue.lua)
 -- ARGV[1]  the owner token the caller acquired the lock with
--- ARGV[2]  the lock's pub/sub channel
+-- ARGV[2]  where to publish: the prefix of the waiters' grant channels
+--          ('queue', see grant_next), or the lock's channel ('announce')
 -- ARGV[3]  'queue': grant the lock to the first live waiter of the queue (the
 --          single-node hand-off), or delete it if there is none;
 --          'announce' (Redlock): delete it and PUBLISH 'released' so that

@@ -1,18 +1,24 @@
 //! Grant and release notifications: one pub/sub connection per node per
 //! [`Locks`] client, shared by every waiter of every lock.
 //!
-//! Waiters register an [`Interest`] in a lock's channel. The first interest in
-//! a channel subscribes to it, the last one to leave unsubscribes. A single
-//! task per node owns the pub/sub connection: it runs SUBSCRIBE and
-//! UNSUBSCRIBE in the order they were asked for, and routes each message:
+//! Each client has a grant channel of its own, `prefix:grants:<client id>`:
+//! the release script publishes a grant (`token fence server_us`) on the
+//! channel of the client whose waiter it hands the lock to, so a hand-off
+//! wakes that client alone, not every client with waiters queued. Redlock
+//! waiters, who do not queue, hear `released` on the lock's channel instead.
 //!
-//! - a grant (`token fence server_us`, published by the script that handed
-//!   the lock to a queued waiter) goes to the one waiter of this client that
-//!   queued with that owner token, if any ([`Subscriptions::expect_grant`]);
-//!   every other client on the channel finds no such waiter and wakes nobody;
-//! - `released` (Redlock, whose waiters do not queue) wakes one waiter of
-//!   this client through the channel's [`Notify`] (the others would only find
-//!   the lock taken again).
+//! Waiters register an [`Interest`] in a channel (queued waiters: their
+//! client's grant channel; Redlock waiters: the lock's). The first interest in
+//! a channel subscribes to it, the last one to leave unsubscribes. A single
+//! task per node owns the connection (RESP3, so that messages arrive as push
+//! messages on an ordinary connection): it runs SUBSCRIBE and UNSUBSCRIBE in
+//! the order they were asked for. Messages are routed where the connection
+//! reads them, with no hop through another task:
+//!
+//! - a grant goes to the one waiter of this client that queued with that
+//!   owner token, if any ([`Subscriptions::expect_grant`]);
+//! - `released` (Redlock) wakes one waiter of this client through the
+//!   channel's [`Notify`] (the others would only find the lock taken again).
 //!
 //! It reconnects with backoff when the connection drops, resubscribes, and
 //! then wakes every waiter, since messages sent while it was away are lost.
@@ -31,14 +37,23 @@ use tokio::sync::{Notify, mpsc, oneshot};
 
 pub(crate) use grants::GrantReceiver;
 use grants::Grants;
+pub(crate) use task::resp3;
 
 /// The subscription manager of one node.
 #[derive(Clone)]
 pub(crate) struct Subscriptions {
-    channels: Arc<Mutex<HashMap<String, Channel>>>,
+    channels: Channels,
     grants: Grants,
     commands: mpsc::UnboundedSender<Command>,
+    /// This client's id on this node (16 hex digits): queue entries carry it,
+    /// and the release script publishes their grants on `grant_channel`.
+    client_id: Arc<str>,
+    /// `prefix:grants:<client_id>`.
+    grant_channel: Arc<str>,
 }
+
+/// Channels with registered interest, by name.
+type Channels = Arc<Mutex<HashMap<String, Channel>>>;
 
 impl std::fmt::Debug for Subscriptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -49,6 +64,9 @@ impl std::fmt::Debug for Subscriptions {
 struct Channel {
     notify: Arc<Notify>,
     waiters: usize,
+    /// Some waiter asked for messages ([`Interest::subscribe`]); registered
+    /// only, a channel just counts waiters and is never subscribed.
+    listen: bool,
     subscribed: bool,
 }
 
@@ -58,6 +76,11 @@ enum Command {
         done: oneshot::Sender<bool>,
     },
     Unsubscribe(String),
+    /// The connection of this generation was lost (reported from where it
+    /// reads, which is not the task).
+    Disconnected {
+        generation: u64,
+    },
 }
 
 /// A waiter's registration on one channel. Dropping it gives the
@@ -86,6 +109,11 @@ impl Drop for Interest {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
             match channels.get_mut(&self.channel) {
+                // Never listened to: nothing to unsubscribe, forget it here.
+                Some(channel) if channel.waiters == 1 && !channel.listen => {
+                    channels.remove(&self.channel);
+                    false
+                }
                 Some(channel) => {
                     channel.waiters -= 1;
                     channel.waiters == 0
@@ -103,6 +131,18 @@ impl Drop for Interest {
 }
 
 impl Subscriptions {
+    /// This client's id on this node, for its queue entries.
+    pub fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
+    /// Registers interest in this client's grant channel, subscribing if this
+    /// is the first: a queued waiter's grant is published there. Returns
+    /// once the subscription is confirmed (or found impossible right now).
+    pub async fn grant_interest(&self) -> Interest {
+        self.interest(&self.grant_channel).await
+    }
+
     /// Registers interest in `channel` only if it is subscribed already
     /// (other waiters of this client): no Redis command, no waiting.
     pub fn join_active(&self, channel: &str) -> Option<Interest> {
@@ -149,6 +189,7 @@ impl Subscriptions {
                 .or_insert_with(|| Channel {
                     notify: Arc::new(Notify::new()),
                     waiters: 0,
+                    listen: false,
                     subscribed: false,
                 });
             entry.waiters += 1;

@@ -10,15 +10,15 @@ use tokio::task::JoinHandle;
 
 use crate::support::{cmd, command_calls, lock_key, redis};
 
-const LONG: Duration = Duration::from_secs(30);
+pub(crate) const LONG: Duration = Duration::from_secs(30);
 
-fn queue_key(name: &str) -> String {
+pub(crate) fn queue_key(name: &str) -> String {
     format!("{}:queue", lock_key(name))
 }
 
 /// A client whose waiters never re-check on their own within a test (a long
 /// fallback): whatever they do, they do because of a grant.
-async fn patient_client(url: &str) -> Locks {
+pub(crate) async fn patient_client(url: &str) -> Locks {
     Locks::builder()
         .node(url)
         .max_fallback_retry(LONG)
@@ -32,7 +32,7 @@ async fn queue_length(url: &str, name: &str) -> usize {
 }
 
 /// Waits (bounded) until the queue holds `length` entries.
-async fn until_queued(url: &str, name: &str, length: usize) {
+pub(crate) async fn until_queued(url: &str, name: &str, length: usize) {
     for _ in 0..500 {
         if queue_length(url, name).await == length {
             return;

@@ -5,6 +5,7 @@ mod cancellation;
 mod exclusion;
 mod faults;
 mod fencing;
+mod grant_channel;
 mod handoff;
 mod lease;
 mod metrics;
