@@ -142,7 +142,10 @@ mod tests {
             .unwrap();
         assert_eq!(joined.status(), 201);
         let body: serde_json::Value = joined.json().await.unwrap();
-        assert_eq!(body, serde_json::json!({ "sale_id": "s-1", "user_id": "bob" }));
+        assert_eq!(
+            body,
+            serde_json::json!({ "sale_id": "s-1", "user_id": "bob" })
+        );
         let polled = client
             .get(format!("{url}/v1/queue/s-1.t-7"))
             .send()
