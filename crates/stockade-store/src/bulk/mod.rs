@@ -3,16 +3,15 @@
 //! A batch of 512 orders used to cost a statement per 64 orders, per 100
 //! holdings and per sale, and two reads per sale: each one a round trip to
 //! PostgreSQL (or to SQLite's worker thread). Here every table is read once
-//! and written once per batch, whatever its size and however many sales it
-//! touches.
+//! and written once per batch on PostgreSQL (a JSON parameter unpacked into
+//! rows), and in a few chunks of prepared multi-row statements on SQLite
+//! ([`source`]), whatever its size and however many sales it touches.
 //!
-//! sqlx's `Any` driver binds no arrays, so a batch travels as one JSON
-//! parameter (encoded by serde_json) that the database unpacks into rows:
-//! PostgreSQL with `json_to_recordset`, its `UNNEST` over an array of
-//! records, and SQLite with `json_each`. One bound parameter per statement,
-//! so no limit on bound parameters applies; and the SQL text depends only on
-//! the database, so each statement is prepared once per connection and then
-//! reused from sqlx's statement cache.
+//! # Layout
+//! - `mod.rs`: the statements.
+//! - `source`: where their rows come from, per database.
+
+mod source;
 
 use std::collections::HashMap;
 
@@ -23,54 +22,7 @@ use stockade_core::{IdempotencyKey, Item, Order, OrderId, SaleId, TierName, User
 
 use super::arbiter::{Held, STATE_COLUMNS, SaleState, placeholders, sale_state_from_row};
 use super::{SALE_COLUMNS, StoreError, StoreKind, VOID, corrupt};
-
-/// A column of the rows a JSON parameter is unpacked into.
-#[derive(Clone, Copy)]
-enum Column {
-    Text(&'static str),
-    BigInt(&'static str),
-}
-
-impl Column {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Text(name) | Self::BigInt(name) => name,
-        }
-    }
-}
-
-/// `FROM`-clause rows named `r` over the JSON array of objects bound as
-/// `$1`, with `columns` taken from each object's fields of the same names.
-fn json_rows(kind: StoreKind, columns: &[Column]) -> String {
-    match kind {
-        StoreKind::Postgres => {
-            let typed: Vec<String> = columns
-                .iter()
-                .map(|column| match column {
-                    Column::Text(name) => format!("{name} text"),
-                    Column::BigInt(name) => format!("{name} bigint"),
-                })
-                .collect();
-            format!("json_to_recordset($1::json) AS r({})", typed.join(", "))
-        }
-        StoreKind::Sqlite => {
-            let fields: Vec<String> = columns
-                .iter()
-                .map(|column| {
-                    let name = column.name();
-                    format!("json_extract(value, '$.{name}') AS {name}")
-                })
-                .collect();
-            format!("(SELECT {} FROM json_each($1)) AS r", fields.join(", "))
-        }
-    }
-}
-
-/// The JSON array bound as `$1` of a statement over [`json_rows`].
-fn json_array<T: Serialize>(rows: impl Iterator<Item = T>) -> Result<String, StoreError> {
-    let rows: Vec<T> = rows.collect();
-    serde_json::to_string(&rows).map_err(|e| StoreError::Failed(format!("encoding a batch: {e}")))
-}
+use source::{AnyQuery, BulkRow, Column, run};
 
 /// A buyer of a sale, as the reads of a batch name them.
 #[derive(Serialize)]
@@ -79,12 +31,27 @@ struct Buyer<'a> {
     user_id: &'a str,
 }
 
+impl BulkRow for Buyer<'_> {
+    fn bind<'q>(&'q self, query: AnyQuery<'q>) -> AnyQuery<'q> {
+        query.bind(self.sale_id).bind(self.user_id)
+    }
+}
+
 /// A buyer's idempotency key.
 #[derive(Serialize)]
 struct BuyerKey<'a> {
     sale_id: &'a str,
     user_id: &'a str,
     idempotency_key: &'a str,
+}
+
+impl BulkRow for BuyerKey<'_> {
+    fn bind<'q>(&'q self, query: AnyQuery<'q>) -> AnyQuery<'q> {
+        query
+            .bind(self.sale_id)
+            .bind(self.user_id)
+            .bind(self.idempotency_key)
+    }
 }
 
 /// An order row as inserted (`items` and `tier` left out of the JSON
@@ -104,6 +71,31 @@ struct OrderValues<'a> {
     created_at_ms: i64,
     expires_at_ms: Option<i64>,
     epoch: i64,
+    /// Whether the statement has the `items` and `tier` columns.
+    #[serde(skip)]
+    with_items: bool,
+}
+
+impl BulkRow for OrderValues<'_> {
+    /// `items` and `tier` only when the statement has them.
+    fn bind<'q>(&'q self, query: AnyQuery<'q>) -> AnyQuery<'q> {
+        let query = query
+            .bind(self.id.as_str())
+            .bind(self.sale_id)
+            .bind(self.user_id)
+            .bind(i64::from(self.quantity));
+        let query = if self.with_items {
+            query.bind(self.items.as_deref()).bind(self.tier)
+        } else {
+            query
+        };
+        query
+            .bind(self.idempotency_key)
+            .bind(self.status)
+            .bind(self.created_at_ms)
+            .bind(self.expires_at_ms)
+            .bind(self.epoch)
+    }
 }
 
 /// A buyer's holding.
@@ -113,6 +105,24 @@ struct Holding<'a> {
     user_id: &'a str,
     quantity: u32,
     sku_quantities: Option<String>,
+    /// Whether the statement has the `sku_quantities` column.
+    #[serde(skip)]
+    per_sku: bool,
+}
+
+impl BulkRow for Holding<'_> {
+    /// `sku_quantities` only when the statement has it.
+    fn bind<'q>(&'q self, query: AnyQuery<'q>) -> AnyQuery<'q> {
+        let query = query
+            .bind(self.sale_id)
+            .bind(self.user_id)
+            .bind(i64::from(self.quantity));
+        if self.per_sku {
+            query.bind(self.sku_quantities.as_deref())
+        } else {
+            query
+        }
+    }
 }
 
 /// A sale's sold counts.
@@ -122,12 +132,35 @@ struct Sold<'a> {
     sold: u32,
     sku_sold: Option<String>,
     tier_sold: Option<String>,
+    /// Whether the statement has the `sku_sold` and `tier_sold` columns.
+    #[serde(skip)]
+    counts: bool,
+}
+
+impl BulkRow for Sold<'_> {
+    /// `sku_sold` and `tier_sold` only when the statement has them.
+    fn bind<'q>(&'q self, query: AnyQuery<'q>) -> AnyQuery<'q> {
+        let query = query.bind(self.id).bind(i64::from(self.sold));
+        if self.counts {
+            query
+                .bind(self.sku_sold.as_deref())
+                .bind(self.tier_sold.as_deref())
+        } else {
+            query
+        }
+    }
 }
 
 /// An order id.
 #[derive(Serialize)]
 struct Id {
     id: String,
+}
+
+impl BulkRow for Id {
+    fn bind<'q>(&'q self, query: AnyQuery<'q>) -> AnyQuery<'q> {
+        query.bind(self.id.as_str())
+    }
 }
 
 /// Locks the rows of `sales` until the transaction ends, in id order, and
@@ -167,15 +200,16 @@ pub(super) async fn read_existing(
     tx: &mut Transaction<'_, Any>,
     orders: &[Order],
 ) -> Result<HashMap<OrderId, bool>, StoreError> {
-    let sql = format!(
-        "SELECT o.id, o.status FROM orders o JOIN {} ON o.id = r.id",
-        json_rows(kind, &[Column::Text("id")])
-    );
-    let ids = json_array(orders.iter().map(|order| Id {
-        id: order.id.to_string(),
-    }))?;
+    let sql =
+        |rows: &str| format!("SELECT o.id, o.status FROM orders o JOIN {rows} ON o.id = r.id");
+    let ids: Vec<Id> = orders
+        .iter()
+        .map(|order| Id {
+            id: order.id.to_string(),
+        })
+        .collect();
     let mut found = HashMap::new();
-    for row in sqlx::query(&sql).bind(ids).fetch_all(&mut **tx).await? {
+    for row in run(kind, tx, sql, &[Column::Text("id")], &ids).await? {
         let id: String = row.try_get("id")?;
         let status: String = row.try_get("status")?;
         found.insert(
@@ -192,17 +226,22 @@ pub(super) async fn read_holdings(
     tx: &mut Transaction<'_, Any>,
     orders: &[Order],
 ) -> Result<HashMap<SaleId, HashMap<UserId, Held>>, StoreError> {
-    let sql = format!(
-        "SELECT h.sale_id, h.user_id, h.quantity, h.sku_quantities FROM holdings h
-           JOIN {} ON h.sale_id = r.sale_id AND h.user_id = r.user_id",
-        json_rows(kind, &[Column::Text("sale_id"), Column::Text("user_id")])
-    );
-    let buyers = json_array(orders.iter().map(|o| Buyer {
-        sale_id: o.sale_id.as_str(),
-        user_id: o.user_id.as_str(),
-    }))?;
+    let sql = |rows: &str| {
+        format!(
+            "SELECT h.sale_id, h.user_id, h.quantity, h.sku_quantities FROM holdings h
+               JOIN {rows} ON h.sale_id = r.sale_id AND h.user_id = r.user_id"
+        )
+    };
+    let buyers: Vec<Buyer<'_>> = orders
+        .iter()
+        .map(|o| Buyer {
+            sale_id: o.sale_id.as_str(),
+            user_id: o.user_id.as_str(),
+        })
+        .collect();
+    let columns = [Column::Text("sale_id"), Column::Text("user_id")];
     let mut found: HashMap<SaleId, HashMap<UserId, Held>> = HashMap::new();
-    for row in sqlx::query(&sql).bind(buyers).fetch_all(&mut **tx).await? {
+    for row in run(kind, tx, sql, &columns, &buyers).await? {
         let sale: String = row.try_get("sale_id")?;
         let user: String = row.try_get("user_id")?;
         let quantity: i64 = row.try_get("quantity")?;
@@ -229,27 +268,29 @@ pub(super) async fn read_key_owners(
     if orders.iter().all(|o| o.idempotency_key.is_none()) {
         return Ok(found);
     }
-    let keys = json_array(orders.iter().filter_map(|o| {
-        Some(BuyerKey {
-            sale_id: o.sale_id.as_str(),
-            user_id: o.user_id.as_str(),
-            idempotency_key: o.idempotency_key.as_ref()?.as_str(),
+    let keys: Vec<BuyerKey<'_>> = orders
+        .iter()
+        .filter_map(|o| {
+            Some(BuyerKey {
+                sale_id: o.sale_id.as_str(),
+                user_id: o.user_id.as_str(),
+                idempotency_key: o.idempotency_key.as_ref()?.as_str(),
+            })
         })
-    }))?;
-    let sql = format!(
-        "SELECT o.id, o.sale_id, o.user_id, o.idempotency_key FROM orders o
-           JOIN {} ON o.sale_id = r.sale_id AND o.user_id = r.user_id
-                  AND o.idempotency_key = r.idempotency_key",
-        json_rows(
-            kind,
-            &[
-                Column::Text("sale_id"),
-                Column::Text("user_id"),
-                Column::Text("idempotency_key"),
-            ]
+        .collect();
+    let sql = |rows: &str| {
+        format!(
+            "SELECT o.id, o.sale_id, o.user_id, o.idempotency_key FROM orders o
+               JOIN {rows} ON o.sale_id = r.sale_id AND o.user_id = r.user_id
+                      AND o.idempotency_key = r.idempotency_key"
         )
-    );
-    for row in sqlx::query(&sql).bind(keys).fetch_all(&mut **tx).await? {
+    };
+    let columns = [
+        Column::Text("sale_id"),
+        Column::Text("user_id"),
+        Column::Text("idempotency_key"),
+    ];
+    for row in run(kind, tx, sql, &columns, &keys).await? {
         let id: String = row.try_get("id")?;
         let sale: String = row.try_get("sale_id")?;
         let user: String = row.try_get("user_id")?;
@@ -288,7 +329,7 @@ fn stored_items(order: &Order) -> Option<String> {
     }
 }
 
-/// Inserts every row in one statement.
+/// Inserts every row (in one statement on PostgreSQL).
 pub(super) async fn insert_orders(
     kind: StoreKind,
     tx: &mut Transaction<'_, Any>,
@@ -302,11 +343,12 @@ pub(super) async fn insert_orders(
     let plain = rows
         .iter()
         .all(|row| row.order.tier.is_none() && stored_items(row.order).is_none());
-    let (extra, extra_columns): (&str, &[Column]) = if plain {
-        ("", &[])
+    let (extra, selected, extra_columns): (&str, &str, &[Column]) = if plain {
+        ("", "", &[])
     } else {
         (
             "items, tier, ",
+            "r.items, r.tier, ",
             &[Column::Text("items"), Column::Text("tier")],
         )
     };
@@ -324,46 +366,45 @@ pub(super) async fn insert_orders(
         Column::BigInt("expires_at_ms"),
         Column::BigInt("epoch"),
     ]);
-    let selected = format!("r.{}", extra.trim_end_matches(", ").replace(", ", ", r."));
-    let sql = format!(
-        "INSERT INTO orders (id, sale_id, user_id, quantity, {extra}idempotency_key,
-                             status, created_at_ms, updated_at_ms, expires_at_ms, epoch)
-         SELECT r.id, r.sale_id, r.user_id, r.quantity, {}r.idempotency_key,
-                r.status, r.created_at_ms, r.created_at_ms, r.expires_at_ms, r.epoch
-           FROM {}",
-        if plain {
-            String::new()
-        } else {
-            format!("{selected}, ")
-        },
-        json_rows(kind, &columns)
-    );
-    let values = json_array(rows.iter().map(|row| {
-        let order = row.order;
-        OrderValues {
-            id: order.id.to_string(),
-            sale_id: order.sale_id.as_str(),
-            user_id: order.user_id.as_str(),
-            quantity: order.quantity,
-            items: if plain { None } else { stored_items(order) },
-            tier: order.tier.as_ref().map(TierName::as_str),
-            idempotency_key: order
-                .idempotency_key
-                .as_ref()
-                .filter(|_| row.keeps_key)
-                .map(IdempotencyKey::as_str),
-            status: row.status,
-            created_at_ms: order.created_at.timestamp_millis(),
-            expires_at_ms: row.expires_at.map(|t| t.timestamp_millis()),
-            epoch: order.epoch.as_i64(),
-        }
-    }))?;
-    sqlx::query(&sql).bind(values).execute(&mut **tx).await?;
+    let sql = |source: &str| {
+        format!(
+            "INSERT INTO orders (id, sale_id, user_id, quantity, {extra}idempotency_key,
+                                 status, created_at_ms, updated_at_ms, expires_at_ms, epoch)
+             SELECT r.id, r.sale_id, r.user_id, r.quantity, {selected}r.idempotency_key,
+                    r.status, r.created_at_ms, r.created_at_ms, r.expires_at_ms, r.epoch
+               FROM {source} WHERE r.id IS NOT NULL"
+        )
+    };
+    let values: Vec<OrderValues<'_>> = rows
+        .iter()
+        .map(|row| {
+            let order = row.order;
+            OrderValues {
+                id: order.id.to_string(),
+                sale_id: order.sale_id.as_str(),
+                user_id: order.user_id.as_str(),
+                quantity: order.quantity,
+                items: if plain { None } else { stored_items(order) },
+                tier: order.tier.as_ref().map(TierName::as_str),
+                idempotency_key: order
+                    .idempotency_key
+                    .as_ref()
+                    .filter(|_| row.keeps_key)
+                    .map(IdempotencyKey::as_str),
+                status: row.status,
+                created_at_ms: order.created_at.timestamp_millis(),
+                expires_at_ms: row.expires_at.map(|t| t.timestamp_millis()),
+                epoch: order.epoch.as_i64(),
+                with_items: !plain,
+            }
+        })
+        .collect();
+    run(kind, tx, sql, &columns, &values).await?;
     Ok(())
 }
 
 /// Sets buyers' holdings (each above zero: a commit only adds), for every
-/// sale, in one statement.
+/// sale (in one statement on PostgreSQL).
 pub(super) async fn upsert_holdings(
     kind: StoreKind,
     tx: &mut Transaction<'_, Any>,
@@ -372,52 +413,50 @@ pub(super) async fn upsert_holdings(
     if holdings.is_empty() {
         return Ok(());
     }
-    // `WHERE true` tells SQLite's parser that `ON CONFLICT` is the upsert,
-    // not a join constraint.
+    // The `WHERE` (which skips SQLite's padding rows) also tells SQLite's
+    // parser that `ON CONFLICT` is the upsert, not a join constraint.
     // Per-SKU holdings only for sales with a per-SKU limit.
-    let sql = if holdings.iter().any(|(_, _, held)| !held.skus.is_empty()) {
-        format!(
-            "INSERT INTO holdings (sale_id, user_id, quantity, sku_quantities)
-             SELECT r.sale_id, r.user_id, r.quantity, r.sku_quantities FROM {} WHERE true
-             ON CONFLICT (sale_id, user_id) DO UPDATE
-                SET quantity = excluded.quantity, sku_quantities = excluded.sku_quantities",
-            json_rows(
-                kind,
-                &[
-                    Column::Text("sale_id"),
-                    Column::Text("user_id"),
-                    Column::BigInt("quantity"),
-                    Column::Text("sku_quantities"),
-                ]
+    let per_sku = holdings.iter().any(|(_, _, held)| !held.skus.is_empty());
+    let sql = |source: &str| {
+        if per_sku {
+            format!(
+                "INSERT INTO holdings (sale_id, user_id, quantity, sku_quantities)
+                 SELECT r.sale_id, r.user_id, r.quantity, r.sku_quantities FROM {source} WHERE r.sale_id IS NOT NULL
+                 ON CONFLICT (sale_id, user_id) DO UPDATE
+                    SET quantity = excluded.quantity, sku_quantities = excluded.sku_quantities"
             )
-        )
-    } else {
-        format!(
-            "INSERT INTO holdings (sale_id, user_id, quantity)
-             SELECT r.sale_id, r.user_id, r.quantity FROM {} WHERE true
-             ON CONFLICT (sale_id, user_id) DO UPDATE SET quantity = excluded.quantity",
-            json_rows(
-                kind,
-                &[
-                    Column::Text("sale_id"),
-                    Column::Text("user_id"),
-                    Column::BigInt("quantity"),
-                ]
+        } else {
+            format!(
+                "INSERT INTO holdings (sale_id, user_id, quantity)
+                 SELECT r.sale_id, r.user_id, r.quantity FROM {source} WHERE r.sale_id IS NOT NULL
+                 ON CONFLICT (sale_id, user_id) DO UPDATE SET quantity = excluded.quantity"
             )
-        )
+        }
     };
-    let values = json_array(holdings.iter().map(|(sale, user, held)| Holding {
-        sale_id: sale.as_str(),
-        user_id: user.as_str(),
-        quantity: held.total,
-        sku_quantities: held.sku_column(),
-    }))?;
-    sqlx::query(&sql).bind(values).execute(&mut **tx).await?;
+    let mut columns = vec![
+        Column::Text("sale_id"),
+        Column::Text("user_id"),
+        Column::BigInt("quantity"),
+    ];
+    if per_sku {
+        columns.push(Column::Text("sku_quantities"));
+    }
+    let values: Vec<Holding<'_>> = holdings
+        .iter()
+        .map(|(sale, user, held)| Holding {
+            sale_id: sale.as_str(),
+            user_id: user.as_str(),
+            quantity: held.total,
+            sku_quantities: held.sku_column(),
+            per_sku,
+        })
+        .collect();
+    run(kind, tx, sql, &columns, &values).await?;
     Ok(())
 }
 
-/// Sets the sold counts of the sales as their states have them, in one
-/// statement.
+/// Sets the sold counts of the sales as their states have them (in one
+/// statement on PostgreSQL).
 pub(super) async fn write_sold_counts(
     kind: StoreKind,
     tx: &mut Transaction<'_, Any>,
@@ -430,32 +469,30 @@ pub(super) async fn write_sold_counts(
     let counts = sold
         .iter()
         .any(|s| s.sku_sold_column().is_some() || s.tier_sold_column().is_some());
-    let sql = if counts {
-        format!(
-            "UPDATE sales SET sold = r.sold, sku_sold = r.sku_sold, tier_sold = r.tier_sold
-               FROM {} WHERE sales.id = r.id",
-            json_rows(
-                kind,
-                &[
-                    Column::Text("id"),
-                    Column::BigInt("sold"),
-                    Column::Text("sku_sold"),
-                    Column::Text("tier_sold"),
-                ]
+    let sql = |source: &str| {
+        if counts {
+            format!(
+                "UPDATE sales SET sold = r.sold, sku_sold = r.sku_sold, tier_sold = r.tier_sold
+                   FROM {source} WHERE sales.id = r.id"
             )
-        )
-    } else {
-        format!(
-            "UPDATE sales SET sold = r.sold FROM {} WHERE sales.id = r.id",
-            json_rows(kind, &[Column::Text("id"), Column::BigInt("sold")])
-        )
+        } else {
+            format!("UPDATE sales SET sold = r.sold FROM {source} WHERE sales.id = r.id")
+        }
     };
-    let values = json_array(sold.iter().map(|state| Sold {
-        id: state.spec.id().as_str(),
-        sold: state.sold,
-        sku_sold: state.sku_sold_column(),
-        tier_sold: state.tier_sold_column(),
-    }))?;
-    sqlx::query(&sql).bind(values).execute(&mut **tx).await?;
+    let mut columns = vec![Column::Text("id"), Column::BigInt("sold")];
+    if counts {
+        columns.extend([Column::Text("sku_sold"), Column::Text("tier_sold")]);
+    }
+    let values: Vec<Sold<'_>> = sold
+        .iter()
+        .map(|state| Sold {
+            id: state.spec.id().as_str(),
+            sold: state.sold,
+            sku_sold: state.sku_sold_column(),
+            tier_sold: state.tier_sold_column(),
+            counts,
+        })
+        .collect();
+    run(kind, tx, sql, &columns, &values).await?;
     Ok(())
 }
