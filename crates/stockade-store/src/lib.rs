@@ -17,9 +17,6 @@
 //!   - `arbiter::purchase`: deciding purchases in the store itself.
 //!   - `arbiter::rows`: the sale, holding and sold-count rows the arbiter
 //!     reads and writes, and the sales' row locks.
-//! - `bulk`: the statements over a whole commit batch; their rows come
-//!   from one JSON parameter on PostgreSQL and from chunks of prepared
-//!   multi-row `VALUES` on SQLite (`bulk::source`).
 //! - [`engine`]: [`StoreEngine`], the store deciding purchases as a stock
 //!   engine (`--engine postgres`, and every sale moved to the fallback).
 //! - [`authority`]: epochs and the fenced move of a sale's authority.

@@ -1,0 +1,461 @@
+//! Statements that read or write a whole commit batch at once.
+//!
+//! A batch of 512 orders used to cost a statement per 64 orders, per 100
+//! holdings and per sale, and two reads per sale: each one a round trip to
+//! PostgreSQL (or to SQLite's worker thread). Here every table is read once
+//! and written once per batch, whatever its size and however many sales it
+//! touches.
+//!
+//! sqlx's `Any` driver binds no arrays, so a batch travels as one JSON
+//! parameter (encoded by serde_json) that the database unpacks into rows:
+//! PostgreSQL with `json_to_recordset`, its `UNNEST` over an array of
+//! records, and SQLite with `json_each`. One bound parameter per statement,
+//! so no limit on bound parameters applies; and the SQL text depends only on
+//! the database, so each statement is prepared once per connection and then
+//! reused from sqlx's statement cache.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{Any, Row, Transaction};
+use stockade_core::{IdempotencyKey, Item, Order, OrderId, SaleId, TierName, UserId};
+
+use super::arbiter::{Held, STATE_COLUMNS, SaleState, placeholders, sale_state_from_row};
+use super::{SALE_COLUMNS, StoreError, StoreKind, VOID, corrupt};
+
+/// A column of the rows a JSON parameter is unpacked into.
+#[derive(Clone, Copy)]
+enum Column {
+    Text(&'static str),
+    BigInt(&'static str),
+}
+
+impl Column {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Text(name) | Self::BigInt(name) => name,
+        }
+    }
+}
+
+/// `FROM`-clause rows named `r` over the JSON array of objects bound as
+/// `$1`, with `columns` taken from each object's fields of the same names.
+fn json_rows(kind: StoreKind, columns: &[Column]) -> String {
+    match kind {
+        StoreKind::Postgres => {
+            let typed: Vec<String> = columns
+                .iter()
+                .map(|column| match column {
+                    Column::Text(name) => format!("{name} text"),
+                    Column::BigInt(name) => format!("{name} bigint"),
+                })
+                .collect();
+            format!("json_to_recordset($1::json) AS r({})", typed.join(", "))
+        }
+        StoreKind::Sqlite => {
+            let fields: Vec<String> = columns
+                .iter()
+                .map(|column| {
+                    let name = column.name();
+                    format!("json_extract(value, '$.{name}') AS {name}")
+                })
+                .collect();
+            format!("(SELECT {} FROM json_each($1)) AS r", fields.join(", "))
+        }
+    }
+}
+
+/// The JSON array bound as `$1` of a statement over [`json_rows`].
+fn json_array<T: Serialize>(rows: impl Iterator<Item = T>) -> Result<String, StoreError> {
+    let rows: Vec<T> = rows.collect();
+    serde_json::to_string(&rows).map_err(|e| StoreError::Failed(format!("encoding a batch: {e}")))
+}
+
+/// A buyer of a sale, as the reads of a batch name them.
+#[derive(Serialize)]
+struct Buyer<'a> {
+    sale_id: &'a str,
+    user_id: &'a str,
+}
+
+/// A buyer's idempotency key.
+#[derive(Serialize)]
+struct BuyerKey<'a> {
+    sale_id: &'a str,
+    user_id: &'a str,
+    idempotency_key: &'a str,
+}
+
+/// An order row as inserted (`items` and `tier` left out of the JSON
+/// when none of the batch has them).
+#[derive(Serialize)]
+struct OrderValues<'a> {
+    id: String,
+    sale_id: &'a str,
+    user_id: &'a str,
+    quantity: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    items: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tier: Option<&'a str>,
+    idempotency_key: Option<&'a str>,
+    status: &'a str,
+    created_at_ms: i64,
+    expires_at_ms: Option<i64>,
+    epoch: i64,
+}
+
+/// A buyer's holding.
+#[derive(Serialize)]
+struct Holding<'a> {
+    sale_id: &'a str,
+    user_id: &'a str,
+    quantity: u32,
+    sku_quantities: Option<String>,
+}
+
+/// A sale's sold counts.
+#[derive(Serialize)]
+struct Sold<'a> {
+    id: &'a str,
+    sold: u32,
+    sku_sold: Option<String>,
+    tier_sold: Option<String>,
+}
+
+/// An order id.
+#[derive(Serialize)]
+struct Id {
+    id: String,
+}
+
+/// Locks the rows of `sales` until the transaction ends, in id order, and
+/// reads them, in one statement. On SQLite the statement is a write, so the
+/// transaction holds the database's write lock from its first statement (a
+/// read first would make the upgrade fail under concurrency).
+pub(super) async fn lock_and_read_sales(
+    kind: StoreKind,
+    tx: &mut Transaction<'_, Any>,
+    sales: &[&SaleId],
+) -> Result<HashMap<SaleId, SaleState>, StoreError> {
+    let list = placeholders(1, sales.len());
+    let columns = format!("{SALE_COLUMNS}, {STATE_COLUMNS}");
+    let sql = match kind {
+        StoreKind::Postgres => {
+            format!("SELECT {columns} FROM sales WHERE id IN ({list}) ORDER BY id FOR UPDATE")
+        }
+        StoreKind::Sqlite => {
+            format!("UPDATE sales SET epoch = epoch WHERE id IN ({list}) RETURNING {columns}")
+        }
+    };
+    let mut query = sqlx::query(&sql);
+    for sale in sales {
+        query = query.bind(sale.as_str());
+    }
+    let mut found = HashMap::new();
+    for row in query.fetch_all(&mut **tx).await? {
+        let state = sale_state_from_row(&row)?;
+        found.insert(state.spec.id().clone(), state);
+    }
+    Ok(found)
+}
+
+/// Which of `orders` the store has decided already (true: void).
+pub(super) async fn read_existing(
+    kind: StoreKind,
+    tx: &mut Transaction<'_, Any>,
+    orders: &[Order],
+) -> Result<HashMap<OrderId, bool>, StoreError> {
+    let sql = format!(
+        "SELECT o.id, o.status FROM orders o JOIN {} ON o.id = r.id",
+        json_rows(kind, &[Column::Text("id")])
+    );
+    let ids = json_array(orders.iter().map(|order| Id {
+        id: order.id.to_string(),
+    }))?;
+    let mut found = HashMap::new();
+    for row in sqlx::query(&sql).bind(ids).fetch_all(&mut **tx).await? {
+        let id: String = row.try_get("id")?;
+        let status: String = row.try_get("status")?;
+        found.insert(
+            id.parse().map_err(|e| corrupt("order id", e))?,
+            status == VOID,
+        );
+    }
+    Ok(found)
+}
+
+/// The holdings of the buyers of `orders`, per sale.
+pub(super) async fn read_holdings(
+    kind: StoreKind,
+    tx: &mut Transaction<'_, Any>,
+    orders: &[Order],
+) -> Result<HashMap<SaleId, HashMap<UserId, Held>>, StoreError> {
+    let sql = format!(
+        "SELECT h.sale_id, h.user_id, h.quantity, h.sku_quantities FROM holdings h
+           JOIN {} ON h.sale_id = r.sale_id AND h.user_id = r.user_id",
+        json_rows(kind, &[Column::Text("sale_id"), Column::Text("user_id")])
+    );
+    let buyers = json_array(orders.iter().map(|o| Buyer {
+        sale_id: o.sale_id.as_str(),
+        user_id: o.user_id.as_str(),
+    }))?;
+    let mut found: HashMap<SaleId, HashMap<UserId, Held>> = HashMap::new();
+    for row in sqlx::query(&sql).bind(buyers).fetch_all(&mut **tx).await? {
+        let sale: String = row.try_get("sale_id")?;
+        let user: String = row.try_get("user_id")?;
+        let quantity: i64 = row.try_get("quantity")?;
+        let skus: Option<String> = row.try_get("sku_quantities")?;
+        found
+            .entry(SaleId::new(sale).map_err(|e| corrupt("holding", e))?)
+            .or_default()
+            .insert(
+                UserId::new(user).map_err(|e| corrupt("holding", e))?,
+                Held::from_columns(quantity, skus)?,
+            );
+    }
+    Ok(found)
+}
+
+/// The orders (committed or void) that the buyers' idempotency keys in
+/// `orders` name already, per sale, by (buyer, key).
+pub(super) async fn read_key_owners(
+    kind: StoreKind,
+    tx: &mut Transaction<'_, Any>,
+    orders: &[Order],
+) -> Result<HashMap<SaleId, HashMap<(UserId, IdempotencyKey), OrderId>>, StoreError> {
+    let mut found: HashMap<SaleId, HashMap<(UserId, IdempotencyKey), OrderId>> = HashMap::new();
+    if orders.iter().all(|o| o.idempotency_key.is_none()) {
+        return Ok(found);
+    }
+    let keys = json_array(orders.iter().filter_map(|o| {
+        Some(BuyerKey {
+            sale_id: o.sale_id.as_str(),
+            user_id: o.user_id.as_str(),
+            idempotency_key: o.idempotency_key.as_ref()?.as_str(),
+        })
+    }))?;
+    let sql = format!(
+        "SELECT o.id, o.sale_id, o.user_id, o.idempotency_key FROM orders o
+           JOIN {} ON o.sale_id = r.sale_id AND o.user_id = r.user_id
+                  AND o.idempotency_key = r.idempotency_key",
+        json_rows(
+            kind,
+            &[
+                Column::Text("sale_id"),
+                Column::Text("user_id"),
+                Column::Text("idempotency_key"),
+            ]
+        )
+    );
+    for row in sqlx::query(&sql).bind(keys).fetch_all(&mut **tx).await? {
+        let id: String = row.try_get("id")?;
+        let sale: String = row.try_get("sale_id")?;
+        let user: String = row.try_get("user_id")?;
+        let key: String = row.try_get("idempotency_key")?;
+        found
+            .entry(SaleId::new(sale).map_err(|e| corrupt("order", e))?)
+            .or_default()
+            .insert(
+                (
+                    UserId::new(user).map_err(|e| corrupt("order", e))?,
+                    IdempotencyKey::new(key).map_err(|e| corrupt("order", e))?,
+                ),
+                id.parse().map_err(|e| corrupt("order id", e))?,
+            );
+    }
+    Ok(found)
+}
+
+/// An order to insert, with the status the arbiter gave it.
+pub(super) struct NewRow<'a> {
+    pub(super) order: &'a Order,
+    pub(super) status: &'static str,
+    /// A held order's deadline.
+    pub(super) expires_at: Option<DateTime<Utc>>,
+    /// False for an order voided because its key names another order.
+    pub(super) keeps_key: bool,
+}
+
+/// An order's `items` column: NULL for the whole quantity of the
+/// `default` SKU (a sale created with `stock` alone, as orders from before
+/// SKUs read), the item list otherwise.
+fn stored_items(order: &Order) -> Option<String> {
+    match &order.items[..] {
+        [only] if only.sku.as_str() == stockade_core::sku::DEFAULT_SKU => None,
+        items => Some(Item::encode_list(items)),
+    }
+}
+
+/// Inserts every row in one statement.
+pub(super) async fn insert_orders(
+    kind: StoreKind,
+    tx: &mut Transaction<'_, Any>,
+    rows: &[NewRow<'_>],
+) -> Result<(), StoreError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    // Items and tiers are columns of their own only when some order of the
+    // batch has them: most batches are of sales created with `stock` alone.
+    let plain = rows
+        .iter()
+        .all(|row| row.order.tier.is_none() && stored_items(row.order).is_none());
+    let (extra, extra_columns): (&str, &[Column]) = if plain {
+        ("", &[])
+    } else {
+        (
+            "items, tier, ",
+            &[Column::Text("items"), Column::Text("tier")],
+        )
+    };
+    let mut columns = vec![
+        Column::Text("id"),
+        Column::Text("sale_id"),
+        Column::Text("user_id"),
+        Column::BigInt("quantity"),
+    ];
+    columns.extend_from_slice(extra_columns);
+    columns.extend([
+        Column::Text("idempotency_key"),
+        Column::Text("status"),
+        Column::BigInt("created_at_ms"),
+        Column::BigInt("expires_at_ms"),
+        Column::BigInt("epoch"),
+    ]);
+    let selected = format!("r.{}", extra.trim_end_matches(", ").replace(", ", ", r."));
+    let sql = format!(
+        "INSERT INTO orders (id, sale_id, user_id, quantity, {extra}idempotency_key,
+                             status, created_at_ms, updated_at_ms, expires_at_ms, epoch)
+         SELECT r.id, r.sale_id, r.user_id, r.quantity, {}r.idempotency_key,
+                r.status, r.created_at_ms, r.created_at_ms, r.expires_at_ms, r.epoch
+           FROM {}",
+        if plain {
+            String::new()
+        } else {
+            format!("{selected}, ")
+        },
+        json_rows(kind, &columns)
+    );
+    let values = json_array(rows.iter().map(|row| {
+        let order = row.order;
+        OrderValues {
+            id: order.id.to_string(),
+            sale_id: order.sale_id.as_str(),
+            user_id: order.user_id.as_str(),
+            quantity: order.quantity,
+            items: if plain { None } else { stored_items(order) },
+            tier: order.tier.as_ref().map(TierName::as_str),
+            idempotency_key: order
+                .idempotency_key
+                .as_ref()
+                .filter(|_| row.keeps_key)
+                .map(IdempotencyKey::as_str),
+            status: row.status,
+            created_at_ms: order.created_at.timestamp_millis(),
+            expires_at_ms: row.expires_at.map(|t| t.timestamp_millis()),
+            epoch: order.epoch.as_i64(),
+        }
+    }))?;
+    sqlx::query(&sql).bind(values).execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// Sets buyers' holdings (each above zero: a commit only adds), for every
+/// sale, in one statement.
+pub(super) async fn upsert_holdings(
+    kind: StoreKind,
+    tx: &mut Transaction<'_, Any>,
+    holdings: &[(&SaleId, &UserId, &Held)],
+) -> Result<(), StoreError> {
+    if holdings.is_empty() {
+        return Ok(());
+    }
+    // `WHERE true` tells SQLite's parser that `ON CONFLICT` is the upsert,
+    // not a join constraint.
+    // Per-SKU holdings only for sales with a per-SKU limit.
+    let sql = if holdings.iter().any(|(_, _, held)| !held.skus.is_empty()) {
+        format!(
+            "INSERT INTO holdings (sale_id, user_id, quantity, sku_quantities)
+             SELECT r.sale_id, r.user_id, r.quantity, r.sku_quantities FROM {} WHERE true
+             ON CONFLICT (sale_id, user_id) DO UPDATE
+                SET quantity = excluded.quantity, sku_quantities = excluded.sku_quantities",
+            json_rows(
+                kind,
+                &[
+                    Column::Text("sale_id"),
+                    Column::Text("user_id"),
+                    Column::BigInt("quantity"),
+                    Column::Text("sku_quantities"),
+                ]
+            )
+        )
+    } else {
+        format!(
+            "INSERT INTO holdings (sale_id, user_id, quantity)
+             SELECT r.sale_id, r.user_id, r.quantity FROM {} WHERE true
+             ON CONFLICT (sale_id, user_id) DO UPDATE SET quantity = excluded.quantity",
+            json_rows(
+                kind,
+                &[
+                    Column::Text("sale_id"),
+                    Column::Text("user_id"),
+                    Column::BigInt("quantity"),
+                ]
+            )
+        )
+    };
+    let values = json_array(holdings.iter().map(|(sale, user, held)| Holding {
+        sale_id: sale.as_str(),
+        user_id: user.as_str(),
+        quantity: held.total,
+        sku_quantities: held.sku_column(),
+    }))?;
+    sqlx::query(&sql).bind(values).execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// Sets the sold counts of the sales as their states have them, in one
+/// statement.
+pub(super) async fn write_sold_counts(
+    kind: StoreKind,
+    tx: &mut Transaction<'_, Any>,
+    sold: &[&SaleState],
+) -> Result<(), StoreError> {
+    if sold.is_empty() {
+        return Ok(());
+    }
+    // Sales of one SKU without tiers (most) have only their sold count.
+    let counts = sold
+        .iter()
+        .any(|s| s.sku_sold_column().is_some() || s.tier_sold_column().is_some());
+    let sql = if counts {
+        format!(
+            "UPDATE sales SET sold = r.sold, sku_sold = r.sku_sold, tier_sold = r.tier_sold
+               FROM {} WHERE sales.id = r.id",
+            json_rows(
+                kind,
+                &[
+                    Column::Text("id"),
+                    Column::BigInt("sold"),
+                    Column::Text("sku_sold"),
+                    Column::Text("tier_sold"),
+                ]
+            )
+        )
+    } else {
+        format!(
+            "UPDATE sales SET sold = r.sold FROM {} WHERE sales.id = r.id",
+            json_rows(kind, &[Column::Text("id"), Column::BigInt("sold")])
+        )
+    };
+    let values = json_array(sold.iter().map(|state| Sold {
+        id: state.spec.id().as_str(),
+        sold: state.sold,
+        sku_sold: state.sku_sold_column(),
+        tier_sold: state.tier_sold_column(),
+    }))?;
+    sqlx::query(&sql).bind(values).execute(&mut **tx).await?;
+    Ok(())
+}
