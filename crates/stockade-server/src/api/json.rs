@@ -92,6 +92,12 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             },
         );
     }
+    // Most bodies are valid: parse them as they are, and only when that
+    // fails again with the path tracked (which copies every key it reads)
+    // to say which field is wrong.
+    if let Ok(value) = serde_json::from_slice(bytes) {
+        return Ok(value);
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
         let path = error.path().to_string();

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use stockade_api::ErrorCode;
@@ -21,8 +21,11 @@ use crate::purchase::{Answered, Attempt, Decision, PurchaseError, Purchases};
 use crate::state::AppState;
 use crate::waiting_room::door::{AdmissionError, AdmissionToken};
 
-/// The header that carries a waiting room's admission.
-const ADMISSION_TOKEN: &str = "admission-token";
+/// The header that carries a waiting room's admission. The purchase's
+/// headers are named once, not parsed from text on every request.
+static ADMISSION_TOKEN: HeaderName = HeaderName::from_static("admission-token");
+static IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+static PREFER: HeaderName = HeaderName::from_static("prefer");
 
 /// Buys `quantity` items of `sku` (or of the sale's only SKU), or a bundle
 /// of `items` taken all or nothing, for `user_id`. Send an
@@ -102,7 +105,7 @@ fn attempt(
 ) -> Result<Attempt, ApiError> {
     let sale = sale_id(id)?;
     let mut purchase = Purchase::of_items(sale, user, items)?;
-    if let Some(value) = headers.get("idempotency-key") {
+    if let Some(value) = headers.get(&IDEMPOTENCY_KEY) {
         let text = value
             .to_str()
             .map_err(|_| ApiError::invalid("Idempotency-Key", "must be visible ASCII"))?;
@@ -110,7 +113,7 @@ fn attempt(
             .map_err(|e| ApiError::invalid("Idempotency-Key", e.reason))?;
         purchase = purchase.with_key(key);
     }
-    let admission = match headers.get(ADMISSION_TOKEN).map(HeaderValue::to_str) {
+    let admission = match headers.get(&ADMISSION_TOKEN).map(HeaderValue::to_str) {
         None => AdmissionToken::Missing,
         Some(Err(_)) => AdmissionToken::Unreadable,
         Some(Ok(token)) => AdmissionToken::Given(token.to_owned()),
@@ -126,7 +129,7 @@ fn attempt(
 /// (`Prefer: respond-async`, RFC 7240; other preferences are ignored).
 fn prefers_async(headers: &HeaderMap) -> bool {
     headers
-        .get_all("prefer")
+        .get_all(&PREFER)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
