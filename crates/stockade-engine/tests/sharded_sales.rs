@@ -217,6 +217,27 @@ async fn hash_of(redis: &RedisServer, key: &str) -> HashMap<String, String> {
     query(redis, &["HGETALL", key]).await
 }
 
+/// A giver's give.lua, late: transfer `id` of `items` taken at `taken_at`
+/// (ms), epoch 1, the engine's 60 s horizon. Its answer code.
+async fn give(redis: &RedisServer, receiver: &str, id: &str, items: u32, taken_at: i64) -> i64 {
+    let (code, _): (i64, i64) = query(
+        redis,
+        &[
+            "EVAL",
+            include_str!("../lua/give.lua"),
+            "1",
+            receiver,
+            "1",
+            id,
+            &items.to_string(),
+            &taken_at.to_string(),
+            "60000",
+        ],
+    )
+    .await;
+    code
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_transfer_left_by_a_dead_giver_is_given_and_one_left_by_a_stalled_giver_is_put_back() {
     let redis = RedisServer::start().unwrap();
@@ -284,38 +305,10 @@ async fn a_transfer_left_by_a_dead_giver_is_given_and_one_left_by_a_stalled_give
     );
     assert_eq!(engine.snapshot(&sale).await.unwrap().unwrap().remaining, 29);
     // The stalled giver wakes up and gives: refused, nothing doubled.
-    let (given, _): (i64, i64) = query(
-        &redis,
-        &[
-            "EVAL",
-            include_str!("../lua/give.lua"),
-            "1",
-            &receiver,
-            "1",
-            "stalled",
-            "3",
-            &(now - 70_000).to_string(),
-            "60000",
-        ],
-    )
-    .await;
+    let given = give(&redis, &receiver, "stalled", 3, now - 70_000).await;
     assert_eq!(given, 2, "too old");
     // And the dead one's give, replayed, is given once only.
-    let (replayed, _): (i64, i64) = query(
-        &redis,
-        &[
-            "EVAL",
-            include_str!("../lua/give.lua"),
-            "1",
-            &receiver,
-            "1",
-            "dead",
-            "4",
-            &(now - 6_000).to_string(),
-            "60000",
-        ],
-    )
-    .await;
+    let replayed = give(&redis, &receiver, "dead", 4, now - 6_000).await;
     assert_eq!(replayed, 1, "given before");
     assert_eq!(
         remaining_of(&hash_of(&redis, &receiver).await),
