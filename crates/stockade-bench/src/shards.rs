@@ -7,7 +7,9 @@
 //! every primary's CPU time (`INFO cpu`) and script time (`INFO
 //! commandstats`) is read before and after; the figure that matters is the
 //! busiest primary's, per purchase, since one primary's CPU bounds a hot
-//! sale. A run is checked: every item sold exactly once, nothing left.
+//! sale. With `--rate` both sales are offered the same purchases per second
+//! (the same load); without it each is sold as fast as it answers. A run is
+//! checked: every item sold exactly once, nothing left.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -32,6 +34,10 @@ pub struct ShardsOptions {
     pub shards: u16,
     /// Rounds (each sells both sales).
     pub rounds: usize,
+    /// Purchases per second offered to both sales alike (None: as fast as
+    /// they are answered). A rate both can keep compares their CPU at the
+    /// same load.
+    pub rate: Option<u32>,
 }
 
 /// One sale's run.
@@ -75,6 +81,12 @@ pub async fn run(
     if options.buyers == 0 || options.concurrency == 0 || options.rounds == 0 {
         return Err(StrategyError::Other(
             "--buyers, --concurrency and --rounds must be at least 1".into(),
+        ));
+    }
+    if options.rate == Some(0) {
+        return Err(StrategyError::Other(
+            "--rate must be at least 1 purchase per second (leave it out for as fast as answered)"
+                .into(),
         ));
     }
     if options.shards < 2 || usize::from(options.shards) > options.buyers {
@@ -158,12 +170,17 @@ async fn sell(
                 Arc::clone(&sold),
                 id.clone(),
             );
-            let buyers = options.buyers;
+            let (buyers, rate) = (options.buyers, options.rate);
             tokio::spawn(async move {
                 loop {
                     let n = next.fetch_add(1, Ordering::Relaxed);
                     if n >= buyers {
                         return Ok::<(), StrategyError>(());
+                    }
+                    // Purchase n is due n / rate seconds after the start.
+                    if let Some(rate) = rate {
+                        let due = started + Duration::from_secs_f64(n as f64 / f64::from(rate));
+                        tokio::time::sleep_until(due.into()).await;
                     }
                     let purchase = Purchase::new(id.as_str(), format!("buyer-{n}"), 1)
                         .map_err(|e| StrategyError::Other(e.to_string()))?;

@@ -34,6 +34,7 @@ async fn run_shards(args: ShardsArgs) -> anyhow::Result<ExitCode> {
         concurrency: args.concurrency,
         shards: args.shards,
         rounds: args.rounds,
+        rate: args.rate,
     };
     let report = match shards::run(&options, |line| eprintln!("{line}")).await {
         Ok(report) => report,

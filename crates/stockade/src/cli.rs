@@ -293,6 +293,10 @@ pub struct ShardsArgs {
     /// Rounds, each selling a whole and a spread sale.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
+    /// Purchases per second offered to both sales alike, to compare them
+    /// at the same load (default: as fast as each answers).
+    #[arg(long)]
+    pub rate: Option<u32>,
     /// Print the results as one JSON object.
     #[arg(long)]
     pub json: bool,

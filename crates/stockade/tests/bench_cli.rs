@@ -215,6 +215,61 @@ fn bench_http_refuses_bad_input() {
     }
 }
 
+#[test]
+fn bench_shards_refuses_bad_input() {
+    for (args, expected) in [
+        (&["bench", "shards", "--shards", "1"][..], "--shards"),
+        (&["bench", "shards", "--buyers", "2"][..], "--shards"),
+        (&["bench", "shards", "--rounds", "0"][..], "--rounds"),
+        (&["bench", "shards", "--rate", "0"][..], "--rate"),
+    ] {
+        let (code, _, stderr, _) = run_within(args, GIVE_UP_WITHIN);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn bench_shards_sells_a_whole_and_a_sharded_sale_on_a_cluster() {
+    let (code, stdout, stderr, _) = run_within(
+        &[
+            "bench",
+            "shards",
+            "--buyers",
+            "600",
+            "--concurrency",
+            "32",
+            "--rounds",
+            "1",
+            "--json",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect(&stdout);
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{report}");
+    for run in runs {
+        assert!(run["per_second"].as_f64().unwrap() > 0.0, "{run}");
+        assert_eq!(
+            run["cpu_us_per_purchase"].as_array().unwrap().len(),
+            3,
+            "{run}"
+        );
+    }
+    // The sharded sale spread its work: no primary idle.
+    let sharded = runs.iter().find(|r| r["shards"] == 3).unwrap();
+    assert!(
+        sharded["script_us_per_purchase"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|us| us.as_f64().unwrap() > 0.0),
+        "{sharded}"
+    );
+    assert!(stderr.contains("round 1, 3 shard(s)"), "{stderr}");
+}
+
 /// The child processes of `pid`, from /proc.
 fn children_of(pid: u32) -> Vec<u32> {
     let mut children = Vec::new();
