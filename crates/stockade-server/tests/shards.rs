@@ -1,16 +1,20 @@
 //! Sharded sales over HTTP (issue 21, item 2): `"shards": N` on every
 //! engine (only Redis splits the stock; the others keep one count and the
 //! spec), a crowd that sells exactly the stock, cancels whose items any
-//! buyer can take again, a Redis restart rebuilt into every shard, and
-//! every malformed `shards` refused with nothing created.
+//! buyer can take again, unpaid holds expiring back into their shards, a
+//! Redis restart rebuilt into every shard, and every malformed `shards`
+//! refused with nothing created.
 
 mod common;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Setup, TestServer};
+use chrono::{TimeDelta, Utc};
+use common::{Setup, TestServer, Timing};
 use futures::future::join_all;
 use serde_json::{Value, json};
+use stockade_core::ManualClock;
 
 const SETUPS: [Setup; 3] = [Setup::Embedded, Setup::RedisPostgres, Setup::Postgres];
 
@@ -78,6 +82,44 @@ async fn a_sharded_sale_sells_exactly_its_stock_and_cancels_come_back_to_any_buy
             .filter(|o| o["status"] != "cancelled")
             .count();
         assert_eq!(live, 30, "{setup:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unpaid_holds_of_a_sharded_sale_expire_back_into_their_shards() {
+    for setup in SETUPS {
+        let clock = ManualClock::new(Utc::now());
+        let server =
+            TestServer::start_with_clock(setup, Timing::default(), Arc::new(clock.clone())).await;
+        let (status, body) = server
+            .create_sale(json!({"id": "held", "stock": 12, "shards": 3, "hold_seconds": 30}))
+            .await;
+        assert_eq!(status, 201, "{setup:?}: {body}");
+        let held = crowd(&server, "held", 0, 12).await;
+        assert_eq!(held.len(), 12, "{setup:?}");
+        assert!(held.iter().all(|o| o["status"] == "held"), "{held:?}");
+        // Three are paid; the other nine expire.
+        for order in &held[..3] {
+            let (status, body) = server.confirm(order["order_id"].as_str().unwrap()).await;
+            assert_eq!(status, 200, "{setup:?}: {body}");
+        }
+        clock.advance(TimeDelta::seconds(31));
+        stockade_server::holds::expire_due(server.state())
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while sale(&server, "held").await["remaining"] != 9 {
+            assert!(
+                Instant::now() < deadline,
+                "{setup:?}: the expired items never came back"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // The sold-out answer is cached for half a second at most.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        // Buyers of any shard take the nine back, and no more.
+        assert_eq!(crowd(&server, "held", 100, 20).await.len(), 9, "{setup:?}");
+        assert_eq!(sale(&server, "held").await["remaining"], 0);
     }
 }
 
