@@ -184,15 +184,20 @@ async fn a_server_without_functions_is_detected_and_gets_evalsha() {
     ));
     assert!(calls(&redis, "evalsha") >= 2);
 
-    let forced = RedisEngine::connect(
+    let forced = functions_refused(&redis).await;
+    assert!(forced.contains("--redis-scripts functions"), "{forced}");
+    assert!(forced.contains("Redis 7"), "{forced}");
+}
+
+/// The error of connecting to `redis` with Functions forced.
+async fn functions_refused(redis: &RedisServer) -> String {
+    RedisEngine::connect(
         &RedisEngineConfig::new(redis.url()).scripts(ScriptsMode::Functions),
         Arc::new(SystemClock),
     )
     .await
     .unwrap_err()
-    .to_string();
-    assert!(forced.contains("--redis-scripts functions"), "{forced}");
-    assert!(forced.contains("Redis 7"), "{forced}");
+    .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -219,13 +224,7 @@ async fn on_a_real_redis_6_the_scripts_run_with_evalsha() {
     assert!(released.is_ok(), "{released:?}");
     assert!(calls(&redis, "evalsha") >= 5);
 
-    let forced = RedisEngine::connect(
-        &RedisEngineConfig::new(redis.url()).scripts(ScriptsMode::Functions),
-        Arc::new(SystemClock),
-    )
-    .await
-    .unwrap_err()
-    .to_string();
+    let forced = functions_refused(&redis).await;
     assert!(forced.contains("--redis-scripts"), "{forced}");
 }
 

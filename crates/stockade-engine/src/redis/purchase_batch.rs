@@ -42,11 +42,13 @@ impl PurchaseScript {
         (sale, shard, epoch): &BatchKey,
         purchases: Vec<BatchedPurchase>,
     ) -> Result<Vec<PurchaseOutcome>, EngineError> {
-        let keys = self.layouts.keys(sale, *shard).ok_or_else(|| {
-            EngineError::Unavailable(
+        let layout = self.layouts.known_or_own(sale);
+        if *shard >= layout.len() {
+            return Err(EngineError::Unavailable(
                 format!("shard {shard} of sale {sale} is not known here").into(),
-            )
-        })?;
+            ));
+        }
+        let keys = layout.keys(*shard);
         let mut invocation = PURCHASE.prepare_invoke();
         for key in keys.all() {
             invocation.key(key);

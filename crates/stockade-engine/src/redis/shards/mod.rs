@@ -157,13 +157,12 @@ impl Layouts {
         ))
     }
 
-    /// The keys of shard `shard` of `sale` (a purchase batch's): from its
-    /// layout, or the sale's own for shard 0 of a sale not known here.
-    pub(super) fn keys(&self, sale: &SaleId, shard: u16) -> Option<SaleKeys> {
+    /// The layout of `sale` as known here, without asking Redis (a purchase
+    /// batch's, whose purchase looked it up): else the sale's own keys.
+    pub(super) fn known_or_own(&self, sale: &SaleId) -> Arc<Layout> {
         match self.known.get(sale) {
-            Some(layout) if shard < layout.len() => Some(layout.keys(shard).clone()),
-            Some(_) => None,
-            None => (shard == 0).then(|| SaleKeys::new(&self.prefix, sale)),
+            Some(layout) => Arc::clone(layout.value()),
+            None => Arc::new(Layout::new(&self.prefix, sale, 1)),
         }
     }
 

@@ -236,40 +236,15 @@ impl Transfers {
     /// old give marks, and levels the poorest shard from the richest.
     async fn pass(&self, layout: &Layout, now_ms: i64) -> Result<(), EngineError> {
         let hashes = super::hashes(&self.connection, layout).await?;
-        let epochs: Vec<Option<&String>> = hashes.iter().map(|h| h.get("epoch")).collect();
-        let Some(Some(epoch)) = epochs.first().copied().map(|e| e.cloned()) else {
-            return Ok(());
+        let epoch_of =
+            |hash: &HashMap<String, String>| hash.get("epoch").and_then(|e| e.parse::<u64>().ok());
+        let Some(epoch) = epoch_of(&hashes[0]).filter(|&e| e > 0).map(Epoch::new) else {
+            return Ok(()); // closed, rebuilding, or gone
         };
-        let Some(epoch) = epoch.parse::<u64>().ok().filter(|&e| e > 0).map(Epoch::new) else {
-            return Ok(());
-        };
-        for (from, hash) in hashes.iter().enumerate() {
-            for (id, record) in records(hash, "xout:") {
-                let Some((to, items, at)) = parse_out(record) else {
-                    continue;
-                };
-                if now_ms - at >= STALE.as_millis() as i64 && to < layout.len() {
-                    self.give(layout, from as u16, to, epoch, id, items, at)
-                        .await?;
-                }
-            }
-            let old: Vec<String> = records(hash, "xin:")
-                .filter(|(_, at)| {
-                    at.parse::<i64>()
-                        .is_ok_and(|at| now_ms - at > 10 * HORIZON.as_millis() as i64)
-                })
-                .map(|(id, _)| format!("xin:{id}"))
-                .collect();
-            if !old.is_empty() {
-                let _: i64 = redis::cmd("HDEL")
-                    .arg(&layout.keys(from as u16).sale)
-                    .arg(old)
-                    .query_async(&mut self.connection.clone())
-                    .await
-                    .map_err(redis_error)?;
-            }
+        for (from, hash) in (0u16..).zip(&hashes) {
+            self.finish_stale(layout, from, hash, epoch, now_ms).await?;
         }
-        if epochs.iter().any(|e| *e != epochs[0]) {
+        if hashes.iter().any(|h| epoch_of(h) != Some(epoch.get())) {
             return Ok(()); // a rebuild is under way
         }
         let left: Vec<u64> = hashes
@@ -277,20 +252,60 @@ impl Transfers {
             .map(|h| h.get("remaining").and_then(|r| r.parse().ok()).unwrap_or(0))
             .collect();
         let average = left.iter().sum::<u64>() / left.len() as u64;
-        let (poorest, richest) = (argmin(&left), argmax(&left));
-        if left[poorest] * 4 < average && left[richest] > average {
-            let amount = (left[richest] - average).min(average - left[poorest]);
-            if amount > 0 {
-                self.transfer(
-                    layout,
-                    richest as u16,
-                    poorest as u16,
-                    epoch,
-                    amount as u32,
-                    0,
-                )
-                .await?;
+        let by_stock = |a: &(usize, &u64), b: &(usize, &u64)| a.1.cmp(b.1);
+        let (Some((poorest, &low)), Some((richest, &high))) = (
+            left.iter().enumerate().min_by(by_stock),
+            left.iter().enumerate().max_by(by_stock),
+        ) else {
+            return Ok(());
+        };
+        let amount = (high.saturating_sub(average)).min(average.saturating_sub(low));
+        if low * 4 < average && amount > 0 {
+            self.transfer(
+                layout,
+                richest as u16,
+                poorest as u16,
+                epoch,
+                amount as u32,
+                0,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Gives the stale transfers recorded in shard `from` (its `hash`), and
+    /// drops give marks too old for any give to come.
+    async fn finish_stale(
+        &self,
+        layout: &Layout,
+        from: u16,
+        hash: &HashMap<String, String>,
+        epoch: Epoch,
+        now_ms: i64,
+    ) -> Result<(), EngineError> {
+        for (id, record) in records(hash, "xout:") {
+            let Some((to, items, at)) = parse_out(record) else {
+                continue;
+            };
+            if now_ms - at >= STALE.as_millis() as i64 && to < layout.len() {
+                self.give(layout, from, to, epoch, id, items, at).await?;
             }
+        }
+        let old: Vec<String> = records(hash, "xin:")
+            .filter(|(_, at)| {
+                at.parse::<i64>()
+                    .is_ok_and(|at| now_ms - at > 10 * HORIZON.as_millis() as i64)
+            })
+            .map(|(id, _)| format!("xin:{id}"))
+            .collect();
+        if !old.is_empty() {
+            let _: i64 = redis::cmd("HDEL")
+                .arg(&layout.keys(from).sale)
+                .arg(old)
+                .query_async(&mut self.connection.clone())
+                .await
+                .map_err(redis_error)?;
         }
         Ok(())
     }
@@ -353,12 +368,4 @@ fn parse_out(record: &str) -> Option<(u16, i64, i64)> {
     let items = parts.next()?.parse().ok()?;
     let at = parts.next()?.parse().ok()?;
     Some((to, items, at))
-}
-
-fn argmin(values: &[u64]) -> usize {
-    (0..values.len()).min_by_key(|&i| values[i]).unwrap_or(0)
-}
-
-fn argmax(values: &[u64]) -> usize {
-    (0..values.len()).max_by_key(|&i| values[i]).unwrap_or(0)
 }
