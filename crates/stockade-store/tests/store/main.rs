@@ -12,6 +12,7 @@ mod batch;
 mod cheap_rejection;
 mod engine_faults;
 mod helpers;
+mod plans;
 mod releases;
 mod skus;
 mod verdicts;
