@@ -34,9 +34,9 @@ function done(summary, latency, requests)
     table.insert(parts, string.format('"%d":%d', status, count))
   end
   io.write(string.format(
-    '@bench-http {"requests":%d,"seconds":%.6f,"p50_us":%d,"p99_us":%d,' ..
+    '@bench-http {"requests":%d,"seconds":%.6f,"bytes_read":%d,"p50_us":%d,"p99_us":%d,' ..
     '"connect_errors":%d,"read_errors":%d,"write_errors":%d,"timeouts":%d,"statuses":{%s}}\n',
-    summary.requests, summary.duration / 1e6, latency:percentile(50), latency:percentile(99),
+    summary.requests, summary.duration / 1e6, summary.bytes, latency:percentile(50), latency:percentile(99),
     summary.errors.connect, summary.errors.read, summary.errors.write, summary.errors.timeout,
     table.concat(parts, ",")))
 end

@@ -110,6 +110,16 @@ impl PostgresServer {
         }
     }
 
+    /// The process id of a server this handle started and runs (the
+    /// postmaster, or the wrapper running it as `postgres`): for tools that
+    /// account its CPU together with its children's.
+    pub fn pid(&self) -> Option<u32> {
+        match &self.inner {
+            Inner::Owned(server) => server.process.as_ref().and_then(ServerProcess::pid),
+            Inner::External { .. } => None,
+        }
+    }
+
     /// Creates a new empty database with a unique name and returns its URL.
     pub async fn fresh_database(&self) -> Result<String, TestSupportError> {
         let name = format!("stockade_t_{}", uuid::Uuid::now_v7().simple());

@@ -24,6 +24,7 @@ use stockade_bench::{chart, lock};
 use crate::cli::{BenchArgs, BenchCommand, LockArgs, ShardsArgs};
 
 mod http;
+mod servers;
 
 /// `stockade bench shards`: a line per run on stderr, the runs and the
 /// ratios (median and range over the rounds) on stdout.
@@ -76,6 +77,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Some(BenchCommand::Shards(shards)) => return run_shards(shards).await,
         Some(BenchCommand::Http(http)) => return http::run(http).await,
         Some(BenchCommand::HttpBaseline(baseline)) => return http::serve_baseline(baseline).await,
+        Some(BenchCommand::Servers(servers)) => return servers::run(servers).await,
         None => {}
     }
     let config = config(&args)?;

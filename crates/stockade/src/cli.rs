@@ -190,6 +190,35 @@ pub enum BenchCommand {
     /// itself, as a child process).
     #[command(hide = true)]
     HttpBaseline(HttpBaselineArgs),
+    /// Throwaway Redis and PostgreSQL servers for a measuring script
+    /// (scripts/capacity): started, described as one JSON line on stdout,
+    /// and stopped when stdin closes, on Ctrl-C or on SIGTERM.
+    Servers(ServersArgs),
+}
+
+#[cfg(feature = "bench")]
+/// `stockade bench servers`.
+#[derive(Debug, Args)]
+pub struct ServersArgs {
+    /// Which Redis to start: none, single (one redis-server) or cluster
+    /// (three primaries joined by `redis-cli --cluster create`).
+    #[arg(long, value_enum, default_value_t = RedisShape::Cluster)]
+    pub redis: RedisShape,
+    /// Start a durable PostgreSQL (fsync on) too, with one fresh database.
+    #[arg(long)]
+    pub postgres: bool,
+}
+
+#[cfg(feature = "bench")]
+/// The Redis `stockade bench servers` starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RedisShape {
+    /// No Redis.
+    None,
+    /// One redis-server.
+    Single,
+    /// A three-primary Redis Cluster.
+    Cluster,
 }
 
 #[cfg(feature = "bench")]
