@@ -344,3 +344,103 @@ fn an_interrupted_bench_http_stops_its_servers() {
         assert!(!alive(server), "server {server} outlived the bench");
     }
 }
+
+/// `stockade bench servers` (what scripts/capacity starts): ready servers
+/// described on one line, and every one stopped once stdin closes.
+#[test]
+fn bench_servers_describes_its_servers_and_stops_them_when_stdin_closes() {
+    let mut servers = stockade()
+        .args(["bench", "servers", "--redis", "single", "--postgres"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(servers.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let described: Value = serde_json::from_str(&line).unwrap();
+    let port = described["redis_ports"][0].as_u64().unwrap() as u16;
+    let postgres = described["postgres_pid"].as_u64().unwrap() as u32;
+    assert!(
+        described["redis_url"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!(":{port}"))
+    );
+    assert!(
+        described["database_url"]
+            .as_str()
+            .unwrap()
+            .starts_with("postgres://")
+    );
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+    assert!(alive(postgres));
+
+    drop(servers.stdin.take());
+    let started = Instant::now();
+    while servers.try_wait().unwrap().is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "bench servers did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+    assert!(!alive(postgres), "PostgreSQL outlived bench servers");
+}
+
+#[test]
+fn bench_servers_refuses_bad_input() {
+    let (code, _, stderr, _) =
+        run_within(&["bench", "servers", "--redis", "sentinel"], GIVE_UP_WITHIN);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("possible values: none, single, cluster"),
+        "{stderr}"
+    );
+}
+
+/// scripts/capacity's model, on the measurements docs/capacity.md quotes:
+/// the tables of that page, and every prediction within the goal.
+#[test]
+fn the_capacity_model_reproduces_the_documented_tables() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let run = |file: &str| {
+        Command::new("python3")
+            .arg(format!("{root}/scripts/capacity"))
+            .args(["--from", file])
+            .output()
+            .expect("python3 runs scripts/capacity (install python3)")
+    };
+    let out = run(&format!(
+        "{root}/docs/measurements/capacity-2026-11-26.json"
+    ));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{table}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for row in [
+        "| 2 instance(s), 1 shard(s), 512 connections | 8,406 (8,386–10,286) | 9,203 | +9% |",
+        "| 1 instance(s), 3 shard(s), 512 connections | 10,209 (8,162–11,076) | 9,569 | -6% |",
+        "| 2 instance(s), 3 shard(s), 512 connections | 8,980 (8,337–9,275) | 9,203 | +2% |",
+        "| one hot sale in the store (its commits are serial) | 10,495 |",
+    ] {
+        assert!(table.contains(row), "no {row} in:\n{table}");
+    }
+    assert!(!table.contains("MISSED"), "{table}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{\"runs\": []}").unwrap();
+    let out = run(bad.to_str().unwrap());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot calibrate the model"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
