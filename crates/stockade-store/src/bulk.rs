@@ -130,6 +130,25 @@ struct Id {
     id: String,
 }
 
+/// Has PostgreSQL plan this transaction's statements against the tables'
+/// present size. A sale starts on nearly empty tables and grows them by
+/// hundreds of thousands of rows before autovacuum's first ANALYZE; the
+/// generic plan a session keeps for a join over a JSON parameter, made on
+/// the empty tables, is a sequential scan, so every later commit would read
+/// the whole `orders` and `holdings` tables (tests/store/plans.rs). Only
+/// here: the store's single-row lookups keep their cached index plans.
+pub(super) async fn plan_for_the_tables_as_they_are(
+    kind: StoreKind,
+    tx: &mut Transaction<'_, Any>,
+) -> Result<(), StoreError> {
+    if kind == StoreKind::Postgres {
+        sqlx::query("SET LOCAL plan_cache_mode = force_custom_plan")
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
 /// Locks the rows of `sales` until the transaction ends, in id order, and
 /// reads them, in one statement. On SQLite the statement is a write, so the
 /// transaction holds the database's write lock from its first statement (a

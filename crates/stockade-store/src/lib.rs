@@ -161,21 +161,6 @@ impl OrderStore {
                     Ok(())
                 })
             });
-        } else {
-            options = options.after_connect(|conn, _meta| {
-                Box::pin(async move {
-                    // A sale starts on nearly empty tables and grows them by
-                    // hundreds of thousands of rows before autovacuum's first
-                    // ANALYZE. A generic plan made on the empty tables (a
-                    // sequential scan) would be kept for every later commit;
-                    // planning each run against the tables' size keeps the
-                    // batch's reads index lookups (tests/store/plans.rs).
-                    sqlx::query("SET plan_cache_mode = force_custom_plan")
-                        .execute(&mut *conn)
-                        .await?;
-                    Ok(())
-                })
-            });
         }
         let pool = options.connect(url).await?;
         let mut migrator = sqlx::migrate!("./migrations/store");

@@ -207,6 +207,7 @@ impl OrderStore {
         sale_ids.dedup();
         let kind = self.kind;
         let mut tx = self.pool.begin().await?;
+        bulk::plan_for_the_tables_as_they_are(kind, &mut tx).await?;
         let mut sales = bulk::lock_and_read_sales(kind, &mut tx, &sale_ids).await?;
         // The receiver may be gone (a plain `commit`): nobody waits then.
         let _ = locked.send(());
