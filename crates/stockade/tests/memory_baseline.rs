@@ -24,8 +24,10 @@ const STOCK: usize = 1_500;
 /// the noise of the allocator.
 const LONG: &str =
     "buyer-id-from-the-identity-provider-0123456789abcdef-0123456789abcdef-0123456789";
-/// How long each sale is open.
-const OPEN: Duration = Duration::from_secs(10);
+/// How long each sale is open: long enough for a round's 6,000 purchases
+/// on the debug build while the rest of the suite loads the machine (10 s
+/// once ended a sale before its last buyers).
+const OPEN: Duration = Duration::from_secs(20);
 
 /// How long `stockade serve` may take to print its URL.
 const START_TIMEOUT: Duration = Duration::from_secs(60);

@@ -208,15 +208,18 @@ impl SaleBook {
             Ok(remaining) => remaining,
             Err(refused) => return refused,
         };
+        // The per-SKU holdings first: the buyer's entry, locked until it is
+        // updated just below, keeps their next request from reading them
+        // before they count this purchase.
+        if spec.per_sku_limit().is_some() {
+            for &(i, q) in &items {
+                *self.sku_holdings.entry((user.clone(), i)).or_insert(0) += q;
+            }
+        }
         match holding {
             Entry::Occupied(mut held) => *held.get_mut() += quantity,
             Entry::Vacant(vacant) => {
                 vacant.insert(quantity);
-            }
-        }
-        if spec.per_sku_limit().is_some() {
-            for &(i, q) in &items {
-                *self.sku_holdings.entry((user.clone(), i)).or_insert(0) += q;
             }
         }
         let order_id = OrderId::generate();
