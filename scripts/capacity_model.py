@@ -84,13 +84,13 @@ def line(x1, y1, x2, y2):
     return y1 - slope * x1, slope
 
 
-def calibrate(measured):
-    """The model's parameters, from the first two setups (one instance,
-    one shard, two crowd sizes)."""
-    keys = list(setups_of(measured))
+def calibrate(measured, setups):
+    """The model's parameters, from the first two of `setups` (one
+    instance, one shard, two crowd sizes)."""
+    keys = list(setups)
     if len(keys) < 2 or keys[0][:2] != (1, 1) or keys[1][:2] != (1, 1) or keys[0][2] == keys[1][2]:
         raise ValueError("the first two setups must be 1x1 at two crowd sizes (e.g. 1x1,1x1@128,...)")
-    big, small = (medians(setups_of(measured)[k]) for k in keys[:2])
+    big, small = (medians(setups[k]) for k in keys[:2])
     crowd = keys[0][2]
     model = {"cores": measured["cores"], "primaries": 3, "crowd": crowd, "big": big, "small": small}
     # Lock hold per commit, and each CPU cost, as lines in B or 1/B.
@@ -147,11 +147,12 @@ def units(model):
 
 
 def report(measured):
-    model = calibrate(measured)
+    setups = setups_of(measured)
+    model = calibrate(measured, setups)
     big = model["big"]
     out = []
-    out.append(f"Calibration: 1 instance, 1 shard, {model['crowd']} and {list(setups_of(measured))[1][2]} "
-               f"connections (medians of {len(measured['runs']) // max(len(setups_of(measured)), 1)} rounds), "
+    out.append(f"Calibration: 1 instance, 1 shard, {model['crowd']} and {list(setups)[1][2]} "
+               f"connections (medians of {len(measured['runs']) // len(setups)} rounds), "
                f"{measured['cores']} cores.\n")
     out.append("| resource, per committed purchase | cost |")
     out.append("| --- | ---: |")
@@ -174,7 +175,7 @@ def report(measured):
                "next bound | orders per commit, measured / predicted |")
     out.append("| --- | ---: | ---: | ---: | --- | --- | ---: |")
     missed = 0
-    for index, ((instances, shards, connections), runs) in enumerate(setups_of(measured).items()):
+    for index, ((instances, shards, connections), runs) in enumerate(setups.items()):
         rate, binding, bounds, batch = predict(model, instances, shards, connections)
         runner_up = sorted(bounds, key=bounds.get)[1]
         measured_rate = median([r["rate"] for r in runs])
