@@ -124,7 +124,7 @@ pub(crate) fn batch_span(
 }
 
 /// Runs one batch: one answer per request, in the same order.
-pub(crate) trait BatchRunner<Key, Request, Answer>: Send + Sync + 'static {
+pub trait BatchRunner<Key, Request, Answer>: Send + Sync + 'static {
     /// Decides every request of the batch in one backend call.
     fn run(
         &self,
@@ -152,7 +152,7 @@ type SharedQueue<Request, Answer> = Arc<Mutex<Queue<Request, Answer>>>;
 type Queues<Key, Request, Answer> = Arc<DashMap<Key, SharedQueue<Request, Answer>>>;
 
 /// Per-key queues of requests and the drain tasks that batch them.
-pub(crate) struct Batcher<Key, Request, Answer> {
+pub struct Batcher<Key, Request, Answer> {
     queues: Queues<Key, Request, Answer>,
     max_batch: usize,
 }
@@ -164,7 +164,7 @@ where
     Answer: Send + 'static,
 {
     /// Batches of at most `max_batch` requests (at least 1).
-    pub(crate) fn new(max_batch: usize) -> Self {
+    pub fn new(max_batch: usize) -> Self {
         Self {
             queues: Arc::new(DashMap::new()),
             max_batch: max_batch.max(1),
@@ -174,7 +174,7 @@ where
     /// Queues `request` under `key` and waits for its answer. If no call for
     /// `key` is in flight, one starts at once (in a spawned task, with this
     /// request and whatever queued meanwhile).
-    pub(crate) async fn submit<R>(
+    pub async fn submit<R>(
         &self,
         key: Key,
         request: Request,

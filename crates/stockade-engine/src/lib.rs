@@ -34,7 +34,8 @@
 //! ```
 //!
 //! # Layout
-//! - `batching`: the micro-batcher of the Redis engine's purchases, and
+//! - `batching`: the micro-batcher ([`Batcher`]) of the Redis engine's
+//!   purchases (and of the service's waiting-room joins and polls), and
 //!   the span of each batch call, which follows from the span of every
 //!   purchase it carried ([`link_batches_to`] names that span).
 //! - `codes`: the numeric answers of the Redis scripts.
@@ -47,6 +48,6 @@ mod codes;
 pub mod memory;
 pub mod redis;
 
-pub use batching::link_batches_to;
+pub use batching::{BatchRunner, Batcher, link_batches_to};
 pub use memory::MemoryEngine;
 pub use redis::{RedisEngine, RedisEngineConfig, RedisTopology, RedisUrlError, ScriptsMode};

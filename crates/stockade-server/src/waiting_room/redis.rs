@@ -2,7 +2,10 @@
 //! one Lua script over the sale's keys (`lua/*.lua`, with `lua/view.lua`
 //! prepended; one Functions library, or EVALSHA on Redis 6, through
 //! `stockade_engine::redis::library`), so instances never race; each costs
-//! O(log n).
+//! O(log n). Joins and polls of one sale that arrive while a call of
+//! theirs is in flight go together as the next call (the engine's
+//! [`Batcher`], as for purchases): a crowd costs Redis one call per batch,
+//! and each join or poll in it runs as if alone, in arrival order.
 //!
 //! Positions come from one sorted set per sale, scored by each ticket's
 //! own place (see [`TicketId`]): early joiners a random place below
@@ -13,13 +16,13 @@
 //! ticked again. All keys of a sale share its `{hash
 //! tag}`, like the engine's keys.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use redis::{AsyncCommands, Value};
-use stockade_core::{SaleId, UserId};
-use stockade_engine::RedisEngineConfig;
+use stockade_core::{EngineError, SaleId, UserId};
 use stockade_engine::redis::{Library, LibraryScript, SharedConnection};
+use stockade_engine::{BatchRunner, Batcher, RedisEngineConfig};
 
 use super::{
     CloseReason, JoinOutcome, QueueBackend, QueueError, Tick, TickReport, TicketId, TicketState,
@@ -63,9 +66,26 @@ static RESERVE_ADMISSION: LazyLock<LibraryScript> =
 static SETTLE_ADMISSION: LazyLock<LibraryScript> =
     LazyLock::new(|| LIBRARY.script("settle_admission"));
 
+/// The most joins or polls one call carries.
+const MAX_BATCH: usize = 256;
+
+/// The arguments of one join (join.lua: now, user, fresh ticket, place).
+type JoinArgs = [String; 4];
+/// The arguments of one poll (status.lua: ticket, now, restore, user, place).
+type StatusArgs = [String; 5];
+
 /// Queues in one Redis.
 #[derive(Clone)]
 pub struct RedisQueues {
+    calls: Arc<Calls>,
+    joins: Arc<Batcher<SaleId, JoinArgs, Value>>,
+    polls: Arc<Batcher<SaleId, StatusArgs, Value>>,
+    join_calls: Arc<BatchOf<4>>,
+    poll_calls: Arc<BatchOf<5>>,
+}
+
+/// What every call needs: the connection and the keys' prefix.
+struct Calls {
     connection: SharedConnection,
     prefix: String,
 }
@@ -73,7 +93,7 @@ pub struct RedisQueues {
 impl std::fmt::Debug for RedisQueues {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisQueues")
-            .field("prefix", &self.prefix)
+            .field("prefix", &self.calls.prefix)
             .finish_non_exhaustive()
     }
 }
@@ -81,14 +101,60 @@ impl std::fmt::Debug for RedisQueues {
 /// The keys of one sale's queue.
 struct QueueKeys([String; 5]);
 
+/// Runs a batch of joins or polls of one sale as one call of `script`.
+struct BatchOf<const N: usize> {
+    calls: Arc<Calls>,
+    script: &'static LazyLock<LibraryScript>,
+}
+
+impl<const N: usize> BatchRunner<SaleId, [String; N], Value> for BatchOf<N> {
+    async fn run(
+        &self,
+        sale: &SaleId,
+        requests: Vec<[String; N]>,
+    ) -> Result<Vec<Value>, EngineError> {
+        let args: Vec<String> = requests.into_iter().flatten().collect();
+        self.calls
+            .invoke(self.script, sale, &args)
+            .await
+            .map_err(|error| match error {
+                QueueError::Unavailable(why) => EngineError::Unavailable(why.into()),
+                QueueError::Failed(why) => EngineError::backend(why),
+            })
+    }
+}
+
+/// A batch's failure, back as the queue's error (unavailable stays
+/// unavailable: the caller retries).
+fn batch_error(error: EngineError) -> QueueError {
+    match error {
+        EngineError::Unavailable(why) => QueueError::Unavailable(why.to_string()),
+        EngineError::Timeout(why) => QueueError::Unavailable(why),
+        other => QueueError::Failed(other.to_string()),
+    }
+}
+
 impl RedisQueues {
     /// Queues on `connection` (the service shares the engine's, so they
     /// work wherever it does: one server, Sentinel, Cluster); keys start
     /// with `prefix` (the service uses `stockade:wr:`).
     pub fn new(connection: SharedConnection, prefix: &str) -> Self {
-        Self {
+        let calls = Arc::new(Calls {
             connection,
             prefix: prefix.to_owned(),
+        });
+        Self {
+            joins: Arc::new(Batcher::new(MAX_BATCH)),
+            polls: Arc::new(Batcher::new(MAX_BATCH)),
+            join_calls: Arc::new(BatchOf {
+                calls: Arc::clone(&calls),
+                script: &JOIN,
+            }),
+            poll_calls: Arc::new(BatchOf {
+                calls: Arc::clone(&calls),
+                script: &STATUS,
+            }),
+            calls,
         }
     }
 
@@ -101,7 +167,9 @@ impl RedisQueues {
             .map_err(|e| QueueError::Failed(e.to_string()))?;
         Ok(Self::new(connection, prefix))
     }
+}
 
+impl Calls {
     fn keys(&self, sale: &SaleId) -> QueueKeys {
         let base = format!("{}{{{sale}}}", self.prefix);
         QueueKeys(
@@ -156,6 +224,14 @@ fn unreadable(ticket: &TicketId) -> QueueError {
     QueueError::Failed(format!("ticket {ticket} names no readable buyer"))
 }
 
+/// One join's or poll's own reply out of its batch's: an array.
+fn one_reply(answer: Result<Value, EngineError>) -> Result<Vec<Value>, QueueError> {
+    match answer.map_err(batch_error)? {
+        Value::Array(reply) => Ok(reply),
+        other => Err(malformed("a batched call", &[other])),
+    }
+}
+
 fn malformed(script: &str, reply: &[Value]) -> QueueError {
     QueueError::Failed(format!("{script} gave a malformed reply: {reply:?}"))
 }
@@ -203,18 +279,17 @@ impl QueueBackend for RedisQueues {
     ) -> Result<JoinOutcome, QueueError> {
         let _ = prequeue; // the place in `fresh` says it already
         let user = fresh.user().ok_or_else(|| unreadable(fresh))?;
-        let reply = self
-            .invoke(
-                &JOIN,
-                &fresh.sale(),
-                &[
-                    now_ms.to_string(),
-                    user.to_string(),
-                    fresh.to_string(),
-                    fresh.place().to_string(),
-                ],
-            )
-            .await?;
+        let args = [
+            now_ms.to_string(),
+            user.to_string(),
+            fresh.to_string(),
+            fresh.place().to_string(),
+        ];
+        let reply = one_reply(
+            self.joins
+                .submit(fresh.sale(), args, &self.join_calls)
+                .await,
+        )?;
         let parsed = (|| {
             let [ticket, status, value, created, user] = reply.as_slice() else {
                 return None;
@@ -242,19 +317,18 @@ impl QueueBackend for RedisQueues {
         restore: bool,
     ) -> Result<Option<TicketView>, QueueError> {
         let user = ticket.user().ok_or_else(|| unreadable(ticket))?;
-        let reply = self
-            .invoke(
-                &STATUS,
-                &ticket.sale(),
-                &[
-                    ticket.to_string(),
-                    now_ms.to_string(),
-                    if restore { "1" } else { "0" }.to_owned(),
-                    user.to_string(),
-                    ticket.place().to_string(),
-                ],
-            )
-            .await?;
+        let args = [
+            ticket.to_string(),
+            now_ms.to_string(),
+            if restore { "1" } else { "0" }.to_owned(),
+            user.to_string(),
+            ticket.place().to_string(),
+        ];
+        let reply = one_reply(
+            self.polls
+                .submit(ticket.sale(), args, &self.poll_calls)
+                .await,
+        )?;
         if reply.is_empty() {
             return Ok(None);
         }
@@ -276,6 +350,7 @@ impl QueueBackend for RedisQueues {
     async fn tick(&self, sale: &SaleId, tick: &Tick) -> Result<TickReport, QueueError> {
         let flag = |b: bool| if b { "1" } else { "0" }.to_owned();
         let reply = self
+            .calls
             .invoke(
                 &TICK,
                 sale,
@@ -315,7 +390,8 @@ impl QueueBackend for RedisQueues {
     }
 
     async fn consume(&self, ticket: &TicketId) -> Result<(), QueueError> {
-        self.invoke(&CONSUME, &ticket.sale(), &[ticket.to_string()])
+        self.calls
+            .invoke(&CONSUME, &ticket.sale(), &[ticket.to_string()])
             .await?;
         Ok(())
     }
@@ -329,10 +405,10 @@ impl QueueBackend for RedisQueues {
     ) -> Result<Option<String>, QueueError> {
         let keep_ms = (until_ms - now_ms).max(1);
         RESERVE_ADMISSION
-            .key(self.spend_key(ticket))
+            .key(self.calls.spend_key(ticket))
             .arg(held)
             .arg(keep_ms)
-            .invoke_async(&mut self.connection.clone())
+            .invoke_async(&mut self.calls.connection.clone())
             .await
             .map_err(redis_error)
     }
@@ -344,10 +420,10 @@ impl QueueBackend for RedisQueues {
         spent: Option<&str>,
     ) -> Result<(), QueueError> {
         let _: i64 = SETTLE_ADMISSION
-            .key(self.spend_key(ticket))
+            .key(self.calls.spend_key(ticket))
             .arg(held)
             .arg(spent.unwrap_or(""))
-            .invoke_async(&mut self.connection.clone())
+            .invoke_async(&mut self.calls.connection.clone())
             .await
             .map_err(redis_error)?;
         Ok(())
@@ -355,9 +431,10 @@ impl QueueBackend for RedisQueues {
 
     async fn used(&self, sale: &SaleId) -> Result<u64, QueueError> {
         let used: Option<u64> = self
+            .calls
             .connection
             .clone()
-            .hget(&self.keys(sale).0[0], "used")
+            .hget(&self.calls.keys(sale).0[0], "used")
             .await
             .map_err(redis_error)?;
         Ok(used.unwrap_or(0))
@@ -365,9 +442,10 @@ impl QueueBackend for RedisQueues {
 
     async fn register(&self, sale: &SaleId) -> Result<(), QueueError> {
         let _: i64 = self
+            .calls
             .connection
             .clone()
-            .sadd(self.rooms_key(), sale.as_str())
+            .sadd(self.calls.rooms_key(), sale.as_str())
             .await
             .map_err(redis_error)?;
         Ok(())
@@ -375,9 +453,10 @@ impl QueueBackend for RedisQueues {
 
     async fn rooms(&self) -> Result<Vec<SaleId>, QueueError> {
         let ids: Vec<String> = self
+            .calls
             .connection
             .clone()
-            .smembers(self.rooms_key())
+            .smembers(self.calls.rooms_key())
             .await
             .map_err(redis_error)?;
         Ok(ids
@@ -391,7 +470,7 @@ impl QueueBackend for RedisQueues {
         self.retire(sale).await?;
         // One pipeline over the queue's keys, which share one hash tag.
         let mut pipe = redis::pipe();
-        for key in &self.keys(sale).0 {
+        for key in &self.calls.keys(sale).0 {
             if ms == 0 {
                 pipe.unlink(key).ignore();
             } else {
@@ -399,7 +478,7 @@ impl QueueBackend for RedisQueues {
             }
         }
         let () = pipe
-            .query_async(&mut self.connection.clone())
+            .query_async(&mut self.calls.connection.clone())
             .await
             .map_err(redis_error)?;
         Ok(())
@@ -407,9 +486,10 @@ impl QueueBackend for RedisQueues {
 
     async fn retire(&self, sale: &SaleId) -> Result<(), QueueError> {
         let _: i64 = self
+            .calls
             .connection
             .clone()
-            .srem(self.rooms_key(), sale.as_str())
+            .srem(self.calls.rooms_key(), sale.as_str())
             .await
             .map_err(redis_error)?;
         Ok(())

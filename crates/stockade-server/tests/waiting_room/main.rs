@@ -43,4 +43,65 @@ on_every_backend!(
     an_unused_admission_expires_and_its_buyer_may_queue_again,
     early_joiners_get_a_uniformly_random_order_at_the_start,
     the_rooms_to_tick_are_listed_and_retired,
+    a_crowd_joining_and_polling_at_once_is_answered_as_if_one_by_one,
 );
+
+/// In Redis, the joins and polls of one sale that arrive together share
+/// calls: a crowd costs far fewer script calls than it has requests.
+#[tokio::test]
+async fn in_redis_a_crowd_of_joins_and_polls_shares_calls() {
+    use futures::future::join_all;
+    use stockade_server::waiting_room::{JoinOutcome, QueueBackend};
+
+    let server = stockade_test_support::RedisServer::start().unwrap();
+    let backend =
+        stockade_server::waiting_room::redis::RedisQueues::connect(&server.url(), "test:wr:")
+            .await
+            .unwrap();
+    let drop = suite::helpers::sale("shared-calls");
+    let now = suite::helpers::T0;
+    let crowd = 400;
+    let tickets: Vec<_> = (0..crowd)
+        .map(|i| suite::helpers::fresh(&drop, i, now, false))
+        .collect();
+    let calls_before = script_calls(&server.url()).await;
+    let joined = join_all(tickets.iter().map(|t| backend.join(t, now, false))).await;
+    let join_calls = script_calls(&server.url()).await - calls_before;
+    assert!(
+        joined
+            .iter()
+            .all(|j| matches!(j, Ok(JoinOutcome::Joined { created: true, .. })))
+    );
+    let polled = join_all(tickets.iter().map(|t| backend.ticket(t, now, false))).await;
+    let poll_calls = script_calls(&server.url()).await - calls_before - join_calls;
+    assert!(polled.iter().all(|p| matches!(p, Ok(Some(_)))));
+    // A call per request would be 400 each; batches of up to 256 make two
+    // or a few more (the first goes alone, before the rest have queued).
+    assert!(
+        join_calls <= crowd as u64 / 20 && poll_calls <= crowd as u64 / 20,
+        "{crowd} joins took {join_calls} calls and {crowd} polls {poll_calls}"
+    );
+}
+
+/// Script calls Redis has served: FCALL and EVALSHA (whichever the
+/// connection uses).
+async fn script_calls(url: &str) -> u64 {
+    let client = ::redis::Client::open(url).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let info: String = ::redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    info.lines()
+        .filter(|line| line.starts_with("cmdstat_fcall:") || line.starts_with("cmdstat_evalsha:"))
+        .filter_map(|line| {
+            line.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}

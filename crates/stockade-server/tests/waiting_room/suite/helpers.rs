@@ -10,13 +10,13 @@ use stockade_server::waiting_room::{
     JoinOutcome, PREQUEUE_PLACES, QueueBackend, RoomConfig, Tick, TicketId, TicketState, TicketView,
 };
 
-pub(super) const T0: i64 = 1_800_000_000_000;
+pub(crate) const T0: i64 = 1_800_000_000_000;
 
-pub(super) fn sale(id: &str) -> SaleId {
+pub(crate) fn sale(id: &str) -> SaleId {
     SaleId::new(id).unwrap()
 }
 
-pub(super) fn user(i: usize) -> UserId {
+pub(crate) fn user(i: usize) -> UserId {
     UserId::new(format!("buyer|{i}")).unwrap()
 }
 
@@ -27,7 +27,7 @@ fn signer() -> AdmissionSigner {
 
 /// A ticket minted for a join of buyer `who` at `now_ms`, as the service
 /// mints them (`WaitingRooms::fresh_ticket`).
-pub(super) fn fresh(sale: &SaleId, who: usize, now_ms: i64, prequeue: bool) -> TicketId {
+pub(crate) fn fresh(sale: &SaleId, who: usize, now_ms: i64, prequeue: bool) -> TicketId {
     let place = if prequeue {
         rand::random_range(0..PREQUEUE_PLACES)
     } else {
@@ -36,13 +36,13 @@ pub(super) fn fresh(sale: &SaleId, who: usize, now_ms: i64, prequeue: bool) -> T
     signer().mint_ticket(sale, place, &user(who))
 }
 
-pub(super) fn room(rate: u32, ttl_seconds: u64) -> RoomConfig {
+pub(crate) fn room(rate: u32, ttl_seconds: u64) -> RoomConfig {
     RoomConfig::new(rate, Duration::from_secs(ttl_seconds), 1_500).unwrap()
 }
 
 /// A tick with a fresh stock figure (no admission used since it was read)
 /// and no expiry grace.
-pub(super) fn tick(now_ms: i64, remaining: u32, config: RoomConfig) -> Tick {
+pub(crate) fn tick(now_ms: i64, remaining: u32, config: RoomConfig) -> Tick {
     Tick {
         now_ms,
         started: true,
@@ -55,7 +55,7 @@ pub(super) fn tick(now_ms: i64, remaining: u32, config: RoomConfig) -> Tick {
     }
 }
 
-pub(super) async fn join(
+pub(crate) async fn join(
     backend: &dyn QueueBackend,
     sale: &SaleId,
     who: usize,
@@ -71,7 +71,7 @@ pub(super) async fn join(
     }
 }
 
-pub(super) async fn state(
+pub(crate) async fn state(
     backend: &dyn QueueBackend,
     ticket: &TicketId,
     now_ms: i64,

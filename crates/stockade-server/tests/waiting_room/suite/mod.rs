@@ -2,7 +2,8 @@
 
 mod admissions;
 mod closing;
-mod helpers;
+mod crowd;
+pub mod helpers;
 mod places;
 
 pub use admissions::{
@@ -16,6 +17,7 @@ pub use closing::{
     sold_out_closes_every_waiting_ticket_and_returned_stock_reopens,
     the_rooms_to_tick_are_listed_and_retired,
 };
+pub use crowd::a_crowd_joining_and_polling_at_once_is_answered_as_if_one_by_one;
 pub use places::{
     early_joiners_get_a_uniformly_random_order_at_the_start,
     positions_count_from_the_front_and_a_buyer_keeps_one_ticket,
