@@ -136,10 +136,14 @@ async fn reconcile_loop(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut seen = Seen::default();
     let mut healthy_ticks = 0u32;
+    // A restart seen is owed a rebuild of every open sale until a pass has
+    // made it: a pass that fails (the store is down) must not forget it, or
+    // the sales Redis lost wait for a purchase to find them, and a Redis
+    // back from an old snapshot serves its stale stock until drift is seen.
+    let mut restart_owed = false;
     metrics::gauge!("stockade_outbox_grace_seconds").set(outbox_grace.as_secs_f64());
     loop {
         tick.tick().await;
-        let mut restarted = false;
         if let Some(redis) = &redis {
             match redis.server_run_id().await {
                 Ok(current) => {
@@ -147,7 +151,7 @@ async fn reconcile_loop(
                     if run_id.as_ref() != Some(&current) {
                         tracing::warn!(?run_id, %current,
                             "Redis restarted or failed over: rebuilding the open sales from the store");
-                        restarted = run_id.is_some();
+                        restart_owed |= run_id.is_some();
                         run_id = Some(current);
                     }
                 }
@@ -158,16 +162,17 @@ async fn reconcile_loop(
                 }
             }
         }
-        if let Err(error) = reconcile_once(
+        match reconcile_once(
             &state,
-            restarted,
+            restart_owed,
             healthy_ticks >= 2,
             outbox_grace,
             &mut seen,
         )
         .await
         {
-            tracing::warn!(%error, "reconciliation failed; retrying");
+            Ok(()) => restart_owed = false,
+            Err(error) => tracing::warn!(%error, restart_owed, "reconciliation failed; retrying"),
         }
     }
 }

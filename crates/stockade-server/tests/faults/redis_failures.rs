@@ -51,6 +51,55 @@ async fn redis_restarted_mid_sale_is_rebuilt_from_the_store() {
     assert!(metric(&server, "stockade_rebuilds_total").await > recoveries_before);
 }
 
+/// A Redis restart the reconciler sees while the store is down is still
+/// acted on once the store answers again: every open sale is rebuilt, not
+/// only those a purchase happens to find lost. No request touches the sale
+/// here, so only the reconciler can bring it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_redis_restart_seen_while_the_store_is_down_is_rebuilt_once_it_is_back() {
+    let mut server = TestServer::start(Setup::RedisPostgres).await;
+    let mut redis = server.redis.take().unwrap();
+    let mut postgres = server.postgres.take().unwrap();
+    let sale = "restart-in-outage";
+    let (status, _) = server.create_sale(json!({"id": sale, "stock": 10})).await;
+    assert_eq!(status, 201);
+    let (status, body) = server.buy(sale, "first", 1, None).await;
+    assert_eq!(status, 201, "{body}");
+    let redis_url = redis.url();
+    let in_redis = || async {
+        let client = redis::Client::open(redis_url.as_str()).unwrap();
+        let Ok(mut connection) = client.get_multiplexed_async_connection().await else {
+            return false;
+        };
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("*{{{sale}}}:sale"))
+            .query_async(&mut connection)
+            .await
+            .unwrap_or_default();
+        !keys.is_empty()
+    };
+    assert!(in_redis().await, "the sale is in Redis before the restart");
+
+    postgres.stop();
+    redis.restart().unwrap();
+    // Several passes see the restart and fail on the store.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(!in_redis().await, "Redis came back empty");
+    postgres.start_again().unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !in_redis().await {
+        assert!(
+            Instant::now() < deadline,
+            "20 s after the store came back, the sale Redis lost is still not rebuilt"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // And it sells what the store has left.
+    let (status, body) = server.buy(sale, "second", 1, None).await;
+    assert!(status == 201 || status == 202, "{status} {body}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_unresponsive_redis_gives_503_and_nothing_is_sold_twice() {
     let mut server = TestServer::start(Setup::RedisPostgres).await;
