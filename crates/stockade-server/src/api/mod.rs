@@ -337,7 +337,7 @@ async fn limit_clients(State(state): State<AppState>, request: Request, next: Ne
     let limiter = state.rate_limiter();
     let headers = request.headers();
     let operator = auth::is_admin(&state, headers) || auth::is_payments(&state, headers);
-    if limiter.limits_ips() && !operator {
+    if !operator {
         if let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>() {
             let client = limiter
                 .limits()
@@ -365,8 +365,14 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/orders/{order_id}/confirm", post(orders::confirm_order))
         .route("/v1/orders/{order_id}/cancel", post(orders::cancel_order))
         .route("/v1/sales/{id}/queue", post(queue::join_queue))
-        .route("/v1/queue/{ticket}", get(queue::poll_ticket))
-        .route_layer(middleware::from_fn_with_state(state.clone(), limit_clients));
+        .route("/v1/queue/{ticket}", get(queue::poll_ticket));
+    // Without a per-address limit (the default) the layer would only look
+    // at each request and pass it on: it is left out.
+    let v1 = if state.rate_limiter().limits_ips() {
+        v1.route_layer(middleware::from_fn_with_state(state.clone(), limit_clients))
+    } else {
+        v1
+    };
     Router::new()
         .merge(v1)
         .route("/queue/{id}", get(queue::waiting_page))
@@ -401,9 +407,10 @@ pub fn app(state: AppState) -> Router {
             header::X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),
         ))
-        .layer(axum::middleware::from_fn(ops::count_responses))
         // The request's span (see `telemetry`): continues the caller's
-        // trace and records the answer's status.
+        // trace and records the answer's status; it also counts every
+        // answer by status class (`stockade_http_responses_total`, the 5xx
+        // alert's numerator and denominator).
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(crate::telemetry::request_span)

@@ -1,10 +1,9 @@
 //! Health, readiness, metrics and the OpenAPI document.
 
 use axum::Json;
-use axum::extract::{Request, State};
+use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use serde_json::{Value, json};
 use stockade_core::SaleId;
 
@@ -75,19 +74,4 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
 #[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200)))]
 pub async fn openapi(State(state): State<AppState>) -> Json<Value> {
     Json(super::document_json(&state))
-}
-
-/// Counts every response by status class (`stockade_http_responses_total`):
-/// the 5xx alert's numerator and denominator.
-pub async fn count_responses(request: Request, next: Next) -> Response {
-    let response = next.run(request).await;
-    let class = match response.status().as_u16() / 100 {
-        1 => "1xx",
-        2 => "2xx",
-        3 => "3xx",
-        4 => "4xx",
-        _ => "5xx",
-    };
-    metrics::counter!("stockade_http_responses_total", "class" => class).increment(1);
-    response
 }

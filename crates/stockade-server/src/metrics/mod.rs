@@ -151,17 +151,75 @@ fn refresh_documented() {
     }
 }
 
+/// The status classes of `stockade_http_responses_total`, by the status's
+/// first digit (1 to 5).
+const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// Handles of the series every request touches, taken once the recorder is
+/// installed: a handle skips the lookup the macros make on every call (the
+/// name and labels built, hashed and found under a lock). Keeping them is
+/// safe because these series are documented, not per sale: every upkeep
+/// touches them, so the retention never drops them from under a handle.
+struct HotSeries {
+    responses: [metrics::Counter; 5],
+    /// By the position of the outcome in [`PURCHASE_OUTCOMES`].
+    purchases: Vec<metrics::Counter>,
+    purchase_seconds: metrics::Histogram,
+}
+
+static HOT: OnceLock<HotSeries> = OnceLock::new();
+
+/// The hot series' handles; None until the recorder is installed (a
+/// handle taken before would count into no recorder for good).
+fn hot() -> Option<&'static HotSeries> {
+    HANDLE.get()?;
+    Some(HOT.get_or_init(|| {
+        HotSeries {
+            responses: STATUS_CLASSES
+                .map(|class| metrics::counter!("stockade_http_responses_total", "class" => class)),
+            purchases: PURCHASE_OUTCOMES
+                .iter()
+                .map(|&outcome| metrics::counter!("stockade_purchases_total", "outcome" => outcome))
+                .collect(),
+            purchase_seconds: metrics::histogram!("stockade_purchase_seconds"),
+        }
+    }))
+}
+
+/// Counts one HTTP answer by its status class
+/// (`stockade_http_responses_total`).
+pub fn count_response(status: u16) {
+    let class = usize::from(status / 100).clamp(1, 5) - 1;
+    match hot() {
+        Some(hot) => hot.responses[class].increment(1),
+        None => {
+            metrics::counter!("stockade_http_responses_total", "class" => STATUS_CLASSES[class])
+                .increment(1)
+        }
+    }
+}
+
 /// Counts one answered purchase: by outcome, and for `sale` (a sale this
 /// instance knows; None for unknown or invalid ids, which must not create
 /// series) by sale and outcome.
 pub fn record_purchase(sale: Option<&str>, answered: Answered, seconds: f64) {
     let outcome = answered.label();
-    metrics::counter!("stockade_purchases_total", "outcome" => outcome).increment(1);
+    let hot = hot();
+    match hot.and_then(|hot| {
+        let position = PURCHASE_OUTCOMES.iter().position(|o| *o == outcome)?;
+        hot.purchases.get(position)
+    }) {
+        Some(counter) => counter.increment(1),
+        None => metrics::counter!("stockade_purchases_total", "outcome" => outcome).increment(1),
+    }
     if let Some(sale) = sale {
         metrics::counter!("stockade_sale_purchases_total", "sale" => sale.to_owned(), "outcome" => outcome)
             .increment(1);
     }
-    metrics::histogram!("stockade_purchase_seconds").record(seconds);
+    match hot {
+        Some(hot) => hot.purchase_seconds.record(seconds),
+        None => metrics::histogram!("stockade_purchase_seconds").record(seconds),
+    }
 }
 
 /// The README's table of the series, in Markdown.
