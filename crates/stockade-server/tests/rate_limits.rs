@@ -265,7 +265,7 @@ async fn two_instances_on_one_redis_share_a_buyers_limit_and_limited_requests_co
     // 200 limited requests: one limiter call each, no engine script, no
     // store statement (beyond what the reconcilers do meanwhile).
     let commands_before = backends.redis_commands();
-    let scripts_before = script_calls(&backends);
+    let scripts_before = backends.redis.script_calls().unwrap();
     let statements_before = backends.statements().await;
     let decided_before = decided_in(&a.metrics_text().await);
     let started = Instant::now();
@@ -278,7 +278,7 @@ async fn two_instances_on_one_redis_share_a_buyers_limit_and_limited_requests_co
     }
     let elapsed = started.elapsed();
     let commands = backends.redis_commands() - commands_before;
-    let scripts = script_calls(&backends) - scripts_before;
+    let scripts = backends.redis.script_calls().unwrap() - scripts_before;
     let statements = backends.statements().await - statements_before;
     eprintln!(
         "{limited} limited requests in {elapsed:?}: {commands} Redis commands ({scripts} script calls), {statements} store statements"
@@ -325,28 +325,6 @@ async fn two_instances_on_one_redis_share_a_buyers_limit_and_limited_requests_co
         ttl > 0 && ttl <= 60_000,
         "the key outlives its window: {reply:?}"
     );
-}
-
-/// Script calls Redis has executed so far: FCALL (Functions, on Redis 7),
-/// EVALSHA and EVAL.
-fn script_calls(backends: &Backends) -> u64 {
-    let stats = backends.redis.command(&["INFO", "commandstats"]).unwrap();
-    stats
-        .lines()
-        .filter(|l| {
-            ["cmdstat_fcall:", "cmdstat_evalsha:", "cmdstat_eval:"]
-                .iter()
-                .any(|command| l.starts_with(command))
-        })
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
 }
 
 /// Issue 18, item 5: with Redis frozen (SIGSTOP), a limited route answers

@@ -184,6 +184,33 @@ impl RedisServer {
     pub fn command(&self, args: &[&str]) -> Result<String, TestSupportError> {
         raw_command(self.port, args)
     }
+
+    /// Calls so far of the named commands (lower case, e.g. `xrange`),
+    /// summed, from `INFO commandstats`: how tests count round trips.
+    pub fn calls(&self, commands: &[&str]) -> Result<u64, TestSupportError> {
+        let stats = self.command(&["INFO", "commandstats"])?;
+        Ok(stats
+            .lines()
+            .filter_map(|line| {
+                let (name, stat) = line.trim().strip_prefix("cmdstat_")?.split_once(':')?;
+                if !commands.contains(&name) {
+                    return None;
+                }
+                stat.split("calls=")
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum())
+    }
+
+    /// Script calls so far, however scripts run: `FCALL` (Functions, on
+    /// Redis 7), `EVALSHA` and `EVAL`.
+    pub fn script_calls(&self) -> Result<u64, TestSupportError> {
+        self.calls(&["fcall", "evalsha", "eval"])
+    }
 }
 
 fn log_file(dir: &Path, port: u16) -> PathBuf {

@@ -96,20 +96,7 @@ impl Backends {
 
     /// Calls of one Redis command (lower case, e.g. `xrange`) so far.
     pub fn redis_calls(&self, command: &str) -> u64 {
-        let stats = self.redis.command(&["INFO", "commandstats"]).unwrap();
-        let prefix = format!("cmdstat_{command}:");
-        stats
-            .lines()
-            .filter_map(|line| line.trim().strip_prefix(&prefix))
-            .filter_map(|line| {
-                line.split("calls=")
-                    .nth(1)?
-                    .split(',')
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
-            .sum()
+        self.redis.calls(&[command]).unwrap()
     }
 
     /// Calls so far of the statements whose text is `LIKE pattern` (needs

@@ -64,16 +64,16 @@ async fn in_redis_a_crowd_of_joins_and_polls_shares_calls() {
     let tickets: Vec<_> = (0..crowd)
         .map(|i| suite::helpers::fresh(&drop, i, now, false))
         .collect();
-    let calls_before = script_calls(&server.url()).await;
+    let calls_before = server.script_calls().unwrap();
     let joined = join_all(tickets.iter().map(|t| backend.join(t, now, false))).await;
-    let join_calls = script_calls(&server.url()).await - calls_before;
+    let join_calls = server.script_calls().unwrap() - calls_before;
     assert!(
         joined
             .iter()
             .all(|j| matches!(j, Ok(JoinOutcome::Joined { created: true, .. })))
     );
     let polled = join_all(tickets.iter().map(|t| backend.ticket(t, now, false))).await;
-    let poll_calls = script_calls(&server.url()).await - calls_before - join_calls;
+    let poll_calls = server.script_calls().unwrap() - calls_before - join_calls;
     assert!(polled.iter().all(|p| matches!(p, Ok(Some(_)))));
     // A call per request would be 400 each; batches of up to 256 make two
     // or a few more (the first goes alone, before the rest have queued).
@@ -81,27 +81,4 @@ async fn in_redis_a_crowd_of_joins_and_polls_shares_calls() {
         join_calls <= crowd as u64 / 20 && poll_calls <= crowd as u64 / 20,
         "{crowd} joins took {join_calls} calls and {crowd} polls {poll_calls}"
     );
-}
-
-/// Script calls Redis has served: FCALL and EVALSHA (whichever the
-/// connection uses).
-async fn script_calls(url: &str) -> u64 {
-    let client = ::redis::Client::open(url).unwrap();
-    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
-    let info: String = ::redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut connection)
-        .await
-        .unwrap();
-    info.lines()
-        .filter(|line| line.starts_with("cmdstat_fcall:") || line.starts_with("cmdstat_evalsha:"))
-        .filter_map(|line| {
-            line.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
 }
