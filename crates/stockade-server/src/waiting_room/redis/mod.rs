@@ -15,30 +15,42 @@
 //! from the store as well ([`super::ticker`]), so a room Redis forgot is
 //! ticked again. All keys of a sale share its `{hash
 //! tag}`, like the engine's keys.
+//!
+//! # Layout
+//! - this module: [`RedisQueues`] and its scripts;
+//! - `calls`: the keys of a sale's queue, one script call over them, and
+//!   the batches of joins and polls;
+//! - `reply`: reading the scripts' replies, and Redis's errors as the
+//!   queue's.
+
+mod calls;
+mod reply;
 
 use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use redis::{AsyncCommands, Value};
-use stockade_core::{EngineError, SaleId, UserId};
+use stockade_core::{SaleId, UserId};
 use stockade_engine::redis::{Library, LibraryScript, SharedConnection};
-use stockade_engine::{BatchRunner, Batcher, RedisEngineConfig};
+use stockade_engine::{Batcher, RedisEngineConfig};
 
 use super::{
     CloseReason, JoinOutcome, QueueBackend, QueueError, Tick, TickReport, TicketId, TicketState,
     TicketView,
 };
+use calls::{BatchOf, Calls, JoinArgs, MAX_BATCH, StatusArgs};
+use reply::{int, malformed, one_reply, redis_error, state, text, unreadable};
 
 /// The waiting room's scripts, one library (`stockade_waiting_room`, run as
 /// Functions or with EVALSHA as the connection chose).
 static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
-    let view = include_str!("lua/view.lua");
+    let view = include_str!("../lua/view.lua");
     let with_view = |body: &str| [view, body].concat();
     let (join, status, tick, consume) = (
-        with_view(include_str!("lua/join.lua")),
-        with_view(include_str!("lua/status.lua")),
-        with_view(include_str!("lua/tick.lua")),
-        with_view(include_str!("lua/consume.lua")),
+        with_view(include_str!("../lua/join.lua")),
+        with_view(include_str!("../lua/status.lua")),
+        with_view(include_str!("../lua/tick.lua")),
+        with_view(include_str!("../lua/consume.lua")),
     );
     Library::new(
         "stockade_waiting_room",
@@ -50,9 +62,12 @@ static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
             // One key each: not prepended with `view.lua`.
             (
                 "reserve_admission",
-                include_str!("lua/reserve_admission.lua"),
+                include_str!("../lua/reserve_admission.lua"),
             ),
-            ("settle_admission", include_str!("lua/settle_admission.lua")),
+            (
+                "settle_admission",
+                include_str!("../lua/settle_admission.lua"),
+            ),
         ],
     )
 });
@@ -66,14 +81,6 @@ static RESERVE_ADMISSION: LazyLock<LibraryScript> =
 static SETTLE_ADMISSION: LazyLock<LibraryScript> =
     LazyLock::new(|| LIBRARY.script("settle_admission"));
 
-/// The most joins or polls one call carries.
-const MAX_BATCH: usize = 256;
-
-/// The arguments of one join (join.lua: now, user, fresh ticket, place).
-type JoinArgs = [String; 4];
-/// The arguments of one poll (status.lua: ticket, now, restore, user, place).
-type StatusArgs = [String; 5];
-
 /// Queues in one Redis.
 #[derive(Clone)]
 pub struct RedisQueues {
@@ -84,53 +91,11 @@ pub struct RedisQueues {
     poll_calls: Arc<BatchOf<5>>,
 }
 
-/// What every call needs: the connection and the keys' prefix.
-struct Calls {
-    connection: SharedConnection,
-    prefix: String,
-}
-
 impl std::fmt::Debug for RedisQueues {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisQueues")
             .field("prefix", &self.calls.prefix)
             .finish_non_exhaustive()
-    }
-}
-
-/// The keys of one sale's queue.
-struct QueueKeys([String; 5]);
-
-/// Runs a batch of joins or polls of one sale as one call of `script`.
-struct BatchOf<const N: usize> {
-    calls: Arc<Calls>,
-    script: &'static LazyLock<LibraryScript>,
-}
-
-impl<const N: usize> BatchRunner<SaleId, [String; N], Value> for BatchOf<N> {
-    async fn run(
-        &self,
-        sale: &SaleId,
-        requests: Vec<[String; N]>,
-    ) -> Result<Vec<Value>, EngineError> {
-        let args: Vec<String> = requests.into_iter().flatten().collect();
-        self.calls
-            .invoke(self.script, sale, &args)
-            .await
-            .map_err(|error| match error {
-                QueueError::Unavailable(why) => EngineError::Unavailable(why.into()),
-                QueueError::Failed(why) => EngineError::backend(why),
-            })
-    }
-}
-
-/// A batch's failure, back as the queue's error (unavailable stays
-/// unavailable: the caller retries).
-fn batch_error(error: EngineError) -> QueueError {
-    match error {
-        EngineError::Unavailable(why) => QueueError::Unavailable(why.to_string()),
-        EngineError::Timeout(why) => QueueError::Unavailable(why),
-        other => QueueError::Failed(other.to_string()),
     }
 }
 
@@ -166,102 +131,6 @@ impl RedisQueues {
             .await
             .map_err(|e| QueueError::Failed(e.to_string()))?;
         Ok(Self::new(connection, prefix))
-    }
-}
-
-impl Calls {
-    fn keys(&self, sale: &SaleId) -> QueueKeys {
-        let base = format!("{}{{{sale}}}", self.prefix);
-        QueueKeys(
-            ["room", "waiting", "tickets", "users", "admitted"].map(|k| format!("{base}:{k}")),
-        )
-    }
-
-    /// The spend record of a ticket's admission, in its sale's slot.
-    fn spend_key(&self, ticket: &TicketId) -> String {
-        format!("{}{{{}}}:spent:{ticket}", self.prefix, ticket.sale())
-    }
-
-    fn rooms_key(&self) -> String {
-        format!("{}rooms", self.prefix)
-    }
-
-    async fn invoke(
-        &self,
-        script: &LibraryScript,
-        sale: &SaleId,
-        args: &[String],
-    ) -> Result<Vec<Value>, QueueError> {
-        let mut invocation = script.prepare_invoke();
-        for key in &self.keys(sale).0 {
-            invocation.key(key);
-        }
-        for arg in args {
-            invocation.arg(arg);
-        }
-        invocation
-            .invoke_async(&mut self.connection.clone())
-            .await
-            .map_err(redis_error)
-    }
-}
-
-fn redis_error(error: redis::RedisError) -> QueueError {
-    if error.is_timeout()
-        || error.is_io_error()
-        || error.is_connection_refusal()
-        || error.is_connection_dropped()
-    {
-        QueueError::Unavailable(error.to_string())
-    } else {
-        QueueError::Failed(error.to_string())
-    }
-}
-
-/// A ticket whose buyer part does not decode: the caller passed one this
-/// service did not mint.
-fn unreadable(ticket: &TicketId) -> QueueError {
-    QueueError::Failed(format!("ticket {ticket} names no readable buyer"))
-}
-
-/// One join's or poll's own reply out of its batch's: an array.
-fn one_reply(answer: Result<Value, EngineError>) -> Result<Vec<Value>, QueueError> {
-    match answer.map_err(batch_error)? {
-        Value::Array(reply) => Ok(reply),
-        other => Err(malformed("a batched call", &[other])),
-    }
-}
-
-fn malformed(script: &str, reply: &[Value]) -> QueueError {
-    QueueError::Failed(format!("{script} gave a malformed reply: {reply:?}"))
-}
-
-fn text(value: &Value) -> Option<String> {
-    match value {
-        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
-        Value::SimpleString(text) => Some(text.clone()),
-        _ => None,
-    }
-}
-
-fn int(value: &Value) -> Option<i64> {
-    match value {
-        Value::Int(n) => Some(*n),
-        _ => None,
-    }
-}
-
-/// `{state, value, user}` of view.lua.
-fn state(state: &Value, value: &Value) -> Option<TicketState> {
-    match text(state)?.as_str() {
-        "waiting" => Some(TicketState::Waiting {
-            position: u64::try_from(int(value)?).ok()?,
-        }),
-        "admitted" => Some(TicketState::Admitted {
-            until_ms: int(value)?,
-        }),
-        "closed" => Some(TicketState::Closed(CloseReason::parse(&text(value)?)?)),
-        _ => None,
     }
 }
 
