@@ -3,7 +3,7 @@
 //! The admin token is typed into a login form once; the browser then holds
 //! only a session id (256 random bits, in an HttpOnly, SameSite=Strict
 //! cookie), never the token. Sessions end at their expiry or on logout, and
-//! a restart ends them all. Time comes from the service's [`Clock`], so
+//! a restart ends them all. Time comes from the service's [`Clock`](stockade_core::Clock), so
 //! expiry is tested without sleeping.
 //!
 //! Sessions are kept under the SHA-256 digest of their id, never the id:

@@ -3,7 +3,7 @@
 //! once with 503 `overloaded` and `Retry-After: 1`, having sold nothing,
 //! instead of joining a queue in which every request would wait until it
 //! timed out. Rejections answered from what the instance knows
-//! ([`crate::rejections`]) cost nothing and do not count.
+//! (`sale_book::rejections`) cost nothing and do not count.
 
 use std::sync::Arc;
 use stockade_api::ErrorCode;

@@ -8,7 +8,7 @@
 //! for a confirm, still before its deadline): so a payment racing the
 //! expiry has exactly one winner, on every engine and with any number of
 //! instances. An expiry gives the items back the way a cancel does
-//! ([`super::releases::give_back`]): to the sold count and the buyer's
+//! (`super::releases::give_back`): to the sold count and the buyer's
 //! holding in the same transaction, and to the engine through a pending
 //! release that survives crashes.
 //!

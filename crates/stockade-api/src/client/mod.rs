@@ -1,7 +1,7 @@
 //! A typed client of the HTTP API (feature `client`): one method per route
 //! a program calls, each answering the route's body type or a
 //! [`ClientError`] that tells a failed transport, an error answer of the
-//! API (its status, [`ErrorCode`], message and `Retry-After`) and an
+//! API (its status, [`ErrorCode`](crate::ErrorCode), message and `Retry-After`) and an
 //! unreadable body apart.
 //!
 //! ```no_run

@@ -16,7 +16,7 @@ pub struct Reply<T> {
     pub body: T,
 }
 
-/// A purchase answered briefly ([`Client::purchase_brief`]): the status
+/// A purchase answered briefly ([`Client::purchase_brief`](super::Client::purchase_brief)): the status
 /// and either the 2xx body read as `T` or the error code, without the
 /// message or `Retry-After`.
 #[derive(Debug)]
@@ -28,7 +28,7 @@ pub struct Brief<T> {
 }
 
 /// The least of a purchase's 2xx body: the order id. Read as the `T` of
-/// [`Client::purchase_brief`], it costs one string.
+/// [`Client::purchase_brief`](super::Client::purchase_brief), it costs one string.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct OrderRef {
     /// The order.

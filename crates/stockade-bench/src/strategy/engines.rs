@@ -80,7 +80,7 @@ impl EngineStrategy {
     /// The order store deciding itself ([`StoreEngine`]) on the database
     /// at `url`, with the store's own pool (16 connections: `--pool-size`
     /// does not apply), its sessions named as the bench's (see
-    /// [`pg_schema::APPLICATION_NAME`]) so the run's transactions are
+    /// `pg_schema::APPLICATION_NAME`) so the run's transactions are
     /// counted.
     pub async fn postgres(url: &str) -> Result<Self, StrategyError> {
         let store = OrderStore::open(&pg_schema::with_application_name(url)).await?;

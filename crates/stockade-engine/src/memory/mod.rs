@@ -1,6 +1,6 @@
 //! The in-memory engine: the embedded default.
 //!
-//! Each sale is a [`SaleBook`] of its own, so purchases of different sales
+//! Each sale is a `SaleBook` of its own, so purchases of different sales
 //! never contend. Within a sale there is no mutex on the purchase path:
 //! stock is an atomic counter taken with compare-and-swap (never below
 //! zero), buyers' holdings and idempotency keys live in sharded maps whose

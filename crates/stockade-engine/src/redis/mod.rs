@@ -3,7 +3,7 @@
 //! (Redis 7 and later) or with EVALSHA (Redis 6, or forced), and reloaded
 //! transparently after `FUNCTION FLUSH`, `SCRIPT FLUSH` or a restart.
 //!
-//! Purchases are micro-batched ([`crate::batching`]): the purchases of one
+//! Purchases are micro-batched (`crate::batching`): the purchases of one
 //! sale that arrive while its script call is in flight go together in the
 //! next call, which decides each in arrival order and writes one outbox
 //! entry for the batch. An idle sale's purchase is sent at once.

@@ -54,7 +54,7 @@ impl fmt::Display for ScriptsMode {
 }
 
 /// How one connection (and its clones) runs scripts, chosen when it was
-/// opened ([`ScriptRunner::detect`]).
+/// opened (`ScriptRunner::detect`).
 #[derive(Debug)]
 pub struct ScriptRunner {
     setting: ScriptsMode,

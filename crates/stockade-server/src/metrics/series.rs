@@ -45,7 +45,7 @@ pub struct Series {
 /// Every purchase outcome counted in `stockade_purchases_total{outcome}`
 /// from the start. Other error codes of the API (e.g. `payload_too_large`)
 /// are counted under their own code when they happen.
-/// (Each is an [`Answered`] label: a fixed set, never user input; a test
+/// (Each is an [`Answered`](crate::purchase::Answered) label: a fixed set, never user input; a test
 /// checks that each parses.)
 pub const PURCHASE_OUTCOMES: &[&str] = &[
     "purchased",

@@ -1,12 +1,12 @@
 //! The purchase pipeline, the path of DESIGN.md, in one place:
 //!
 //! request → what this instance knows (sold out, not started, ended, an
-//! unknown sale: [`crate::rejections`], answered at once, at no cost to the
+//! unknown sale: `sale_book::rejections`, answered at once, at no cost to the
 //! engine or the store) → the waiting room's door → a place in flight
 //! ([`crate::shedding`]) → the sale's route (epoch and authority,
-//! [`route`]) → the engine's gate under that epoch, behind the breaker
-//! ([`gate`]: one atomic step, the order in the outbox) → the writer → the
-//! store's verdict on this order ([`settle`]) → the [`Decision`].
+//! `route`) → the engine's gate under that epoch, behind the breaker
+//! (`gate`: one atomic step, the order in the outbox) → the writer → the
+//! store's verdict on this order (`settle`) → the [`Decision`].
 //!
 //! A 201 names only a committed order. Past the commit deadline the
 //! decision is [`Decision::Pending`]. When the store cannot be reached the
@@ -15,22 +15,22 @@
 //! sold. Sales under the fallback authority, and every sale with
 //! `--engine postgres`, are decided by the store itself in one transaction
 //! that also commits the order. A replayed idempotency key is answered with
-//! the store's verdict on its order ([`replay`]).
+//! the store's verdict on its order (`replay`).
 //!
-//! The HTTP handler ([`crate::api::purchases`]) parses the request into an
+//! The HTTP handler (`crate::api::purchases`) parses the request into an
 //! [`Attempt`], calls [`Purchases::decide`] and renders the answer.
 //!
 //! # Layout
-//! - [`pipeline`]: [`Purchases::decide`], the steps in order.
-//! - [`route`]: the sale's route as this instance knows it, and moves to
+//! - `pipeline`: [`Purchases::decide`], the steps in order.
+//! - `route`: the sale's route as this instance knows it, and moves to
 //!   the fallback.
-//! - [`gate`]: who decides (the engine or the store) and the engine's call
+//! - `gate`: who decides (the engine or the store) and the engine's call
 //!   behind the circuit breaker.
-//! - [`settle`]: the writer, the store's verdict, and what a refused order
+//! - `settle`: the writer, the store's verdict, and what a refused order
 //!   means.
-//! - [`replay`]: a replayed key's answer.
-//! - [`error`]: [`PurchaseError`], why no new order was named.
-//! - [`answered`]: [`Answered`], the label metrics count answers under.
+//! - `replay`: a replayed key's answer.
+//! - `error`: [`PurchaseError`], why no new order was named.
+//! - `answered`: [`Answered`], the label metrics count answers under.
 
 mod answered;
 mod error;

@@ -8,14 +8,14 @@
 //! live in Redis, one atomic script call per check (`gcra.lua`), so every
 //! instance on that Redis shares them. A check waits at most 50 ms for
 //! Redis; then this instance's share of the limit decides, until Redis
-//! answers again (see [`shared`]).
+//! answers again (see `shared`).
 //!
 //! # Layout
 //! - [`policy`]: a limit's rate and burst, parsed from settings, and the
 //!   answer to a request over it.
 //! - [`client_ip`]: who the client is, believing `X-Forwarded-For` only
 //!   from trusted proxies.
-//! - [`local`] and [`shared`]: the in-process and the Redis backends.
+//! - `local` and `shared`: the in-process and the Redis backends.
 
 pub mod client_ip;
 mod local;

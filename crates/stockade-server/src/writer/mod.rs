@@ -20,7 +20,7 @@
 //!   off the commit path;
 //! - orders whose batch failed (the store unreachable) stay this writer's:
 //!   still `pending` to lookups, they are committed again from memory as
-//!   soon as the store answers ([`recommit_stranded`]), rather than left to
+//!   soon as the store answers (`recommit_stranded`), rather than left to
 //!   the reconciler's grace period in an outbox that a Redis losing its
 //!   data would take with it.
 //!
