@@ -111,8 +111,7 @@ pub async fn join_queue(
     match outcome {
         JoinOutcome::Closed(reason) => Err(closed(&sale, reason)),
         JoinOutcome::Joined { view, created } => {
-            metrics::counter!("stockade_waiting_room_joins_total", "created" => created.to_string())
-                .increment(1);
+            crate::metrics::count_join(created);
             let status = if created {
                 StatusCode::CREATED
             } else {

@@ -165,6 +165,8 @@ struct HotSeries {
     /// By the position of the outcome in [`PURCHASE_OUTCOMES`].
     purchases: Vec<metrics::Counter>,
     purchase_seconds: metrics::Histogram,
+    /// Waiting-room joins: a new ticket, then a buyer's existing one.
+    joins: [metrics::Counter; 2],
 }
 
 static HOT: OnceLock<HotSeries> = OnceLock::new();
@@ -182,8 +184,23 @@ fn hot() -> Option<&'static HotSeries> {
                 .map(|&outcome| metrics::counter!("stockade_purchases_total", "outcome" => outcome))
                 .collect(),
             purchase_seconds: metrics::histogram!("stockade_purchase_seconds"),
+            joins: ["true", "false"].map(|created| {
+                metrics::counter!("stockade_waiting_room_joins_total", "created" => created)
+            }),
         }
     }))
+}
+
+/// Counts one waiting-room join answered with a ticket
+/// (`stockade_waiting_room_joins_total`): `created` for a new one.
+pub fn count_join(created: bool) {
+    let label = if created { "true" } else { "false" };
+    match hot() {
+        Some(hot) => hot.joins[usize::from(!created)].increment(1),
+        None => {
+            metrics::counter!("stockade_waiting_room_joins_total", "created" => label).increment(1)
+        }
+    }
 }
 
 /// Counts one HTTP answer by its status class

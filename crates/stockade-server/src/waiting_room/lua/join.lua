@@ -5,6 +5,9 @@
 -- served first).
 -- Reply: per join {ticket, state, value, created (1/0), user}, or
 -- {'', 'closed', reason, 0, user}.
+-- Read once per call: no join closes the room, so it holds for the batch.
+local closed = redis.call('HGET', KEYS[1], 'closed') or ''
+
 local function join(now, user, fresh, place)
   local existing = redis.call('HGET', KEYS[4], user)
   if existing then
@@ -13,7 +16,6 @@ local function join(now, user, fresh, place)
       return {existing, view[1], view[2], 0, user}
     end
   end
-  local closed = redis.call('HGET', KEYS[1], 'closed') or ''
   if closed ~= '' then return {'', 'closed', closed, 0, user} end
   -- The buyer's closed ticket, superseded by the fresh one: pruned, so a
   -- room holds one ticket record per buyer at most.
