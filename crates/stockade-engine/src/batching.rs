@@ -123,45 +123,72 @@ pub(crate) fn batch_span(
     span
 }
 
+/// The error of a batch's call, which every request of the batch shares.
+pub trait BatchError: Send + 'static {
+    /// The same error for one more request of the failed batch, keeping
+    /// its kind (callers retry some kinds and not others).
+    fn shared(&self) -> Self;
+    /// A batch that broke down: its call gave a wrong number of answers,
+    /// or the runtime dropped it.
+    fn broken(reason: String) -> Self;
+}
+
+/// Unavailable and timeout keep their kind (callers retry them); anything
+/// else is a backend error.
+impl BatchError for EngineError {
+    fn shared(&self) -> Self {
+        match self {
+            Self::Unavailable(source) => Self::Unavailable(source.to_string().into()),
+            Self::Timeout(message) => Self::Timeout(message.clone()),
+            other => Self::backend(other.to_string()),
+        }
+    }
+
+    fn broken(reason: String) -> Self {
+        Self::backend(reason)
+    }
+}
+
 /// Runs one batch: one answer per request, in the same order.
-pub trait BatchRunner<Key, Request, Answer>: Send + Sync + 'static {
+pub trait BatchRunner<Key, Request, Answer, Error = EngineError>: Send + Sync + 'static {
     /// Decides every request of the batch in one backend call.
     fn run(
         &self,
         key: &Key,
         requests: Vec<Request>,
-    ) -> impl Future<Output = Result<Vec<Answer>, EngineError>> + Send;
+    ) -> impl Future<Output = Result<Vec<Answer>, Error>> + Send;
 }
 
-struct Waiting<Request, Answer> {
+struct Waiting<Request, Answer, Error> {
     request: Request,
-    answer: oneshot::Sender<Result<Answer, EngineError>>,
+    answer: oneshot::Sender<Result<Answer, Error>>,
 }
 
-struct Queue<Request, Answer> {
-    waiting: VecDeque<Waiting<Request, Answer>>,
+struct Queue<Request, Answer, Error> {
+    waiting: VecDeque<Waiting<Request, Answer, Error>>,
     /// Whether a drain task owns this queue (a call is in flight or about to
     /// be).
     draining: bool,
 }
 
 /// One key's queue, shared by its submitters and its drain task.
-type SharedQueue<Request, Answer> = Arc<Mutex<Queue<Request, Answer>>>;
+type SharedQueue<Request, Answer, Error> = Arc<Mutex<Queue<Request, Answer, Error>>>;
 
 /// Every key's queue.
-type Queues<Key, Request, Answer> = Arc<DashMap<Key, SharedQueue<Request, Answer>>>;
+type Queues<Key, Request, Answer, Error> = Arc<DashMap<Key, SharedQueue<Request, Answer, Error>>>;
 
 /// Per-key queues of requests and the drain tasks that batch them.
-pub struct Batcher<Key, Request, Answer> {
-    queues: Queues<Key, Request, Answer>,
+pub struct Batcher<Key, Request, Answer, Error = EngineError> {
+    queues: Queues<Key, Request, Answer, Error>,
     max_batch: usize,
 }
 
-impl<Key, Request, Answer> Batcher<Key, Request, Answer>
+impl<Key, Request, Answer, Error> Batcher<Key, Request, Answer, Error>
 where
     Key: Eq + Hash + Clone + Send + Sync + 'static,
     Request: Send + 'static,
     Answer: Send + 'static,
+    Error: BatchError,
 {
     /// Batches of at most `max_batch` requests (at least 1).
     pub fn new(max_batch: usize) -> Self {
@@ -179,9 +206,9 @@ where
         key: Key,
         request: Request,
         runner: &Arc<R>,
-    ) -> Result<Answer, EngineError>
+    ) -> Result<Answer, Error>
     where
-        R: BatchRunner<Key, Request, Answer>,
+        R: BatchRunner<Key, Request, Answer, Error>,
     {
         let (answer, receiver) = oneshot::channel();
         let queue = Arc::clone(
@@ -210,8 +237,9 @@ where
             ));
         }
         receiver.await.unwrap_or_else(|_| {
-            Err(EngineError::backend(
-                "the batch carrying this request was dropped (the runtime is shutting down)",
+            Err(Error::broken(
+                "the batch carrying this request was dropped (the runtime is shutting down)"
+                    .to_owned(),
             ))
         })
     }
@@ -219,18 +247,19 @@ where
 
 /// Sends batches for one key until its queue is empty, then retires the
 /// queue so idle keys do not accumulate.
-async fn drain<Key, Request, Answer, R>(
-    queues: Queues<Key, Request, Answer>,
+async fn drain<Key, Request, Answer, Error, R>(
+    queues: Queues<Key, Request, Answer, Error>,
     key: Key,
-    queue: SharedQueue<Request, Answer>,
+    queue: SharedQueue<Request, Answer, Error>,
     runner: Arc<R>,
     max_batch: usize,
 ) where
     Key: Eq + Hash,
-    R: BatchRunner<Key, Request, Answer>,
+    Error: BatchError,
+    R: BatchRunner<Key, Request, Answer, Error>,
 {
     loop {
-        let batch: Vec<Waiting<Request, Answer>> = {
+        let batch: Vec<Waiting<Request, Answer, Error>> = {
             let mut queue = queue.lock();
             if queue.waiting.is_empty() {
                 queue.draining = false;
@@ -256,14 +285,13 @@ async fn drain<Key, Request, Answer, R>(
                     results.len()
                 );
                 for answer in answers {
-                    let _ = answer.send(Err(EngineError::backend(error.clone())));
+                    let _ = answer.send(Err(Error::broken(error.clone())));
                 }
             }
             Err(error) => {
                 // Every request of the batch shares the call's fate.
-                let error = Arc::new(error);
                 for answer in answers {
-                    let _ = answer.send(Err(share(&error)));
+                    let _ = answer.send(Err(error.shared()));
                 }
             }
         }
@@ -276,16 +304,6 @@ async fn drain<Key, Request, Answer, R>(
             !queue.draining && queue.waiting.is_empty()
         }
     });
-}
-
-/// The same error for every request of a failed batch, keeping its kind
-/// (unavailable and timeout are retried by callers; backend is not).
-fn share(error: &Arc<EngineError>) -> EngineError {
-    match error.as_ref() {
-        EngineError::Unavailable(source) => EngineError::Unavailable(source.to_string().into()),
-        EngineError::Timeout(message) => EngineError::Timeout(message.clone()),
-        other => EngineError::backend(other.to_string()),
-    }
 }
 
 #[cfg(test)]

@@ -48,6 +48,6 @@ mod codes;
 pub mod memory;
 pub mod redis;
 
-pub use batching::{BatchRunner, Batcher, link_batches_to};
+pub use batching::{BatchError, BatchRunner, Batcher, link_batches_to};
 pub use memory::MemoryEngine;
 pub use redis::{RedisEngine, RedisEngineConfig, RedisTopology, RedisUrlError, ScriptsMode};

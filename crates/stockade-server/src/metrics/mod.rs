@@ -171,11 +171,12 @@ struct HotSeries {
 
 static HOT: OnceLock<HotSeries> = OnceLock::new();
 
-/// The hot series' handles; None until the recorder is installed (a
-/// handle taken before would count into no recorder for good).
-fn hot() -> Option<&'static HotSeries> {
-    HANDLE.get()?;
-    Some(HOT.get_or_init(|| {
+/// The hot series' handles, taken on first use. The recorder is installed
+/// first if nothing has installed it yet: a handle taken before would
+/// count into no recorder for good.
+fn hot() -> &'static HotSeries {
+    HOT.get_or_init(|| {
+        prometheus();
         HotSeries {
             responses: STATUS_CLASSES
                 .map(|class| metrics::counter!("stockade_http_responses_total", "class" => class)),
@@ -188,32 +189,19 @@ fn hot() -> Option<&'static HotSeries> {
                 metrics::counter!("stockade_waiting_room_joins_total", "created" => created)
             }),
         }
-    }))
+    })
 }
 
 /// Counts one waiting-room join answered with a ticket
 /// (`stockade_waiting_room_joins_total`): `created` for a new one.
 pub fn count_join(created: bool) {
-    let label = if created { "true" } else { "false" };
-    match hot() {
-        Some(hot) => hot.joins[usize::from(!created)].increment(1),
-        None => {
-            metrics::counter!("stockade_waiting_room_joins_total", "created" => label).increment(1)
-        }
-    }
+    hot().joins[usize::from(!created)].increment(1);
 }
 
 /// Counts one HTTP answer by its status class
 /// (`stockade_http_responses_total`).
 pub fn count_response(status: u16) {
-    let class = usize::from(status / 100).clamp(1, 5) - 1;
-    match hot() {
-        Some(hot) => hot.responses[class].increment(1),
-        None => {
-            metrics::counter!("stockade_http_responses_total", "class" => STATUS_CLASSES[class])
-                .increment(1)
-        }
-    }
+    hot().responses[usize::from(status / 100).clamp(1, 5) - 1].increment(1);
 }
 
 /// Counts one answered purchase: by outcome, and for `sale` (a sale this
@@ -222,21 +210,17 @@ pub fn count_response(status: u16) {
 pub fn record_purchase(sale: Option<&str>, answered: Answered, seconds: f64) {
     let outcome = answered.label();
     let hot = hot();
-    match hot.and_then(|hot| {
-        let position = PURCHASE_OUTCOMES.iter().position(|o| *o == outcome)?;
-        hot.purchases.get(position)
-    }) {
-        Some(counter) => counter.increment(1),
+    // An outcome outside the documented list (an error code of the API
+    // that is not a purchase's) is counted under its own label.
+    match PURCHASE_OUTCOMES.iter().position(|o| *o == outcome) {
+        Some(position) => hot.purchases[position].increment(1),
         None => metrics::counter!("stockade_purchases_total", "outcome" => outcome).increment(1),
     }
     if let Some(sale) = sale {
         metrics::counter!("stockade_sale_purchases_total", "sale" => sale.to_owned(), "outcome" => outcome)
             .increment(1);
     }
-    match hot {
-        Some(hot) => hot.purchase_seconds.record(seconds),
-        None => metrics::histogram!("stockade_purchase_seconds").record(seconds),
-    }
+    hot.purchase_seconds.record(seconds);
 }
 
 /// The README's table of the series, in Markdown.

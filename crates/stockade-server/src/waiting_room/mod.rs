@@ -283,7 +283,7 @@ pub struct TickReport {
 }
 
 /// A queue backend failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum QueueError {
     /// Redis cannot be reached or timed out: retry later.
     #[error("waiting room unavailable: {0}")]

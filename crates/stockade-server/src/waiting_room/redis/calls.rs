@@ -4,20 +4,15 @@
 use std::sync::{Arc, LazyLock};
 
 use redis::Value;
-use stockade_core::{EngineError, SaleId};
-use stockade_engine::BatchRunner;
+use stockade_core::SaleId;
 use stockade_engine::redis::{LibraryScript, SharedConnection};
+use stockade_engine::{BatchError, BatchRunner, Batcher};
 
 use super::super::{QueueError, TicketId};
-use super::reply::redis_error;
+use super::reply::{malformed, redis_error};
 
 /// The most joins or polls one call carries.
-pub(super) const MAX_BATCH: usize = 256;
-
-/// The arguments of one join (join.lua: now, user, fresh ticket, place).
-pub(super) type JoinArgs = [String; 4];
-/// The arguments of one poll (status.lua: ticket, now, restore, user, place).
-pub(super) type StatusArgs = [String; 5];
+const MAX_BATCH: usize = 256;
 
 /// What every call needs: the connection and the keys' prefix.
 pub(super) struct Calls {
@@ -28,26 +23,64 @@ pub(super) struct Calls {
 /// The keys of one sale's queue.
 pub(super) struct QueueKeys(pub(super) [String; 5]);
 
-/// Runs a batch of joins or polls of one sale as one call of `script`.
-pub(super) struct BatchOf<const N: usize> {
-    pub(super) calls: Arc<Calls>,
-    pub(super) script: &'static LazyLock<LibraryScript>,
+/// A failed batch's error, the same for each of its joins or polls.
+impl BatchError for QueueError {
+    fn shared(&self) -> Self {
+        self.clone()
+    }
+
+    fn broken(reason: String) -> Self {
+        Self::Failed(reason)
+    }
 }
 
-impl<const N: usize> BatchRunner<SaleId, [String; N], Value> for BatchOf<N> {
+/// A script whose calls carry a batch: the requests of one sale that
+/// arrive while a call of theirs is in flight, `N` arguments each
+/// (join.lua: now, user, fresh ticket, place; status.lua: ticket, now,
+/// restore, user, place), sent together as its next call.
+pub(super) struct BatchedScript<const N: usize> {
+    batcher: Batcher<SaleId, [String; N], Value, QueueError>,
+    runner: Arc<ScriptRunner>,
+}
+
+/// Runs one batch as one call of its script.
+struct ScriptRunner {
+    calls: Arc<Calls>,
+    script: &'static LazyLock<LibraryScript>,
+}
+
+impl<const N: usize> BatchRunner<SaleId, [String; N], Value, QueueError> for ScriptRunner {
     async fn run(
         &self,
         sale: &SaleId,
         requests: Vec<[String; N]>,
-    ) -> Result<Vec<Value>, EngineError> {
+    ) -> Result<Vec<Value>, QueueError> {
         let args: Vec<String> = requests.into_iter().flatten().collect();
-        self.calls
-            .invoke(self.script, sale, &args)
-            .await
-            .map_err(|error| match error {
-                QueueError::Unavailable(why) => EngineError::Unavailable(why.into()),
-                QueueError::Failed(why) => EngineError::backend(why),
-            })
+        self.calls.invoke(self.script, sale, &args).await
+    }
+}
+
+impl<const N: usize> BatchedScript<N> {
+    pub(super) fn new(calls: &Arc<Calls>, script: &'static LazyLock<LibraryScript>) -> Self {
+        Self {
+            batcher: Batcher::new(MAX_BATCH),
+            runner: Arc::new(ScriptRunner {
+                calls: Arc::clone(calls),
+                script,
+            }),
+        }
+    }
+
+    /// One request's own reply (an array) out of its batch's call.
+    pub(super) async fn call(
+        &self,
+        sale: SaleId,
+        args: [String; N],
+    ) -> Result<Vec<Value>, QueueError> {
+        match self.batcher.submit(sale, args, &self.runner).await? {
+            Value::Array(reply) => Ok(reply),
+            other => Err(malformed("a batched call", &[other])),
+        }
     }
 }
 

@@ -29,17 +29,17 @@ mod reply;
 use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
-use redis::{AsyncCommands, Value};
+use redis::AsyncCommands;
 use stockade_core::{SaleId, UserId};
+use stockade_engine::RedisEngineConfig;
 use stockade_engine::redis::{Library, LibraryScript, SharedConnection};
-use stockade_engine::{Batcher, RedisEngineConfig};
 
 use super::{
     CloseReason, JoinOutcome, QueueBackend, QueueError, Tick, TickReport, TicketId, TicketState,
     TicketView,
 };
-use calls::{BatchOf, Calls, JoinArgs, MAX_BATCH, StatusArgs};
-use reply::{int, malformed, one_reply, redis_error, state, text, unreadable};
+use calls::{BatchedScript, Calls};
+use reply::{int, malformed, redis_error, state, text, unreadable};
 
 /// The waiting room's scripts, one library (`stockade_waiting_room`, run as
 /// Functions or with EVALSHA as the connection chose).
@@ -85,10 +85,8 @@ static SETTLE_ADMISSION: LazyLock<LibraryScript> =
 #[derive(Clone)]
 pub struct RedisQueues {
     calls: Arc<Calls>,
-    joins: Arc<Batcher<SaleId, JoinArgs, Value>>,
-    polls: Arc<Batcher<SaleId, StatusArgs, Value>>,
-    join_calls: Arc<BatchOf<4>>,
-    poll_calls: Arc<BatchOf<5>>,
+    joins: Arc<BatchedScript<4>>,
+    polls: Arc<BatchedScript<5>>,
 }
 
 impl std::fmt::Debug for RedisQueues {
@@ -109,16 +107,8 @@ impl RedisQueues {
             prefix: prefix.to_owned(),
         });
         Self {
-            joins: Arc::new(Batcher::new(MAX_BATCH)),
-            polls: Arc::new(Batcher::new(MAX_BATCH)),
-            join_calls: Arc::new(BatchOf {
-                calls: Arc::clone(&calls),
-                script: &JOIN,
-            }),
-            poll_calls: Arc::new(BatchOf {
-                calls: Arc::clone(&calls),
-                script: &STATUS,
-            }),
+            joins: Arc::new(BatchedScript::new(&calls, &JOIN)),
+            polls: Arc::new(BatchedScript::new(&calls, &STATUS)),
             calls,
         }
     }
@@ -154,11 +144,7 @@ impl QueueBackend for RedisQueues {
             fresh.to_string(),
             fresh.place().to_string(),
         ];
-        let reply = one_reply(
-            self.joins
-                .submit(fresh.sale(), args, &self.join_calls)
-                .await,
-        )?;
+        let reply = self.joins.call(fresh.sale(), args).await?;
         let parsed = (|| {
             let [ticket, status, value, created, user] = reply.as_slice() else {
                 return None;
@@ -193,11 +179,7 @@ impl QueueBackend for RedisQueues {
             user.to_string(),
             ticket.place().to_string(),
         ];
-        let reply = one_reply(
-            self.polls
-                .submit(ticket.sale(), args, &self.poll_calls)
-                .await,
-        )?;
+        let reply = self.polls.call(ticket.sale(), args).await?;
         if reply.is_empty() {
             return Ok(None);
         }

@@ -1,19 +1,8 @@
 //! Reading the scripts' replies, and Redis's errors as the queue's.
 
 use redis::Value;
-use stockade_core::EngineError;
 
 use super::super::{CloseReason, QueueError, TicketId, TicketState};
-
-/// A batch's failure, back as the queue's error (unavailable stays
-/// unavailable: the caller retries).
-pub(super) fn batch_error(error: EngineError) -> QueueError {
-    match error {
-        EngineError::Unavailable(why) => QueueError::Unavailable(why.to_string()),
-        EngineError::Timeout(why) => QueueError::Unavailable(why),
-        other => QueueError::Failed(other.to_string()),
-    }
-}
 
 pub(super) fn redis_error(error: redis::RedisError) -> QueueError {
     if error.is_timeout()
@@ -31,14 +20,6 @@ pub(super) fn redis_error(error: redis::RedisError) -> QueueError {
 /// service did not mint.
 pub(super) fn unreadable(ticket: &TicketId) -> QueueError {
     QueueError::Failed(format!("ticket {ticket} names no readable buyer"))
-}
-
-/// One join's or poll's own reply out of its batch's: an array.
-pub(super) fn one_reply(answer: Result<Value, EngineError>) -> Result<Vec<Value>, QueueError> {
-    match answer.map_err(batch_error)? {
-        Value::Array(reply) => Ok(reply),
-        other => Err(malformed("a batched call", &[other])),
-    }
 }
 
 pub(super) fn malformed(script: &str, reply: &[Value]) -> QueueError {
