@@ -4,7 +4,7 @@
 //! `stockade_engine::redis::library`), so instances never race; each costs
 //! O(log n). Joins and polls of one sale that arrive while a call of
 //! theirs is in flight go together as the next call (the engine's
-//! [`Batcher`], as for purchases): a crowd costs Redis one call per batch,
+//! [`Batcher`](stockade_engine::Batcher), as for purchases): a crowd costs Redis one call per batch,
 //! and each join or poll in it runs as if alone, in arrival order.
 //!
 //! Positions come from one sorted set per sale, scored by each ticket's
