@@ -4,130 +4,85 @@
 //! holdings and per sale, and two reads per sale: each one a round trip to
 //! PostgreSQL (or to SQLite's worker thread). Here every table is read once
 //! and written once per batch, whatever its size and however many sales it
-//! touches.
+//! touches: the batch travels as one JSON parameter ([`rows`]).
 //!
-//! sqlx's `Any` driver binds no arrays, so a batch travels as one JSON
-//! parameter (encoded by serde_json) that the database unpacks into rows:
-//! PostgreSQL with `json_to_recordset`, its `UNNEST` over an array of
-//! records, and SQLite with `json_each`. One bound parameter per statement,
-//! so no limit on bound parameters applies; and the SQL text depends only on
-//! the database, so each statement is prepared once per connection and then
-//! reused from sqlx's statement cache.
+//! # Layout
+//!
+//! - this module: the statements of a commit;
+//! - [`rows`]: the row types, and how a batch is encoded and unpacked.
+
+mod rows;
 
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 use sqlx::{Any, Row, Transaction};
 use stockade_core::{IdempotencyKey, Item, Order, OrderId, SaleId, TierName, UserId};
 
+use self::rows::{bulk_row, json_array, json_rows};
 use super::arbiter::{Held, STATE_COLUMNS, SaleState, placeholders, sale_state_from_row};
 use super::{SALE_COLUMNS, StoreError, StoreKind, VOID, corrupt};
 
-/// A column of the rows a JSON parameter is unpacked into.
-#[derive(Clone, Copy)]
-enum Column {
-    Text(&'static str),
-    BigInt(&'static str),
-}
-
-impl Column {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Text(name) | Self::BigInt(name) => name,
-        }
+bulk_row! {
+    /// A buyer of a sale, as the reads of a batch name them.
+    struct Buyer<'a> {
+        sale_id: &'a str => Text,
+        user_id: &'a str => Text,
     }
 }
 
-/// `FROM`-clause rows named `r` over the JSON array of objects bound as
-/// `$1`, with `columns` taken from each object's fields of the same names.
-fn json_rows(kind: StoreKind, columns: &[Column]) -> String {
-    match kind {
-        StoreKind::Postgres => {
-            let typed: Vec<String> = columns
-                .iter()
-                .map(|column| match column {
-                    Column::Text(name) => format!("{name} text"),
-                    Column::BigInt(name) => format!("{name} bigint"),
-                })
-                .collect();
-            format!("json_to_recordset($1::json) AS r({})", typed.join(", "))
-        }
-        StoreKind::Sqlite => {
-            let fields: Vec<String> = columns
-                .iter()
-                .map(|column| {
-                    let name = column.name();
-                    format!("json_extract(value, '$.{name}') AS {name}")
-                })
-                .collect();
-            format!("(SELECT {} FROM json_each($1)) AS r", fields.join(", "))
-        }
+bulk_row! {
+    /// A buyer's idempotency key.
+    struct BuyerKey<'a> {
+        sale_id: &'a str => Text,
+        user_id: &'a str => Text,
+        idempotency_key: &'a str => Text,
     }
 }
 
-/// The JSON array bound as `$1` of a statement over [`json_rows`].
-fn json_array<T: Serialize>(rows: impl Iterator<Item = T>) -> Result<String, StoreError> {
-    let rows: Vec<T> = rows.collect();
-    serde_json::to_string(&rows).map_err(|e| StoreError::Failed(format!("encoding a batch: {e}")))
+bulk_row! {
+    /// An order row as inserted.
+    struct OrderValues<'a> {
+        id: String => Text,
+        sale_id: &'a str => Text,
+        user_id: &'a str => Text,
+        quantity: u32 => BigInt,
+        /// NULL for the whole quantity of the `default` SKU.
+        items: Option<String> => Text,
+        tier: Option<&'a str> => Text,
+        idempotency_key: Option<&'a str> => Text,
+        status: &'a str => Text,
+        created_at_ms: i64 => BigInt,
+        expires_at_ms: Option<i64> => BigInt,
+        epoch: i64 => BigInt,
+    }
 }
 
-/// A buyer of a sale, as the reads of a batch name them.
-#[derive(Serialize)]
-struct Buyer<'a> {
-    sale_id: &'a str,
-    user_id: &'a str,
+bulk_row! {
+    /// A buyer's holding.
+    struct Holding<'a> {
+        sale_id: &'a str => Text,
+        user_id: &'a str => Text,
+        quantity: u32 => BigInt,
+        sku_quantities: Option<String> => Text,
+    }
 }
 
-/// A buyer's idempotency key.
-#[derive(Serialize)]
-struct BuyerKey<'a> {
-    sale_id: &'a str,
-    user_id: &'a str,
-    idempotency_key: &'a str,
+bulk_row! {
+    /// A sale's sold counts.
+    struct Sold<'a> {
+        id: &'a str => Text,
+        sold: u32 => BigInt,
+        sku_sold: Option<String> => Text,
+        tier_sold: Option<String> => Text,
+    }
 }
 
-/// An order row as inserted (`items` and `tier` left out of the JSON
-/// when none of the batch has them).
-#[derive(Serialize)]
-struct OrderValues<'a> {
-    id: String,
-    sale_id: &'a str,
-    user_id: &'a str,
-    quantity: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    items: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tier: Option<&'a str>,
-    idempotency_key: Option<&'a str>,
-    status: &'a str,
-    created_at_ms: i64,
-    expires_at_ms: Option<i64>,
-    epoch: i64,
-}
-
-/// A buyer's holding.
-#[derive(Serialize)]
-struct Holding<'a> {
-    sale_id: &'a str,
-    user_id: &'a str,
-    quantity: u32,
-    sku_quantities: Option<String>,
-}
-
-/// A sale's sold counts.
-#[derive(Serialize)]
-struct Sold<'a> {
-    id: &'a str,
-    sold: u32,
-    sku_sold: Option<String>,
-    tier_sold: Option<String>,
-}
-
-/// An order id.
-#[derive(Serialize)]
-struct Id {
-    id: String,
+bulk_row! {
+    /// An order id.
+    struct Id {
+        id: String => Text,
+    }
 }
 
 /// Has PostgreSQL plan this transaction's statements against the tables'
@@ -188,11 +143,14 @@ pub(super) async fn read_existing(
 ) -> Result<HashMap<OrderId, bool>, StoreError> {
     let sql = format!(
         "SELECT o.id, o.status FROM orders o JOIN {} ON o.id = r.id",
-        json_rows(kind, &[Column::Text("id")])
+        json_rows::<Id>(kind)
     );
-    let ids = json_array(orders.iter().map(|order| Id {
-        id: order.id.to_string(),
-    }))?;
+    let ids = json_array(
+        kind,
+        orders.iter().map(|order| Id {
+            id: order.id.to_string(),
+        }),
+    )?;
     let mut found = HashMap::new();
     for row in sqlx::query(&sql).bind(ids).fetch_all(&mut **tx).await? {
         let id: String = row.try_get("id")?;
@@ -214,12 +172,15 @@ pub(super) async fn read_holdings(
     let sql = format!(
         "SELECT h.sale_id, h.user_id, h.quantity, h.sku_quantities FROM holdings h
            JOIN {} ON h.sale_id = r.sale_id AND h.user_id = r.user_id",
-        json_rows(kind, &[Column::Text("sale_id"), Column::Text("user_id")])
+        json_rows::<Buyer>(kind)
     );
-    let buyers = json_array(orders.iter().map(|o| Buyer {
-        sale_id: o.sale_id.as_str(),
-        user_id: o.user_id.as_str(),
-    }))?;
+    let buyers = json_array(
+        kind,
+        orders.iter().map(|o| Buyer {
+            sale_id: o.sale_id.as_str(),
+            user_id: o.user_id.as_str(),
+        }),
+    )?;
     let mut found: HashMap<SaleId, HashMap<UserId, Held>> = HashMap::new();
     for row in sqlx::query(&sql).bind(buyers).fetch_all(&mut **tx).await? {
         let sale: String = row.try_get("sale_id")?;
@@ -248,25 +209,21 @@ pub(super) async fn read_key_owners(
     if orders.iter().all(|o| o.idempotency_key.is_none()) {
         return Ok(found);
     }
-    let keys = json_array(orders.iter().filter_map(|o| {
-        Some(BuyerKey {
-            sale_id: o.sale_id.as_str(),
-            user_id: o.user_id.as_str(),
-            idempotency_key: o.idempotency_key.as_ref()?.as_str(),
-        })
-    }))?;
+    let keys = json_array(
+        kind,
+        orders.iter().filter_map(|o| {
+            Some(BuyerKey {
+                sale_id: o.sale_id.as_str(),
+                user_id: o.user_id.as_str(),
+                idempotency_key: o.idempotency_key.as_ref()?.as_str(),
+            })
+        }),
+    )?;
     let sql = format!(
         "SELECT o.id, o.sale_id, o.user_id, o.idempotency_key FROM orders o
            JOIN {} ON o.sale_id = r.sale_id AND o.user_id = r.user_id
                   AND o.idempotency_key = r.idempotency_key",
-        json_rows(
-            kind,
-            &[
-                Column::Text("sale_id"),
-                Column::Text("user_id"),
-                Column::Text("idempotency_key"),
-            ]
-        )
+        json_rows::<BuyerKey>(kind)
     );
     for row in sqlx::query(&sql).bind(keys).fetch_all(&mut **tx).await? {
         let id: String = row.try_get("id")?;
@@ -316,67 +273,47 @@ pub(super) async fn insert_orders(
     if rows.is_empty() {
         return Ok(());
     }
-    // Items and tiers are columns of their own only when some order of the
-    // batch has them: most batches are of sales created with `stock` alone.
+    // Items and tiers are read only when some order of the batch has them:
+    // most batches are of sales created with `stock` alone.
     let plain = rows
         .iter()
         .all(|row| row.order.tier.is_none() && stored_items(row.order).is_none());
-    let (extra, extra_columns): (&str, &[Column]) = if plain {
-        ("", &[])
+    let (extra, selected) = if plain {
+        ("", "")
     } else {
-        (
-            "items, tier, ",
-            &[Column::Text("items"), Column::Text("tier")],
-        )
+        ("items, tier, ", "r.items, r.tier, ")
     };
-    let mut columns = vec![
-        Column::Text("id"),
-        Column::Text("sale_id"),
-        Column::Text("user_id"),
-        Column::BigInt("quantity"),
-    ];
-    columns.extend_from_slice(extra_columns);
-    columns.extend([
-        Column::Text("idempotency_key"),
-        Column::Text("status"),
-        Column::BigInt("created_at_ms"),
-        Column::BigInt("expires_at_ms"),
-        Column::BigInt("epoch"),
-    ]);
-    let selected = format!("r.{}", extra.trim_end_matches(", ").replace(", ", ", r."));
     let sql = format!(
         "INSERT INTO orders (id, sale_id, user_id, quantity, {extra}idempotency_key,
                              status, created_at_ms, updated_at_ms, expires_at_ms, epoch)
-         SELECT r.id, r.sale_id, r.user_id, r.quantity, {}r.idempotency_key,
+         SELECT r.id, r.sale_id, r.user_id, r.quantity, {selected}r.idempotency_key,
                 r.status, r.created_at_ms, r.created_at_ms, r.expires_at_ms, r.epoch
            FROM {}",
-        if plain {
-            String::new()
-        } else {
-            format!("{selected}, ")
-        },
-        json_rows(kind, &columns)
+        json_rows::<OrderValues>(kind)
     );
-    let values = json_array(rows.iter().map(|row| {
-        let order = row.order;
-        OrderValues {
-            id: order.id.to_string(),
-            sale_id: order.sale_id.as_str(),
-            user_id: order.user_id.as_str(),
-            quantity: order.quantity,
-            items: if plain { None } else { stored_items(order) },
-            tier: order.tier.as_ref().map(TierName::as_str),
-            idempotency_key: order
-                .idempotency_key
-                .as_ref()
-                .filter(|_| row.keeps_key)
-                .map(IdempotencyKey::as_str),
-            status: row.status,
-            created_at_ms: order.created_at.timestamp_millis(),
-            expires_at_ms: row.expires_at.map(|t| t.timestamp_millis()),
-            epoch: order.epoch.as_i64(),
-        }
-    }))?;
+    let values = json_array(
+        kind,
+        rows.iter().map(|row| {
+            let order = row.order;
+            OrderValues {
+                id: order.id.to_string(),
+                sale_id: order.sale_id.as_str(),
+                user_id: order.user_id.as_str(),
+                quantity: order.quantity,
+                items: if plain { None } else { stored_items(order) },
+                tier: order.tier.as_ref().map(TierName::as_str),
+                idempotency_key: order
+                    .idempotency_key
+                    .as_ref()
+                    .filter(|_| row.keeps_key)
+                    .map(IdempotencyKey::as_str),
+                status: row.status,
+                created_at_ms: order.created_at.timestamp_millis(),
+                expires_at_ms: row.expires_at.map(|t| t.timestamp_millis()),
+                epoch: order.epoch.as_i64(),
+            }
+        }),
+    )?;
     sqlx::query(&sql).bind(values).execute(&mut **tx).await?;
     Ok(())
 }
@@ -400,37 +337,25 @@ pub(super) async fn upsert_holdings(
              SELECT r.sale_id, r.user_id, r.quantity, r.sku_quantities FROM {} WHERE true
              ON CONFLICT (sale_id, user_id) DO UPDATE
                 SET quantity = excluded.quantity, sku_quantities = excluded.sku_quantities",
-            json_rows(
-                kind,
-                &[
-                    Column::Text("sale_id"),
-                    Column::Text("user_id"),
-                    Column::BigInt("quantity"),
-                    Column::Text("sku_quantities"),
-                ]
-            )
+            json_rows::<Holding>(kind)
         )
     } else {
         format!(
             "INSERT INTO holdings (sale_id, user_id, quantity)
              SELECT r.sale_id, r.user_id, r.quantity FROM {} WHERE true
              ON CONFLICT (sale_id, user_id) DO UPDATE SET quantity = excluded.quantity",
-            json_rows(
-                kind,
-                &[
-                    Column::Text("sale_id"),
-                    Column::Text("user_id"),
-                    Column::BigInt("quantity"),
-                ]
-            )
+            json_rows::<Holding>(kind)
         )
     };
-    let values = json_array(holdings.iter().map(|(sale, user, held)| Holding {
-        sale_id: sale.as_str(),
-        user_id: user.as_str(),
-        quantity: held.total,
-        sku_quantities: held.sku_column(),
-    }))?;
+    let values = json_array(
+        kind,
+        holdings.iter().map(|(sale, user, held)| Holding {
+            sale_id: sale.as_str(),
+            user_id: user.as_str(),
+            quantity: held.total,
+            sku_quantities: held.sku_column(),
+        }),
+    )?;
     sqlx::query(&sql).bind(values).execute(&mut **tx).await?;
     Ok(())
 }
@@ -453,28 +378,23 @@ pub(super) async fn write_sold_counts(
         format!(
             "UPDATE sales SET sold = r.sold, sku_sold = r.sku_sold, tier_sold = r.tier_sold
                FROM {} WHERE sales.id = r.id",
-            json_rows(
-                kind,
-                &[
-                    Column::Text("id"),
-                    Column::BigInt("sold"),
-                    Column::Text("sku_sold"),
-                    Column::Text("tier_sold"),
-                ]
-            )
+            json_rows::<Sold>(kind)
         )
     } else {
         format!(
             "UPDATE sales SET sold = r.sold FROM {} WHERE sales.id = r.id",
-            json_rows(kind, &[Column::Text("id"), Column::BigInt("sold")])
+            json_rows::<Sold>(kind)
         )
     };
-    let values = json_array(sold.iter().map(|state| Sold {
-        id: state.spec.id().as_str(),
-        sold: state.sold,
-        sku_sold: state.sku_sold_column(),
-        tier_sold: state.tier_sold_column(),
-    }))?;
+    let values = json_array(
+        kind,
+        sold.iter().map(|state| Sold {
+            id: state.spec.id().as_str(),
+            sold: state.sold,
+            sku_sold: state.sku_sold_column(),
+            tier_sold: state.tier_sold_column(),
+        }),
+    )?;
     sqlx::query(&sql).bind(values).execute(&mut **tx).await?;
     Ok(())
 }
