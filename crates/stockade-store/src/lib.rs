@@ -29,6 +29,7 @@
 //! - [`draws`]: draw sales' settings, entries and results, written under
 //!   a lease so one instance runs a draw at a time.
 //! - `retirement`: ended sales and what the engine still owes them.
+//! - `sqlite`: the settings of every SQLite connection.
 
 pub mod arbiter;
 pub mod authority;
@@ -40,6 +41,7 @@ pub mod engine_views;
 pub mod holds;
 pub mod releases;
 mod retirement;
+mod sqlite;
 mod waiting_rooms;
 
 use decode::{order_from_row, order_from_row_as, sale_from_row};
@@ -143,23 +145,7 @@ impl OrderStore {
             .acquire_timeout(Duration::from_secs(3));
         if kind == StoreKind::Sqlite {
             options = options.after_connect(|conn, _meta| {
-                Box::pin(async move {
-                    // WAL lets readers work beside the one writer; FULL makes
-                    // every commit durable before it is acknowledged.
-                    sqlx::query("PRAGMA journal_mode = WAL")
-                        .execute(&mut *conn)
-                        .await?;
-                    sqlx::query("PRAGMA synchronous = FULL")
-                        .execute(&mut *conn)
-                        .await?;
-                    sqlx::query("PRAGMA busy_timeout = 5000")
-                        .execute(&mut *conn)
-                        .await?;
-                    sqlx::query("PRAGMA foreign_keys = ON")
-                        .execute(&mut *conn)
-                        .await?;
-                    Ok(())
-                })
+                Box::pin(async move { sqlite::configure(conn).await })
             });
         }
         let pool = options.connect(url).await?;
