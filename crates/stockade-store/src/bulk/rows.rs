@@ -11,9 +11,8 @@
 //! - SQLite: an array of arrays, each row's values in column order,
 //!   unpacked by `json_each` and `value ->> i`. Objects read with
 //!   `json_extract(value, '$.name')` cost SQLite a key search per field on
-//!   top of the row's parse; by position, a commit of 512 orders spends
-//!   about 30 % less on its insert (measured with the server's `commit`
-//!   bench, see `docs/benchmarks.md`).
+//!   top of the row's parse; by position, SQLite's thread spends about a
+//!   fifth less per committed order (`docs/benchmarks.md`).
 //!
 //! A row type is declared once with [`bulk_row!`], which gives both
 //! encodings and the column list the statements unpack, so the two cannot
