@@ -19,7 +19,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{Any, Row, Transaction};
 use stockade_core::{IdempotencyKey, Item, Order, OrderId, SaleId, TierName, UserId};
 
-use self::rows::{bulk_row, json_array, json_rows};
+use self::rows::{BulkRow, bulk_row, json_array, json_rows};
 use super::arbiter::{Held, STATE_COLUMNS, SaleState, placeholders, sale_state_from_row};
 use super::{SALE_COLUMNS, StoreError, StoreKind, VOID, corrupt};
 
@@ -83,6 +83,18 @@ bulk_row! {
     struct Id {
         id: String => Text,
     }
+}
+
+/// Runs the write `sql` over `rows`, bound as its one JSON parameter.
+async fn write<R: BulkRow>(
+    kind: StoreKind,
+    tx: &mut Transaction<'_, Any>,
+    sql: &str,
+    rows: impl Iterator<Item = R>,
+) -> Result<(), StoreError> {
+    let values = json_array(kind, rows)?;
+    sqlx::query(sql).bind(values).execute(&mut **tx).await?;
+    Ok(())
 }
 
 /// Has PostgreSQL plan this transaction's statements against the tables'
@@ -291,8 +303,10 @@ pub(super) async fn insert_orders(
            FROM {}",
         json_rows::<OrderValues>(kind)
     );
-    let values = json_array(
+    write(
         kind,
+        tx,
+        &sql,
         rows.iter().map(|row| {
             let order = row.order;
             OrderValues {
@@ -313,9 +327,8 @@ pub(super) async fn insert_orders(
                 epoch: order.epoch.as_i64(),
             }
         }),
-    )?;
-    sqlx::query(&sql).bind(values).execute(&mut **tx).await?;
-    Ok(())
+    )
+    .await
 }
 
 /// Sets buyers' holdings (each above zero: a commit only adds), for every
@@ -347,17 +360,18 @@ pub(super) async fn upsert_holdings(
             json_rows::<Holding>(kind)
         )
     };
-    let values = json_array(
+    write(
         kind,
+        tx,
+        &sql,
         holdings.iter().map(|(sale, user, held)| Holding {
             sale_id: sale.as_str(),
             user_id: user.as_str(),
             quantity: held.total,
             sku_quantities: held.sku_column(),
         }),
-    )?;
-    sqlx::query(&sql).bind(values).execute(&mut **tx).await?;
-    Ok(())
+    )
+    .await
 }
 
 /// Sets the sold counts of the sales as their states have them, in one
@@ -386,15 +400,16 @@ pub(super) async fn write_sold_counts(
             json_rows::<Sold>(kind)
         )
     };
-    let values = json_array(
+    write(
         kind,
+        tx,
+        &sql,
         sold.iter().map(|state| Sold {
             id: state.spec.id().as_str(),
             sold: state.sold,
             sku_sold: state.sku_sold_column(),
             tier_sold: state.tier_sold_column(),
         }),
-    )?;
-    sqlx::query(&sql).bind(values).execute(&mut **tx).await?;
-    Ok(())
+    )
+    .await
 }
