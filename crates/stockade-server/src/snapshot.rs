@@ -9,6 +9,22 @@ use stockade_store::authority::Authority;
 use crate::recovery::request_rebuild;
 use crate::state::AppState;
 
+/// What a read does when the engine does not hold a sale the store has
+/// under the primary authority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenMissing {
+    /// The engine lost it (Redis restarted empty): start a rebuild. For
+    /// reads a client asked for.
+    Rebuild,
+    /// Answer from the store and leave it: for background readers (the
+    /// waiting-room tickers), which cannot tell a lost sale from one being
+    /// created (saved in the store, not yet in the engine) and would
+    /// otherwise rebuild a new sale under its first buyers. A lost sale is
+    /// found by the next purchase or read, or by the reconciler's restart
+    /// check.
+    AnswerFromStore,
+}
+
 /// The sale's snapshot (the engine's, under the primary authority; the
 /// store's otherwise) and what the store, the source of
 /// truth, has left: the engine may read 0 while it is rebuilt or after it
@@ -16,6 +32,7 @@ use crate::state::AppState;
 pub async fn snapshot_and_store_left(
     state: &AppState,
     id: &SaleId,
+    missing: WhenMissing,
 ) -> Result<Option<(SaleSnapshot, u32)>, StoreError> {
     let Some(current) = state.store().sale_state(id).await? else {
         return Ok(None);
@@ -27,7 +44,10 @@ pub async fn snapshot_and_store_left(
             // An ended sale the engine let go (see `retirement`) stays
             // gone: it sells nothing, the store answers for it.
             Ok(None) if current.spec.window_at(state.clock().now()) == Window::Ended => {}
-            Ok(None) => request_rebuild(state, id, current.epoch, "engine_lost_sale"),
+            Ok(None) if missing == WhenMissing::Rebuild => {
+                request_rebuild(state, id, current.epoch, "engine_lost_sale");
+            }
+            Ok(None) => {}
             // Unreachable: the store's numbers are the truth anyway.
             Err(error) => {
                 tracing::debug!(%error, "engine snapshot failed; answering from the store")

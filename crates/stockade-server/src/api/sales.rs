@@ -13,6 +13,7 @@ use super::auth::Admin;
 use super::error::ApiError;
 use super::json::{ApiJson, ApiPath};
 use crate::sale_book::Door;
+use crate::snapshot::WhenMissing;
 use crate::state::AppState;
 use crate::waiting_room::RoomLookup;
 use stockade_api::{Allocation, CreateSale, ErrorBody, Sale, WaitingRoom};
@@ -223,9 +224,11 @@ pub(crate) async fn snapshot(
     state: &AppState,
     id: &SaleId,
 ) -> Result<Option<SaleSnapshot>, ApiError> {
-    Ok(crate::snapshot::snapshot_and_store_left(state, id)
-        .await?
-        .map(|(s, _)| s))
+    Ok(
+        crate::snapshot::snapshot_and_store_left(state, id, WhenMissing::Rebuild)
+            .await?
+            .map(|(s, _)| s),
+    )
 }
 
 /// 404 `unknown_sale`.

@@ -8,6 +8,7 @@ use std::time::Duration;
 use stockade_core::SaleId;
 
 use super::{CloseReason, RoomLookup, Tick};
+use crate::snapshot::{WhenMissing, snapshot_and_store_left};
 use crate::state::AppState;
 
 /// How often rooms are ticked (also at once when stock comes back here).
@@ -124,9 +125,11 @@ async fn tick_sale(state: &AppState, sale: &SaleId) -> Result<Option<CloseReason
         .used(sale)
         .await
         .map_err(|e| e.to_string())?;
-    let Some((snapshot, store_left)) = crate::snapshot::snapshot_and_store_left(state, sale)
-        .await
-        .map_err(|e| format!("{e:?}"))?
+    // A room is listed before its sale reaches the engine: not a lost sale.
+    let Some((snapshot, store_left)) =
+        snapshot_and_store_left(state, sale, WhenMissing::AnswerFromStore)
+            .await
+            .map_err(|e| format!("{e:?}"))?
     else {
         return Ok(None);
     };

@@ -10,11 +10,13 @@ mod instances;
 
 mod admission;
 mod bad_input;
+mod creation;
 mod front;
 mod queue_flow;
 
 use admission::{an_admission_buys_exactly_once, purchases_need_a_valid_admission_token};
 use bad_input::queue_routes_refuse_bad_input_and_change_nothing;
+use creation::a_new_sale_with_a_room_sells_without_a_rebuild;
 use front::Front;
 use queue_flow::{
     a_sell_out_with_10000_queued_buyers_closes_the_queue,
@@ -52,4 +54,5 @@ on_both!(
     stock_that_comes_back_reopens_the_queue_and_admits_more,
     expired_holds_reopen_the_queue_and_admit_more,
     an_admission_buys_exactly_once,
+    a_new_sale_with_a_room_sells_without_a_rebuild,
 );
