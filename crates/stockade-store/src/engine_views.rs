@@ -47,18 +47,24 @@ impl OrderStore {
         reached: bool,
         in_flight: usize,
     ) -> Result<(), StoreError> {
+        // The clock is read once: PostgreSQL's `clock_timestamp()` moves
+        // between two calls in one statement, and a report that reached the
+        // engine must record the same instant for both (see `fallback_hold`:
+        // reported at or before the last reach means "may have accepted
+        // orders since").
         let now = store_now_ms(self.kind());
-        let reached_at = if reached {
-            now.to_owned()
+        let (first, reached_at) = if reached {
+            ("clock.now_ms", "EXCLUDED.reported_at_ms")
         } else {
-            "engine_views.reached_at_ms".to_owned()
+            ("NULL", "engine_views.reached_at_ms")
         };
+        // `WHERE true`: SQLite needs it to read `ON CONFLICT` after a SELECT.
         let sql = format!(
             "INSERT INTO engine_views (instance, reached_at_ms, reported_at_ms, in_flight)
-             VALUES ($1, {first}, {now}, $2)
+             SELECT $1, {first}, clock.now_ms, $2 FROM (SELECT {now} AS now_ms) AS clock WHERE true
              ON CONFLICT (instance) DO UPDATE
-                SET reached_at_ms = {reached_at}, reported_at_ms = {now}, in_flight = $2",
-            first = if reached { now } else { "NULL" },
+                SET reached_at_ms = {reached_at}, reported_at_ms = EXCLUDED.reported_at_ms,
+                    in_flight = EXCLUDED.in_flight",
         );
         sqlx::query(&sql)
             .bind(instance)

@@ -206,3 +206,33 @@ async fn engine_views_hold_off_the_fallback_while_any_instance_reaches_or_commit
     })
     .await;
 }
+
+/// A report that reached the engine records one instant for the reach and
+/// the report, so it holds a move off until the next report, every time.
+/// (PostgreSQL's clock moved between two reads in one statement: a report
+/// straddling a millisecond looked like one made after the reach, and the
+/// move went ahead while that instance may still accept orders.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_that_reached_the_engine_always_holds_the_move_off() {
+    use std::time::Duration;
+    use stockade_store::engine_views::FallbackHold;
+    each_store(async |store| {
+        // Quiet period 0: only the "reported at its reach" rule holds off.
+        let (quiet, live) = (Duration::ZERO, Duration::from_secs(10));
+        for round in 0..3_000 {
+            store.report_engine_view("one", true, 0).await.unwrap();
+            assert_eq!(
+                store.fallback_hold(quiet, live).await.unwrap(),
+                Some(FallbackHold::Committing),
+                "report {round}: reached and reported at once holds the move off"
+            );
+        }
+        // A later report (times are in milliseconds) with nothing in flight
+        // lets the move go.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        store.report_engine_view("one", false, 0).await.unwrap();
+        assert_eq!(store.fallback_hold(quiet, live).await.unwrap(), None);
+        store.prune_engine_views().await.unwrap();
+    })
+    .await;
+}
