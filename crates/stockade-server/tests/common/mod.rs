@@ -385,6 +385,14 @@ impl Drop for TestServer {
     }
 }
 
+/// The sum of a metric's series (every label set) in Prometheus text.
+pub fn metric_sum(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 pub async fn split(response: reqwest::Response) -> (u16, Value) {
     let status = response.status().as_u16();
     let text = response.text().await.unwrap();

@@ -269,11 +269,7 @@ impl Instance {
     }
 
     pub async fn metric(&self, name: &str) -> f64 {
-        let text = self.metrics_text().await;
-        text.lines()
-            .filter(|l| l.starts_with(name))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        crate::common::metric_sum(&self.metrics_text().await, name)
     }
 }
 
