@@ -92,9 +92,5 @@ pub(crate) async fn settled(server: &TestServer, sale: &str, stock: u64) -> Hash
 }
 
 pub(crate) async fn metric(server: &TestServer, name: &str) -> f64 {
-    let text = server.metrics_text().await;
-    text.lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    crate::common::metric_sum(&server.metrics_text().await, name)
 }
