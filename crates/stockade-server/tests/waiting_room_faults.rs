@@ -213,3 +213,59 @@ async fn a_waiting_room_keeps_every_place_through_a_redis_restart_and_a_freeze()
     }
     assert_eq!(server.all_orders(SALE).await.len(), STOCK);
 }
+
+/// A room's sale that the store holds and the engine does not (being
+/// created: saved, not yet in Redis; or lost) is ticked without a rebuild:
+/// a ticker cannot tell the two apart, and rebuilding a sale being created
+/// answers its first buyers 503 `rebuilding`. A client's read still finds
+/// a lost sale and rebuilds it. Deterministic: the sale is saved in the
+/// store alone, and the ticker lists it again from the store within a
+/// second (on the old code it rebuilt it every time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ticker_never_rebuilds_a_sale_the_engine_does_not_hold_yet() {
+    use stockade_core::SaleSpec;
+    use stockade_core::room::RoomConfig;
+    let server = TestServer::start(Setup::RedisPostgres).await;
+    let state = server.state();
+    let spec = SaleSpec::builder("not-yet", 5).unwrap().build().unwrap();
+    let room = RoomConfig {
+        admit_per_second: 50,
+        admission_ttl: Duration::from_secs(30),
+        admission_factor_milli: RoomConfig::DEFAULT_FACTOR_MILLI,
+    };
+    state
+        .store()
+        .save_sale_with_room(&spec, Some(&room), None, chrono::Utc::now())
+        .await
+        .unwrap();
+    // The relister runs once a second: give it three, and the ticks after.
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    let text = server.metrics_text().await;
+    assert!(
+        state
+            .waiting_rooms()
+            .backend()
+            .rooms()
+            .await
+            .unwrap()
+            .iter()
+            .any(|s| s.as_str() == "not-yet"),
+        "the ticker listed the room again from the store"
+    );
+    assert_eq!(
+        common::metric_sum(&text, "stockade_rebuilds_total"),
+        0.0,
+        "a ticker rebuilt a sale the engine did not hold"
+    );
+    // A client's read is what finds a lost sale.
+    let (status, _) = server.get("/v1/sales/not-yet").await;
+    assert_eq!(status, 200);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while common::metric_sum(&server.metrics_text().await, "stockade_rebuilds_total") < 1.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the read did not rebuild the sale"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
