@@ -10,7 +10,8 @@
 //!   status and its `Retry-After`.
 //! - [`error`]: [`ErrorBody`], the shape of every non-2xx answer.
 //! - [`sale`]: [`CreateSale`], [`Sale`] and its [`WaitingRoom`].
-//! - [`order`]: [`PurchaseRequest`], [`OrderBody`], [`OrderPage`] and the
+//! - [`order`]: [`PurchaseRequest`], [`OrderBody`] (and [`OrderView`], the
+//!   same JSON borrowed from an order), [`OrderPage`] and the
 //!   client's [`OrderStatus`].
 //! - [`queue`]: [`JoinQueue`], [`QueueTicket`] and its [`TicketStatus`].
 //! - [`draw`]: [`Allocation`], [`EntryRequest`], [`EntryBody`] and the
@@ -35,6 +36,6 @@ pub mod sale;
 pub use draw::{Allocation, DrawBody, DrawTerms, DrawnEntry, EntryBody, EntryRequest};
 pub use error::{ErrorBody, ErrorDetail};
 pub use error_code::ErrorCode;
-pub use order::{ItemBody, OrderBody, OrderPage, OrderStatus, PurchaseRequest};
+pub use order::{ItemBody, OrderBody, OrderPage, OrderStatus, OrderView, PurchaseRequest};
 pub use queue::{JoinQueue, QueueTicket, TicketStatus};
 pub use sale::{CreateSale, Sale, SkuStock, SkuView, Tier, WaitingRoom};

@@ -2,8 +2,9 @@
 //! it, and its status.
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
-use stockade_core::{Item, Order, SkuId, ValidationError, WantedItem};
+use serde::ser::SerializeSeq;
+use serde::{Deserialize, Serialize, Serializer};
+use stockade_core::{Item, Order, OrderId, SkuId, ValidationError, WantedItem};
 use utoipa::ToSchema;
 
 /// Where an order stands, as a client sees it: the store's four statuses
@@ -216,6 +217,89 @@ impl OrderBody {
             remaining: None,
         }
     }
+}
+
+/// An order rendered straight from the [`Order`] it shows, borrowing every
+/// field: the same JSON as the [`OrderBody`] made from it, without copying
+/// the ids and items into owned strings first. Answers on the hot path
+/// (a purchase's 201) use it; a test keeps the two shapes the same.
+#[derive(Debug, Serialize)]
+pub struct OrderView<'a> {
+    #[serde(serialize_with = "display")]
+    order_id: &'a OrderId,
+    sale_id: &'a str,
+    user_id: &'a str,
+    quantity: u32,
+    #[serde(serialize_with = "items")]
+    items: &'a [Item],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tier: Option<&'a str>,
+    status: OrderStatus,
+    created_at: &'a DateTime<Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_at: Option<&'a DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remaining: Option<u32>,
+}
+
+impl<'a> OrderView<'a> {
+    /// The order with its stored status.
+    pub fn of(order: &'a Order) -> Self {
+        Self::with_status(order, order.status.into())
+    }
+
+    /// An order accepted by the engine and not committed yet.
+    pub fn pending(order: &'a Order) -> Self {
+        Self::with_status(order, OrderStatus::Pending)
+    }
+
+    /// The same, with the items left in the sale (a purchase's answer).
+    pub fn with_remaining(self, remaining: u32) -> Self {
+        Self {
+            remaining: Some(remaining),
+            ..self
+        }
+    }
+
+    /// The order's id.
+    pub fn order_id(&self) -> &OrderId {
+        self.order_id
+    }
+
+    fn with_status(order: &'a Order, status: OrderStatus) -> Self {
+        Self {
+            order_id: &order.id,
+            sale_id: order.sale_id.as_str(),
+            user_id: order.user_id.as_str(),
+            quantity: order.quantity,
+            items: &order.items,
+            tier: order.tier.as_ref().map(|tier| tier.as_str()),
+            status,
+            created_at: &order.created_at,
+            expires_at: order.expires_at.as_ref(),
+            remaining: None,
+        }
+    }
+}
+
+fn display<S: Serializer>(id: &&OrderId, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(id)
+}
+
+fn items<S: Serializer>(items: &&[Item], serializer: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct ItemView<'a> {
+        sku: &'a str,
+        quantity: u32,
+    }
+    let mut seq = serializer.serialize_seq(Some(items.len()))?;
+    for item in *items {
+        seq.serialize_element(&ItemView {
+            sku: item.sku.as_str(),
+            quantity: item.quantity,
+        })?;
+    }
+    seq.end()
 }
 
 /// A page of a sale's orders.

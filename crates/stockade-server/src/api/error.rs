@@ -192,7 +192,7 @@ impl IntoResponse for ApiError {
                     message: &self.message,
                 },
             };
-            (self.status, Json(body)).into_response()
+            super::json::answer(self.status, &body)
         } else {
             let mut body = json!({ "code": self.code.as_str(), "message": self.message });
             for (key, value) in self.extra {

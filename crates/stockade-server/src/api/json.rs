@@ -1,12 +1,16 @@
 //! Extractors whose every failure is a clear 4xx in the API's error shape.
 //! A JSON body: wrong content type 415, too large 413, malformed 400,
 //! well-formed but invalid 422 naming the field. A path segment: not UTF-8
-//! after percent-decoding 400 (axum's own answer is `text/plain`).
+//! after percent-decoding 400 (axum's own answer is `text/plain`). And
+//! the answers under load ([`answer`]), written into one buffer sized for
+//! them.
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use stockade_api::ErrorCode;
 
@@ -122,6 +126,27 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         )
     })?;
     Ok(value)
+}
+
+/// Room for a purchase's answer (an order is about 250 bytes, a refusal
+/// about 100): axum's `Json` starts at 128 bytes and grows twice for an
+/// order.
+const ANSWER_CAPACITY: usize = 384;
+
+/// `status` with `value` as its JSON body, written once into a buffer
+/// sized for the answers that are sent under load.
+pub fn answer(status: StatusCode, value: &impl Serialize) -> Response {
+    let mut bytes = Vec::with_capacity(ANSWER_CAPACITY);
+    if let Err(error) = serde_json::to_writer(&mut bytes, value) {
+        return ApiError::internal(format!("rendering an answer: {error}")).into_response();
+    }
+    let mut response = Response::new(Body::from(bytes));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// serde_json appends " at line 1 column 17"; the field name says more.

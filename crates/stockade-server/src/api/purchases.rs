@@ -4,18 +4,17 @@
 
 use std::time::Instant;
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::Value;
 use stockade_api::ErrorCode;
-use stockade_api::{ErrorBody, OrderBody, PurchaseRequest};
+use stockade_api::{ErrorBody, OrderBody, OrderView, PurchaseRequest};
 use stockade_core::{IdempotencyKey, Purchase, PurchaseOutcome, SaleId, SkuId, UserId, WantedItem};
 
 use super::error::ApiError;
 use super::identity::Caller;
-use super::json::{ApiJson, ApiPath};
+use super::json::{ApiJson, ApiPath, answer};
 use super::sales::{sale_id, unknown_sale};
 use crate::purchase::{Answered, Attempt, Decision, PurchaseError, Purchases};
 use crate::state::AppState;
@@ -136,22 +135,20 @@ fn prefers_async(headers: &HeaderMap) -> bool {
         .any(|preference| preference.trim().eq_ignore_ascii_case("respond-async"))
 }
 
-/// The HTTP answer to a decision.
+/// The HTTP answer to a decision, rendered from the order as it is (the
+/// purchase's answer is the hot path: no copy of it is made to render it).
 fn render(decision: Decision) -> Response {
     match decision {
-        Decision::Committed { order, remaining } => {
-            let mut body = OrderBody::from_order(&order);
-            body.remaining = Some(remaining);
-            (StatusCode::CREATED, Json(body)).into_response()
-        }
+        Decision::Committed { order, remaining } => answer(
+            StatusCode::CREATED,
+            &OrderView::of(&order).with_remaining(remaining),
+        ),
         Decision::Pending {
             order,
             remaining,
             early,
         } => {
-            let mut body = OrderBody::pending(&order);
-            body.remaining = Some(remaining);
-            let mut response = pending(body);
+            let mut response = pending(OrderView::pending(&order).with_remaining(remaining));
             if early {
                 response.headers_mut().insert(
                     "preference-applied",
@@ -163,19 +160,19 @@ fn render(decision: Decision) -> Response {
         Decision::Replayed {
             order,
             committed: true,
-        } => (StatusCode::OK, Json(OrderBody::from_order(&order))).into_response(),
+        } => answer(StatusCode::OK, &OrderView::of(&order)),
         Decision::Replayed {
             order,
             committed: false,
-        } => (StatusCode::ACCEPTED, Json(OrderBody::pending(&order))).into_response(),
+        } => answer(StatusCode::ACCEPTED, &OrderView::pending(&order)),
     }
 }
 
 /// 202 for an accepted order that is not committed yet: status `pending`,
 /// and `Location` where to follow it.
-fn pending(body: OrderBody) -> Response {
-    let location = format!("/v1/orders/{}", body.order_id);
-    let mut response = (StatusCode::ACCEPTED, Json(body)).into_response();
+fn pending(view: OrderView<'_>) -> Response {
+    let location = format!("/v1/orders/{}", view.order_id());
+    let mut response = answer(StatusCode::ACCEPTED, &view);
     if let Ok(location) = HeaderValue::from_str(&location) {
         response.headers_mut().insert("location", location);
     }

@@ -1,7 +1,6 @@
 //! The waiting room's routes: joining a sale's queue, polling a ticket,
 //! and the waiting page that does both in a browser.
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
@@ -11,7 +10,7 @@ use stockade_core::SaleId;
 
 use super::error::ApiError;
 use super::identity::Caller;
-use super::json::{ApiJson, ApiPath};
+use super::json::{ApiJson, ApiPath, answer};
 use super::sales::{sale_id, unknown_sale};
 use crate::state::AppState;
 use crate::waiting_room::{
@@ -117,7 +116,7 @@ pub async fn join_queue(
             } else {
                 StatusCode::OK
             };
-            Ok((status, Json(ticket_body(&state, &room, &view, now))).into_response())
+            Ok(answer(status, &ticket_body(&state, &room, &view, now)))
         }
     }
 }
@@ -136,7 +135,7 @@ pub async fn join_queue(
 pub async fn poll_ticket(
     State(state): State<AppState>,
     ApiPath(raw): ApiPath<String>,
-) -> Result<Json<QueueTicket>, ApiError> {
+) -> Result<Response, ApiError> {
     let ticket = TicketId::parse(&raw)?;
     let unknown = || {
         ApiError::new(
@@ -166,7 +165,10 @@ pub async fn poll_ticket(
         .ticket(&ticket, now.timestamp_millis(), true)
         .await?
         .ok_or_else(unknown)?;
-    Ok(Json(ticket_body(&state, &room, &view, now)))
+    Ok(answer(
+        StatusCode::OK,
+        &ticket_body(&state, &room, &view, now),
+    ))
 }
 
 fn ticket_body(
