@@ -203,18 +203,21 @@ impl OrderBody {
         Self::with_status(order, OrderStatus::Pending)
     }
 
+    /// Owned copies of the view's fields: one mapping from an [`Order`] to
+    /// the API's fields, the view's.
     fn with_status(order: &Order, status: OrderStatus) -> Self {
+        let view = OrderView::with_status(order, status);
         Self {
-            order_id: order.id.to_string(),
-            sale_id: order.sale_id.to_string(),
-            user_id: order.user_id.to_string(),
-            quantity: order.quantity,
-            items: order.items.iter().map(ItemBody::from).collect(),
-            tier: order.tier.as_ref().map(ToString::to_string),
-            status,
-            created_at: order.created_at,
-            expires_at: order.expires_at,
-            remaining: None,
+            order_id: view.order_id.to_string(),
+            sale_id: view.sale_id.to_owned(),
+            user_id: view.user_id.to_owned(),
+            quantity: view.quantity,
+            items: view.items.iter().map(ItemBody::from).collect(),
+            tier: view.tier.map(str::to_owned),
+            status: view.status,
+            created_at: *view.created_at,
+            expires_at: view.expires_at.copied(),
+            remaining: view.remaining,
         }
     }
 }

@@ -269,7 +269,7 @@ mod tests {
 
     /// Sells `stock` items, one per buyer, each answer after `pause`.
     struct Counter {
-        stock: AtomicUsize,
+        stock: std::sync::atomic::AtomicI64,
         pause: Duration,
     }
 
@@ -277,8 +277,7 @@ mod tests {
     impl Purchaser for Counter {
         async fn purchase(&self, _buyer: &str) -> Answer {
             tokio::time::sleep(self.pause).await;
-            let left = self.stock.fetch_sub(1, Ordering::Relaxed);
-            if left > 0 && left <= usize::MAX / 2 {
+            if self.stock.fetch_sub(1, Ordering::Relaxed) > 0 {
                 Answer::Purchased
             } else {
                 Answer::SoldOut
@@ -299,7 +298,7 @@ mod tests {
             skus: 1,
         };
         let purchaser = Arc::new(Counter {
-            stock: AtomicUsize::new(100),
+            stock: std::sync::atomic::AtomicI64::new(100),
             pause: Duration::from_millis(5),
         });
         let tally = drive(purchaser, &workload, Arc::new(|| {})).await;

@@ -2,7 +2,6 @@
 //! stable [`ErrorCode`], which gives the status and `Retry-After`. Internal
 //! failures are logged and answered without details.
 
-use axum::Json;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -198,7 +197,7 @@ impl IntoResponse for ApiError {
             for (key, value) in self.extra {
                 body[key] = value;
             }
-            (self.status, Json(json!({ "error": body }))).into_response()
+            super::json::answer(self.status, &json!({ "error": body }))
         };
         if let Some(seconds) = self.retry_after {
             response
