@@ -8,8 +8,11 @@
 //! the store has decided it (or when it stops), which wakes every waiter
 //! at once; the waiter then reads the store once.
 
+use std::collections::BTreeSet;
+
 use dashmap::DashMap;
-use stockade_core::{Order, OrderId};
+use stockade_core::{Order, OrderId, SaleId};
+use stockade_store::engine_views::InFlightOrders;
 use tokio::sync::watch;
 
 /// The set. Shared by the writer and the handlers.
@@ -72,6 +75,28 @@ impl InFlight {
     pub fn is_empty(&self) -> bool {
         self.orders.is_empty()
     }
+
+    /// Whether any order of `sale` is in flight.
+    pub fn holds_sale(&self, sale: &SaleId) -> bool {
+        self.orders.iter().any(|entry| entry.order.sale_id == *sale)
+    }
+
+    /// What the engine-view report says of the set: how many orders, and
+    /// their sales (each once, in id order).
+    pub fn report(&self) -> InFlightOrders {
+        let mut sales = BTreeSet::new();
+        let mut orders = 0;
+        for entry in &self.orders {
+            orders += 1;
+            if !sales.contains(&entry.order.sale_id) {
+                sales.insert(entry.order.sale_id.clone());
+            }
+        }
+        InFlightOrders {
+            orders,
+            sales: sales.into_iter().collect(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -111,5 +136,6 @@ mod tests {
             .unwrap();
         assert!(set.watch(&id).is_none());
         assert!(set.is_empty());
+        assert_eq!(set.report(), InFlightOrders::default());
     }
 }

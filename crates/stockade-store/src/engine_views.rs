@@ -1,17 +1,22 @@
 //! Every instance's view of the engine, kept in the store so that a change
 //! of authority is decided from more than one instance's view.
 //!
-//! Each instance reports once a second whether it reached the engine
+//! Each instance reports once a second whether it reached the engine, and
+//! the orders it accepted and has not committed, with their sales
 //! ([`OrderStore::report_engine_view`]). A sale moves to the fallback only
-//! when no instance has reached the engine for a quiet period
-//! ([`OrderStore::fallback_hold`]): an instance cut off from Redis by a
-//! partition answers 503 instead of moving the sale from under the
-//! instances still selling through Redis. Each also reports the orders it
-//! accepted and has not committed; the move waits for them, so the
-//! fallback never sells the stock of an order named before the move. Times are the store's clock, so
+//! when no instance has reached the engine for a quiet period and no live
+//! instance has orders on their way ([`OrderStore::fallback_hold`]): an
+//! instance cut off from Redis by a partition answers 503 instead of moving
+//! the sale from under the instances still selling through Redis, and the
+//! fallback never sells the stock of an order named before the move. A
+//! rebuild advances a sale's epoch only once no live instance holds orders
+//! of that sale ([`OrderStore::rebuild_hold`]), so the advance never voids
+//! an order already named to a buyer. Times are the store's clock, so
 //! instances' clocks never meet.
 
 use std::time::Duration;
+
+use stockade_core::SaleId;
 
 use super::{OrderStore, StoreError, StoreKind};
 
@@ -37,41 +42,108 @@ pub enum FallbackHold {
     Committing,
 }
 
+/// What an instance reports of the orders it has accepted from the engine
+/// and not committed yet (named to buyers or not).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InFlightOrders {
+    /// How many.
+    pub orders: usize,
+    /// Their sales, each once.
+    pub sales: Vec<SaleId>,
+}
+
 impl OrderStore {
     /// Records this instance's view of the engine: it reached it just now
-    /// (`reached`), or it did not (the last time it did stays), and how
-    /// many orders it has accepted from the engine and not committed yet.
+    /// (`reached`), or it did not (the last time it did stays), and the
+    /// orders it has accepted from the engine and not committed yet, as
+    /// `in_flight` tells them. The store's clock is read first and
+    /// `in_flight` asked after it, so a report stamped after some instant
+    /// describes the writer after that instant (see
+    /// [`OrderStore::rebuild_hold`]).
     pub async fn report_engine_view(
         &self,
         instance: &str,
         reached: bool,
-        in_flight: usize,
+        in_flight: impl FnOnce() -> InFlightOrders,
     ) -> Result<(), StoreError> {
-        // The clock is read once: PostgreSQL's `clock_timestamp()` moves
-        // between two calls in one statement, and a report that reached the
-        // engine must record the same instant for both (see `fallback_hold`:
-        // reported at or before the last reach means "may have accepted
-        // orders since").
-        let now = store_now_ms(self.kind());
-        let (first, reached_at) = if reached {
-            ("clock.now_ms", "EXCLUDED.reported_at_ms")
+        let mut conn = self.pool.acquire().await?;
+        // One instant for the report and, if it reached the engine, the
+        // reach: a report that reached the engine must record the same
+        // instant for both (see `fallback_hold`: reported at or before the
+        // last reach means "may have accepted orders since").
+        let now: i64 = sqlx::query_scalar(&format!("SELECT {}", store_now_ms(self.kind())))
+            .fetch_one(&mut *conn)
+            .await?;
+        let in_flight = in_flight();
+        let sales: Vec<&str> = in_flight.sales.iter().map(SaleId::as_str).collect();
+        let reached_at = if reached {
+            "EXCLUDED.reported_at_ms"
         } else {
-            ("NULL", "engine_views.reached_at_ms")
+            "engine_views.reached_at_ms"
         };
-        // `WHERE true`: SQLite needs it to read `ON CONFLICT` after a SELECT.
         let sql = format!(
-            "INSERT INTO engine_views (instance, reached_at_ms, reported_at_ms, in_flight)
-             SELECT $1, {first}, clock.now_ms, $2 FROM (SELECT {now} AS now_ms) AS clock WHERE true
+            "INSERT INTO engine_views (instance, reached_at_ms, reported_at_ms, in_flight, in_flight_sales)
+             VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT (instance) DO UPDATE
                 SET reached_at_ms = {reached_at}, reported_at_ms = EXCLUDED.reported_at_ms,
-                    in_flight = EXCLUDED.in_flight",
+                    in_flight = EXCLUDED.in_flight, in_flight_sales = EXCLUDED.in_flight_sales",
         );
         sqlx::query(&sql)
             .bind(instance)
-            .bind(i64::try_from(in_flight).unwrap_or(i64::MAX))
-            .execute(&self.pool)
+            .bind(reached.then_some(now))
+            .bind(now)
+            .bind(i64::try_from(in_flight.orders).unwrap_or(i64::MAX))
+            .bind(sales.join(" "))
+            .execute(&mut *conn)
             .await?;
         Ok(())
+    }
+
+    /// The store's clock, in milliseconds since the Unix epoch.
+    pub async fn clock_ms(&self) -> Result<i64, StoreError> {
+        Ok(
+            sqlx::query_scalar(&format!("SELECT {}", store_now_ms(self.kind())))
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    /// The live instances other than `asking` (those that reported within
+    /// `live`) that may still hold accepted, uncommitted orders of `sale`:
+    /// their last report says so (or says only that they hold some, from a
+    /// version that does not name sales), or it was stamped at or before
+    /// `since` (store clock), so it may describe their writer before the
+    /// caller closed the sale in the engine.
+    pub async fn rebuild_hold(
+        &self,
+        sale: &SaleId,
+        since: i64,
+        live: Duration,
+        asking: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        let now = store_now_ms(self.kind());
+        let live = i64::try_from(live.as_millis()).unwrap_or(i64::MAX);
+        let rows = sqlx::query(&format!(
+            "SELECT instance, reported_at_ms, in_flight, in_flight_sales FROM engine_views
+              WHERE instance <> $1 AND reported_at_ms > {now} - $2
+              ORDER BY instance"
+        ))
+        .bind(asking)
+        .bind(live)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut holding = Vec::new();
+        for row in rows {
+            let reported_at: i64 = sqlx::Row::try_get(&row, "reported_at_ms")?;
+            let orders: i64 = sqlx::Row::try_get(&row, "in_flight")?;
+            let sales: Option<String> = sqlx::Row::try_get(&row, "in_flight_sales")?;
+            let holds_sale = orders > 0
+                && sales.is_none_or(|sales| sales.split(' ').any(|s| s == sale.as_str()));
+            if reported_at <= since || holds_sale {
+                holding.push(sqlx::Row::try_get(&row, "instance")?);
+            }
+        }
+        Ok(holding)
     }
 
     /// Forgets the views of instances that have not reported for a day

@@ -5,7 +5,9 @@
 //!   replaced. Under the sale's rebuild lock (so one instance at a time
 //!   does it): close the sale in the engine, commit what its outbox holds
 //!   (other instances' in-flight orders are committed, not dropped),
-//!   advance the sale's epoch in the store, rebuild the engine from the
+//!   wait until no live instance's writer holds an order of the sale (an
+//!   engine that lost its data lost their outbox entries: the writer's
+//!   copy is the only one), advance the sale's epoch in the store, rebuild the engine from the
 //!   store under the new epoch in bounded chunks, apply the releases the
 //!   engine owes.
 //! - [`move_to_fallback`]: the sale moves to the store's own decisions
@@ -20,9 +22,11 @@
 //!
 //! # Layout
 //! - `rebuild`: [`rebuild_sale`] and [`request_rebuild`].
+//! - `drain`: the rebuild's wait for the writers of every live instance.
 //! - `fallback`: [`move_to_fallback`].
 //! - `reconcile`: [`recover_at_start`] and [`reconcile_forever`].
 
+mod drain;
 mod fallback;
 mod rebuild;
 mod reconcile;
@@ -51,6 +55,19 @@ pub enum RecoveryError {
     /// The sale's epoch moved while this instance was rebuilding it.
     #[error("sale {0} moved to another epoch meanwhile; retrying")]
     Raced(SaleId),
+    /// Live instances still hold orders of the sale that the engine
+    /// accepted and the store has not decided: advancing the epoch now
+    /// would void them.
+    #[error(
+        "instances {instances:?} still have accepted orders of sale {sale} on their way to the store; the rebuild waits for them and retries"
+    )]
+    Committing {
+        /// The sale being rebuilt.
+        sale: SaleId,
+        /// The instances holding orders (or that have not reported since
+        /// the sale was closed).
+        instances: Vec<String>,
+    },
 }
 
 impl RecoveryError {
@@ -60,7 +77,7 @@ impl RecoveryError {
         match self {
             Self::Engine(error) => error.is_retryable(),
             Self::Lock(_) => true,
-            Self::Store(_) | Self::Raced(_) => false,
+            Self::Store(_) | Self::Raced(_) | Self::Committing { .. } => false,
         }
     }
 }

@@ -83,9 +83,13 @@ async fn rebuild_locked(
     }
     // Stop the engine selling, then commit what it accepted: after the
     // close its outbox is final, and every entry decided under the current
-    // epoch commits (other instances' in-flight orders included).
+    // epoch commits (other instances' in-flight orders included), as does
+    // every order still in a live instance's writer.
     engine.close(sale).await?;
     commit_outbox(state, engine, sale, |_| true).await?;
+    // What the outbox lacked (an engine that lost its data) lives only in
+    // the writers that took it, maybe named to buyers already.
+    super::drain::wait_for_writers(state, sale).await?;
     let epoch = match store
         .advance_epoch(sale, current.epoch, Authority::Primary)
         .await?

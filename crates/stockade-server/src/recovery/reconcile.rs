@@ -113,11 +113,9 @@ async fn report_engine_view_forever(state: AppState, redis: Option<Arc<RedisEngi
         }
         if let Err(error) = state
             .store()
-            .report_engine_view(
-                state.book().instance(),
-                reached,
-                state.queue().in_flight_count(),
-            )
+            .report_engine_view(state.book().instance(), reached, || {
+                state.queue().in_flight_report()
+            })
             .await
         {
             tracing::warn!(%error, "cannot record this instance's view of the engine; retrying");

@@ -41,7 +41,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use stockade_core::{Durability, Engine, Order, OrderId};
+use stockade_core::{Durability, Engine, Order, OrderId, SaleId};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
@@ -50,6 +50,7 @@ use tracing::Instrument as _;
 use crate::activity::Board;
 use crate::in_flight::{self, InFlight};
 use stockade_store::arbiter::Verdict;
+use stockade_store::engine_views::InFlightOrders;
 use stockade_store::{OrderStore, StoreError, StoreKind};
 
 mod acknowledger;
@@ -181,6 +182,17 @@ impl CommitQueue {
     /// How many orders are waiting for their commit.
     pub fn in_flight_count(&self) -> usize {
         self.in_flight.len()
+    }
+
+    /// Whether any order of `sale` is waiting for its commit.
+    pub fn holds_sale(&self, sale: &SaleId) -> bool {
+        self.in_flight.holds_sale(sale)
+    }
+
+    /// The orders waiting for their commit, as the engine-view report
+    /// tells them.
+    pub fn in_flight_report(&self) -> InFlightOrders {
+        self.in_flight.report()
     }
 
     /// An order accepted by the engine whose commit is still under way.

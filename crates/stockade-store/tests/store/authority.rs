@@ -7,7 +7,17 @@ use stockade_core::{Epoch, OrderId, Purchase, PurchaseOutcome};
 use stockade_store::arbiter::{Verdict, VoidReason};
 use stockade_store::authority::{Advance, Authority};
 
-use crate::helpers::{each_store, order, sale};
+use stockade_core::SaleId;
+use stockade_store::engine_views::InFlightOrders;
+
+use crate::helpers::{each_store, order, sale, stores};
+
+fn in_flight(orders: usize, sales: &[&str]) -> InFlightOrders {
+    InFlightOrders {
+        orders,
+        sales: sales.iter().map(|s| SaleId::new(*s).unwrap()).collect(),
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn advancing_the_epoch_fences_off_orders_of_the_old_one() {
@@ -161,9 +171,15 @@ async fn engine_views_hold_off_the_fallback_while_any_instance_reaches_or_commit
             None,
             "nobody has reported yet"
         );
-        store.report_engine_view("cut-off", false, 0).await.unwrap();
+        store
+            .report_engine_view("cut-off", false, InFlightOrders::default)
+            .await
+            .unwrap();
         assert_eq!(store.fallback_hold(quiet, live).await.unwrap(), None);
-        store.report_engine_view("healthy", true, 0).await.unwrap();
+        store
+            .report_engine_view("healthy", true, InFlightOrders::default)
+            .await
+            .unwrap();
         assert_eq!(
             store.fallback_hold(quiet, live).await.unwrap(),
             Some(FallbackHold::Reached)
@@ -171,7 +187,10 @@ async fn engine_views_hold_off_the_fallback_while_any_instance_reaches_or_commit
         // The healthy one loses Redis too: its last success still counts
         // until the quiet period has passed.
         tokio::time::sleep(Duration::from_millis(5)).await;
-        store.report_engine_view("healthy", false, 3).await.unwrap();
+        store
+            .report_engine_view("healthy", false, || in_flight(3, &[]))
+            .await
+            .unwrap();
         assert_eq!(
             store.fallback_hold(quiet, live).await.unwrap(),
             Some(FallbackHold::Reached)
@@ -183,7 +202,10 @@ async fn engine_views_hold_off_the_fallback_while_any_instance_reaches_or_commit
             Some(FallbackHold::Committing),
             "past the quiet period, its three orders still on their way hold the move off"
         );
-        store.report_engine_view("healthy", false, 0).await.unwrap();
+        store
+            .report_engine_view("healthy", false, InFlightOrders::default)
+            .await
+            .unwrap();
         assert_eq!(
             store.fallback_hold(short, live).await.unwrap(),
             None,
@@ -191,7 +213,10 @@ async fn engine_views_hold_off_the_fallback_while_any_instance_reaches_or_commit
         );
         // Reached and reported in one report: orders may have been
         // accepted since, so it holds the move off until its next report.
-        store.report_engine_view("late", true, 0).await.unwrap();
+        store
+            .report_engine_view("late", true, InFlightOrders::default)
+            .await
+            .unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert_eq!(
             store.fallback_hold(short, live).await.unwrap(),
@@ -220,7 +245,10 @@ async fn a_report_that_reached_the_engine_always_holds_the_move_off() {
         // Quiet period 0: only the "reported at its reach" rule holds off.
         let (quiet, live) = (Duration::ZERO, Duration::from_secs(10));
         for round in 0..3_000 {
-            store.report_engine_view("one", true, 0).await.unwrap();
+            store
+                .report_engine_view("one", true, InFlightOrders::default)
+                .await
+                .unwrap();
             assert_eq!(
                 store.fallback_hold(quiet, live).await.unwrap(),
                 Some(FallbackHold::Committing),
@@ -230,9 +258,120 @@ async fn a_report_that_reached_the_engine_always_holds_the_move_off() {
         // A later report (times are in milliseconds) with nothing in flight
         // lets the move go.
         tokio::time::sleep(Duration::from_millis(5)).await;
-        store.report_engine_view("one", false, 0).await.unwrap();
+        store
+            .report_engine_view("one", false, InFlightOrders::default)
+            .await
+            .unwrap();
         assert_eq!(store.fallback_hold(quiet, live).await.unwrap(), None);
         store.prune_engine_views().await.unwrap();
     })
     .await;
+}
+
+/// A rebuild advances a sale's epoch only once every other live instance
+/// has reported, after the sale was closed, that it holds none of the
+/// sale's orders: a report stamped before then may predate an order the
+/// engine accepted; one naming the sale (or, from an older version, naming
+/// no sales but holding orders) holds the advance off; another sale's
+/// orders do not; the asking instance and silent ones are not waited for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuild_waits_for_live_instances_that_may_hold_the_sales_orders() {
+    use std::time::Duration;
+    sqlx::any::install_default_drivers();
+    let stores = stores().await;
+    for (store, url) in [
+        (&stores.sqlite, &stores.sqlite_url),
+        (&stores.postgres, &stores.postgres_url),
+    ] {
+        let pool = sqlx::AnyPool::connect(url).await.unwrap();
+        let set_old_report = async |orders: i64| {
+            sqlx::query(
+                "UPDATE engine_views SET in_flight = $1, in_flight_sales = NULL WHERE instance = 'other'",
+            )
+            .bind(orders)
+            .execute(&pool)
+            .await
+            .unwrap();
+        };
+        let hot = SaleId::new("hot").unwrap();
+        let live = Duration::from_secs(10);
+        store
+            .report_engine_view("early", true, InFlightOrders::default)
+            .await
+            .unwrap();
+        store
+            .report_engine_view("asking", true, || in_flight(4, &["hot"]))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let since = store.clock_ms().await.unwrap();
+        assert_eq!(
+            store
+                .rebuild_hold(&hot, since, live, "asking")
+                .await
+                .unwrap(),
+            vec!["early".to_owned()],
+            "a report from before the close may predate an accepted order"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        store
+            .report_engine_view("early", true, || in_flight(2, &["cold", "hot"]))
+            .await
+            .unwrap();
+        store
+            .report_engine_view("other", false, || in_flight(7, &["cold"]))
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .rebuild_hold(&hot, since, live, "asking")
+                .await
+                .unwrap(),
+            vec!["early".to_owned()],
+            "its orders of the sale hold the advance off; another sale's do not"
+        );
+        store
+            .report_engine_view("early", true, || in_flight(1, &["cold"]))
+            .await
+            .unwrap();
+        assert!(
+            store
+                .rebuild_hold(&hot, since, live, "asking")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        // A report without sales (an older version) holding orders holds
+        // off every sale's advance; one holding none does not.
+        set_old_report(3).await;
+        assert_eq!(
+            store
+                .rebuild_hold(&hot, since, live, "asking")
+                .await
+                .unwrap(),
+            vec!["other".to_owned()]
+        );
+        set_old_report(0).await;
+        assert!(
+            store
+                .rebuild_hold(&hot, since, live, "asking")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        // Silent past the live period: gone, nothing to wait for.
+        store
+            .report_engine_view("early", true, || in_flight(1, &["hot"]))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            store
+                .rebuild_hold(&hot, since, Duration::from_millis(200), "asking")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        store.prune_engine_views().await.unwrap();
+    }
 }
