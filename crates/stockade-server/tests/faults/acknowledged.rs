@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::{Setup, TestServer, Timing};
-use crate::helpers::{acknowledged, buyers, settled};
+use crate::helpers::{acknowledged, buyers, named_uncommitted, settled, until_not_503};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn store_down_mid_sale_acknowledges_nothing_uncommitted() {
@@ -104,15 +104,7 @@ async fn orders_named_during_a_store_outage_survive_a_redis_that_then_loses_its_
                 // sold and no order named, so there is nothing to keep.
                 continue;
             }
-            let id = body["order_id"]
-                .as_str()
-                .or(body["error"]["order_id"].as_str())
-                .unwrap_or_else(|| panic!("round {round}: {status} names no order: {body}"))
-                .to_owned();
-            assert!(
-                status == 202 || (status == 503 && body["error"]["code"] == "store_unavailable"),
-                "round {round}: {status} {body}"
-            );
+            let id = named_uncommitted(status, &body, &format!("round {round}"));
             named.push((user, key, id));
         }
         postgres.start_again().unwrap();
@@ -137,14 +129,10 @@ async fn orders_named_during_a_store_outage_survive_a_redis_that_then_loses_its_
         // orders, and nothing else was sold.
         redis.restart().unwrap();
         for (user, key, id) in &named {
-            let deadline = Instant::now() + Duration::from_secs(20);
-            let (status, body) = loop {
-                let answer = server.buy(&sale, user, 1, Some(key)).await;
-                if answer.0 != 503 || Instant::now() > deadline {
-                    break answer;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            };
+            let (status, body) = until_not_503(Duration::from_secs(20), async || {
+                server.buy(&sale, user, 1, Some(key)).await
+            })
+            .await;
             assert_eq!(
                 (status, body["order_id"].as_str()),
                 (200, Some(id.as_str())),

@@ -91,6 +91,38 @@ pub(crate) async fn settled(server: &TestServer, sale: &str, stock: u64) -> Hash
     }
 }
 
+/// Asks again every 100 ms while the answer is 503 (the sale rebuilding,
+/// the store away), for at most `patience`; the last answer.
+pub(crate) async fn until_not_503(
+    patience: Duration,
+    mut ask: impl AsyncFnMut() -> (u16, Value),
+) -> (u16, Value) {
+    let deadline = Instant::now() + patience;
+    loop {
+        let answer = ask().await;
+        if answer.0 != 503 || Instant::now() > deadline {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The order a purchase answer names while its commit is not done (202
+/// `pending`, or 503 `store_unavailable` with the order's id); `context`
+/// says which purchase, should it be anything else.
+pub(crate) fn named_uncommitted(status: u16, body: &Value, context: &str) -> String {
+    let id = body["order_id"]
+        .as_str()
+        .or(body["error"]["order_id"].as_str())
+        .unwrap_or_else(|| panic!("{context}: {status} names no order: {body}"))
+        .to_owned();
+    assert!(
+        status == 202 || (status == 503 && body["error"]["code"] == "store_unavailable"),
+        "{context}: {status} {body}"
+    );
+    id
+}
+
 pub(crate) async fn metric(server: &TestServer, name: &str) -> f64 {
     crate::common::metric_sum(&server.metrics_text().await, name)
 }

@@ -1,5 +1,6 @@
 //! The service under the faults of DESIGN.md: Redis restarted with its data
-//! lost mid-sale, PostgreSQL (the store) stopped mid-sale.
+//! lost mid-sale, PostgreSQL (the store) stopped mid-sale, a rebuild while
+//! another instance still holds orders it named.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -8,4 +9,7 @@ mod acknowledged;
 mod engine_vs_store;
 mod fallback;
 mod helpers;
+#[path = "../instances/mod.rs"]
+mod instances;
+mod rebuild_waits;
 mod redis_failures;

@@ -10,7 +10,7 @@ use stockade_store::authority::{Advance, Authority};
 use stockade_core::SaleId;
 use stockade_store::engine_views::InFlightOrders;
 
-use crate::helpers::{each_store, order, sale, stores};
+use crate::helpers::{each_store, each_store_with_pool, order, sale};
 
 fn in_flight(orders: usize, sales: &[&str]) -> InFlightOrders {
     InFlightOrders {
@@ -277,24 +277,24 @@ async fn a_report_that_reached_the_engine_always_holds_the_move_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rebuild_waits_for_live_instances_that_may_hold_the_sales_orders() {
     use std::time::Duration;
-    sqlx::any::install_default_drivers();
-    let stores = stores().await;
-    for (store, url) in [
-        (&stores.sqlite, &stores.sqlite_url),
-        (&stores.postgres, &stores.postgres_url),
-    ] {
-        let pool = sqlx::AnyPool::connect(url).await.unwrap();
+    each_store_with_pool(async |store, pool| {
         let set_old_report = async |orders: i64| {
             sqlx::query(
                 "UPDATE engine_views SET in_flight = $1, in_flight_sales = NULL WHERE instance = 'other'",
             )
             .bind(orders)
-            .execute(&pool)
+            .execute(pool)
             .await
             .unwrap();
         };
         let hot = SaleId::new("hot").unwrap();
         let live = Duration::from_secs(10);
+        let holding = async |since: i64, live: Duration| {
+            store
+                .rebuild_hold(&hot, since, live, "asking")
+                .await
+                .unwrap()
+        };
         store
             .report_engine_view("early", true, InFlightOrders::default)
             .await
@@ -306,10 +306,7 @@ async fn a_rebuild_waits_for_live_instances_that_may_hold_the_sales_orders() {
         tokio::time::sleep(Duration::from_millis(5)).await;
         let since = store.clock_ms().await.unwrap();
         assert_eq!(
-            store
-                .rebuild_hold(&hot, since, live, "asking")
-                .await
-                .unwrap(),
+            holding(since, live).await,
             vec!["early".to_owned()],
             "a report from before the close may predate an accepted order"
         );
@@ -323,10 +320,7 @@ async fn a_rebuild_waits_for_live_instances_that_may_hold_the_sales_orders() {
             .await
             .unwrap();
         assert_eq!(
-            store
-                .rebuild_hold(&hot, since, live, "asking")
-                .await
-                .unwrap(),
+            holding(since, live).await,
             vec!["early".to_owned()],
             "its orders of the sale hold the advance off; another sale's do not"
         );
@@ -335,29 +329,18 @@ async fn a_rebuild_waits_for_live_instances_that_may_hold_the_sales_orders() {
             .await
             .unwrap();
         assert!(
-            store
-                .rebuild_hold(&hot, since, live, "asking")
-                .await
-                .unwrap()
-                .is_empty()
+holding(since, live).await.is_empty()
         );
         // A report without sales (an older version) holding orders holds
         // off every sale's advance; one holding none does not.
         set_old_report(3).await;
         assert_eq!(
-            store
-                .rebuild_hold(&hot, since, live, "asking")
-                .await
-                .unwrap(),
+            holding(since, live).await,
             vec!["other".to_owned()]
         );
         set_old_report(0).await;
         assert!(
-            store
-                .rebuild_hold(&hot, since, live, "asking")
-                .await
-                .unwrap()
-                .is_empty()
+holding(since, live).await.is_empty()
         );
         // Silent past the live period: gone, nothing to wait for.
         store
@@ -366,12 +349,9 @@ async fn a_rebuild_waits_for_live_instances_that_may_hold_the_sales_orders() {
             .unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(
-            store
-                .rebuild_hold(&hot, since, Duration::from_millis(200), "asking")
-                .await
-                .unwrap()
-                .is_empty()
+holding(since, Duration::from_millis(200)).await.is_empty()
         );
         store.prune_engine_views().await.unwrap();
-    }
+    })
+    .await;
 }

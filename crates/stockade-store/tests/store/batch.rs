@@ -8,7 +8,7 @@ use stockade_core::{Epoch, IdempotencyKey, Order, OrderId, OrderStatus, SaleId, 
 use stockade_store::OrderStore;
 use stockade_store::arbiter::{Verdict, VoidReason};
 
-use crate::helpers::{sale, stores};
+use crate::helpers::{each_store_with_pool, sale};
 
 /// One order of a random commit plan, in terms both namespaces share.
 #[derive(Clone, Debug)]
@@ -203,17 +203,11 @@ async fn a_batch_is_judged_exactly_like_its_orders_one_by_one() {
     // leave the store with the rows, that committing them one at a time in
     // the same order does.
     const CASES: u64 = 40;
-    sqlx::any::install_default_drivers();
-    let stores = stores().await;
-    for (store, url) in [
-        (&stores.sqlite, &stores.sqlite_url),
-        (&stores.postgres, &stores.postgres_url),
-    ] {
-        let pool = sqlx::AnyPool::connect(url).await.unwrap();
+    each_store_with_pool(async |store, pool| {
         for case in 0..CASES {
             let plan = Plan::random(&mut StdRng::seed_from_u64(case));
-            let batched = run_plan(store, &pool, &plan, &format!("c{case}-batch"), true).await;
-            let single = run_plan(store, &pool, &plan, &format!("c{case}-single"), false).await;
+            let batched = run_plan(store, pool, &plan, &format!("c{case}-batch"), true).await;
+            let single = run_plan(store, pool, &plan, &format!("c{case}-single"), false).await;
             assert_eq!(
                 batched,
                 single,
@@ -221,5 +215,6 @@ async fn a_batch_is_judged_exactly_like_its_orders_one_by_one() {
                 store.kind()
             );
         }
-    }
+    })
+    .await;
 }

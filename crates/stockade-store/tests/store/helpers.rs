@@ -75,3 +75,18 @@ pub(crate) async fn each_store(test: impl AsyncFn(&OrderStore)) {
     test(&stores.sqlite).await;
     test(&stores.postgres).await;
 }
+
+/// Like [`each_store`], with a pool of the store's own database for what
+/// the test writes or reads behind the store's back.
+pub(crate) async fn each_store_with_pool(test: impl AsyncFn(&OrderStore, &sqlx::AnyPool)) {
+    sqlx::any::install_default_drivers();
+    let stores = stores().await;
+    for (store, url) in [
+        (&stores.sqlite, &stores.sqlite_url),
+        (&stores.postgres, &stores.postgres_url),
+    ] {
+        let pool = sqlx::AnyPool::connect(url).await.unwrap();
+        test(store, &pool).await;
+        pool.close().await;
+    }
+}

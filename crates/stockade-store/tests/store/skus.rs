@@ -3,12 +3,11 @@
 //! and rows written before SKUs read as one `default` SKU.
 
 use chrono::Utc;
-use sqlx::Connection;
 use stockade_core::{Item, Order, SaleId, SaleSpec, SkuId, SkuSpec};
 use stockade_store::arbiter::{Verdict, VoidReason};
 use stockade_store::{OrderStore, Stored};
 
-use crate::helpers::{each_store, order, stores};
+use crate::helpers::{each_store, each_store_with_pool, order};
 
 fn items(list: &[(&str, u32)]) -> Vec<Item> {
     list.iter()
@@ -105,19 +104,13 @@ async fn a_cancelled_bundle_gives_each_item_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_from_before_skus_read_as_one_default_sku() {
-    let stores = stores().await;
-    for (store, url) in [
-        (&stores.sqlite, &stores.sqlite_url),
-        (&stores.postgres, &stores.postgres_url),
-    ] {
-        sqlx::any::install_default_drivers();
-        let mut conn = sqlx::AnyConnection::connect(url).await.unwrap();
+    each_store_with_pool(async |store, pool| {
         // What a store of the previous release holds: no SKU columns set.
         sqlx::query(
             "INSERT INTO sales (id, total_stock, per_user_limit, created_at_ms, sold)
              VALUES ('old', 5, 2, 0, 2)",
         )
-        .execute(&mut conn)
+        .execute(pool)
         .await
         .unwrap();
         let old = order(&SaleId::new("old").unwrap(), "u", 2, None, 1);
@@ -127,11 +120,11 @@ async fn rows_from_before_skus_read_as_one_default_sku() {
              VALUES ($1, 'old', 'u', 2, 'confirmed', 0, 0, 1)",
         )
         .bind(old.id.to_string())
-        .execute(&mut conn)
+        .execute(pool)
         .await
         .unwrap();
         sqlx::query("INSERT INTO holdings (sale_id, user_id, quantity) VALUES ('old', 'u', 2)")
-            .execute(&mut conn)
+            .execute(pool)
             .await
             .unwrap();
         let state = store
@@ -164,5 +157,6 @@ async fn rows_from_before_skus_read_as_one_default_sku() {
             .unwrap()
             .unwrap();
         assert_eq!(state.sold, 2);
-    }
+    })
+    .await;
 }

@@ -5,14 +5,15 @@
 //! rebuild waits until every live instance's writer has none of the sale's
 //! orders left, its own and the others' (their once-a-second reports).
 
-mod common;
-mod instances;
-
 use std::time::{Duration, Instant};
 
-use instances::{Backends, Instance};
+use crate::helpers::{named_uncommitted, until_not_503};
+use crate::instances::{Backends, Instance};
 use serde_json::json;
 use sqlx::Connection;
+
+/// How long a buyer retries a 503 (the sale rebuilding).
+const PATIENCE: Duration = Duration::from_secs(30);
 
 /// Makes every insert into `orders` fail (or stops doing so): the writers'
 /// commits fail as if the store were unreachable, while everything else in
@@ -59,7 +60,10 @@ async fn a_rebuild_waits_for_the_orders_live_instances_have_named() {
         let (status, body) = a.create_sale(json!({"id": sale, "stock": 50})).await;
         assert_eq!(status, 201, "{body}");
         for (instance, buyer) in [(&a, "warm-a"), (&b, "warm-b")] {
-            let (status, body) = buy_until_decided(instance, &sale, buyer).await;
+            let (status, body) = until_not_503(PATIENCE, async || {
+                instance.buy(&sale, buyer, Some(buyer)).await
+            })
+            .await;
             assert_eq!(status, 201, "round {round}: {body}");
         }
 
@@ -68,15 +72,7 @@ async fn a_rebuild_waits_for_the_orders_live_instances_have_named() {
         for i in 0..5 {
             let (user, key) = (format!("b{i}"), format!("k{round}-{i}"));
             let (status, body) = a.buy(&sale, &user, Some(&key)).await;
-            let id = body["order_id"]
-                .as_str()
-                .or(body["error"]["order_id"].as_str())
-                .unwrap_or_else(|| panic!("round {round}: {status} names no order: {body}"))
-                .to_owned();
-            assert!(
-                status == 202 || (status == 503 && body["error"]["code"] == "store_unavailable"),
-                "round {round}: {status} {body}"
-            );
+            let id = named_uncommitted(status, &body, &format!("round {round}"));
             named.push((user, key, id));
         }
 
@@ -110,14 +106,10 @@ async fn a_rebuild_waits_for_the_orders_live_instances_have_named() {
         // sale sells again; nothing else was sold.
         for (index, (user, key, id)) in named.iter().enumerate() {
             let instance = if index % 2 == 0 { &a } else { &b };
-            let deadline = Instant::now() + Duration::from_secs(30);
-            let (status, body) = loop {
-                let answer = instance.buy(&sale, user, Some(key)).await;
-                if answer.0 != 503 || Instant::now() > deadline {
-                    break answer;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            };
+            let (status, body) = until_not_503(PATIENCE, async || {
+                instance.buy(&sale, user, Some(key)).await
+            })
+            .await;
             assert_eq!(
                 (status, body["order_id"].as_str()),
                 (200, Some(id.as_str())),
@@ -139,21 +131,5 @@ async fn a_rebuild_waits_for_the_orders_live_instances_have_named() {
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-    }
-}
-
-/// A purchase retried while the sale is rebuilding (503 `rebuilding`).
-async fn buy_until_decided(
-    instance: &Instance,
-    sale: &str,
-    user: &str,
-) -> (u16, serde_json::Value) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let answer = instance.buy(sale, user, Some(user)).await;
-        if answer.0 != 503 || Instant::now() > deadline {
-            return answer;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
