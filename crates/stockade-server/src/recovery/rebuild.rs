@@ -68,9 +68,15 @@ async fn rebuild_locked(
     if held.is_none() && current.spec.window_at(state.clock().now()) == Window::Ended {
         return Ok(Rebuild::Nothing);
     }
+    // Another instance advanced the epoch after the trouble was seen: it
+    // has rebuilt the engine, or is rebuilding it now. Wait for that
+    // rather than close the engine under it: under Sentinel or Cluster
+    // there is no rebuild lock, instances rebuild side by side, and a late
+    // close started a new rebuild (and its wait for the writers) each time.
     if current.epoch > seen
         && current.authority == Authority::Primary
-        && held == Some(current.epoch)
+        && (held == Some(current.epoch)
+            || engine_reaches(engine, sale, current.epoch, TAKEOVER_WAIT).await?)
     {
         state.book().learn_route(
             sale,
@@ -128,6 +134,28 @@ async fn rebuild_locked(
     tracing::info!(%sale, %epoch, reason, remaining = snapshot.remaining, orders = orders.len(),
         "engine rebuilt from the store");
     Ok(Rebuild::Rebuilt(epoch))
+}
+
+/// How long a rebuilder waits for another instance's rebuild under a newer
+/// epoch to finish before taking over (that instance may have died).
+const TAKEOVER_WAIT: Duration = Duration::from_secs(5);
+
+/// Whether the engine holds the sale under `epoch` (or a newer one)
+/// within `wait`.
+async fn engine_reaches(
+    engine: &dyn Engine,
+    sale: &SaleId,
+    epoch: Epoch,
+    wait: Duration,
+) -> Result<bool, RecoveryError> {
+    let deadline = tokio::time::Instant::now() + wait;
+    while tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if engine.epoch(sale).await?.is_some_and(|held| held >= epoch) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Commits the orders of the sale's outbox that `pick` selects (the store

@@ -133,3 +133,60 @@ async fn a_rebuild_waits_for_the_orders_live_instances_have_named() {
         }
     }
 }
+
+/// Without a rebuild lock (Sentinel, Cluster), instances rebuild a sale
+/// side by side. One that finds the epoch advanced since it saw the
+/// trouble, while the engine is still being rebuilt under the new epoch by
+/// another instance, waits for that rebuild instead of closing the engine
+/// under it and rebuilding again: before, each late close started another
+/// rebuild (and another wait for the writers), and a Sentinel failover
+/// kept a sale at 503 `rebuilding` for 6 to 9 s instead of about 1.5 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rebuild_already_under_way_elsewhere_is_waited_for_not_redone() {
+    use stockade_core::SaleId;
+    use stockade_server::recovery::{Rebuild, rebuild_sale};
+    use stockade_store::authority::{Advance, Authority};
+
+    let backends = Backends::start(false).await;
+    let a = Instance::start(&backends, |_| {}).await;
+    let (status, body) = a
+        .create_sale(json!({"id": "side-by-side", "stock": 10}))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = a.buy("side-by-side", "early", Some("early")).await;
+    assert_eq!(status, 201, "{body}");
+    let sale = SaleId::new("side-by-side").unwrap();
+    let (store, engine) = (a.state.store().clone(), a.state.engine().clone());
+    let seen = store.sale_state(&sale).await.unwrap().unwrap().epoch;
+
+    // "Another instance" has advanced the epoch and is rebuilding: the
+    // engine gets the new epoch 1.5 s later.
+    let Advance::Advanced(next) = store
+        .advance_epoch(&sale, seen, Authority::Primary)
+        .await
+        .unwrap()
+    else {
+        panic!("the epoch did not advance");
+    };
+    let other = tokio::spawn({
+        let (store, engine, sale) = (store.clone(), engine.clone(), sale.clone());
+        async move {
+            tokio::time::sleep(Duration::from_millis(1_500)).await;
+            let spec = store.sale_state(&sale).await.unwrap().unwrap().spec;
+            let orders = store.all_orders(&sale).await.unwrap();
+            engine.rebuild(&spec, next, &orders).await
+        }
+    });
+
+    // This instance saw the trouble under the old epoch.
+    let rebuilt = rebuild_sale(&a.state, &sale, seen, "test").await.unwrap();
+    other
+        .await
+        .unwrap()
+        .expect("the other instance's rebuild was undone");
+    assert_eq!(rebuilt, Rebuild::InLine);
+    assert_eq!(store.sale_state(&sale).await.unwrap().unwrap().epoch, next);
+    assert_eq!(engine.epoch(&sale).await.unwrap(), Some(next));
+    let (status, body) = a.buy("side-by-side", "later", Some("later")).await;
+    assert_eq!(status, 201, "{body}");
+}
