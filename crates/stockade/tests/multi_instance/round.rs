@@ -273,6 +273,15 @@ async fn run_round(
         );
         return (sale, heal_times);
     }
+    let list: Vec<String> = violations.iter().map(|v| format!("  - {v}")).collect();
+    // Printed before the long log tails too, so that an excerpt of the
+    // output (CI keeps its head and its tail) still shows what broke.
+    eprintln!(
+        "{} round {round}: {} invariant violations:\n{}",
+        scenario.name,
+        violations.len(),
+        list.join("\n")
+    );
     eprintln!("{}", cluster.log_tails(15));
     let named = order_ids_in(
         &violations
@@ -285,7 +294,6 @@ async fn run_round(
         named.len(),
         cluster.log_lines_naming(&named)
     );
-    let list: Vec<String> = violations.iter().map(|v| format!("  - {v}")).collect();
     let notes: Vec<String> = cluster
         .exited_instances()
         .iter()
