@@ -21,6 +21,23 @@ use stockade_core::SaleId;
 use super::{OrderStore, StoreError, StoreKind};
 
 /// Milliseconds since the Unix epoch on the store's clock, as SQL.
+/// A span in whole milliseconds, as the store's times are kept.
+fn millis(span: Duration) -> i64 {
+    i64::try_from(span.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Reads the store's clock on `executor` (a pooled connection, or the pool).
+async fn read_clock<'c>(
+    kind: StoreKind,
+    executor: impl sqlx::Executor<'c, Database = sqlx::Any>,
+) -> Result<i64, StoreError> {
+    Ok(
+        sqlx::query_scalar(&format!("SELECT {}", store_now_ms(kind)))
+            .fetch_one(executor)
+            .await?,
+    )
+}
+
 fn store_now_ms(kind: StoreKind) -> &'static str {
     match kind {
         StoreKind::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
@@ -71,9 +88,7 @@ impl OrderStore {
         // reach: a report that reached the engine must record the same
         // instant for both (see `fallback_hold`: reported at or before the
         // last reach means "may have accepted orders since").
-        let now: i64 = sqlx::query_scalar(&format!("SELECT {}", store_now_ms(self.kind())))
-            .fetch_one(&mut *conn)
-            .await?;
+        let now = read_clock(self.kind(), &mut *conn).await?;
         let in_flight = in_flight();
         let sales: Vec<&str> = in_flight.sales.iter().map(SaleId::as_str).collect();
         let reached_at = if reached {
@@ -101,11 +116,7 @@ impl OrderStore {
 
     /// The store's clock, in milliseconds since the Unix epoch.
     pub async fn clock_ms(&self) -> Result<i64, StoreError> {
-        Ok(
-            sqlx::query_scalar(&format!("SELECT {}", store_now_ms(self.kind())))
-                .fetch_one(&self.pool)
-                .await?,
-        )
+        read_clock(self.kind(), &self.pool).await
     }
 
     /// The live instances other than `asking` (those that reported within
@@ -122,14 +133,13 @@ impl OrderStore {
         asking: &str,
     ) -> Result<Vec<String>, StoreError> {
         let now = store_now_ms(self.kind());
-        let live = i64::try_from(live.as_millis()).unwrap_or(i64::MAX);
         let rows = sqlx::query(&format!(
             "SELECT instance, reported_at_ms, in_flight, in_flight_sales FROM engine_views
               WHERE instance <> $1 AND reported_at_ms > {now} - $2
               ORDER BY instance"
         ))
         .bind(asking)
-        .bind(live)
+        .bind(millis(live))
         .fetch_all(&self.pool)
         .await?;
         let mut holding = Vec::new();
@@ -169,7 +179,6 @@ impl OrderStore {
         live: Duration,
     ) -> Result<Option<FallbackHold>, StoreError> {
         let now = store_now_ms(self.kind());
-        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
         let sql = format!(
             "SELECT
                 COALESCE(SUM(CASE WHEN reached_at_ms > {now} - $1 THEN 1 ELSE 0 END), 0) AS reached,
@@ -179,8 +188,8 @@ impl OrderStore {
                FROM engine_views"
         );
         let row = sqlx::query(&sql)
-            .bind(ms(quiet))
-            .bind(ms(live))
+            .bind(millis(quiet))
+            .bind(millis(live))
             .fetch_one(&self.pool)
             .await?;
         let reached: i64 = sqlx::Row::try_get(&row, "reached")?;
