@@ -97,6 +97,11 @@ pub struct DrawBody {
     /// The seed, hex, once drawn: its SHA-256 is `seed_commitment`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<String>,
+    /// The digest of the frozen entry set, once frozen: the SHA-256, hex,
+    /// of the entry ids sorted by their bytes, each followed by a newline
+    /// (docs/api.md, "Draw sales"). `order` lists exactly that set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry_digest: Option<String>,
     /// The entries in the draw's order, once drawn: recompute it with the
     /// seed (docs/api.md, "Draw sales"; `scripts/verify-draw`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

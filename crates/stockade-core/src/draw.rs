@@ -25,6 +25,13 @@
 //! The first entries of the result win, as far as the stock goes; the
 //! rest wait in that order for an unpaid hold to roll down to them.
 //!
+//! # The entry set's digest
+//! The draw is made from a frozen set of entries, and its
+//! [`entry_digest`] is published with it: the SHA-256 of the entry ids
+//! sorted by their UTF-8 bytes, each followed by a newline (`\n`), as 64
+//! lowercase hexadecimal digits. An auditor given the list of entries
+//! checks it against the digest before recomputing the order.
+//!
 //! - `entry`: a draw sale's settings ([`DrawConfig`]), entry ids and
 //!   where an entry stands ([`EntryResult`]).
 
@@ -123,6 +130,19 @@ pub fn draw_order<S: AsRef<str>>(
         order.swap(i, j as usize);
     }
     Ok(order)
+}
+
+/// The digest of an entry set (see the module's description): the same
+/// for the same ids in any order.
+pub fn entry_digest<S: AsRef<str>>(entries: impl IntoIterator<Item = S>) -> String {
+    let mut ids: Vec<S> = entries.into_iter().collect();
+    ids.sort_unstable_by(|a, b| a.as_ref().as_bytes().cmp(b.as_ref().as_bytes()));
+    let mut hasher = Sha256::new();
+    for id in &ids {
+        hasher.update(id.as_ref().as_bytes());
+        hasher.update(b"\n");
+    }
+    hex::encode(hasher.finalize())
 }
 
 /// A uniform draw in `0..=top` from the stream, by rejection (step 3).

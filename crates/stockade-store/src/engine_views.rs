@@ -27,7 +27,7 @@ fn millis(span: Duration) -> i64 {
 }
 
 /// Reads the store's clock on `executor` (a pooled connection, or the pool).
-async fn read_clock<'c>(
+pub(crate) async fn read_clock<'c>(
     kind: StoreKind,
     executor: impl sqlx::Executor<'c, Database = sqlx::Any>,
 ) -> Result<i64, StoreError> {

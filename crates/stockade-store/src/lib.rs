@@ -111,6 +111,9 @@ pub enum StoreKind {
 pub struct OrderStore {
     pool: AnyPool,
     kind: StoreKind,
+    /// How far the draws' reading of the store's clock is moved
+    /// ([`OrderStore::shift_clock`]); 0 outside tests.
+    clock_shift_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 
 const ORDER_COLUMNS: &str = "id, sale_id, user_id, quantity, items, tier, idempotency_key, \
@@ -157,7 +160,11 @@ impl OrderStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Failed(format!("running store migrations: {e}")))?;
-        Ok(Self { pool, kind })
+        Ok(Self {
+            pool,
+            kind,
+            clock_shift_ms: Default::default(),
+        })
     }
 
     /// Which database this is.

@@ -161,3 +161,12 @@ fn uniform_draws_cover_their_whole_range_and_nothing_more() {
     }
     assert!(seen.iter().all(|&s| s));
 }
+
+#[test]
+fn the_entry_digest_is_the_sha256_of_the_sorted_ids_one_a_line() {
+    // printf 'a\nb\n' | sha256sum
+    let known = "911169ddaaf146aff539f58c26c489af3b892dff0fe283c1c264c65ae5aa59a2";
+    assert_eq!(entry_digest(["b", "a"]), known);
+    assert_eq!(entry_digest(["a", "b"]), known);
+    assert_ne!(entry_digest(["a", "b", "c"]), known);
+}

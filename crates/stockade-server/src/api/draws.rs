@@ -122,10 +122,9 @@ pub async fn enter(
     rule::limit(&spec, tier_at, 0, quantity).map_err(|refused| refusal(&sale, refused))?;
     let items = rule::order_items(&spec, &items);
     let tier = rule::order_tier(&spec, tier_at);
-    let now = state.clock().now();
     match state
         .store()
-        .enter_draw(&sale, &user, &items, tier.as_ref(), now)
+        .enter_draw(&sale, &user, &items, tier.as_ref())
         .await?
     {
         Entered::New(entry) => Ok((StatusCode::CREATED, Json(entry_body(&entry)))),
@@ -251,9 +250,11 @@ pub async fn get_draw(
         (None, None) if now < draw.config.close_at => "entries_open",
         (None, None) => "entries_closed",
     };
+    // Exactly the frozen set: every entry has its place once frozen.
     let order = match draw.drawn_at {
         Some(_) => entries
             .iter()
+            .filter(|entry| entry.position.is_some())
             .map(|entry| DrawnEntry {
                 entry_id: entry.id.to_string(),
                 result: entry.result,
@@ -267,6 +268,7 @@ pub async fn get_draw(
         terms: terms(&draw),
         entry_count: entries.len() as u64,
         seed: draw.published_seed().map(str::to_owned),
+        entry_digest: draw.entry_digest.clone(),
         order,
     }))
 }

@@ -5,9 +5,12 @@
 //! down) and, for each, tries to take the draw's lease in the store. The
 //! holder of the lease:
 //!
-//! 1. **draws** ([`draw`]): orders the entries with
+//! 1. **draws** ([`draw`]): freezes the entry set in the store (in one
+//!    fenced transaction, entries close and each entry gets its place by
 //!    [`stockade_core::draw::draw_order`] from the seed committed to at
-//!    the sale's creation, then, in that order, buys each entry's items for
+//!    the sale's creation, with the set's digest), then, in that order,
+//!    checking the lease on the store's clock before each purchase, buys
+//!    each entry's items for
 //!    its buyer through the purchase pipeline with the idempotency key
 //!    `draw-<entry id>` (so the engine, the store's checks, payment holds
 //!    and the writer work as for any purchase). Entries with stock win an
@@ -20,9 +23,10 @@
 //!    sold (or the sale ended), the waitlisted lose and the draw settles.
 //!
 //! An instance killed mid-draw lets its lease run out ([`LEASE`]) and
-//! another takes over: the draw's order is a function of the seed, and a
-//! purchase repeated with its entry's key names the order the first one
-//! made, so the draw happens exactly once whoever finishes it.
+//! another takes over: it reads the frozen positions (never the set
+//! again), and a purchase repeated with its entry's key names the order
+//! the first one made, so the draw happens exactly once whoever finishes
+//! it. A key that names a void order lapses its entry; the draw goes on.
 //!
 //! # Layout
 //! - `run`: one run of one draw (the draw, or a roll-down pass).
@@ -41,8 +45,8 @@ pub use run::{draw, roll_down};
 /// within a tick (and its purchases) of its entries closing.
 pub const TICK: Duration = Duration::from_millis(500);
 
-/// How long a run's lease lasts before another instance may take over;
-/// a long run renews it.
+/// How long a run's lease lasts (store clock) before another instance may
+/// take over; a run renews it before each purchase.
 pub const LEASE: TimeDelta = TimeDelta::seconds(10);
 
 /// Runs the draws' work until the task is dropped.
@@ -57,16 +61,12 @@ pub async fn run_forever(state: AppState) {
     }
 }
 
-/// Runs every draw with work to do now whose lease this instance gets.
+/// Runs every draw with work to do now (on the store's clock) whose lease
+/// this instance gets.
 pub async fn run_due(state: &AppState) -> Result<(), run::DrawError> {
-    let now = state.clock().now();
-    for sale in state.store().draws_to_run(now).await? {
+    for sale in state.store().draws_to_run().await? {
         let owner = state.book().instance().to_owned();
-        if !state
-            .store()
-            .claim_draw(&sale, &owner, now, now + LEASE)
-            .await?
-        {
+        if !state.store().claim_draw(&sale, &owner, LEASE).await? {
             continue;
         }
         let outcome = match state.store().draw(&sale).await? {

@@ -1,9 +1,9 @@
 //! One run of one draw: the draw itself, or a roll-down pass.
 
-use stockade_core::draw::{EntryResult, draw_order};
+use stockade_core::draw::EntryResult;
 use stockade_core::{IdempotencyKey, OrderStatus, Purchase, PurchaseOutcome, SaleId, WantedItem};
 use stockade_store::StoreError;
-use stockade_store::draws::{Entry, EntryUpdate};
+use stockade_store::draws::{Entry, EntryUpdate, Freeze};
 
 use super::LEASE;
 use crate::purchase::{Attempt, PurchaseError, Purchases};
@@ -36,46 +36,43 @@ enum Bought {
     Waitlisted,
     /// The whole sale is sold out: every entry after waits.
     SoldOut,
-    /// It can never have an order (the sale ended, or the buyer's limit).
+    /// It can never have an order (the sale ended, the buyer's limit, or
+    /// its key names an order the store voided).
     Lost,
 }
 
-/// Purchases between renewals of the lease.
-const RENEW_EVERY: usize = 200;
-
-/// Makes the draw of `sale`: orders its entries from the seed, buys for
-/// them in that order, and records the order, the results and the draw's
-/// instant (publishing the seed), if `owner` still holds the lease.
+/// Makes the draw of `sale`: freezes its entry set in the store (their
+/// places from the seed, once: a re-run reuses them), buys for the entries
+/// in that order, and records the results and the draw's instant
+/// (publishing the seed), if `owner` still holds the lease.
 pub async fn draw(state: &AppState, sale: &SaleId, owner: &str) -> Result<(), DrawError> {
-    let record = state
-        .store()
-        .draw(sale)
-        .await?
-        .ok_or_else(|| DrawError::Corrupt(format!("sale {sale} has no draw")))?;
-    let seed = record.seed()?;
+    match state.store().freeze_draw(sale, owner).await? {
+        Freeze::Frozen { .. } => {}
+        Freeze::NotClosed => return Ok(()),
+        Freeze::LeaseLost => return Err(DrawError::LeaseLost),
+    }
     let entries = state.store().entries(sale).await?;
-    let ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
-    let order = draw_order(&seed, &ids).map_err(|e| DrawError::Corrupt(e.to_string()))?;
-    let by_id = |id: &str| entries.iter().find(|e| e.id.as_str() == id);
-    let mut positions = Vec::with_capacity(order.len());
-    let mut updates = Vec::with_capacity(order.len());
+    let mut updates = Vec::with_capacity(entries.len());
     let mut sold_out = false;
-    for (position, id) in order.iter().enumerate() {
-        let entry = by_id(id).ok_or_else(|| DrawError::Corrupt(format!("entry {id} vanished")))?;
-        positions.push((entry.id.clone(), position as u32));
+    for entry in &entries {
+        if entry.position.is_none() {
+            return Err(DrawError::Corrupt(format!(
+                "entry {} of a frozen draw has no place",
+                entry.id
+            )));
+        }
         let bought = if sold_out {
             Bought::SoldOut
         } else {
+            renew(state, sale, owner).await?;
             buy_for(state, entry).await?
         };
         sold_out |= matches!(bought, Bought::SoldOut);
         updates.push(update(entry, bought));
-        renew(state, sale, owner, position).await?;
     }
-    let now = state.clock().now();
     if !state
         .store()
-        .record_draw(sale, owner, &positions, Some(now), &updates, None)
+        .record_draw(sale, owner, true, &updates, false)
         .await?
     {
         return Err(DrawError::LeaseLost);
@@ -110,13 +107,14 @@ pub async fn roll_down(state: &AppState, sale: &SaleId, owner: &str) -> Result<(
         }
     }
     let mut sold_out = false;
-    for (position, (entry, _)) in entries.iter().enumerate() {
+    for (entry, _) in &entries {
         if entry.result != EntryResult::Waitlisted {
             continue;
         }
         let bought = if sold_out {
             Bought::SoldOut
         } else {
+            renew(state, sale, owner).await?;
             buy_for(state, entry).await?
         };
         sold_out |= matches!(bought, Bought::SoldOut);
@@ -126,7 +124,6 @@ pub async fn roll_down(state: &AppState, sale: &SaleId, owner: &str) -> Result<(
         if !matches!(bought, Bought::Waitlisted | Bought::SoldOut) {
             updates.push(update(entry, bought));
         }
-        renew(state, sale, owner, position).await?;
     }
     // Settled once no hold can lapse any more (every winner paid or lost),
     // or the sale ended: the waitlisted lose.
@@ -150,11 +147,9 @@ pub async fn roll_down(state: &AppState, sale: &SaleId, owner: &str) -> Result<(
     if updates.is_empty() && !settled {
         return Ok(());
     }
-    let now = state.clock().now();
-    let settled_at = settled.then_some(now);
     if !state
         .store()
-        .record_draw(sale, owner, &[], None, &updates, settled_at)
+        .record_draw(sale, owner, false, &updates, settled)
         .await?
     {
         return Err(DrawError::LeaseLost);
@@ -196,6 +191,10 @@ async fn buy_for(state: &AppState, entry: &Entry) -> Result<Bought, DrawError> {
             PurchaseOutcome::InsufficientStock { .. } => Bought::Waitlisted,
             _ => Bought::Lost,
         }),
+        // The entry's key names an order the store refused (voided):
+        // nothing was sold and the key stays bound to it, so the entry
+        // lapses; the draw goes on.
+        Err(PurchaseError::OrderFailed(_)) => Ok(Bought::Lost),
         Err(error) => Err(DrawError::Purchase(error)),
     }
 }
@@ -213,17 +212,10 @@ fn update(entry: &Entry, bought: Bought) -> EntryUpdate {
     }
 }
 
-/// Renews the lease every [`RENEW_EVERY`] purchases of a long run.
-async fn renew(state: &AppState, sale: &SaleId, owner: &str, done: usize) -> Result<(), DrawError> {
-    if done % RENEW_EVERY != RENEW_EVERY - 1 {
-        return Ok(());
-    }
-    let now = state.clock().now();
-    if state
-        .store()
-        .claim_draw(sale, owner, now, now + LEASE)
-        .await?
-    {
+/// Renews the lease on the store's clock before a purchase: a runner that
+/// lost it stops at once.
+async fn renew(state: &AppState, sale: &SaleId, owner: &str) -> Result<(), DrawError> {
+    if state.store().claim_draw(sale, owner, LEASE).await? {
         Ok(())
     } else {
         Err(DrawError::LeaseLost)

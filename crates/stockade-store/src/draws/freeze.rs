@@ -1,0 +1,138 @@
+//! A draw's fenced writes: the freeze of its entry set (positions and
+//! digest, before any purchase) and each run's results.
+
+use sqlx::Row;
+use stockade_core::SaleId;
+use stockade_core::draw::{Seed, draw_order, entry_digest};
+
+use super::super::{OrderStore, StoreError, corrupt};
+use super::EntryUpdate;
+
+/// What freezing a draw's entry set came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Freeze {
+    /// The set is frozen (now, or by an earlier run: then as it was), with
+    /// this digest ([`stockade_core::draw::entry_digest`]).
+    Frozen {
+        /// The frozen set's digest.
+        digest: String,
+    },
+    /// Entries are still open on the store's clock.
+    NotClosed,
+    /// Another instance holds the draw's lease (or the caller's ran out).
+    LeaseLost,
+}
+
+/// Rows per statement writing positions (two values each).
+const CHUNK: usize = 500;
+
+impl OrderStore {
+    /// Freezes the entry set of the draw of `sale`, if `owner` holds its
+    /// lease and entries have closed on the store's clock: in one
+    /// transaction, under the lock entries wait on, orders the entries
+    /// from the seed and stores each one's position, the set's digest and
+    /// the instant. A set frozen before is left as it is and not read
+    /// again: a re-run draws from the stored positions.
+    pub async fn freeze_draw(&self, sale: &SaleId, owner: &str) -> Result<Freeze, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        if !self.lock_lease(&mut tx, sale, owner).await? {
+            return Ok(Freeze::LeaseLost);
+        }
+        let draw = sqlx::query(
+            "SELECT entries_close_at_ms, seed, entry_digest FROM draws WHERE sale_id = $1",
+        )
+        .bind(sale.as_str())
+        .fetch_one(&mut *tx)
+        .await?;
+        if let Some(digest) = draw.try_get::<Option<String>, _>("entry_digest")? {
+            return Ok(Freeze::Frozen { digest });
+        }
+        let close: i64 = draw.try_get("entries_close_at_ms")?;
+        let now = self.draw_clock_ms(&mut *tx).await?;
+        if now < close {
+            return Ok(Freeze::NotClosed);
+        }
+        let seed: String = draw.try_get("seed")?;
+        let seed = Seed::from_hex(&seed).map_err(|e| corrupt("draw seed", e))?;
+        let ids: Vec<String> = sqlx::query_scalar("SELECT id FROM draw_entries WHERE sale_id = $1")
+            .bind(sale.as_str())
+            .fetch_all(&mut *tx)
+            .await?;
+        let order = draw_order(&seed, &ids).map_err(|e| corrupt("draw entries", e))?;
+        let digest = entry_digest(&ids);
+        let positioned: Vec<(usize, &String)> = order.iter().enumerate().collect();
+        for chunk in positioned.chunks(CHUNK) {
+            let values = (0..chunk.len())
+                .map(|i| format!("(${}, CAST(${} AS BIGINT))", 2 * i + 2, 2 * i + 3))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!(
+                "WITH placed (id, position) AS (VALUES {values})
+                 UPDATE draw_entries SET position = placed.position FROM placed
+                  WHERE draw_entries.id = placed.id AND draw_entries.sale_id = $1"
+            );
+            let mut query = sqlx::query(&sql).bind(sale.as_str());
+            for (position, id) in chunk {
+                query = query.bind(id.as_str()).bind(*position as i64);
+            }
+            query.execute(&mut *tx).await?;
+        }
+        sqlx::query("UPDATE draws SET frozen_at_ms = $1, entry_digest = $2 WHERE sale_id = $3")
+            .bind(now)
+            .bind(&digest)
+            .bind(sale.as_str())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Freeze::Frozen { digest })
+    }
+
+    /// Writes a run of the draw of `sale`, if `owner` still holds its
+    /// lease: the entries' results, the draw's instant (`drawn`: now on
+    /// the store's clock, publishing the seed) and `settled` when the run
+    /// settled the draw. All or nothing; false (nothing written) if the
+    /// lease passed to another instance.
+    pub async fn record_draw(
+        &self,
+        sale: &SaleId,
+        owner: &str,
+        drawn: bool,
+        updates: &[EntryUpdate],
+        settled: bool,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        if !self.lock_lease(&mut tx, sale, owner).await? {
+            return Ok(false);
+        }
+        for update in updates {
+            sqlx::query(
+                "UPDATE draw_entries SET result = $1, order_id = $2 WHERE id = $3 AND sale_id = $4",
+            )
+            .bind(update.result.as_str())
+            .bind(update.order_id.map(|id| id.to_string()))
+            .bind(update.id.as_str())
+            .bind(sale.as_str())
+            .execute(&mut *tx)
+            .await?;
+        }
+        let now = self.draw_clock_ms(&mut *tx).await?;
+        if drawn {
+            sqlx::query(
+                "UPDATE draws SET drawn_at_ms = $1 WHERE sale_id = $2 AND drawn_at_ms IS NULL",
+            )
+            .bind(now)
+            .bind(sale.as_str())
+            .execute(&mut *tx)
+            .await?;
+        }
+        if settled {
+            sqlx::query("UPDATE draws SET settled_at_ms = $1 WHERE sale_id = $2")
+                .bind(now)
+                .bind(sale.as_str())
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+}
