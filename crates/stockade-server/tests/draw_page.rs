@@ -85,6 +85,9 @@ async fn buyers_enter_through_the_page_and_see_their_result() {
 
     // Entries close; the pages learn their results.
     clock.set(opened + TimeDelta::seconds(30));
+    // The store's clock closes entries.
+    let store = server.state().store();
+    store.shift_clock(clock.now() - store.draw_clock().await.unwrap());
     let mut results = vec![None; browsers.len()];
     let deadline = Instant::now() + Duration::from_secs(30);
     while results.iter().any(Option::is_none) {

@@ -1,0 +1,199 @@
+//! The fences of a draw (issue 35), each made deterministic with a manual
+//! instance clock, the store's clock moved by hand and store calls made
+//! directly: entries close on the store's clock and never join a frozen
+//! set; a key that names a void order lapses its entry instead of stopping
+//! the draw; a runner whose lease ran out on the store's clock stops
+//! before its first purchase.
+
+mod common;
+
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use common::{Setup, TestServer, Timing};
+use serde_json::{Value, json};
+use stockade_core::draw::{Seed, draw_order, entry_digest};
+use stockade_core::{
+    Clock, Epoch, IdempotencyKey, Item, ManualClock, Order, OrderId, OrderStatus, SaleId,
+};
+use stockade_server::draws::{LEASE, draw, run_due};
+use stockade_store::arbiter::Verdict;
+
+/// A SQLite store and a PostgreSQL one.
+const SETUPS: [Setup; 2] = [Setup::Embedded, Setup::Postgres];
+const STOCK: usize = 5;
+
+async fn server(setup: Setup, clock: &ManualClock) -> TestServer {
+    TestServer::start_with_clock(setup, Timing::default(), Arc::new(clock.clone())).await
+}
+
+/// Moves the instance's clock and the store's to `at`.
+async fn move_to(server: &TestServer, clock: &ManualClock, at: DateTime<Utc>) {
+    clock.set(at);
+    move_store_to(server, at).await;
+}
+
+/// Moves the store's clock alone to `at` (the instance's stays).
+async fn move_store_to(server: &TestServer, at: DateTime<Utc>) {
+    let store = server.state().store();
+    store.shift_clock(at - store.draw_clock().await.unwrap());
+}
+
+/// A draw sale of `STOCK` items, entries open from `now - 1 s` to
+/// `now + 10 s`, and `buyers` entries.
+async fn entered(server: &TestServer, id: &str, now: DateTime<Utc>, buyers: usize) {
+    let (status, sale) = server
+        .create_sale(json!({
+            "id": id, "stock": STOCK, "hold_seconds": 60, "allocation": "draw",
+            "entries_open_at": now - TimeDelta::seconds(1),
+            "entries_close_at": now + TimeDelta::seconds(10),
+        }))
+        .await;
+    assert_eq!(status, 201, "{sale}");
+    for b in 0..buyers {
+        let (status, entry) = enter(server, id, &format!("b{b}")).await;
+        assert_eq!(status, 201, "{entry}");
+    }
+}
+
+async fn enter(server: &TestServer, sale: &str, user: &str) -> (u16, Value) {
+    let response = server
+        .client
+        .post(server.at(&format!("/v1/sales/{sale}/entries")))
+        .json(&json!({"user_id": user}))
+        .send()
+        .await
+        .unwrap();
+    common::split(response).await
+}
+
+fn ids_of(draw: &Value) -> Vec<String> {
+    draw["order"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["entry_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_entry_after_the_close_on_the_stores_clock_never_joins_the_draw() {
+    for setup in SETUPS {
+        let clock = ManualClock::new(Utc::now());
+        let server = server(setup, &clock).await;
+        let opened = clock.now();
+        entered(&server, "late", opened, 6).await;
+        let sale = SaleId::new("late").unwrap();
+        let ids: Vec<String> = server
+            .state()
+            .store()
+            .entries(&sale)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.id.to_string())
+            .collect();
+        // Entries close on the store's clock; the draw is made.
+        move_to(&server, &clock, opened + TimeDelta::seconds(10)).await;
+        run_due(server.state()).await.unwrap();
+        // An instance whose clock is 2 s behind still thinks entries are
+        // open: the store refuses the entry all the same.
+        clock.set(opened + TimeDelta::seconds(8));
+        let (status, late) = enter(&server, "late", "slow").await;
+        assert_eq!(status, 409, "{setup:?}: the late entry: {late}");
+        assert_eq!(late["error"]["code"], "entries_closed", "{late}");
+        // The published order is exactly the frozen set, and recomputes.
+        let (_, published) = server.get("/v1/sales/late/draw").await;
+        assert_eq!(published["state"], "drawn", "{published}");
+        assert_eq!(published["entry_count"], 6, "{published}");
+        assert_eq!(published["entry_digest"], entry_digest(&ids), "{published}");
+        let seed = Seed::from_hex(published["seed"].as_str().unwrap()).unwrap();
+        assert_eq!(ids_of(&published), draw_order(&seed, &ids).unwrap());
+        let results: Vec<&str> = published["order"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["result"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            results,
+            ["won", "won", "won", "won", "won", "waitlisted"],
+            "{published}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_draw_purchase_the_store_voided_lapses_and_the_draw_goes_on() {
+    for setup in SETUPS {
+        let clock = ManualClock::new(Utc::now());
+        let server = server(setup, &clock).await;
+        let opened = clock.now();
+        entered(&server, "voided", opened, 3).await;
+        let sale = SaleId::new("voided").unwrap();
+        let store = server.state().store();
+        let victim = store.entries(&sale).await.unwrap().remove(0);
+        // An earlier run's purchase for the entry, refused by the store
+        // (more than the stock): its key names a void order.
+        let items: Vec<Item> = victim
+            .items
+            .iter()
+            .map(|item| Item {
+                sku: item.sku.clone(),
+                quantity: 1_000,
+            })
+            .collect();
+        let void = Order {
+            id: OrderId::generate(),
+            sale_id: sale.clone(),
+            user_id: victim.user_id.clone(),
+            quantity: items.iter().map(|i| i.quantity).sum(),
+            items,
+            tier: None,
+            idempotency_key: Some(IdempotencyKey::new(format!("draw-{}", victim.id)).unwrap()),
+            status: OrderStatus::Confirmed,
+            created_at: clock.now(),
+            expires_at: None,
+            epoch: Epoch::FIRST,
+        };
+        let verdicts = store.commit(&[void]).await.unwrap();
+        assert!(matches!(verdicts[..], [Verdict::Void(_)]), "{verdicts:?}");
+        move_to(&server, &clock, opened + TimeDelta::seconds(10)).await;
+        run_due(server.state()).await.unwrap();
+        let record = store.draw(&sale).await.unwrap().unwrap();
+        assert!(
+            record.drawn_at.is_some() && record.published_seed().is_some(),
+            "{setup:?}: the draw stopped on the void order: {record:?}"
+        );
+        for entry in store.entries(&sale).await.unwrap() {
+            let want = if entry.id == victim.id { "lost" } else { "won" };
+            assert_eq!(entry.result.as_str(), want, "{entry:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_runner_whose_lease_ran_out_on_the_stores_clock_buys_nothing() {
+    for setup in SETUPS {
+        let clock = ManualClock::new(Utc::now());
+        let server = server(setup, &clock).await;
+        let opened = clock.now();
+        entered(&server, "fenced", opened, 8).await;
+        let sale = SaleId::new("fenced").unwrap();
+        let store = server.state().store();
+        move_to(&server, &clock, opened + TimeDelta::seconds(10)).await;
+        assert!(store.claim_draw(&sale, "a", LEASE).await.unwrap());
+        // The store's clock passes a's lease while a's own clock stands
+        // still; b takes the draw over.
+        move_store_to(&server, opened + TimeDelta::seconds(10) + LEASE).await;
+        assert!(store.claim_draw(&sale, "b", LEASE).await.unwrap());
+        let stopped = draw(server.state(), &sale, "a").await;
+        assert!(stopped.is_err(), "{setup:?}: a ran without its lease");
+        let (_, view) = server.get("/v1/sales/fenced").await;
+        assert_eq!(
+            view["sold"], 0,
+            "{setup:?}: a bought without its lease: {view}"
+        );
+        assert!(store.draw(&sale).await.unwrap().unwrap().drawn_at.is_none());
+    }
+}
