@@ -111,8 +111,14 @@ pub struct DrawBody {
 /// One entry of a published draw.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct DrawnEntry {
-    /// The entry's id.
+    /// The entry's id (random: it names no buyer).
     pub entry_id: String,
+    /// What the entry asked for: with the sale's stock, what an auditor
+    /// needs to recompute the winners, not only the order.
+    pub items: Vec<ItemBody>,
+    /// The tier the entry was made in, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
     /// Where it stands now.
     #[schema(value_type = String, example = "won")]
     pub result: EntryResult,

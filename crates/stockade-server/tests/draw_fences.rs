@@ -18,6 +18,7 @@ use stockade_core::{
 };
 use stockade_server::draws::{LEASE, draw, run_due};
 use stockade_store::arbiter::Verdict;
+use stockade_store::draws::DrawRecord;
 
 /// A SQLite store and a PostgreSQL one.
 const SETUPS: [Setup; 2] = [Setup::Embedded, Setup::Postgres];
@@ -40,13 +41,13 @@ async fn move_store_to(server: &TestServer, at: DateTime<Utc>) {
 }
 
 /// A draw sale of `STOCK` items, entries open from `now - 1 s` to
-/// `now + 10 s`, and `buyers` entries.
-async fn entered(server: &TestServer, id: &str, now: DateTime<Utc>, buyers: usize) {
+/// `now + close_in` seconds, and `buyers` entries.
+async fn entered(server: &TestServer, id: &str, now: DateTime<Utc>, close_in: i64, buyers: usize) {
     let (status, sale) = server
         .create_sale(json!({
             "id": id, "stock": STOCK, "hold_seconds": 60, "allocation": "draw",
             "entries_open_at": now - TimeDelta::seconds(1),
-            "entries_close_at": now + TimeDelta::seconds(10),
+            "entries_close_at": now + TimeDelta::seconds(close_in),
         }))
         .await;
     assert_eq!(status, 201, "{sale}");
@@ -67,6 +68,23 @@ async fn enter(server: &TestServer, sale: &str, user: &str) -> (u16, Value) {
     common::split(response).await
 }
 
+/// The draw once made: this instance's draw job (every 500 ms) and calls
+/// of `run_due` race for its lease; either makes it.
+async fn drawn(server: &TestServer, sale: &SaleId) -> Option<DrawRecord> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        run_due(server.state()).await.unwrap();
+        let record = server.state().store().draw(sale).await.unwrap().unwrap();
+        if record.drawn_at.is_some() {
+            return Some(record);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 fn ids_of(draw: &Value) -> Vec<String> {
     draw["order"]
         .as_array()
@@ -82,7 +100,7 @@ async fn an_entry_after_the_close_on_the_stores_clock_never_joins_the_draw() {
         let clock = ManualClock::new(Utc::now());
         let server = server(setup, &clock).await;
         let opened = clock.now();
-        entered(&server, "late", opened, 6).await;
+        entered(&server, "late", opened, 10, 6).await;
         let sale = SaleId::new("late").unwrap();
         let ids: Vec<String> = server
             .state()
@@ -95,7 +113,10 @@ async fn an_entry_after_the_close_on_the_stores_clock_never_joins_the_draw() {
             .collect();
         // Entries close on the store's clock; the draw is made.
         move_to(&server, &clock, opened + TimeDelta::seconds(10)).await;
-        run_due(server.state()).await.unwrap();
+        assert!(
+            drawn(&server, &sale).await.is_some(),
+            "{setup:?}: never drawn"
+        );
         // An instance whose clock is 2 s behind still thinks entries are
         // open: the store refuses the entry all the same.
         clock.set(opened + TimeDelta::seconds(8));
@@ -129,7 +150,7 @@ async fn a_draw_purchase_the_store_voided_lapses_and_the_draw_goes_on() {
         let clock = ManualClock::new(Utc::now());
         let server = server(setup, &clock).await;
         let opened = clock.now();
-        entered(&server, "voided", opened, 3).await;
+        entered(&server, "voided", opened, 10, 3).await;
         let sale = SaleId::new("voided").unwrap();
         let store = server.state().store();
         let victim = store.entries(&sale).await.unwrap().remove(0);
@@ -159,11 +180,11 @@ async fn a_draw_purchase_the_store_voided_lapses_and_the_draw_goes_on() {
         let verdicts = store.commit(&[void]).await.unwrap();
         assert!(matches!(verdicts[..], [Verdict::Void(_)]), "{verdicts:?}");
         move_to(&server, &clock, opened + TimeDelta::seconds(10)).await;
-        run_due(server.state()).await.unwrap();
-        let record = store.draw(&sale).await.unwrap().unwrap();
+        let record = drawn(&server, &sale).await;
         assert!(
-            record.drawn_at.is_some() && record.published_seed().is_some(),
-            "{setup:?}: the draw stopped on the void order: {record:?}"
+            record.is_some_and(|r| r.published_seed().is_some()),
+            "{setup:?}: the draw stopped on the void order: {:?}",
+            store.draw(&sale).await
         );
         for entry in store.entries(&sale).await.unwrap() {
             let want = if entry.id == victim.id { "lost" } else { "won" };
@@ -178,15 +199,17 @@ async fn a_runner_whose_lease_ran_out_on_the_stores_clock_buys_nothing() {
         let clock = ManualClock::new(Utc::now());
         let server = server(setup, &clock).await;
         let opened = clock.now();
-        entered(&server, "fenced", opened, 8).await;
+        entered(&server, "fenced", opened, 15, 8).await;
         let sale = SaleId::new("fenced").unwrap();
         let store = server.state().store();
-        move_to(&server, &clock, opened + TimeDelta::seconds(10)).await;
+        // a takes the lease before the close (nobody else runs a draw
+        // that is not due). The store's clock passes a's lease while a's
+        // own clock stands still; b takes the lease over, and holds it
+        // past the close.
         assert!(store.claim_draw(&sale, "a", LEASE).await.unwrap());
-        // The store's clock passes a's lease while a's own clock stands
-        // still; b takes the draw over.
-        move_store_to(&server, opened + TimeDelta::seconds(10) + LEASE).await;
+        store.shift_clock(LEASE + TimeDelta::milliseconds(1));
         assert!(store.claim_draw(&sale, "b", LEASE).await.unwrap());
+        move_store_to(&server, opened + TimeDelta::seconds(15)).await;
         let stopped = draw(server.state(), &sale, "a").await;
         assert!(stopped.is_err(), "{setup:?}: a ran without its lease");
         let (_, view) = server.get("/v1/sales/fenced").await;
@@ -196,4 +219,36 @@ async fn a_runner_whose_lease_ran_out_on_the_stores_clock_buys_nothing() {
         );
         assert!(store.draw(&sale).await.unwrap().unwrap().drawn_at.is_none());
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_entry_that_could_never_win_is_refused_with_the_reason() {
+    let clock = ManualClock::new(Utc::now());
+    let server = server(Setup::Embedded, &clock).await;
+    let now = clock.now();
+    let (status, sale) = server
+        .create_sale(json!({
+            "id": "never", "skus": [{"id": "a", "stock": 2}, {"id": "b", "stock": 5}],
+            "per_user_limit": 10, "per_sku_limit": 4, "allocation": "draw",
+            "entries_open_at": now - TimeDelta::seconds(1),
+            "entries_close_at": now + TimeDelta::seconds(10),
+        }))
+        .await;
+    assert_eq!(status, 201, "{sale}");
+    for (sku, quantity, code) in [("a", 3, "insufficient_stock"), ("b", 5, "limit_exceeded")] {
+        let response = server
+            .client
+            .post(server.at("/v1/sales/never/entries"))
+            .json(&json!({"user_id": "u", "sku": sku, "quantity": quantity}))
+            .send()
+            .await
+            .unwrap();
+        let (status, answer) = common::split(response).await;
+        assert_eq!(status, 409, "{sku} x{quantity}: {answer}");
+        assert_eq!(answer["error"]["code"], code, "{answer}");
+        assert_eq!(answer["error"]["sku"], sku, "{answer}");
+    }
+    // Nothing was entered.
+    let (_, draw) = server.get("/v1/sales/never/draw").await;
+    assert_eq!(draw["entry_count"], 0, "{draw}");
 }

@@ -92,7 +92,7 @@ fn entry_body(entry: &Entry) -> EntryBody {
         (status = 200, description = "the buyer had entered: their entry", body = EntryBody),
         (status = 401, description = "unauthenticated", body = ErrorBody),
         (status = 404, description = "unknown_sale, unknown_sku", body = ErrorBody),
-        (status = 409, description = "entries_not_open, entries_closed, not_a_draw (the sale is bought, not drawn), limit_exceeded (more than the buyer's limit)", body = ErrorBody),
+        (status = 409, description = "entries_not_open, entries_closed, not_a_draw (the sale is bought, not drawn), limit_exceeded (more than the buyer's limit or the per-SKU limit), insufficient_stock (more of a SKU than its whole stock: the entry could never win)", body = ErrorBody),
         (status = 422, description = "invalid_request, sku_required", body = ErrorBody),
         (status = 429, description = "rate_limited", body = ErrorBody),
     )
@@ -120,6 +120,20 @@ pub async fn enter(
     let quantity: u32 = items.iter().map(|&(_, q)| q).sum();
     let tier_at = rule::tier(&spec, tier.as_ref());
     rule::limit(&spec, tier_at, 0, quantity).map_err(|refused| refusal(&sale, refused))?;
+    // An entry that can never win is refused now, not drawn to lose.
+    rule::sku_limits(&spec, &items, |_| 0).map_err(|refused| refusal(&sale, refused))?;
+    if let Some(&(i, wanted)) = items.iter().find(|&&(i, q)| q > spec.skus()[i].stock) {
+        let sku = &spec.skus()[i];
+        return Err(ApiError::new(
+            ErrorCode::InsufficientStock,
+            format!(
+                "SKU {} of sale {sale} has {} items in all: an entry for {wanted} could never win",
+                sku.id, sku.stock
+            ),
+        )
+        .with("sku", serde_json::Value::String(sku.id.to_string()))
+        .with("remaining", serde_json::Value::from(sku.stock)));
+    }
     let items = rule::order_items(&spec, &items);
     let tier = rule::order_tier(&spec, tier_at);
     match state
@@ -156,6 +170,11 @@ fn refusal(sale: &SaleId, refused: stockade_core::PurchaseOutcome) -> ApiError {
             ErrorCode::SkuRequired,
             format!("sale {sale} has several SKUs: name the one to enter for with sku"),
         ),
+        PurchaseOutcome::LimitExceeded { sku: Some(sku), .. } => ApiError::new(
+            ErrorCode::LimitExceeded,
+            format!("an entry of sale {sale} may ask for no more than the per-SKU limit of {sku}"),
+        )
+        .with("sku", serde_json::Value::String(sku.to_string())),
         _ => ApiError::new(
             ErrorCode::LimitExceeded,
             format!("an entry of sale {sale} may ask for no more than the buyer's per-user limit"),
@@ -257,6 +276,8 @@ pub async fn get_draw(
             .filter(|entry| entry.position.is_some())
             .map(|entry| DrawnEntry {
                 entry_id: entry.id.to_string(),
+                items: entry.items.iter().map(ItemBody::from).collect(),
+                tier: entry.tier.as_ref().map(ToString::to_string),
                 result: entry.result,
             })
             .collect(),
