@@ -12,13 +12,13 @@ use std::sync::Arc;
 use chrono::{DateTime, TimeDelta, Utc};
 use common::{Setup, TestServer, Timing};
 use serde_json::{Value, json};
-use stockade_core::draw::{Seed, draw_order, entry_digest};
+use stockade_core::draw::{EntryResult, Seed, draw_order, entry_digest};
 use stockade_core::{
     Clock, Epoch, IdempotencyKey, Item, ManualClock, Order, OrderId, OrderStatus, SaleId,
 };
-use stockade_server::draws::{LEASE, draw, run_due};
+use stockade_server::draws::{LEASE, draw, roll_down, run_due};
 use stockade_store::arbiter::Verdict;
-use stockade_store::draws::DrawRecord;
+use stockade_store::draws::{DrawRecord, EntryUpdate};
 
 /// A SQLite store and a PostgreSQL one.
 const SETUPS: [Setup; 2] = [Setup::Embedded, Setup::Postgres];
@@ -251,4 +251,138 @@ async fn an_entry_that_could_never_win_is_refused_with_the_reason() {
     // Nothing was entered.
     let (_, draw) = server.get("/v1/sales/never/draw").await;
     assert_eq!(draw["entry_count"], 0, "{draw}");
+}
+
+/// Runs one roll-down pass of `sale` as `owner`, once this instance's own
+/// draw job lets the lease go.
+async fn roll_down_once(server: &TestServer, sale: &SaleId, owner: &str) {
+    let store = server.state().store();
+    while !store.claim_draw(sale, owner, LEASE).await.unwrap() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    roll_down(server.state(), sale, owner).await.unwrap();
+    store.release_draw(sale, owner).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_release_on_its_way_to_the_engine_keeps_the_draw_from_settling() {
+    let clock = ManualClock::new(Utc::now());
+    let server = server(Setup::Embedded, &clock).await;
+    let opened = clock.now();
+    entered(&server, "owed", opened, 10, STOCK + 1).await;
+    let sale = SaleId::new("owed").unwrap();
+    let store = server.state().store();
+    move_to(&server, &clock, opened + TimeDelta::seconds(10)).await;
+    assert!(drawn(&server, &sale).await.is_some(), "never drawn");
+    let entries = store.entries(&sale).await.unwrap();
+    let orders: Vec<OrderId> = entries[..STOCK]
+        .iter()
+        .map(|e| e.order_id.unwrap())
+        .collect();
+    for order in &orders[..STOCK - 1] {
+        assert_eq!(server.confirm(order).await.0, 200);
+    }
+    // The last winner's hold expires in the store (called directly: the
+    // instance's clock stays, so its own sweeper leaves it alone); the
+    // release has not reached the engine when the roll-down pass runs.
+    let expired = store
+        .expire_holds(
+            &sale,
+            &orders[STOCK - 1..],
+            opened + TimeDelta::seconds(75),
+            true,
+        )
+        .await
+        .unwrap();
+    assert_eq!(expired.orders.len(), 1);
+    roll_down_once(&server, &sale, "test").await;
+    let waiting = store
+        .entry_of(&sale, &entries[STOCK].user_id)
+        .await
+        .unwrap();
+    let record = store.draw(&sale).await.unwrap().unwrap();
+    assert!(
+        record.settled_at.is_none(),
+        "settled with a release owed to the engine: {waiting:?}"
+    );
+    // Once the release reaches the engine, the stock rolls down.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let waiting = store
+            .entry_of(&sale, &entries[STOCK].user_id)
+            .await
+            .unwrap()
+            .unwrap();
+        if waiting.result.as_str() == "won" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no roll-down: {waiting:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_winner_whose_order_was_voided_lapses_and_the_draw_settles() {
+    let clock = ManualClock::new(Utc::now());
+    let server = server(Setup::Embedded, &clock).await;
+    let opened = clock.now();
+    entered(&server, "lapsed", opened, 10, 2).await;
+    let sale = SaleId::new("lapsed").unwrap();
+    let store = server.state().store();
+    move_to(&server, &clock, opened + TimeDelta::seconds(10)).await;
+    assert!(drawn(&server, &sale).await.is_some(), "never drawn");
+    let entries = store.entries(&sale).await.unwrap();
+    assert!(entries.iter().all(|e| e.result.as_str() == "won"));
+    let paid = entries[0].order_id.unwrap();
+    assert_eq!(server.confirm(paid).await.0, 200);
+    // The other winner names an order the store voided (as a draw
+    // purchase answered pending, then refused by the store).
+    let void = Order {
+        id: OrderId::generate(),
+        sale_id: sale.clone(),
+        user_id: entries[1].user_id.clone(),
+        quantity: 1_000,
+        items: vec![Item {
+            sku: entries[1].items[0].sku.clone(),
+            quantity: 1_000,
+        }],
+        tier: None,
+        idempotency_key: None,
+        status: OrderStatus::Confirmed,
+        created_at: clock.now(),
+        expires_at: None,
+        epoch: Epoch::FIRST,
+    };
+    let void_id = void.id;
+    assert!(matches!(
+        store.commit(&[void]).await.unwrap()[..],
+        [Verdict::Void(_)]
+    ));
+    while !store.claim_draw(&sale, "test", LEASE).await.unwrap() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let named = EntryUpdate {
+        id: entries[1].id.clone(),
+        result: EntryResult::Won,
+        order_id: Some(void_id),
+    };
+    assert!(
+        store
+            .record_draw(&sale, "test", false, &[named], false)
+            .await
+            .unwrap()
+    );
+    roll_down(server.state(), &sale, "test").await.unwrap();
+    store.release_draw(&sale, "test").await.unwrap();
+    let lapsed = store
+        .entry_of(&sale, &entries[1].user_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lapsed.result.as_str(), "lost", "{lapsed:?}");
+    let record = store.draw(&sale).await.unwrap().unwrap();
+    assert!(record.settled_at.is_some(), "never settled: {record:?}");
 }

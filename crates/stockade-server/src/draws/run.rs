@@ -3,7 +3,7 @@
 use stockade_core::draw::EntryResult;
 use stockade_core::{IdempotencyKey, OrderStatus, Purchase, PurchaseOutcome, SaleId, WantedItem};
 use stockade_store::StoreError;
-use stockade_store::draws::{Entry, EntryUpdate, Freeze};
+use stockade_store::draws::{Entry, EntryOrder, EntryUpdate, Freeze};
 
 use super::LEASE;
 use crate::purchase::{Attempt, PurchaseError, Purchases};
@@ -85,27 +85,36 @@ pub async fn draw(state: &AppState, sale: &SaleId, owner: &str) -> Result<(), Dr
     Ok(())
 }
 
-/// One roll-down pass of a drawn sale: lapsed winners lose, the freed
-/// stock goes to the waitlisted in the draw's order, and the draw settles
-/// once nothing more can roll down.
+/// One roll-down pass of a drawn sale: lapsed winners (hold expired,
+/// order cancelled or voided) lose, the freed stock goes to the waitlisted
+/// in the draw's order, and the draw settles once nothing more can roll
+/// down: no hold outstanding, and no release the store recorded still on
+/// its way to the engine (an engine refusal before it arrives says nothing
+/// of the stock).
 pub async fn roll_down(state: &AppState, sale: &SaleId, owner: &str) -> Result<(), DrawError> {
     let entries = state.store().entries_with_orders(sale).await?;
     let mut updates = Vec::new();
     let mut holds_outstanding = false;
-    for (entry, status) in &entries {
+    for (entry, order) in &entries {
         if entry.result != EntryResult::Won {
             continue;
         }
-        match status {
-            Some(OrderStatus::Expired | OrderStatus::Cancelled) => updates.push(EntryUpdate {
-                id: entry.id.clone(),
-                result: EntryResult::Lost,
-                order_id: entry.order_id,
-            }),
-            Some(OrderStatus::Held) | None => holds_outstanding = true,
-            Some(OrderStatus::Confirmed) => {}
+        match order {
+            EntryOrder::Void | EntryOrder::Is(OrderStatus::Expired | OrderStatus::Cancelled) => {
+                updates.push(EntryUpdate {
+                    id: entry.id.clone(),
+                    result: EntryResult::Lost,
+                    order_id: entry.order_id,
+                })
+            }
+            EntryOrder::Is(OrderStatus::Held) | EntryOrder::Missing => holds_outstanding = true,
+            EntryOrder::Is(OrderStatus::Confirmed) => {}
         }
     }
+    // Read after the orders: a release recorded with an expiry seen above
+    // is either still owed here, or reached the engine before the
+    // purchases below.
+    let releases_owed = !state.store().pending_releases_of(sale, 1).await?.is_empty();
     let mut sold_out = false;
     for (entry, _) in &entries {
         if entry.result != EntryResult::Waitlisted {
@@ -131,7 +140,7 @@ pub async fn roll_down(state: &AppState, sale: &SaleId, owner: &str) -> Result<(
     let ended = spec.is_some_and(|spec| {
         spec.window_at(state.clock().now()) == stockade_core::sale::Window::Ended
     });
-    let settled = ended || !holds_outstanding;
+    let settled = ended || !(holds_outstanding || releases_owed);
     if settled {
         for (entry, _) in &entries {
             let rolled = updates.iter().any(|u| u.id == entry.id);

@@ -72,6 +72,17 @@ pub struct Entry {
     pub order_id: Option<OrderId>,
 }
 
+/// What became of the order an entry names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryOrder {
+    /// None (the entry names no order), or one not committed yet.
+    Missing,
+    /// The store refused it: nothing was sold.
+    Void,
+    /// A committed order, with its status.
+    Is(OrderStatus),
+}
+
 /// The answer to an entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Entered {
@@ -169,13 +180,12 @@ impl OrderStore {
         .collect()
     }
 
-    /// Every entry of the draw of `sale` in the draw's order, with the
-    /// status of the order it won (None: no order, or one not committed
-    /// yet): one read for a roll-down pass.
+    /// Every entry of the draw of `sale` in the draw's order, with what
+    /// became of the order it names: one read for a roll-down pass.
     pub async fn entries_with_orders(
         &self,
         sale: &SaleId,
-    ) -> Result<Vec<(Entry, Option<OrderStatus>)>, StoreError> {
+    ) -> Result<Vec<(Entry, EntryOrder)>, StoreError> {
         let columns = ENTRY_COLUMNS
             .split(", ")
             .map(|c| format!("e.{c}"))
@@ -192,11 +202,14 @@ impl OrderStore {
         .iter()
         .map(|row| {
             let status: Option<String> = row.try_get("order_status")?;
-            let status = match status.as_deref() {
-                None | Some(VOID) => None,
-                Some(status) => Some(status.parse().map_err(|e| corrupt("order status", e))?),
+            let order = match status.as_deref() {
+                None => EntryOrder::Missing,
+                Some(VOID) => EntryOrder::Void,
+                Some(status) => {
+                    EntryOrder::Is(status.parse().map_err(|e| corrupt("order status", e))?)
+                }
             };
-            Ok((entry_from_row(row)?, status))
+            Ok((entry_from_row(row)?, order))
         })
         .collect()
     }
