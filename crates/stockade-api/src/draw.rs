@@ -104,8 +104,13 @@ pub struct DrawBody {
     pub entry_digest: Option<String>,
     /// The entries in the draw's order, once drawn: recompute it with the
     /// seed (docs/api.md, "Draw sales"; `scripts/verify-draw`).
+    /// A page of them (`?after=&limit=`, 1000 by default).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub order: Vec<DrawnEntry>,
+    /// The place of the page's last entry when more may follow: ask again
+    /// with `?after=` it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<u32>,
 }
 
 /// One entry of a published draw.

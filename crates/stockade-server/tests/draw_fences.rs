@@ -141,6 +141,17 @@ async fn an_entry_after_the_close_on_the_stores_clock_never_joins_the_draw() {
             ["won", "won", "won", "won", "won", "waitlisted"],
             "{published}"
         );
+        // A page at a time: one indexed read each, never the whole set.
+        let (_, first) = server.get("/v1/sales/late/draw?limit=4").await;
+        assert_eq!(ids_of(&first), ids_of(&published)[..4], "{first}");
+        assert_eq!(first["next_after"], 3, "{first}");
+        let (_, rest) = server.get("/v1/sales/late/draw?limit=4&after=3").await;
+        assert_eq!(ids_of(&rest), ids_of(&published)[4..], "{rest}");
+        assert!(rest["next_after"].is_null(), "{rest}");
+        for bad in ["limit=0", "limit=10001", "after=x"] {
+            let (status, answer) = server.get(&format!("/v1/sales/late/draw?{bad}")).await;
+            assert_eq!(status, 422, "{bad}: {answer}");
+        }
     }
 }
 

@@ -37,9 +37,19 @@ impl Client {
     }
 
     /// `GET /v1/sales/{id}/draw`: the draw's terms, and once made its seed
-    /// and the entries in its order.
+    /// and every entry in its order (the pages followed to the last).
     pub async fn draw(&self, sale: &str) -> Result<DrawBody, super::ClientError> {
         let url = self.url(&["/v1/sales/", "/draw"], &[sale]);
-        body(self.request(Method::GET, url, Credential::None)).await
+        let mut draw: DrawBody =
+            body(self.request(Method::GET, url.clone(), Credential::None)).await?;
+        while let Some(after) = draw.next_after.take() {
+            let request = self
+                .request(Method::GET, url.clone(), Credential::None)
+                .query(&[("after", after)]);
+            let page: DrawBody = body(request).await?;
+            draw.order.extend(page.order);
+            draw.next_after = page.next_after;
+        }
+        Ok(draw)
     }
 }

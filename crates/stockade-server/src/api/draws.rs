@@ -237,23 +237,45 @@ pub async fn my_entry(
     Ok(Json(entry_body(&entry)))
 }
 
+/// Paging of a published draw's entries.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct DrawPageQuery {
+    /// Entries after this place in the draw's order (from `next_after`);
+    /// absent: from the first.
+    pub after: Option<u32>,
+    /// Page size, 1 to 10000 (default 1000).
+    #[param(minimum = 1, maximum = 10000)]
+    pub limit: Option<u32>,
+}
+
 /// A draw sale's draw: before it is made, its window and the commitment to
-/// its seed; after, the seed and every entry in the draw's order, so
-/// anyone can recompute it.
+/// its seed; after, the seed, the entry set's digest and the entries in the
+/// draw's order, a page at a time, so anyone can recompute it.
 #[utoipa::path(
     get, path = "/v1/sales/{id}/draw", tag = "draws",
-    params(("id" = String, Path, description = "sale id", min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$")),
+    params(
+        ("id" = String, Path, description = "sale id", min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$"),
+        DrawPageQuery,
+    ),
     responses(
         (status = 200, body = DrawBody),
         (status = 404, description = "unknown_sale", body = ErrorBody),
         (status = 409, description = "not_a_draw", body = ErrorBody),
-        (status = 422, description = "invalid_request: not a sale id", body = ErrorBody),
+        (status = 422, description = "invalid_request: not a sale id, a bad `after` or `limit`", body = ErrorBody),
     )
 )]
 pub async fn get_draw(
     State(state): State<AppState>,
     ApiPath(id): ApiPath<String>,
+    query: Result<Query<DrawPageQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<DrawBody>, ApiError> {
+    let Query(page) = query.map_err(|e| ApiError::invalid("query", e.body_text()))?;
+    let limit = page.limit.unwrap_or(1000);
+    if !(1..=10_000).contains(&limit) {
+        return Err(ApiError::invalid("limit", "must be between 1 and 10000"));
+    }
     let sale = sale_id(&id)?;
     let Some(draw) = state.store().draw(&sale).await? else {
         return Err(match state.store().sale(&sale).await? {
@@ -261,7 +283,6 @@ pub async fn get_draw(
             None => unknown_sale(&sale),
         });
     };
-    let entries = state.store().entries(&sale).await?;
     let now = state.clock().now();
     let phase = match (draw.drawn_at, draw.settled_at) {
         (_, Some(_)) => "settled",
@@ -269,28 +290,38 @@ pub async fn get_draw(
         (None, None) if now < draw.config.close_at => "entries_open",
         (None, None) => "entries_closed",
     };
-    // Exactly the frozen set: every entry has its place once frozen.
-    let order = match draw.drawn_at {
-        Some(_) => entries
-            .iter()
-            .filter(|entry| entry.position.is_some())
-            .map(|entry| DrawnEntry {
-                entry_id: entry.id.to_string(),
-                items: entry.items.iter().map(ItemBody::from).collect(),
-                tier: entry.tier.as_ref().map(ToString::to_string),
-                result: entry.result,
-            })
-            .collect(),
+    // Exactly the frozen set, a page at a time: every entry has its place
+    // once frozen.
+    let entries = match draw.drawn_at {
+        Some(_) => {
+            state
+                .store()
+                .placed_entries(&sale, page.after, limit)
+                .await?
+        }
         None => Vec::new(),
     };
+    let next_after = (entries.len() == limit as usize)
+        .then(|| entries.last().and_then(|e| e.position))
+        .flatten();
+    let order = entries
+        .iter()
+        .map(|entry| DrawnEntry {
+            entry_id: entry.id.to_string(),
+            items: entry.items.iter().map(ItemBody::from).collect(),
+            tier: entry.tier.as_ref().map(ToString::to_string),
+            result: entry.result,
+        })
+        .collect();
     Ok(Json(DrawBody {
         sale_id: sale.to_string(),
         state: phase.to_owned(),
         terms: terms(&draw),
-        entry_count: entries.len() as u64,
+        entry_count: state.store().entry_count(&sale).await?,
         seed: draw.published_seed().map(str::to_owned),
         entry_digest: draw.entry_digest.clone(),
         order,
+        next_after,
     }))
 }
 

@@ -180,6 +180,38 @@ impl OrderStore {
         .collect()
     }
 
+    /// How many entries the draw of `sale` has.
+    pub async fn entry_count(&self, sale: &SaleId) -> Result<u64, StoreError> {
+        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM draw_entries WHERE sale_id = $1")
+            .bind(sale.as_str())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(u64::try_from(count).unwrap_or_default())
+    }
+
+    /// Up to `limit` entries of the frozen set of the draw of `sale`, in
+    /// the draw's order, after the place `after` (None: from the first):
+    /// one indexed read per page of the published draw.
+    pub async fn placed_entries(
+        &self,
+        sale: &SaleId,
+        after: Option<u32>,
+        limit: u32,
+    ) -> Result<Vec<Entry>, StoreError> {
+        sqlx::query(&format!(
+            "SELECT {ENTRY_COLUMNS} FROM draw_entries
+              WHERE sale_id = $1 AND position > $2 ORDER BY position LIMIT $3"
+        ))
+        .bind(sale.as_str())
+        .bind(after.map_or(-1, i64::from))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(entry_from_row)
+        .collect()
+    }
+
     /// Every entry of the draw of `sale` in the draw's order, with what
     /// became of the order it names: one read for a roll-down pass.
     pub async fn entries_with_orders(
