@@ -2,13 +2,13 @@
 //! `scripts/verify-draw` (Python's standard library, written from the
 //! documented algorithm alone): they agree on random seeds and entries,
 //! including ids outside ASCII, and the script refuses a seed that does not
-//! match its commitment.
+//! match its commitment and a list of entries that is not the drawn set.
 
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-use stockade_core::draw::{Seed, draw_order};
+use stockade_core::draw::{Seed, draw_order, entry_digest};
 
 fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/verify-draw")
@@ -75,4 +75,19 @@ fn the_script_refuses_a_seed_that_is_not_the_committed_one() {
     let output = run_script(&["--seed", "xyz"], &[]);
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("64 hexadecimal digits"));
+}
+
+#[test]
+fn the_script_checks_the_entries_against_the_published_digest() {
+    let seed = Seed::random();
+    let ids: Vec<String> = ["b", "a", "käufer-é"].map(str::to_owned).to_vec();
+    let digest = entry_digest(&ids);
+    let output = run_script(&["--seed", &seed.to_hex(), "--digest", &digest], &ids);
+    assert!(output.status.success(), "{output:?}");
+    // One entry more (or fewer) than the drawn set: refused.
+    let mut more = ids.clone();
+    more.push("c".to_owned());
+    let output = run_script(&["--seed", &seed.to_hex(), "--digest", &digest], &more);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not the set that was drawn"));
 }

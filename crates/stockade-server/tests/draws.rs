@@ -91,11 +91,20 @@ async fn draw_when(server: &TestServer, sale: &str, want: &str) -> Value {
 }
 
 /// What an outside auditor does: checks the seed against the commitment
-/// published at creation and recomputes the order with the Python script.
-fn audit(seed: &str, commitment: &str, ids: &[String]) -> Vec<String> {
+/// published at creation, the entries against the published digest of the
+/// drawn set, and recomputes the order with the Python script.
+fn audit(seed: &str, commitment: &str, digest: &str, ids: &[String]) -> Vec<String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/verify-draw");
     let mut child = Command::new("python3")
-        .args([script, "--seed", seed, "--commitment", commitment])
+        .args([
+            script,
+            "--seed",
+            seed,
+            "--commitment",
+            commitment,
+            "--digest",
+            digest,
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -179,7 +188,8 @@ async fn a_draw_sale_is_entered_drawn_published_and_rolled_down() {
             order,
             draw_order(&Seed::from_hex(seed).unwrap(), &ids).unwrap()
         );
-        assert_eq!(order, audit(seed, &commitment, &ids));
+        let digest = draw["entry_digest"].as_str().unwrap();
+        assert_eq!(order, audit(seed, &commitment, digest, &ids));
         let results: Vec<&str> = draw["order"]
             .as_array()
             .unwrap()
