@@ -23,7 +23,8 @@ pub enum Freeze {
     LeaseLost,
 }
 
-/// Rows per statement writing positions (two values each).
+/// Entries per statement writing places or results (at most three values
+/// each, within SQLite's and PostgreSQL's limits on parameters).
 const CHUNK: usize = 500;
 
 impl OrderStore {
@@ -104,16 +105,34 @@ impl OrderStore {
         if !self.lock_lease(&mut tx, sale, owner).await? {
             return Ok(false);
         }
-        for update in updates {
-            sqlx::query(
-                "UPDATE draw_entries SET result = $1, order_id = $2 WHERE id = $3 AND sale_id = $4",
-            )
-            .bind(update.result.as_str())
-            .bind(update.order_id.map(|id| id.to_string()))
-            .bind(update.id.as_str())
-            .bind(sale.as_str())
-            .execute(&mut *tx)
-            .await?;
+        // Many entries per statement: a draw of many entries is written
+        // in a few round trips.
+        for chunk in updates.chunks(CHUNK) {
+            let values = (0..chunk.len())
+                .map(|i| {
+                    let at = 3 * i + 2;
+                    format!(
+                        "(${at}, CAST(${} AS TEXT), CAST(${} AS TEXT))",
+                        at + 1,
+                        at + 2
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!(
+                "WITH decided (id, result, order_id) AS (VALUES {values})
+                 UPDATE draw_entries SET result = decided.result, order_id = decided.order_id
+                   FROM decided
+                  WHERE draw_entries.id = decided.id AND draw_entries.sale_id = $1"
+            );
+            let mut query = sqlx::query(&sql).bind(sale.as_str());
+            for update in chunk {
+                query = query
+                    .bind(update.id.as_str())
+                    .bind(update.result.as_str())
+                    .bind(update.order_id.map(|id| id.to_string()));
+            }
+            query.execute(&mut *tx).await?;
         }
         let now = self.draw_clock_ms(&mut *tx).await?;
         if drawn {
