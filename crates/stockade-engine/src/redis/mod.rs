@@ -63,7 +63,7 @@ use stockade_core::{
 
 use crate::batching::{BatchedPurchase, Batcher};
 use crate::codes;
-pub use config::{DEFAULT_MAX_BATCH, REBUILD_CHUNK_ENTRIES, RedisEngineConfig};
+pub use config::{DEFAULT_MAX_BATCH, MAX_BATCH, REBUILD_CHUNK_ENTRIES, RedisEngineConfig};
 pub use connection::SharedConnection;
 pub use keys::SaleKeys;
 pub use library::{Library, LibraryScript, ScriptInvocation};
@@ -138,7 +138,7 @@ impl RedisEngine {
                 clock: Arc::clone(&clock),
                 outbox_index: Arc::clone(&outbox_index),
             }),
-            purchases: Batcher::new(config.max_batch),
+            purchases: Batcher::new(config.max_batch.min(MAX_BATCH)),
             layouts,
             transfers,
             outbox_index,
