@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::{
-    CreateOutcome, Epoch, Order, OrderId, Purchase, PurchaseOutcome, ReleaseOutcome, SaleId,
-    SaleSnapshot, SaleSpec, UserId,
+    CreateOutcome, Epoch, Judged, Order, OrderId, Purchase, PurchaseOutcome, ReleaseOutcome,
+    SaleId, SaleSnapshot, SaleSpec, UserId,
 };
 
 /// An engine decides purchases for many sales at once.
@@ -43,18 +43,17 @@ pub trait Engine: Send + Sync + 'static {
     /// purchase's epoch ([`Purchase::at_epoch`]).
     async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError>;
 
-    /// [`Engine::purchase`] judged at `now` (its window) and its order made
-    /// at `now`, so the caller's order and the engine's agree to the
-    /// instant. An engine that decides purchases in batches (Redis) judges
-    /// a whole batch at one reading of its own clock and ignores `now`.
+    /// [`Engine::purchase`] judged at `now` (its window, a tier's
+    /// reserve), and the instant it was judged at: the caller makes an
+    /// accepted purchase's order at that instant, so the store judges the
+    /// order as the engine did. An engine that decides purchases in batches
+    /// (Redis) judges a whole batch at one reading of its own clock, later
+    /// than `now`, and reports that reading.
     async fn purchase_at(
         &self,
         purchase: &Purchase,
         now: DateTime<Utc>,
-    ) -> Result<PurchaseOutcome, EngineError> {
-        let _ = now;
-        self.purchase(purchase).await
-    }
+    ) -> Result<Judged, EngineError>;
 
     /// Returns an order's items to stock and to its buyer's allowance, and
     /// drops it from the outbox, if the engine holds the sale under `epoch`

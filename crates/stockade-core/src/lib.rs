@@ -61,7 +61,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{Durability, Engine, EngineError};
 pub use epoch::Epoch;
 pub use order::{Order, OrderId, OrderStatus};
-pub use outcome::{CreateOutcome, PurchaseOutcome, ReleaseOutcome};
+pub use outcome::{CreateOutcome, Judged, PurchaseOutcome, ReleaseOutcome};
 pub use purchase::{IdempotencyKey, Purchase, UserId};
 pub use rebuild::{PlannedOrder, RebuildPlan};
 pub use room::{CloseReason, RoomConfig};

@@ -1,9 +1,22 @@
 //! The closed set of answers an engine gives. Rejections are outcomes, not
 //! errors: a sold-out sale is the normal end of a flash sale.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::{EngineError, Epoch, OrderId, SaleSpec, SkuId};
+
+/// An engine's answer to a purchase and the instant it judged it at (the
+/// window, a tier's reserve). An accepted purchase's order is made at that
+/// instant, so the store, which judges the order again when it commits it,
+/// judges it at the same one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judged {
+    /// The answer.
+    pub outcome: PurchaseOutcome,
+    /// The instant it was judged at.
+    pub at: DateTime<Utc>,
+}
 
 /// The answer to a purchase.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

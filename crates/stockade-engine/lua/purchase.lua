@@ -42,6 +42,7 @@
 --   epoch (the epoch held; 0 while a rebuild is under way), 10 unknown SKU
 --   (the SKU), 11 SKU required (0), 12 per-SKU limit exceeded
 --   ('sku=already held')
+--   Refused whole (an error, nothing written) beyond 2000 purchases.
 -- Outbox entry fields: 'epoch', 'at' (ms), then per accepted order:
 --   order id -> user id .. "\n" .. quantity .. "\n" .. idempotency key
 --   .. "\n" .. items .. "\n" .. tier name ('' for none); for a sale of one
@@ -53,6 +54,27 @@ local reply = {''}
 local stride = n > 0 and (#ARGV - 3) / n or 4
 if stride ~= 4 and stride ~= 6 then
   return redis.error_reply('stockade: ' .. (#ARGV - 3) .. ' arguments for ' .. n .. ' purchases')
+end
+-- Lua 5.1 unpacks at most about 8,000 values into one call, and a call
+-- that fails after the first write leaves half a batch written. So every
+-- list is unpacked at most CHUNK values at a time, and a batch is at most
+-- 2000 purchases: its outbox entry (two values per order) is one XADD.
+local CHUNK = 4000
+if n > 2000 then
+  return redis.error_reply('stockade: ' .. n .. ' purchases in one call; at most 2000')
+end
+-- redis.call(command, key, ...list), CHUNK values (an even number: whole
+-- field-value pairs) at a time; HMGET's replies joined in order.
+local function chunked(command, key, list)
+  if #list <= CHUNK then return redis.call(command, key, unpack(list)) end
+  local replies = {}
+  for first = 1, #list, CHUNK do
+    local part = redis.call(command, key, unpack(list, first, math.min(first + CHUNK - 1, #list)))
+    if type(part) == 'table' then
+      for i = 1, #part do replies[#replies + 1] = part[i] end
+    end
+  end
+  return replies
 end
 local function items_of(base) return stride == 6 and ARGV[base + 4] or '' end
 local function tier_of_purchase(base) return stride == 6 and ARGV[base + 5] or '' end
@@ -88,17 +110,19 @@ if single then
 else
   local fields = {}
   for i = 1, #ids do fields[i] = 'r:' .. ids[i] end
-  local values = redis.call('HMGET', KEYS[1], unpack(fields))
+  local values = chunked('HMGET', KEYS[1], fields)
   for i = 1, #ids do stock[i] = tonumber(values[i] or '0') end
 end
 
 -- The tiers: each one's limit, start and reserve per SKU position, and what
--- its buyers hold of each SKU (read only for a sale with tiers).
+-- its buyers hold of each SKU (read only for a sale with tiers), and the
+-- SKU positions whose count this batch changed (`dirty`, a set: one field
+-- each however many orders took from it).
 local tiers, tier_of, tier_sold = {}, {}, {}
 if sale[8] and sale[8] ~= '' then
   for spec in string.gmatch(sale[8], '[^|]+') do
     local name, tier_limit, starts, reserved = string.match(spec, '^([^;]*);([^;]*);([^;]*);(.*)$')
-    local tier = {limit = tonumber(tier_limit), starts = tonumber(starts), reserve = {}}
+    local tier = {limit = tonumber(tier_limit), starts = tonumber(starts), reserve = {}, dirty = {}}
     for sku, n in string.gmatch(reserved, '([^,=]+)=(%d+)') do tier.reserve[position[sku]] = tonumber(n) end
     tiers[#tiers + 1] = tier; tier_of[name] = #tiers
   end
@@ -106,7 +130,7 @@ if sale[8] and sale[8] ~= '' then
   for t = 1, #tiers do
     for i = 1, #ids do fields[#fields + 1] = 'ts:' .. (t - 1) .. ':' .. ids[i] end
   end
-  local values = redis.call('HMGET', KEYS[1], unpack(fields))
+  local values = chunked('HMGET', KEYS[1], fields)
   for t = 1, #tiers do
     tier_sold[t] = {}
     for i = 1, #ids do tier_sold[t][i] = tonumber(values[(t - 1) * #ids + i] or '0') end
@@ -180,11 +204,11 @@ for i = 1, n do
   end
 end
 if #users > 0 then
-  local values = redis.call('HMGET', KEYS[2], unpack(users))
+  local values = chunked('HMGET', KEYS[2], users)
   for i = 1, #users do holding[users[i]] = tonumber(values[i] or '0') end
 end
 if #fields > 0 then
-  local values = redis.call('HMGET', KEYS[3], unpack(fields))
+  local values = chunked('HMGET', KEYS[3], fields)
   for i = 1, #fields do known[fields[i]] = values[i] end
 end
 
@@ -192,7 +216,7 @@ local changed_users, new_keys, records, entry = {}, {}, {}, {}
 -- A holding as text when it is the argument's own (a buyer's first order),
 -- so that it is written without turning the number back into text.
 local holding_text = {}
-local dirty, dirty_skus, dirty_tiers = {}, {}, {}
+local dirty, dirty_skus = {}, {}
 local accepted = 0
 local function touch(field)
   if not dirty[field] then dirty[field] = true; changed_users[#changed_users + 1] = field end
@@ -294,7 +318,7 @@ for i = 1, n do
         dirty_skus[item[1]] = true
         if t then
           tier_sold[t][item[1]] = tier_sold[t][item[1]] + item[2]
-          dirty_tiers[#dirty_tiers + 1] = {t, item[1]}
+          tiers[t].dirty[item[1]] = true
         end
         if canonical then canonical[k] = ids[item[1]] .. '=' .. item[2] end
         if sku_limit then
@@ -321,19 +345,21 @@ if accepted > 0 then
       sale_changes[#sale_changes + 1] = stock[at]
     end
   end
-  for _, changed in ipairs(dirty_tiers) do
-    sale_changes[#sale_changes + 1] = 'ts:' .. (changed[1] - 1) .. ':' .. ids[changed[2]]
-    sale_changes[#sale_changes + 1] = tier_sold[changed[1]][changed[2]]
+  for t = 1, #tiers do
+    for at in pairs(tiers[t].dirty) do
+      sale_changes[#sale_changes + 1] = 'ts:' .. (t - 1) .. ':' .. ids[at]
+      sale_changes[#sale_changes + 1] = tier_sold[t][at]
+    end
   end
-  redis.call('HSET', KEYS[1], unpack(sale_changes))
+  chunked('HSET', KEYS[1], sale_changes)
   local changes = {}
   for i = 1, #changed_users do
     changes[2 * i - 1] = changed_users[i]
     changes[2 * i] = holding_text[changed_users[i]] or holding[changed_users[i]]
   end
-  redis.call('HSET', KEYS[2], unpack(changes))
-  if #new_keys > 0 then redis.call('HSET', KEYS[3], unpack(new_keys)) end
-  redis.call('HSET', KEYS[4], unpack(records))
+  chunked('HSET', KEYS[2], changes)
+  if #new_keys > 0 then chunked('HSET', KEYS[3], new_keys) end
+  chunked('HSET', KEYS[4], records)
   reply[1] = redis.call('XADD', KEYS[5], '*', 'epoch', epoch, 'at', ARGV[1], unpack(entry))
 end
 return reply

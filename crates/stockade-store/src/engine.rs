@@ -14,7 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use stockade_core::{
-    Clock, CreateOutcome, Durability, Engine, EngineError, Epoch, Order, OrderId, Purchase,
+    Clock, CreateOutcome, Durability, Engine, EngineError, Epoch, Judged, Order, OrderId, Purchase,
     PurchaseOutcome, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
 };
 use tokio::sync::Semaphore;
@@ -109,7 +109,7 @@ impl Engine for StoreEngine {
     }
 
     async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError> {
-        self.purchase_at(purchase, self.clock.now()).await
+        Ok(self.purchase_at(purchase, self.clock.now()).await?.outcome)
     }
 
     /// A crowd queues for a permit, one per connection of the store's
@@ -124,16 +124,17 @@ impl Engine for StoreEngine {
         &self,
         purchase: &Purchase,
         now: DateTime<Utc>,
-    ) -> Result<PurchaseOutcome, EngineError> {
+    ) -> Result<Judged, EngineError> {
         let wait = self.store.pool.options().get_acquire_timeout();
         let Ok(permit) = tokio::time::timeout(wait, self.purchasing.acquire()).await else {
             return Err(StoreError::Unavailable(sqlx::Error::PoolTimedOut).into());
         };
         let _permit = permit.map_err(EngineError::backend)?;
-        Ok(self
+        let outcome = self
             .store
             .purchase(purchase, OrderId::generate(), now)
-            .await?)
+            .await?;
+        Ok(Judged { outcome, at: now })
     }
 
     /// Cancels the order in the store. The epoch is checked against the

@@ -18,8 +18,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use dashmap::DashMap;
 use stockade_core::{
-    Clock, CreateOutcome, Engine, EngineError, Epoch, Order, OrderId, Purchase, PurchaseOutcome,
-    RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
+    Clock, CreateOutcome, Engine, EngineError, Epoch, Judged, Order, OrderId, Purchase,
+    PurchaseOutcome, RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
 };
 
 use book::SaleBook;
@@ -63,18 +63,19 @@ impl Engine for MemoryEngine {
     }
 
     async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError> {
-        self.purchase_at(purchase, self.clock.now()).await
+        Ok(self.purchase_at(purchase, self.clock.now()).await?.outcome)
     }
 
     async fn purchase_at(
         &self,
         purchase: &Purchase,
         now: DateTime<Utc>,
-    ) -> Result<PurchaseOutcome, EngineError> {
-        Ok(match self.book(purchase.sale_id()) {
+    ) -> Result<Judged, EngineError> {
+        let outcome = match self.book(purchase.sale_id()) {
             Some(book) => book.purchase(purchase, now),
             None => PurchaseOutcome::UnknownSale,
-        })
+        };
+        Ok(Judged { outcome, at: now })
     }
 
     async fn release(

@@ -15,6 +15,12 @@ pub const REBUILD_CHUNK_ENTRIES: usize = 2_000;
 /// well under a millisecond of Redis time.
 pub const DEFAULT_MAX_BATCH: usize = 256;
 
+/// The most purchases one purchase.lua call takes (it refuses more before
+/// writing anything): a batch's outbox entry is one XADD, and Lua 5.1
+/// unpacks at most about 8,000 values into one call. A larger `max_batch`
+/// is cut down to it.
+pub const MAX_BATCH: usize = 2_000;
+
 /// How to reach Redis.
 #[derive(Debug, Clone)]
 pub struct RedisEngineConfig {
@@ -27,7 +33,8 @@ pub struct RedisEngineConfig {
     /// How long to wait for a connection to be established.
     pub connection_timeout: Duration,
     /// At most this many purchases of one sale per script call
-    /// ([`DEFAULT_MAX_BATCH`]); 1 turns batching off.
+    /// ([`DEFAULT_MAX_BATCH`], at most [`MAX_BATCH`]); 1 turns batching
+    /// off.
     pub max_batch: usize,
     /// How the scripts run: Functions where the server has them, or
     /// EVALSHA ([`ScriptsMode::Auto`] by default).

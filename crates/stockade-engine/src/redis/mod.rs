@@ -55,15 +55,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use redis::AsyncCommands;
 use stockade_core::{
-    Clock, CreateOutcome, Engine, EngineError, Epoch, Order, OrderId, Purchase, PurchaseOutcome,
-    RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, SoldCounts, UserId,
+    Clock, CreateOutcome, Engine, EngineError, Epoch, Judged, Order, OrderId, Purchase,
+    PurchaseOutcome, RebuildPlan, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, SoldCounts,
+    UserId,
 };
 
 use crate::batching::{BatchedPurchase, Batcher};
 use crate::codes;
-pub use config::{DEFAULT_MAX_BATCH, REBUILD_CHUNK_ENTRIES, RedisEngineConfig};
+pub use config::{DEFAULT_MAX_BATCH, MAX_BATCH, REBUILD_CHUNK_ENTRIES, RedisEngineConfig};
 pub use connection::SharedConnection;
 pub use keys::SaleKeys;
 pub use library::{Library, LibraryScript, ScriptInvocation};
@@ -86,7 +88,7 @@ pub struct RedisEngine {
     connection: SharedConnection,
     key_prefix: String,
     clock: Arc<dyn Clock>,
-    purchases: Batcher<BatchKey, BatchedPurchase, PurchaseOutcome>,
+    purchases: Batcher<BatchKey, BatchedPurchase, Judged>,
     purchase_script: Arc<PurchaseScript>,
     /// Each sale's shards (one for most sales).
     layouts: Arc<Layouts>,
@@ -138,7 +140,7 @@ impl RedisEngine {
                 clock: Arc::clone(&clock),
                 outbox_index: Arc::clone(&outbox_index),
             }),
-            purchases: Batcher::new(config.max_batch),
+            purchases: Batcher::new(config.max_batch.min(MAX_BATCH)),
             layouts,
             transfers,
             outbox_index,
@@ -194,6 +196,16 @@ impl Engine for RedisEngine {
     }
 
     async fn purchase(&self, purchase: &Purchase) -> Result<PurchaseOutcome, EngineError> {
+        Ok(self.purchase_at(purchase, self.clock.now()).await?.outcome)
+    }
+
+    /// Judged at the batch's reading of the engine's clock (not `now`):
+    /// that reading is what it reports, and what its outbox entry says.
+    async fn purchase_at(
+        &self,
+        purchase: &Purchase,
+        _now: DateTime<Utc>,
+    ) -> Result<Judged, EngineError> {
         let sale = purchase.sale_id();
         let layout = self.layouts.of(&self.connection, sale).await?;
         if !layout.is_sharded() {
@@ -204,9 +216,9 @@ impl Engine for RedisEngine {
         let mut tries = 0;
         loop {
             let tried_at = Instant::now();
-            let outcome = self.submit(purchase, shard).await?;
+            let judged = self.submit(purchase, shard).await?;
             tries += 1;
-            match outcome {
+            match judged.outcome {
                 // The shard ran empty: fill it before saying so, so that
                 // "nothing left" means every shard (a buyer's shard is a
                 // lower bound of the sale's stock).
@@ -224,9 +236,12 @@ impl Engine for RedisEngine {
                     } else {
                         0
                     };
-                    return Ok(PurchaseOutcome::Purchased {
-                        order_id,
-                        remaining,
+                    return Ok(Judged {
+                        outcome: PurchaseOutcome::Purchased {
+                            order_id,
+                            remaining,
+                        },
+                        at: judged.at,
                     });
                 }
                 PurchaseOutcome::SoldOut | PurchaseOutcome::InsufficientStock { .. }
@@ -244,10 +259,10 @@ impl Engine for RedisEngine {
                         )
                         .await?;
                     if !refilled {
-                        return Ok(outcome);
+                        return Ok(judged);
                     }
                 }
-                other => return Ok(other),
+                _ => return Ok(judged),
             }
         }
     }
@@ -408,11 +423,7 @@ impl RedisEngine {
     }
 
     /// Queues `purchase` for its shard's next purchase.lua batch.
-    async fn submit(
-        &self,
-        purchase: &Purchase,
-        shard: u16,
-    ) -> Result<PurchaseOutcome, EngineError> {
+    async fn submit(&self, purchase: &Purchase, shard: u16) -> Result<Judged, EngineError> {
         self.purchases
             .submit(
                 (purchase.sale_id().clone(), shard, purchase.epoch()),

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use stockade_core::{Clock, EngineError, Epoch, OrderId, PurchaseOutcome, SaleId};
+use chrono::DateTime;
+use stockade_core::{Clock, EngineError, Epoch, Judged, OrderId, PurchaseOutcome, SaleId};
 use tracing::Instrument as _;
 
 use super::SharedConnection;
@@ -24,24 +25,25 @@ pub(super) struct PurchaseScript {
     pub(super) outbox_index: Arc<OutboxIndex>,
 }
 
-impl BatchRunner<BatchKey, BatchedPurchase, PurchaseOutcome> for PurchaseScript {
+impl BatchRunner<BatchKey, BatchedPurchase, Judged> for PurchaseScript {
     async fn run(
         &self,
         key: &BatchKey,
         purchases: Vec<BatchedPurchase>,
-    ) -> Result<Vec<PurchaseOutcome>, EngineError> {
+    ) -> Result<Vec<Judged>, EngineError> {
         let span = batch_span("redis", "purchase.lua", &key.0, key.2, &purchases);
         self.call(key, purchases).instrument(span).await
     }
 }
 
 impl PurchaseScript {
-    /// One purchase.lua call for the batch.
+    /// One purchase.lua call for the batch, judged at one reading of the
+    /// clock, which each answer reports.
     async fn call(
         &self,
         (sale, shard, epoch): &BatchKey,
         purchases: Vec<BatchedPurchase>,
-    ) -> Result<Vec<PurchaseOutcome>, EngineError> {
+    ) -> Result<Vec<Judged>, EngineError> {
         let layout = self.layouts.known_or_own(sale);
         if *shard >= layout.len() {
             return Err(EngineError::Unavailable(
@@ -53,10 +55,10 @@ impl PurchaseScript {
         for key in keys.all() {
             invocation.key(key);
         }
-        invocation
-            .arg(self.clock.now().timestamp_millis())
-            .arg(purchases.len())
-            .arg(epoch.get());
+        let now = self.clock.now().timestamp_millis();
+        let at = DateTime::from_timestamp_millis(now)
+            .ok_or_else(|| EngineError::backend(format!("the clock reads {now} ms")))?;
+        invocation.arg(now).arg(purchases.len()).arg(epoch.get());
         // Items and tiers travel only in a batch that has some: most
         // batches buy the only SKU of a sale without tiers.
         let plain = purchases
@@ -106,7 +108,10 @@ impl PurchaseScript {
             self.outbox_index
                 .record(&(sale.clone(), *shard), &entry, &accepted);
         }
-        Ok(outcomes)
+        Ok(outcomes
+            .into_iter()
+            .map(|outcome| Judged { outcome, at })
+            .collect())
     }
 }
 

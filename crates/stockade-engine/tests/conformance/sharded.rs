@@ -12,7 +12,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use stockade_core::{
-    CreateOutcome, Durability, Engine, EngineError, Epoch, Order, OrderId, Purchase,
+    CreateOutcome, Durability, Engine, EngineError, Epoch, Judged, Order, OrderId, Purchase,
     PurchaseOutcome, ReleaseOutcome, SaleId, SaleSnapshot, SaleSpec, UserId,
 };
 
@@ -76,9 +76,12 @@ impl Engine for Sharded {
         &self,
         purchase: &Purchase,
         now: DateTime<Utc>,
-    ) -> Result<PurchaseOutcome, EngineError> {
-        let outcome = self.inner.purchase_at(purchase, now).await?;
-        self.whole(purchase, outcome).await
+    ) -> Result<Judged, EngineError> {
+        let judged = self.inner.purchase_at(purchase, now).await?;
+        Ok(Judged {
+            outcome: self.whole(purchase, judged.outcome).await?,
+            at: judged.at,
+        })
     }
     async fn release(
         &self,

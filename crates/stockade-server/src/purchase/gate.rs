@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
-use stockade_core::{Durability, Engine, EngineError, Purchase, PurchaseOutcome};
+use stockade_core::{Durability, Engine, EngineError, Judged, Purchase};
 use stockade_store::authority::Authority;
 use tracing::Span;
 
@@ -22,7 +22,8 @@ pub(super) fn decider(state: &AppState, route: Route) -> &Arc<dyn Engine> {
     }
 }
 
-/// Asks `engine` to decide `purchase` at `now`. None: the breaker in front
+/// Asks `engine` to decide `purchase` at `now`: its answer and the instant
+/// it judged it at (a batching engine's own, later). None: the breaker in front
 /// of an engine apart from the store is open and the sale should move to
 /// the fallback. `request` is the request's span: a batching engine's
 /// batch links to it.
@@ -32,7 +33,7 @@ pub(super) async fn gate(
     purchase: &Purchase,
     now: DateTime<Utc>,
     request: &Span,
-) -> Result<Option<PurchaseOutcome>, PurchaseError> {
+) -> Result<Option<Judged>, PurchaseError> {
     // The breaker watches the engine apart from the store, whose outage
     // the fallback is for; the store engine's errors are the store's.
     let guarded = engine.durability() == Durability::Outbox;
@@ -67,7 +68,7 @@ pub(super) async fn gate(
 }
 
 /// What the breaker learns from an answer of the engine it guards.
-fn breaker_learns(state: &AppState, decided: &Result<PurchaseOutcome, EngineError>) {
+fn breaker_learns(state: &AppState, decided: &Result<Judged, EngineError>) {
     match decided {
         Err(error) if error.is_retryable() => {
             state.breaker().failed(Instant::now());

@@ -8,7 +8,7 @@
 
 use crate::sale_book::OrderTerms;
 use chrono::{DateTime, Utc};
-use stockade_core::{Durability, Order, OrderId, Purchase, PurchaseOutcome, SaleId};
+use stockade_core::{Durability, Judged, Order, OrderId, Purchase, PurchaseOutcome, SaleId};
 use stockade_store::authority::Authority;
 use tracing::field::{Empty, display};
 use tracing::{Instrument as _, Span};
@@ -144,7 +144,7 @@ impl<'a> Purchases<'a> {
                 },
                 outcome = Empty,
             );
-            let Some(outcome) = gate(state, engine, &purchase, now, request)
+            let Some(Judged { outcome, at }) = gate(state, engine, &purchase, now, request)
                 .instrument(gate_span.clone())
                 .await?
             else {
@@ -181,7 +181,9 @@ impl<'a> Purchases<'a> {
                 } => {
                     metrics::gauge!("stockade_sale_remaining", "sale" => sale.to_string())
                         .set(f64::from(remaining));
-                    let order = accepted(state, &purchase, order_id, now).await?;
+                    // Made at the instant the engine judged it, which the
+                    // store judges it at when it commits it.
+                    let order = accepted(state, &purchase, order_id, at).await?;
                     let accepted = Accepted {
                         order,
                         remaining,
@@ -222,8 +224,8 @@ impl<'a> Purchases<'a> {
     }
 }
 
-/// The order an accepted purchase made: made at `now`, the instant the
-/// store records for it, of the items the sale's spec resolves, under the
+/// The order an accepted purchase made: made at `at`, the instant the
+/// engine judged it at, which the store records for it and judges it at, of the items the sale's spec resolves, under the
 /// sale's payment hold (which the store applies the same way when it
 /// commits the order). The spec comes from the sale book, which learned it
 /// with the route; from the store if the book has let it go.
@@ -231,7 +233,7 @@ async fn accepted(
     state: &AppState,
     purchase: &Purchase,
     id: OrderId,
-    now: DateTime<Utc>,
+    at: DateTime<Utc>,
 ) -> Result<Order, PurchaseError> {
     let terms = match state.book().order_terms(purchase) {
         Some(terms) => terms,
@@ -249,7 +251,7 @@ async fn accepted(
             })?
         }
     };
-    Ok(Order::accepted(purchase, terms.items, terms.tier, id, now).under_hold(terms.hold))
+    Ok(Order::accepted(purchase, terms.items, terms.tier, id, at).under_hold(terms.hold))
 }
 
 /// The decider does not have the sale. When it is an engine apart from the

@@ -3,6 +3,7 @@
 //!
 //! [`Harness`]: crate::harness::Harness
 
+mod big_bundles;
 mod durability;
 mod epochs;
 mod helpers;
@@ -15,6 +16,7 @@ mod skus;
 mod tiers;
 
 pub use crate::batch_release::releases_in_one_call_are_each_decided_as_alone;
+pub use big_bundles::a_crowd_of_big_bundles_sells_whole_bundles_only;
 pub use durability::{
     an_accepted_purchase_is_committed_when_answered, durability_is_reported_for_each_engine,
 };
