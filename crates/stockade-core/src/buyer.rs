@@ -112,7 +112,7 @@ mod tests {
             UserId::new("fix").unwrap()
         );
         assert_ne!(UserId::new("Ann").unwrap(), UserId::new("ann").unwrap());
-        for padded in [" ann", "ann ", "\tann", "ann\u{3000}", "\u{a0}ann"] {
+        for padded in [" ann", "ann ", "\u{2003}ann", "ann\u{3000}", "\u{a0}ann"] {
             let error = UserId::new(padded).unwrap_err();
             assert_eq!(error.field, "user_id", "{padded:?}");
             assert!(error.reason.contains("whitespace"), "{padded:?}: {error}");
