@@ -66,7 +66,7 @@ async fn one_buyer_spelled_two_ways_is_one_buyer_on_every_path() {
     let (status, again) = post(&server, entries, json!({"user_id": DECOMPOSED})).await;
     assert_eq!(status, 200, "the same entry: {again}");
     let (status, mine) = server
-        .get(&format!("/v1/sales/drawn/entries/me?user_id=Jose%CC%81"))
+        .get("/v1/sales/drawn/entries/me?user_id=Jose%CC%81")
         .await;
     assert_eq!(status, 200, "{mine}");
     assert_eq!(mine["user_id"], COMPOSED, "{mine}");
