@@ -68,15 +68,15 @@ pub struct PurchaseRequest {
     /// The buyer: 1 to 128 bytes, not blank, without control,
     /// bidirectional or zero-width characters. Required unless the request
     /// carries a buyer's JWT (the buyer is then its `sub`; naming anyone
-    /// else is 403 `user_mismatch`). The pattern: some character that is
-    /// not whitespace, and none of the control, bidirectional or
-    /// zero-width characters `stockade_core::validation::check_identifier`
-    /// refuses.
+    /// else is 403 `user_mismatch`). The pattern: no whitespace at either
+    /// end, and none of the control, bidirectional or zero-width
+    /// characters `stockade_core::validation::check_identifier` refuses;
+    /// the id is then taken in Unicode NFC (`stockade_core::UserId`).
     #[schema(
         nullable = false,
         min_length = 1,
         max_length = 128,
-        pattern = r"^[^\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF]*[^\s\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF][^\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF]*$"
+        pattern = r"^[^\s\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF](?:[^\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF]*[^\s\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF])?$"
     )]
     pub user_id: Option<String>,
     /// Items to buy of `sku` (default 1). Not with `items`.

@@ -40,6 +40,7 @@
 //! - [`validation`]: the error every constructor returns, and the one check
 //!   of client-sent identifiers.
 
+pub mod buyer;
 pub mod clock;
 pub mod draw;
 pub mod engine;
@@ -57,12 +58,13 @@ pub mod sold;
 pub mod tier;
 pub mod validation;
 
+pub use buyer::UserId;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use engine::{Durability, Engine, EngineError};
 pub use epoch::Epoch;
 pub use order::{Order, OrderId, OrderStatus};
 pub use outcome::{CreateOutcome, Judged, PurchaseOutcome, ReleaseOutcome};
-pub use purchase::{IdempotencyKey, Purchase, UserId};
+pub use purchase::{IdempotencyKey, Purchase};
 pub use rebuild::{PlannedOrder, RebuildPlan};
 pub use room::{CloseReason, RoomConfig};
 pub use sale::{SaleId, SaleSnapshot, SaleSpec, SaleSpecBuilder, SaleStatus, SkuSnapshot};

@@ -6,10 +6,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::sku::{WantedItem, check_wanted};
-use crate::{Epoch, SaleId, SkuId, TierName, ValidationError};
+use crate::{Epoch, SaleId, SkuId, TierName, UserId, ValidationError};
 
-/// The longest user id, in bytes.
-pub const MAX_USER_ID_BYTES: usize = 128;
 /// The longest idempotency key, in bytes.
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 128;
 
@@ -54,14 +52,6 @@ macro_rules! text_id {
         }
     };
 }
-
-text_id!(
-    /// A buyer: 1 to 128 bytes of UTF-8, not blank, without control,
-    /// bidirectional-override or zero-width characters.
-    UserId,
-    "user_id",
-    MAX_USER_ID_BYTES
-);
 
 text_id!(
     /// A client-chosen key that makes a purchase safe to retry: 1 to 128
@@ -211,16 +201,6 @@ impl Purchase {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn user_ids_are_1_to_128_bytes_without_control_characters() {
-        assert!(UserId::new("u").is_ok());
-        assert!(UserId::new("ü".repeat(64)).is_ok()); // 128 bytes
-        assert_eq!(UserId::new("ü".repeat(65)).unwrap_err().field, "user_id");
-        assert!(UserId::new("").is_err());
-        assert!(UserId::new("a\0b").is_err());
-        assert!(UserId::new("a\nb").is_err());
-    }
 
     #[test]
     fn quantity_must_be_positive_and_bounded() {

@@ -86,6 +86,37 @@ async fn a_trusted_callers_tier_takes_the_reserve_others_cannot() {
     }
 }
 
+/// Issue 35 item 8: before the sale opens, a member inside their tier's
+/// earlier window buys even after a non-member was refused `not_started`
+/// (the instance's cached rejections judge the buyer's tier window, not
+/// the sale's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tiers_earlier_start_holds_after_a_non_member_was_refused() {
+    let now = chrono::Utc::now();
+    for setup in SETUPS {
+        let server = TestServer::start(setup).await;
+        let mut spec = members_sale("early");
+        spec["starts_at"] = json!(now + chrono::TimeDelta::hours(1));
+        spec["tiers"][0]["starts_at"] = json!(now - chrono::TimeDelta::minutes(1));
+        let (status, sale) = server.create_sale(spec).await;
+        assert_eq!(status, 201, "{setup:?}: {sale}");
+        let member = |buyer: &str| json!({"user_id": buyer, "tier": "members", "sku": "a"});
+        let (status, body) = server.buy_with("early", member("m1")).await;
+        assert_eq!(status, 201, "{setup:?}: first member: {body}");
+        let (status, body) = server
+            .buy_with("early", json!({"user_id": "o1", "sku": "a"}))
+            .await;
+        assert_eq!(status, 409, "{setup:?}: non-member: {body}");
+        assert_eq!(error(&body)["code"], "not_started", "{setup:?}");
+        for buyer in ["m2", "m3"] {
+            let (status, body) = server.buy_with("early", member(buyer)).await;
+            assert_eq!(status, 201, "{setup:?}: member {buyer}: {body}");
+        }
+        let (_, sale) = server.get("/v1/sales/early").await;
+        assert_eq!(sale["skus"][0]["sold"], 3, "{setup:?}: {sale}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tiers_that_do_not_fit_the_sale_are_refused_at_creation() {
     let server = TestServer::start(Setup::Embedded).await;

@@ -100,7 +100,7 @@ pub(crate) fn order_from_row_as(row: &AnyRow, status: OrderStatus) -> Result<Ord
     Ok(Order {
         id: OrderId::from_str(&id).map_err(invalid)?,
         sale_id: SaleId::new(sale).map_err(invalid)?,
-        user_id: UserId::new(user).map_err(invalid)?,
+        user_id: UserId::stored(user).map_err(invalid)?,
         quantity,
         items: match items {
             Some(items) => Item::decode_list(&items).map_err(invalid)?,

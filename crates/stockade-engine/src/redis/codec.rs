@@ -228,7 +228,7 @@ pub(super) fn orders_from_entry(
             Ok(Order {
                 id: id.parse().map_err(|_| corrupt("order id"))?,
                 sale_id: sale.clone(),
-                user_id: UserId::new(user).map_err(|_| corrupt("user id"))?,
+                user_id: UserId::stored(user).map_err(|_| corrupt("user id"))?,
                 quantity,
                 items,
                 tier: match tier {

@@ -76,6 +76,7 @@ conformance!(all_engines on [memory, redis, redis_sharded, redis_eval, postgres,
     the_per_user_limit_spans_skus_and_the_per_sku_limit_caps_each,
     skus_are_part_of_the_sale_spec,
     a_tier_starts_earlier_takes_its_reserve_and_the_rest_is_released_on_time,
+    members_keep_their_earlier_window_after_a_non_member_is_refused,
     a_members_cancel_returns_what_it_took_from_the_common_stock_first,
 ]);
 

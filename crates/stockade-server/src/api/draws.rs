@@ -202,7 +202,7 @@ pub struct Who {
     get, path = "/v1/sales/{id}/entries/me", tag = "draws",
     params(
         ("id" = String, Path, description = "sale id", min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9_-]+$"),
-        ("user_id" = Option<String>, Query, description = "the buyer, with identity off (with a JWT: its sub)", min_length = 1, max_length = 128, pattern = r"^[^\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF]*[^\s\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF][^\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF]*$"),
+        ("user_id" = Option<String>, Query, description = "the buyer, with identity off (with a JWT: its sub)", min_length = 1, max_length = 128, pattern = r"^[^\s\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF](?:[^\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF]*[^\s\x00-\x1F\x7F-\x9F\u061C\u200B-\u200F\u202A-\u202E\u2060\u2066-\u2069\uFEFF])?$"),
     ),
     security((), ("buyer_jwt" = []), ("admin_token" = [])),
     responses(

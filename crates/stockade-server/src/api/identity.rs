@@ -89,11 +89,15 @@ impl Caller {
     /// in).
     pub async fn buyer(&self, state: &AppState, named: Option<String>) -> Result<UserId, ApiError> {
         match self {
+            // Compared in the canonical form: the sub and the body may
+            // spell one buyer differently.
             Self::Buyer(Verified { buyer, .. }) => match named {
-                Some(named) if named != buyer.as_str() => Err(ApiError::new(
-                    ErrorCode::UserMismatch,
-                    "user_id names another buyer than the signed-in one; leave it out or send the token's sub",
-                )),
+                Some(named) if UserId::new(named.as_str()).as_ref() != Ok(buyer) => {
+                    Err(ApiError::new(
+                        ErrorCode::UserMismatch,
+                        "user_id names another buyer than the signed-in one; leave it out or send the token's sub",
+                    ))
+                }
                 _ => Ok(buyer.clone()),
             },
             Self::Trusted | Self::Admin => {

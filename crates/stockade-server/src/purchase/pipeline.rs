@@ -82,7 +82,7 @@ impl<'a> Purchases<'a> {
             return Err(PurchaseError::Rebuilding);
         }
         let keyed = purchase.idempotency_key().is_some();
-        if let Some(outcome) = state.book().answer(sale, keyed, now) {
+        if let Some(outcome) = state.book().answer(sale, purchase.tier(), keyed, now) {
             metrics::counter!("stockade_rejections_cached_total", "reason" => outcome.label())
                 .increment(1);
             return Err(PurchaseError::refused(sale, purchase.quantity(), outcome));
@@ -225,33 +225,43 @@ impl<'a> Purchases<'a> {
 }
 
 /// The order an accepted purchase made: made at `at`, the instant the
-/// engine judged it at, which the store records for it and judges it at, of the items the sale's spec resolves, under the
-/// sale's payment hold (which the store applies the same way when it
-/// commits the order). The spec comes from the sale book, which learned it
-/// with the route; from the store if the book has let it go.
+/// engine judged it at (which the store records and judges it at), of the
+/// items the sale's spec resolves, under the sale's payment hold (which the store applies the same way when it
+/// commits the order).
 async fn accepted(
     state: &AppState,
     purchase: &Purchase,
     id: OrderId,
     at: DateTime<Utc>,
 ) -> Result<Order, PurchaseError> {
-    let terms = match state.book().order_terms(purchase) {
-        Some(terms) => terms,
-        None => {
-            let sale = purchase.sale_id();
-            let spec = state
-                .store()
-                .sale_state(sale)
-                .await?
-                .ok_or_else(|| PurchaseError::Internal(format!("sale {sale} left the store")))?
-                .spec;
-            state.book().learn_spec(&spec);
-            OrderTerms::of(&spec, purchase).ok_or_else(|| {
-                PurchaseError::Internal(format!("the engine accepted items sale {sale} refuses"))
-            })?
-        }
-    };
+    let terms = terms_of(state, purchase).await?.ok_or_else(|| {
+        PurchaseError::Internal(format!(
+            "the engine accepted items sale {} refuses",
+            purchase.sale_id()
+        ))
+    })?;
     Ok(Order::accepted(purchase, terms.items, terms.tier, id, at).under_hold(terms.hold))
+}
+
+/// What an order of `purchase` holds by its sale's spec (None: its items
+/// fit no SKU of the sale). The spec comes from the sale book, which
+/// learned it with the route; from the store if the book has let it go.
+pub(super) async fn terms_of(
+    state: &AppState,
+    purchase: &Purchase,
+) -> Result<Option<OrderTerms>, PurchaseError> {
+    if let Some(terms) = state.book().order_terms(purchase) {
+        return Ok(Some(terms));
+    }
+    let sale = purchase.sale_id();
+    let spec = state
+        .store()
+        .sale_state(sale)
+        .await?
+        .ok_or_else(|| PurchaseError::Internal(format!("sale {sale} left the store")))?
+        .spec;
+    state.book().learn_spec(&spec);
+    Ok(OrderTerms::of(&spec, purchase))
 }
 
 /// The decider does not have the sale. When it is an engine apart from the

@@ -8,10 +8,11 @@
 //! first, and answered with the store's verdict, because an outbox entry of
 //! an epoch the sale has left may be refused when it is drained.
 
-use stockade_core::{Order, OrderId, Purchase};
+use stockade_core::{Item, Order, OrderId, Purchase};
 use stockade_store::Stored;
 use tracing::Span;
 
+use super::pipeline::terms_of;
 use super::settle::{Awaited, store_verdict};
 use super::{Decision, PurchaseError};
 use crate::state::AppState;
@@ -31,7 +32,7 @@ pub(super) async fn replay(
             if let Some(order) = state.queue().in_flight(order_id) {
                 (order, false)
             } else if let Some(order) = outbox_entry(state, purchase, order_id).await? {
-                same_purchase(purchase, &order)?;
+                same_purchase(state, purchase, &order).await?;
                 (commit_found(state, order, request).await?, true)
             } else {
                 // Committed (and gone from the outbox) by another instance
@@ -43,13 +44,31 @@ pub(super) async fn replay(
             }
         }
     };
-    same_purchase(purchase, &order)?;
+    same_purchase(state, purchase, &order).await?;
     Ok(Decision::Replayed { order, committed })
 }
 
-/// `KeyReused` unless `order` is the purchase its key is replayed with.
-fn same_purchase(purchase: &Purchase, order: &Order) -> Result<(), PurchaseError> {
-    if order.user_id != *purchase.user_id() || order.quantity != purchase.quantity() {
+/// `KeyReused` unless `order` is what the purchase its key is replayed
+/// with would make: the same buyer, the same quantity of each SKU (in any
+/// order) and the same tier, as the sale's spec resolves them (a tier the
+/// sale does not name is no tier, as when buying).
+async fn same_purchase(
+    state: &AppState,
+    purchase: &Purchase,
+    order: &Order,
+) -> Result<(), PurchaseError> {
+    if order.user_id != *purchase.user_id() {
+        return Err(PurchaseError::KeyReused);
+    }
+    let Some(terms) = terms_of(state, purchase).await? else {
+        return Err(PurchaseError::KeyReused);
+    };
+    let sorted = |items: &[Item]| {
+        let mut items = items.to_vec();
+        items.sort_by(|a, b| a.sku.cmp(&b.sku));
+        items
+    };
+    if terms.tier != order.tier || sorted(&terms.items) != sorted(&order.items) {
         return Err(PurchaseError::KeyReused);
     }
     Ok(())

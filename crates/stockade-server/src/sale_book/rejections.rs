@@ -4,7 +4,8 @@
 //! - **Not started / ended**: a sale's spec never changes once created, and
 //!   the engine judges the window with this instance's own clock, so the
 //!   spec (learned with the sale's route) answers exactly as the engine
-//!   would. This knowledge never goes stale.
+//!   would: for the buyer's tier, whose window may open earlier. This
+//!   knowledge never goes stale.
 //! - **Sold out**: learned from the decider's answer (`sold_out`, or a
 //!   purchase that left nothing). Stock can come back (a cancel, a rebuild,
 //!   a move to the fallback), so the knowledge lasts only
@@ -65,11 +66,14 @@ impl SaleBook {
 
     /// The rejection this instance can give without asking anyone, if any:
     /// `UnknownSale`, `NotStarted`, `Ended` or `SoldOut`, in the order the
-    /// engine checks them. `keyed`: the purchase carries an idempotency
-    /// key, so only an unknown sale is answered here.
+    /// engine checks them. The window is the one of the buyer's `tier` (a
+    /// tier may start earlier), as the engine judges it. `keyed`: the
+    /// purchase carries an idempotency key, so only an unknown sale is
+    /// answered here.
     pub fn answer(
         &self,
         sale: &SaleId,
+        tier: Option<&TierName>,
         keyed: bool,
         now: DateTime<Utc>,
     ) -> Option<PurchaseOutcome> {
@@ -82,7 +86,11 @@ impl SaleBook {
         if keyed {
             return None;
         }
-        match known.spec.as_ref().map(|spec| spec.window_at(now)) {
+        match known
+            .spec
+            .as_ref()
+            .map(|spec| spec.window_for(rule::tier(spec, tier), now))
+        {
             Some(Window::NotStarted) => return Some(PurchaseOutcome::NotStarted),
             Some(Window::Ended) => return Some(PurchaseOutcome::Ended),
             _ => {}
@@ -283,13 +291,13 @@ mod tests {
         let ticket = rejections.ticket(&id);
         rejections.learn_outcome(&id, ticket, &purchased(0));
         assert_eq!(
-            rejections.answer(&id, false, now),
+            rejections.answer(&id, None, false, now),
             Some(PurchaseOutcome::SoldOut)
         );
         // A keyed purchase asks the engine: it may be a replay.
-        assert_eq!(rejections.answer(&id, true, now), None);
+        assert_eq!(rejections.answer(&id, None, true, now), None);
         std::thread::sleep(Duration::from_millis(60));
-        assert_eq!(rejections.answer(&id, false, now), None);
+        assert_eq!(rejections.answer(&id, None, false, now), None);
     }
 
     #[test]
@@ -301,19 +309,19 @@ mod tests {
         let in_flight = rejections.ticket(&id);
         rejections.stock_returned(&id);
         rejections.learn_outcome(&id, in_flight, &PurchaseOutcome::SoldOut);
-        assert_eq!(rejections.answer(&id, false, now), None);
+        assert_eq!(rejections.answer(&id, None, false, now), None);
         let ticket = rejections.ticket(&id);
         rejections.learn_outcome(&id, ticket, &PurchaseOutcome::SoldOut);
         assert_eq!(
-            rejections.answer(&id, false, now),
+            rejections.answer(&id, None, false, now),
             Some(PurchaseOutcome::SoldOut)
         );
         rejections.stock_returned(&id);
-        assert_eq!(rejections.answer(&id, false, now), None);
+        assert_eq!(rejections.answer(&id, None, false, now), None);
         // Stock seen by a later purchase clears it too.
         rejections.learn_outcome(&id, rejections.ticket(&id), &PurchaseOutcome::SoldOut);
         rejections.learn_outcome(&id, rejections.ticket(&id), &purchased(3));
-        assert_eq!(rejections.answer(&id, false, now), None);
+        assert_eq!(rejections.answer(&id, None, false, now), None);
     }
 
     #[test]
@@ -327,24 +335,24 @@ mod tests {
             .build()
             .unwrap();
         let id = sale("w");
-        assert_eq!(rejections.answer(&id, false, now), None);
+        assert_eq!(rejections.answer(&id, None, false, now), None);
         rejections.learn_spec(&windowed);
         assert_eq!(
-            rejections.answer(&id, false, now),
+            rejections.answer(&id, None, false, now),
             Some(PurchaseOutcome::NotStarted)
         );
         assert_eq!(
-            rejections.answer(&id, false, now + TimeDelta::seconds(10)),
+            rejections.answer(&id, None, false, now + TimeDelta::seconds(10)),
             None
         );
         assert_eq!(
-            rejections.answer(&id, false, now + TimeDelta::seconds(20)),
+            rejections.answer(&id, None, false, now + TimeDelta::seconds(20)),
             Some(PurchaseOutcome::Ended)
         );
         // A zero ttl keeps no sold-out knowledge.
         rejections.learn_outcome(&id, rejections.ticket(&id), &PurchaseOutcome::SoldOut);
         assert_eq!(
-            rejections.answer(&id, false, now + TimeDelta::seconds(15)),
+            rejections.answer(&id, None, false, now + TimeDelta::seconds(15)),
             None
         );
     }
@@ -356,18 +364,18 @@ mod tests {
         let id = sale("ghost");
         rejections.learn_unknown(&id, rejections.unknown_ticket());
         assert_eq!(
-            rejections.answer(&id, true, now),
+            rejections.answer(&id, None, true, now),
             Some(PurchaseOutcome::UnknownSale)
         );
         // A read that raced a creation here records nothing.
         let raced = rejections.unknown_ticket();
         rejections.sale_created(&id);
-        assert_eq!(rejections.answer(&id, false, now), None);
+        assert_eq!(rejections.answer(&id, None, false, now), None);
         rejections.learn_unknown(&id, raced);
-        assert_eq!(rejections.answer(&id, false, now), None);
+        assert_eq!(rejections.answer(&id, None, false, now), None);
         rejections.learn_unknown(&id, rejections.unknown_ticket());
         std::thread::sleep(Duration::from_millis(60));
-        assert_eq!(rejections.answer(&id, false, now), None);
+        assert_eq!(rejections.answer(&id, None, false, now), None);
         for i in 0..(UNKNOWN_SALES_CAPACITY * 3) {
             rejections.learn_unknown(&sale(&format!("flood-{i}")), rejections.unknown_ticket());
         }

@@ -191,7 +191,7 @@ fn decode_user(text: &str) -> Option<UserId> {
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(text)
         .ok()?;
-    UserId::new(String::from_utf8(bytes).ok()?).ok()
+    UserId::stored(String::from_utf8(bytes).ok()?).ok()
 }
 
 impl fmt::Display for TicketId {

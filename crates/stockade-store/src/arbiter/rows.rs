@@ -245,7 +245,7 @@ pub(crate) async fn read_holdings(
             let quantity: i64 = row.try_get("quantity")?;
             let skus: Option<String> = row.try_get("sku_quantities")?;
             found.insert(
-                UserId::new(user).map_err(|e| corrupt("holding", e))?,
+                UserId::stored(user).map_err(|e| corrupt("holding", e))?,
                 Held::from_columns(quantity, skus)?,
             );
         }

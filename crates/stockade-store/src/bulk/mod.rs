@@ -203,7 +203,7 @@ pub(super) async fn read_holdings(
             .entry(SaleId::new(sale).map_err(|e| corrupt("holding", e))?)
             .or_default()
             .insert(
-                UserId::new(user).map_err(|e| corrupt("holding", e))?,
+                UserId::stored(user).map_err(|e| corrupt("holding", e))?,
                 Held::from_columns(quantity, skus)?,
             );
     }
@@ -247,7 +247,7 @@ pub(super) async fn read_key_owners(
             .or_default()
             .insert(
                 (
-                    UserId::new(user).map_err(|e| corrupt("order", e))?,
+                    UserId::stored(user).map_err(|e| corrupt("order", e))?,
                     IdempotencyKey::new(key).map_err(|e| corrupt("order", e))?,
                 ),
                 id.parse().map_err(|e| corrupt("order id", e))?,

@@ -298,7 +298,7 @@ fn entry_from_row(row: &AnyRow) -> Result<Entry, StoreError> {
     Ok(Entry {
         id: id.parse().map_err(invalid)?,
         sale_id: SaleId::new(sale).map_err(invalid)?,
-        user_id: UserId::new(user).map_err(invalid)?,
+        user_id: UserId::stored(user).map_err(invalid)?,
         items: Item::decode_list(&items).map_err(invalid)?,
         tier: tier.map(TierName::new).transpose().map_err(invalid)?,
         created_at: millis(created)?,

@@ -46,5 +46,6 @@ pub use skus::{
 pub use tiers::{
     a_members_cancel_returns_what_it_took_from_the_common_stock_first,
     a_tier_starts_earlier_takes_its_reserve_and_the_rest_is_released_on_time,
+    members_keep_their_earlier_window_after_a_non_member_is_refused,
     rebuild_keeps_what_each_tier_holds,
 };

@@ -232,3 +232,26 @@ pub async fn rebuild_keeps_what_each_tier_holds(h: &Harness) {
         short_of_a(0)
     );
 }
+
+/// Issue 35 item 8, on the engine: a non-member refused `not_started`
+/// inside the members' earlier window changes nothing for the members
+/// who buy after them.
+pub async fn members_keep_their_earlier_window_after_a_non_member_is_refused(h: &Harness) {
+    let e = h.engine.as_ref();
+    let opens = h.clock_now() + TimeDelta::seconds(30);
+    e.create_sale(&members_sale("early", opens)).await.unwrap();
+    h.clock.set(opens - TimeDelta::seconds(5));
+    assert!(bought(
+        &buy(e, "early", "m1", Some("members"), &[("a", 1)]).await
+    ));
+    assert_eq!(
+        buy(e, "early", "outsider", None, &[("a", 1)]).await,
+        PurchaseOutcome::NotStarted
+    );
+    for member in ["m2", "m3"] {
+        let outcome = buy(e, "early", member, Some("members"), &[("a", 1)]).await;
+        assert!(bought(&outcome), "{member}: {outcome:?}");
+    }
+    let snapshot = e.snapshot(&sale("early")).await.unwrap().unwrap();
+    assert_eq!(snapshot.skus[0].remaining, 7);
+}

@@ -156,7 +156,7 @@ impl QueueBackend for RedisQueues {
             Some(JoinOutcome::Joined {
                 view: TicketView {
                     ticket: TicketId::from_stored(text(ticket)?),
-                    user: UserId::new(text(user)?).ok()?,
+                    user: UserId::stored(text(user)?).ok()?,
                     state: status,
                 },
                 created: int(created)? == 1,
@@ -189,7 +189,7 @@ impl QueueBackend for RedisQueues {
             };
             Some(TicketView {
                 ticket: ticket.clone(),
-                user: UserId::new(text(user)?).ok()?,
+                user: UserId::stored(text(user)?).ok()?,
                 state: state(status, value)?,
             })
         })();
