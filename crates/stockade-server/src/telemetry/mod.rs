@@ -229,7 +229,7 @@ where
         .with_timeout(EXPORT_TIMEOUT)
         .build()
         .map_err(|e| failed(e.to_string()))?;
-    let provider = SdkTracerProvider::builder()
+    let provider = provider_builder()
         .with_batch_exporter(exporter)
         .with_resource(resource())
         .build();
@@ -249,6 +249,22 @@ where
             }
         }));
     Ok((layer, Tracing { provider }))
+}
+
+/// The most purchases one batch span links: the largest store batch
+/// `--batch-max` allows (512 by default; the engine's are 256). The SDK
+/// keeps 128 links a span by default and drops the rest; a batch span must
+/// link every purchase it carried. Links cost only when made.
+pub const MAX_BATCH_LINKS: usize = 10_000;
+
+/// The provider's settings: a span keeps as many links as the largest
+/// batch has purchases (or more, if `OTEL_SPAN_LINK_COUNT_LIMIT` says so).
+fn provider_builder() -> opentelemetry_sdk::trace::TracerProviderBuilder {
+    let asked = std::env::var("OTEL_SPAN_LINK_COUNT_LIMIT")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .unwrap_or(0);
+    SdkTracerProvider::builder().with_max_links_per_span(asked.max(MAX_BATCH_LINKS as u32))
 }
 
 /// The SDK's resource (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`),
@@ -272,6 +288,7 @@ mod tests {
     use super::*;
     use axum::http::Request;
     use tracing::Span;
+    use tracing_subscriber::layer::SubscriberExt as _;
 
     fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |name| {
@@ -366,6 +383,55 @@ mod tests {
             assert!(Span::current().is_disabled(), "nothing to carry for a link");
         });
         assert!(!is_on());
+    }
+
+    /// Keeps what the SDK exports, for the tests.
+    #[derive(Debug, Clone, Default)]
+    struct Kept(std::sync::Arc<std::sync::Mutex<Vec<opentelemetry_sdk::trace::SpanData>>>);
+
+    impl opentelemetry_sdk::trace::SpanExporter for Kept {
+        async fn export(
+            &self,
+            batch: Vec<opentelemetry_sdk::trace::SpanData>,
+        ) -> opentelemetry_sdk::error::OTelSdkResult {
+            self.0.lock().unwrap().extend(batch);
+            Ok(())
+        }
+    }
+
+    /// A store batch carries up to 512 orders (the engine's, 256): its span
+    /// links every one of them, beyond the SDK's default cap of 128.
+    /// A full store batch at the default `--batch-max`.
+    const FULL_BATCH: usize = 512;
+
+    #[test]
+    fn a_full_batch_span_links_every_purchase_in_it() {
+        let kept = Kept::default();
+        let provider = provider_builder()
+            .with_simple_exporter(kept.clone())
+            .build();
+        let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("test"));
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            let purchases: Vec<Span> = (0..FULL_BATCH)
+                .map(|_| tracing::info_span!("request"))
+                .collect();
+            let batch = tracing::info_span!("store commit");
+            for purchase in &purchases {
+                batch.follows_from(purchase);
+            }
+            drop(batch);
+        });
+        let spans = kept.0.lock().unwrap();
+        let batch = spans
+            .iter()
+            .find(|s| s.name == "store commit")
+            .expect("the batch span was exported");
+        assert_eq!(
+            (batch.links.len(), batch.links.dropped_count),
+            (FULL_BATCH, 0),
+            "links kept and dropped of a batch of {FULL_BATCH}"
+        );
     }
 
     #[test]
