@@ -83,7 +83,7 @@ enum Backend {
     /// In this process.
     Local(local::LocalLimits),
     /// In Redis, shared by every instance.
-    Shared(shared::SharedLimits),
+    Shared(Box<shared::SharedLimits>),
 }
 
 /// The service's rate limiter. Cheap to clone.
@@ -132,9 +132,9 @@ impl RateLimiter {
         prefix: String,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let backend = Backend::Shared(shared::SharedLimits::new(
+        let backend = Backend::Shared(Box::new(shared::SharedLimits::new(
             &limits, connection, prefix, clock,
-        ));
+        )));
         Self {
             inner: Arc::new(Inner { limits, backend }),
         }
