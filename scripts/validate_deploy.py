@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -395,24 +397,118 @@ SERVICE_MONITOR_SCHEMA = {
 }
 
 
-def check_kubernetes(settings: set[str]) -> None:
-    kustomization_path = KUSTOMIZE / "kustomization.yaml"
+def kustomization_resources(directory: Path) -> list:
+    """The resources a kustomization (or component) lists, as (path, resource)."""
+    kustomization_path = directory / "kustomization.yaml"
     kustomization = (load_yaml_all(kustomization_path) or [{}])[0]
     listed = kustomization.get("resources") or []
-    present = sorted(p.name for p in KUSTOMIZE.glob("*.yaml") if p.name != "kustomization.yaml")
+    present = sorted(p.name for p in directory.glob("*.yaml") if p.name != "kustomization.yaml")
     for name in present:
         if name not in listed:
-            problem(kustomization_path, f"{name} is in deploy/kubernetes/ but not under resources")
+            problem(kustomization_path, f"{name} is in {rel(directory)}/ but not under resources")
     resources = []
     for name in listed:
-        path = KUSTOMIZE / name
+        path = directory / name
         if not path.is_file():
             problem(kustomization_path, f"lists {name}, which does not exist")
             continue
         for resource in load_yaml_all(path):
             resources.append((path, resource))
             validate_resource(path, resource)
+    return resources
+
+
+def check_kustomize_build() -> None:
+    """`kubectl kustomize` (kustomize built into kubectl) on the base, where
+    kubectl is installed: it renders, with no Secret and no ServiceMonitor."""
+    kubectl = shutil.which("kubectl")
+    if not kubectl:
+        step("  kubectl is not installed: the kustomization is read by this script alone")
+        return
+    built = subprocess.run([kubectl, "kustomize", str(KUSTOMIZE)], capture_output=True, text=True)
+    if built.returncode != 0:
+        problem(KUSTOMIZE, f"kubectl kustomize failed: {built.stderr.strip()}")
+        return
+    kinds = [r.get("kind") for r in yaml.safe_load_all(built.stdout) if r]
+    for kind in ("Secret", "ServiceMonitor"):
+        if kind in kinds:
+            problem(KUSTOMIZE, f"kubectl kustomize renders a {kind}")
+    step(f"  kubectl kustomize {rel(KUSTOMIZE)}: {', '.join(kinds)}")
+
+
+def check_kubernetes(settings: set[str]) -> None:
+    check_kustomize_build()
+    resources = kustomization_resources(KUSTOMIZE)
+    check_applies_cleanly(resources)
     check_references(resources)
+    component = KUSTOMIZE / "components" / "servicemonitor"
+    if not (component / "kustomization.yaml").is_file():
+        problem(component, "no opt-in component for the ServiceMonitor")
+        return
+    kind = ((load_yaml_all(component / "kustomization.yaml") or [{}])[0]).get("kind")
+    if kind != "Component":
+        problem(component / "kustomization.yaml", f"kind is {kind!r}, expected Component")
+    monitors = kustomization_resources(component)
+    services = [(p, r) for p, r in resources if r.get("kind") == "Service"]
+    check_service_monitors(monitors, services)
+
+
+# Values that mark a credential still to be chosen.
+PLACEHOLDER = re.compile(r"replace[-_ ]?me|change[-_ ]?me|placeholder|<[^>]*>|\.\.\.|xxxx", re.IGNORECASE)
+
+
+def check_applies_cleanly(resources: list) -> None:
+    """What `kubectl apply -k` on a real cluster needs (issue 36, item 4)."""
+    kustomization_path = KUSTOMIZE / "kustomization.yaml"
+    kustomization = (load_yaml_all(kustomization_path) or [{}])[0]
+    for path, resource in resources:
+        kind = resource.get("kind")
+        if kind == "Secret":
+            values = {**(resource.get("data") or {}), **(resource.get("stringData") or {})}
+            marked = sorted(k for k, v in values.items() if PLACEHOLDER.search(str(v)))
+            if marked:
+                problem(path, f"Secret {resource['metadata']['name']} carries placeholders in {', '.join(marked)}: "
+                              "`kubectl apply -k` would overwrite the Secret made by hand with them")
+            else:
+                problem(path, f"Secret {resource['metadata']['name']} in the base: `kubectl apply -k` would "
+                              "overwrite the one made by hand; create it beside the kustomization (docs/deploy.md)")
+        if kind == "ServiceMonitor":
+            problem(path, "a ServiceMonitor in the base: a cluster without the Prometheus Operator refuses "
+                          "the whole apply; make it opt-in (components/servicemonitor)")
+        if kind == "PodDisruptionBudget":
+            spec = resource["spec"]
+            if spec.get("maxUnavailable") != 1 or "minAvailable" in spec:
+                problem(path, f"PodDisruptionBudget: maxUnavailable must be 1 (and no minAvailable), not {spec}")
+        if kind == "ConfigMap":
+            data = resource.get("data") or {}
+            if "STOCKADE_RATE_LIMIT_INSTANCES" in data:
+                problem(path, "STOCKADE_RATE_LIMIT_INSTANCES is set by hand: the live instances are counted in the store")
+            if not data.get("STOCKADE_TRUSTED_PROXIES"):
+                problem(path, "STOCKADE_TRUSTED_PROXIES is not set: behind an ingress every buyer is the "
+                              "controller's address, held to the per-client connection cap")
+    version = re.search(r'^version = "([^"]+)"', (ROOT / "Cargo.toml").read_text(), re.MULTILINE)
+    tags = {i.get("name"): i.get("newTag") for i in kustomization.get("images") or []}
+    tag = tags.get("stockade")
+    if tag in (None, "latest"):
+        problem(kustomization_path, f"the stockade image's tag is {tag!r}: pin it (the workspace version)")
+    elif version and tag != version.group(1):
+        problem(kustomization_path, f"the stockade image's tag {tag} is not the workspace version {version.group(1)}")
+    secret_keys = set()
+    for path, resource in resources:
+        if resource.get("kind") != "Deployment":
+            continue
+        for container in resource["spec"]["template"]["spec"]["containers"]:
+            for item in container.get("env") or []:
+                ref = (item.get("valueFrom") or {}).get("secretKeyRef")
+                if ref:
+                    secret_keys.add((ref["name"], ref["key"]))
+    guide = (ROOT / "docs/deploy.md").read_text()
+    for name, key in sorted(secret_keys):
+        command = re.search(rf"kubectl create secret generic {re.escape(name)}\b[^`]*", guide)
+        if not command:
+            problem(ROOT / "docs/deploy.md", f"does not show `kubectl create secret generic {name}` (the Secret the Deployment reads)")
+        elif key not in command.group(0):
+            problem(ROOT / "docs/deploy.md", f"`kubectl create secret generic {name}` does not set {key}")
 
 
 def validate_resource(path: Path, resource: dict) -> None:
@@ -476,7 +572,9 @@ def check_references(resources: list) -> None:
         ref = (item.get("valueFrom") or {}).get("secretKeyRef") or (item.get("valueFrom") or {}).get("configMapKeyRef")
         if ref:
             table = secrets if "secretKeyRef" in item["valueFrom"] else config_maps
-            if ref["key"] not in table.get(ref["name"], {}):
+            if table is secrets and ref["name"] not in secrets:
+                pass  # made by hand beside the kustomization: checked against docs/deploy.md
+            elif ref["key"] not in table.get(ref["name"], {}):
                 problem(path, f"env {item['name']} refers to {ref['name']}/{ref['key']}, which does not exist")
         env[item["name"]] = item.get("value", "(from a reference)")
     for name in env:
@@ -526,18 +624,20 @@ def check_references(resources: list) -> None:
             problem(ppath, "the PodDisruptionBudget's selector does not match the Deployment's pods")
     if not by_kind.get("PodDisruptionBudget"):
         problem(KUSTOMIZE, "no PodDisruptionBudget")
-    for mpath, monitor in by_kind.get("ServiceMonitor", []):
+
+
+def check_service_monitors(monitors: list, services: list) -> None:
+    for mpath, monitor in monitors:
         wanted = set(monitor["spec"]["selector"].get("matchLabels", {}).items())
-        matched = [s for _, s in by_kind.get("Service", [])
-                   if wanted <= set((s["metadata"].get("labels") or {}).items())]
+        matched = [s for _, s in services if wanted <= set((s["metadata"].get("labels") or {}).items())]
         if not matched:
             problem(mpath, "the selector matches no Service's labels")
         names = {p.get("name") for s in matched for p in s["spec"].get("ports") or []}
         for endpoint in monitor["spec"]["endpoints"]:
             if endpoint.get("port") not in names:
                 problem(mpath, f"endpoint port {endpoint.get('port')!r} is no named port of the Service")
-    if not by_kind.get("ServiceMonitor"):
-        problem(KUSTOMIZE, "no ServiceMonitor")
+    if not monitors:
+        problem(KUSTOMIZE, "no ServiceMonitor in components/servicemonitor")
 
 
 def main() -> int:

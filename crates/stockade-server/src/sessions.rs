@@ -1,43 +1,57 @@
-//! Dashboard logins: random session ids kept server-side with an expiry.
+//! Dashboard logins: a signed, expiring cookie every instance can check.
 //!
 //! The admin token is typed into a login form once; the browser then holds
-//! only a session id (256 random bits, in an HttpOnly, SameSite=Strict
-//! cookie), never the token. Sessions end at their expiry or on logout, and
-//! a restart ends them all. Time comes from the service's [`Clock`](stockade_core::Clock), so
-//! expiry is tested without sleeping.
+//! only `EXPIRY.SIGNATURE` (in an HttpOnly, SameSite=Strict cookie): the
+//! expiry in milliseconds since the Unix epoch and an HMAC-SHA256 over it
+//! with a key derived from the admin token, never the token itself. Any
+//! instance given the same admin token checks it without asking another,
+//! so a dashboard behind a load balancer stays signed in whichever
+//! instance answers, and a restart keeps it signed in.
 //!
-//! Sessions are kept under the SHA-256 digest of their id, never the id:
-//! a lookup's timing can reveal at most a prefix of a digest, which says
-//! nothing about any id (the map-lookup form of a constant-time compare),
-//! and a memory dump holds no usable session.
+//! What ends a session: its expiry; logout, which clears the cookie in
+//! that browser (a copy taken before stays good until its expiry, as
+//! nothing is kept server-side to revoke); and a new admin token, which
+//! changes the key and so ends every session at once (the way to revoke).
+//! Time comes from the service's [`Clock`](stockade_core::Clock), so
+//! expiry is tested without sleeping.
 
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use dashmap::DashMap;
-use sha2::{Digest, Sha256};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 
-/// The most sessions kept at once; the oldest goes when a login needs room.
-pub const MAX_SESSIONS: usize = 1_000;
+type HmacSha256 = Hmac<Sha256>;
 
-/// The live sessions of this instance.
-#[derive(Debug)]
+/// What the signing key is derived for: a key of its own, not the admin
+/// token itself, so a signature never serves as anything else.
+const PURPOSE: &[u8] = b"stockade dashboard session v1";
+
+/// Issues and checks the dashboard's session cookies.
 pub struct Sessions {
     ttl: Duration,
-    /// Expiry by the SHA-256 digest of the session id.
-    live: DashMap<[u8; 32], DateTime<Utc>>,
+    key: HmacSha256,
 }
 
-fn digest(id: &str) -> [u8; 32] {
-    Sha256::digest(id.as_bytes()).into()
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions")
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Sessions {
-    /// An empty store whose sessions last `ttl`.
-    pub fn new(ttl: Duration) -> Self {
+    /// Sessions that last `ttl`, signed with a key derived from
+    /// `admin_token` (every instance of a deployment shares it).
+    pub fn new(admin_token: &str, ttl: Duration) -> Self {
+        let mut derive = HmacSha256::new_from_slice(admin_token.as_bytes())
+            .expect("HMAC takes keys of any length");
+        derive.update(PURPOSE);
+        let key = derive.finalize().into_bytes();
         Self {
             ttl,
-            live: DashMap::new(),
+            key: HmacSha256::new_from_slice(&key).expect("HMAC takes keys of any length"),
         }
     }
 
@@ -46,61 +60,35 @@ impl Sessions {
         self.ttl
     }
 
-    /// Starts a session at `now`; returns its id.
+    fn sign(&self, expiry_ms: i64) -> HmacSha256 {
+        let mut mac = self.key.clone();
+        mac.update(expiry_ms.to_string().as_bytes());
+        mac
+    }
+
+    /// Starts a session at `now`; returns the cookie's value.
     pub fn open(&self, now: DateTime<Utc>) -> String {
-        self.live.retain(|_, expires| *expires > now);
-        while self.live.len() >= MAX_SESSIONS {
-            let oldest = self
-                .live
-                .iter()
-                .min_by_key(|entry| *entry.value())
-                .map(|entry| *entry.key());
-            match oldest {
-                Some(id) => self.live.remove(&id),
-                None => break,
-            };
+        let ttl = TimeDelta::from_std(self.ttl).unwrap_or(TimeDelta::hours(8));
+        let expiry = (now + ttl).timestamp_millis();
+        let signature = hex::encode(self.sign(expiry).finalize().into_bytes());
+        format!("{expiry}.{signature}")
+    }
+
+    /// Whether `cookie` is a session this deployment signed that has not
+    /// expired at `now` (the signature is compared in constant time).
+    pub fn is_valid(&self, cookie: &str, now: DateTime<Utc>) -> bool {
+        let Some((expiry, signature)) = cookie.split_once('.') else {
+            return false;
+        };
+        let (Ok(expiry_ms), Ok(signature)) = (expiry.parse::<i64>(), hex::decode(signature)) else {
+            return false;
+        };
+        // The canonical form only: the signature covers these digits.
+        if expiry_ms.to_string() != expiry || expiry_ms <= now.timestamp_millis() {
+            return false;
         }
-        let id = new_id();
-        let expires = now + TimeDelta::from_std(self.ttl).unwrap_or(TimeDelta::hours(8));
-        self.live.insert(digest(&id), expires);
-        id
+        self.sign(expiry_ms).verify_slice(&signature).is_ok()
     }
-
-    /// Whether `id` names a session that has not expired at `now`; an
-    /// expired one is forgotten.
-    pub fn is_valid(&self, id: &str, now: DateTime<Utc>) -> bool {
-        let key = digest(id);
-        match self.live.get(&key).map(|e| *e) {
-            Some(expires) if expires > now => true,
-            Some(_) => {
-                self.live.remove(&key);
-                false
-            }
-            None => false,
-        }
-    }
-
-    /// Ends a session (logout).
-    pub fn close(&self, id: &str) {
-        self.live.remove(&digest(id));
-    }
-
-    /// How many sessions are kept.
-    pub fn len(&self) -> usize {
-        self.live.len()
-    }
-
-    /// Whether no session is kept.
-    pub fn is_empty(&self) -> bool {
-        self.live.is_empty()
-    }
-}
-
-/// 32 random bytes from the operating system's generator, hex-encoded.
-fn new_id() -> String {
-    use rand::Rng;
-    let bytes: [u8; 32] = rand::rng().random();
-    hex::encode(bytes)
 }
 
 #[cfg(test)]
@@ -108,30 +96,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_session_lasts_its_ttl_and_ends_on_logout() {
-        let sessions = Sessions::new(Duration::from_secs(60));
+    fn a_session_lasts_its_ttl_and_only_its_signer_accepts_it() {
+        let sessions = Sessions::new("admin-token", Duration::from_secs(60));
         let t0 = Utc::now();
-        let id = sessions.open(t0);
-        assert_eq!(id.len(), 64);
-        assert!(sessions.is_valid(&id, t0 + TimeDelta::seconds(59)));
-        assert!(!sessions.is_valid(&id, t0 + TimeDelta::seconds(60)));
-        assert!(sessions.is_empty(), "an expired session is forgotten");
-        let id = sessions.open(t0);
-        assert_ne!(sessions.open(t0), id, "ids are random");
-        sessions.close(&id);
-        assert!(!sessions.is_valid(&id, t0));
+        let cookie = sessions.open(t0);
+        assert!(sessions.is_valid(&cookie, t0 + TimeDelta::seconds(59)));
+        assert!(!sessions.is_valid(&cookie, t0 + TimeDelta::seconds(60)));
+        // Another instance with the same token accepts it; a new token
+        // ends it.
+        let same = Sessions::new("admin-token", Duration::from_secs(60));
+        assert!(same.is_valid(&cookie, t0));
+        let rotated = Sessions::new("new-admin-token", Duration::from_secs(60));
+        assert!(!rotated.is_valid(&cookie, t0));
+        // Tampered or malformed cookies are refused.
+        let (expiry, signature) = cookie.split_once('.').unwrap();
+        let later = expiry.parse::<i64>().unwrap() + 60_000;
+        assert!(!sessions.is_valid(&format!("{later}.{signature}"), t0));
+        assert!(!sessions.is_valid(&format!("0{expiry}.{signature}"), t0));
+        assert!(!sessions.is_valid(&format!("{expiry}.{}", &signature[2..]), t0));
+        assert!(!sessions.is_valid(&format!("{expiry}.zz"), t0));
         assert!(!sessions.is_valid("guess", t0));
+        assert!(!sessions.is_valid("", t0));
     }
 
     #[test]
-    fn the_store_is_bounded_and_the_oldest_goes_first() {
-        let sessions = Sessions::new(Duration::from_secs(3600));
-        let t0 = Utc::now();
-        let first = sessions.open(t0);
-        for i in 1..=MAX_SESSIONS {
-            sessions.open(t0 + TimeDelta::milliseconds(i as i64));
-        }
-        assert_eq!(sessions.len(), MAX_SESSIONS);
-        assert!(!sessions.is_valid(&first, t0));
+    fn the_admin_token_is_not_in_the_cookie_or_debug_output() {
+        let sessions = Sessions::new("admin-token", Duration::from_secs(60));
+        assert!(!sessions.open(Utc::now()).contains("admin-token"));
+        assert!(!format!("{sessions:?}").contains("admin-token"));
     }
 }

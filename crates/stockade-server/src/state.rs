@@ -12,7 +12,6 @@ use crate::activity::Board;
 use crate::breaker::CircuitBreaker;
 use crate::identity::Identity;
 use crate::journal::IntakeJournal;
-use crate::login_attempts::LoginAttempts;
 use crate::rate_limit::RateLimiter;
 use crate::sale_book::SaleBook;
 use crate::sessions::Sessions;
@@ -48,7 +47,6 @@ struct Inner {
     identity: Option<Identity>,
     rate_limiter: RateLimiter,
     sessions: Sessions,
-    login_attempts: LoginAttempts,
     waiting_rooms: WaitingRooms,
     journal: Option<IntakeJournal>,
     activity: Arc<Board>,
@@ -113,6 +111,7 @@ pub struct StateParts {
 impl AppState {
     /// Assembles the state. It is not ready until start-up recovery is done.
     pub fn new(parts: StateParts) -> Self {
+        let sessions = Sessions::new(&parts.admin_token, parts.dashboard_session_ttl);
         Self {
             inner: Arc::new(Inner {
                 // One store engine (one queue in front of the pool) when
@@ -142,8 +141,7 @@ impl AppState {
                 metrics: crate::metrics::prometheus(),
                 identity: parts.identity,
                 rate_limiter: parts.rate_limiter,
-                sessions: Sessions::new(parts.dashboard_session_ttl),
-                login_attempts: LoginAttempts::new(),
+                sessions,
                 waiting_rooms: parts.waiting_rooms,
                 journal: parts.journal,
                 activity: parts.activity,
@@ -230,10 +228,6 @@ impl AppState {
     /// Whether the session cookie is `Secure` (an https `--public-url`).
     pub fn secure_cookies(&self) -> bool {
         self.inner.secure_cookies
-    }
-    /// Failed dashboard logins by client.
-    pub fn login_attempts(&self) -> &LoginAttempts {
-        &self.inner.login_attempts
     }
     /// The dashboard's login sessions.
     pub fn sessions(&self) -> &Sessions {

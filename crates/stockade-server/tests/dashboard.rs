@@ -108,7 +108,7 @@ async fn the_login_trades_the_token_for_a_strict_http_only_session() {
     assert!(empty.headers().get("set-cookie").is_none());
 
     // The right token: a redirect to /dashboard (no token in any URL) and
-    // a strict, HttpOnly cookie that holds a random id, not the token.
+    // a strict, HttpOnly cookie that holds a signed expiry, not the token.
     let ok = login(&server, TOKEN).await;
     assert_eq!(ok.status().as_u16(), 303);
     assert_eq!(ok.headers()["location"], "/dashboard");
@@ -146,7 +146,9 @@ async fn the_login_trades_the_token_for_a_strict_http_only_session() {
     clock.advance(TimeDelta::seconds(1));
     assert_eq!(overview(&server, Some(&pair)).await.0, 401);
 
-    // Logout ends the session and clears the cookie.
+    // Logout clears the cookie in the browser (a signed session is kept
+    // nowhere else: a copy lasts until its expiry; a new admin token ends
+    // them all).
     let (_, pair) = session_pair(&login(&server, TOKEN).await);
     assert_eq!(overview(&server, Some(&pair)).await.0, 200);
     let out = client()
@@ -158,7 +160,61 @@ async fn the_login_trades_the_token_for_a_strict_http_only_session() {
     assert_eq!(out.status().as_u16(), 303);
     let (cleared, _) = session_pair(&out);
     assert!(cleared.contains("Max-Age=0"), "{cleared}");
-    assert_eq!(overview(&server, Some(&pair)).await.0, 401);
+    assert!(cleared.starts_with("stockade_session=;"), "{cleared}");
+}
+
+/// Two instances on one store, as behind a load balancer (issue 36, item
+/// 3): a login on one is a session on the other, until its expiry on
+/// either; and failed logins count across both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_and_the_login_throttle_hold_across_instances() {
+    let clock = ManualClock::new(Utc::now());
+    let a = TestServer::start_adjusted(
+        Setup::Postgres,
+        Timing::default(),
+        Arc::new(clock.clone()),
+        |_| {},
+    )
+    .await;
+    let b = TestServer::start_beside(&a).await;
+
+    let (_, pair) = session_pair(&login(&a, TOKEN).await);
+    let (status, body) = overview(&b, Some(&pair)).await;
+    assert_eq!(
+        status, 200,
+        "a session opened on one instance is refused by the other: {body}"
+    );
+    // Expiry is the same on both (the default lifetime: eight hours).
+    clock.advance(TimeDelta::hours(8) - TimeDelta::seconds(1));
+    assert_eq!(overview(&b, Some(&pair)).await.0, 200);
+    clock.advance(TimeDelta::seconds(1));
+    assert_eq!(overview(&a, Some(&pair)).await.0, 401);
+    assert_eq!(overview(&b, Some(&pair)).await.0, 401);
+    // A cookie with its expiry moved is refused: the signature covers it.
+    let (_, pair) = session_pair(&login(&b, TOKEN).await);
+    let (name, value) = pair.split_once('=').unwrap();
+    let (expiry, signature) = value.split_once('.').expect("expiry.signature");
+    let later: i64 = expiry.parse::<i64>().unwrap() + 3_600_000;
+    let forged = format!("{name}={later}.{signature}");
+    assert_eq!(overview(&a, Some(&forged)).await.0, 401);
+    assert_eq!(overview(&a, Some(&pair)).await.0, 200);
+
+    // Three failures on one instance, two on the other: the sixth try, on
+    // either, is 429.
+    for (server, attempt) in [(&a, 1), (&b, 2), (&a, 3), (&b, 4), (&a, 5)] {
+        let answer = login(server, &format!("guess-{attempt}")).await;
+        assert_eq!(answer.status().as_u16(), 401, "attempt {attempt}");
+    }
+    for server in [&a, &b] {
+        let answer = login(server, TOKEN).await;
+        assert_eq!(
+            answer.status().as_u16(),
+            429,
+            "the failures on the other instance were not counted"
+        );
+    }
+    clock.advance(TimeDelta::seconds(61));
+    assert_eq!(login(&b, TOKEN).await.status().as_u16(), 303);
 }
 
 /// A sale with a waiting room shows how many buyers wait in it.

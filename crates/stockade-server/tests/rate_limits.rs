@@ -406,3 +406,59 @@ async fn a_frozen_redis_costs_a_short_timeout_then_this_instances_share_limits()
     );
     assert_eq!(fell_back(&server.metrics_text().await), counted);
 }
+
+/// Issue 36, item 4: the share each instance enforces while Redis does not
+/// answer comes from the live instances the store knows (their engine
+/// views), not from `--rate-limit-instances` kept equal to the replica
+/// count by hand: two instances, none told how many there are, each
+/// enforces half the burst with Redis frozen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_local_share_counts_the_live_instances_in_the_store() {
+    let backends = Backends::start(false).await;
+    let clock = ManualClock::new(Utc::now());
+    let limits = limits(&[
+        ("rate_limit_ip", "6/m"),
+        ("rate_limit_ip_burst", "4"),
+        ("trusted_proxies", "127.0.0.0/8"),
+    ]);
+    let adjust = |c: &mut RawConfig| c.limits = limits.clone();
+    let first = Instance::start_with_clock(&backends, Arc::new(clock.clone()), adjust).await;
+    let _second = Instance::start_with_clock(&backends, Arc::new(clock.clone()), adjust).await;
+    // Each instance reports to the store once a second and counts the
+    // live ones after its report.
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let counted = first.state.rate_limiter().instances();
+        if counted == 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the limiter never counted the 2 live instances (it counts {counted})"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    backends.redis.pause();
+    let mut statuses = Vec::new();
+    for _ in 0..4 {
+        let answer = send(
+            first
+                .client
+                .get(first.at("/v1/sales/nothing-here"))
+                .header("X-Forwarded-For", "203.0.113.9"),
+        )
+        .await;
+        statuses.push(answer.status);
+    }
+    backends.redis.resume();
+    assert_eq!(
+        statuses,
+        vec![404, 404, 429, 429],
+        "half the burst of 4 with Redis frozen"
+    );
+    let text = first.metrics_text().await;
+    assert!(
+        text.lines().any(|l| l == "stockade_rate_limit_instances 2"),
+        "the count is exported"
+    );
+}

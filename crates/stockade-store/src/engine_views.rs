@@ -156,6 +156,19 @@ impl OrderStore {
         Ok(holding)
     }
 
+    /// How many instances reported within `live` (by the store's clock):
+    /// the instances running now, as every one of them counts them.
+    pub async fn live_instances(&self, live: Duration) -> Result<usize, StoreError> {
+        let now = store_now_ms(self.kind());
+        let count: i64 = sqlx::query_scalar(&format!(
+            "SELECT COUNT(*) FROM engine_views WHERE reported_at_ms > {now} - $1"
+        ))
+        .bind(millis(live))
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(usize::try_from(count).unwrap_or_default())
+    }
+
     /// Forgets the views of instances that have not reported for a day
     /// (each start of a process reports under a new name).
     pub async fn prune_engine_views(&self) -> Result<(), StoreError> {

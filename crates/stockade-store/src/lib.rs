@@ -28,6 +28,7 @@
 //!   to the fallback is decided from.
 //! - [`draws`]: draw sales' settings, entries and results, written under
 //!   a lease so one instance runs a draw at a time.
+//! - `login_failures`: failed dashboard logins, counted across instances.
 //! - `retirement`: ended sales and what the engine still owes them.
 //! - `sqlite`: the settings of every SQLite connection.
 
@@ -39,6 +40,7 @@ pub mod draws;
 pub mod engine;
 pub mod engine_views;
 pub mod holds;
+mod login_failures;
 pub mod releases;
 mod retirement;
 mod sqlite;

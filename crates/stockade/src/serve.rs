@@ -26,13 +26,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         args.settings.env,
         args.config.as_deref(),
     )?;
-    let traces = telemetry::endpoint(
+    // Traces never stop the service: a variable it cannot use or an
+    // exporter that cannot be set up is a warning, and it runs without.
+    let (traces, unusable) = match telemetry::endpoint(
         config
             .otlp_endpoint()
             .map(|url| (url, config.sources().name("otlp_endpoint"))),
         |name| std::env::var(name).ok(),
-    )?;
-    let tracing = init_logging(config.log_format(), traces.as_ref())?;
+    ) {
+        Ok(traces) => (traces, None),
+        Err(error) => (None, Some(error)),
+    };
+    let (tracing, failed) = init_logging(config.log_format(), traces.as_ref());
+    for error in unusable.iter().chain(&failed) {
+        tracing::warn!(%error, "traces are off: the service runs without exporting them");
+    }
+    let traces = traces.filter(|_| tracing.is_some());
     let served = serve(config, traces.as_ref()).await;
     // The spans still queued, exported before the process ends (at most the
     // export timeout, off the runtime's threads).
@@ -139,7 +148,10 @@ fn describe_backends(config: &ServerConfig) -> String {
 /// logged, not what is traced), and JSON lines written inside an exported
 /// span carry its `trace_id` and `span_id`. Without, the subscriber is the
 /// log layer alone, as if tracing did not exist.
-fn init_logging(format: LogFormat, traces: Option<&Endpoint>) -> anyhow::Result<Option<Tracing>> {
+fn init_logging(
+    format: LogFormat,
+    traces: Option<&Endpoint>,
+) -> (Option<Tracing>, Option<telemetry::TelemetryError>) {
     let filter = || {
         tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| "info,sqlx=warn".into())
@@ -150,7 +162,7 @@ fn init_logging(format: LogFormat, traces: Option<&Endpoint>) -> anyhow::Result<
             std::env::var_os("NO_COLOR"),
         )
     };
-    let Some(endpoint) = traces else {
+    let plain = || {
         let builder = tracing_subscriber::fmt()
             .with_env_filter(filter())
             .with_writer(std::io::stderr);
@@ -158,10 +170,19 @@ fn init_logging(format: LogFormat, traces: Option<&Endpoint>) -> anyhow::Result<
             LogFormat::Text => builder.with_ansi(ansi()).init(),
             LogFormat::Json => builder.json().with_current_span(false).init(),
         }
-        return Ok(None);
+    };
+    let Some(endpoint) = traces else {
+        plain();
+        return (None, None);
     };
     use tracing_subscriber::prelude::*;
-    let (exporter, tracing) = telemetry::install(endpoint)?;
+    let (exporter, tracing) = match telemetry::install(endpoint) {
+        Ok(installed) => installed,
+        Err(error) => {
+            plain();
+            return (None, Some(error));
+        }
+    };
     let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let registry = tracing_subscriber::registry().with(exporter);
     match format {
@@ -181,7 +202,7 @@ fn init_logging(format: LogFormat, traces: Option<&Endpoint>) -> anyhow::Result<
             )
             .init(),
     }
-    Ok(Some(tracing))
+    (Some(tracing), None)
 }
 
 /// Whether text logs are coloured: on a terminal, unless `NO_COLOR` is set

@@ -468,3 +468,35 @@ async fn with_no_endpoint_nothing_is_exported_and_purchases_go_on() {
     );
     assert!(!log.contains("traces:"), "no traces announced:\n{log}");
 }
+
+/// Issue 36, item 6: traces never stop the service. A standard variable
+/// the exporter cannot use is a warning at start, and the service runs and
+/// sells without traces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unusable_exporter_setting_is_a_warning_and_the_service_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(
+        dir.path(),
+        &["--log-format", "json"],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", "grpc://collector:4317")],
+    );
+    let client = reqwest::Client::new();
+    create_sale(&client, server.url(), "untraced", 5).await;
+    let (status, body) = buy(
+        &client,
+        server.url(),
+        "untraced",
+        "bob",
+        "4bf92f3577b34da6a3ce929d0e0e4736",
+        "00f067aa0ba902b7",
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    server.stop();
+    let log = std::fs::read_to_string(dir.path().with_extension("log")).unwrap();
+    assert!(
+        log.contains("traces are off") && log.contains("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        "the warning names the variable:\n{log}"
+    );
+    assert!(!log.contains("traces: OTLP"), "no traces announced:\n{log}");
+}

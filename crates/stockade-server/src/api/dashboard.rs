@@ -4,16 +4,18 @@
 //! | --- | --- |
 //! | `GET /dashboard` | the dashboard, or the login form without a session |
 //! | `POST /dashboard/login` | form field `token` (the admin token): sets the session cookie |
-//! | `POST /dashboard/logout` | ends the session |
+//! | `POST /dashboard/logout` | clears the session cookie |
 //! | `GET /dashboard/api/overview` | the numbers the page polls every second (session cookie) |
 //! | `GET /dashboard/assets/{file}` | the page's script and style sheet |
 //!
 //! The admin token travels once, in the body of the login form; the
-//! browser keeps only a random session id in an HttpOnly, SameSite=Strict
-//! cookie scoped to `/dashboard` (see [`crate::sessions`]), marked `Secure`
+//! browser keeps only a signed, expiring session (any instance sharing the
+//! admin token accepts it) in an HttpOnly, SameSite=Strict cookie scoped
+//! to `/dashboard` (see [`crate::sessions`]), marked `Secure`
 //! when `--public-url` is https (a request header never decides that: any
 //! client can send one). Failed logins are logged and limited per client
-//! ([`crate::login_attempts`]): the sixth in a minute is 429. The page is
+//! across instances ([`crate::login_attempts`], in the store): the sixth
+//! in a minute is 429. The page is
 //! plain HTML, CSS and JavaScript embedded in the binary: no framework, no
 //! build step, nothing loaded from elsewhere (the Content-Security-Policy
 //! allows only this origin).
@@ -33,6 +35,7 @@ use stockade_core::sale::Window;
 
 use super::error::ApiError;
 use crate::activity::{self, Latency, SaleReport};
+use crate::login_attempts;
 use crate::purchase::{Answered, Class};
 use crate::state::AppState;
 use stockade_store::arbiter::SaleState;
@@ -140,9 +143,15 @@ pub async fn login(
 ) -> Response {
     let now = state.clock().now();
     let client = login_client(&state, peer.map(|Extension(ConnectInfo(p))| p), &headers);
-    if let Some(client) = &client
-        && let Some(wait) = state.login_attempts().locked_for(client, now)
-    {
+    let locked = match &client {
+        Some(client) => login_attempts::locked_for(state.store(), client, now).await,
+        None => Ok(None),
+    };
+    let locked = match locked {
+        Ok(locked) => locked,
+        Err(error) => return store_unavailable(&error),
+    };
+    if let Some(wait) = locked {
         let seconds = wait.as_secs().max(1);
         let mut response = login_page(
             StatusCode::TOO_MANY_REQUESTS,
@@ -161,8 +170,10 @@ pub async fn login(
         );
     };
     if !super::auth::token_matches(&state, token.trim()) {
-        if let Some(client) = &client {
-            state.login_attempts().failed(client, now);
+        if let Some(client) = &client
+            && let Err(error) = login_attempts::failed(state.store(), client, now).await
+        {
+            return store_unavailable(&error);
         }
         tracing::warn!(
             client = client.as_deref().unwrap_or("unknown"),
@@ -173,8 +184,10 @@ pub async fn login(
             "That is not the admin token. Use the value of STOCKADE_ADMIN_TOKEN (or the token printed at start).",
         );
     }
-    if let Some(client) = &client {
-        state.login_attempts().succeeded(client);
+    if let Some(client) = &client
+        && let Err(error) = login_attempts::succeeded(state.store(), client).await
+    {
+        return store_unavailable(&error);
     }
     let id = state.sessions().open(now);
     let secure = if state.secure_cookies() {
@@ -193,16 +206,25 @@ pub async fn login(
     secure_headers(response)
 }
 
+/// The login form again when the failed logins cannot be read or
+/// written: a login is not let through unthrottled.
+fn store_unavailable(error: &stockade_store::StoreError) -> Response {
+    tracing::warn!(%error, "dashboard login refused: the failed logins are kept in the store");
+    login_page(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "The order store cannot be reached (it counts failed logins): try again shortly.",
+    )
+}
+
 fn secure_headers(mut response: Response) -> Response {
     secure(response.headers_mut());
     response
 }
 
 /// `POST /dashboard/logout`.
-pub async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Some(id) = session_cookie(&headers) {
-        state.sessions().close(id);
-    }
+/// Clears the cookie in this browser (nothing is kept server-side: see
+/// [`crate::sessions`] for how every session is ended at once).
+pub async fn logout() -> Response {
     let mut response = Redirect::to("/dashboard").into_response();
     response.headers_mut().insert(
         header::SET_COOKIE,

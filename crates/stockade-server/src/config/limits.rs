@@ -25,9 +25,11 @@ settings_group! {
         /// A client's requests accepted at once. Default: the rate's count.
         #[arg(long, env = "STOCKADE_RATE_LIMIT_IP_BURST", value_name = "N")]
         pub rate_limit_ip_burst: Option<u64>,
-        /// How many instances share the rate limits in Redis (1 to 1000):
-        /// while Redis does not answer a limit check within 50 ms, each
-        /// instance enforces 1/N of every limit alone.
+        /// The fewest instances taken to share the rate limits in Redis (1
+        /// to 1000); above it, the live instances the store counts (each
+        /// reports once a second): while Redis does not answer a limit check
+        /// within 50 ms, each instance enforces 1/N of every limit alone.
+        /// Leave it at 1 unless instances start far apart.
         #[arg(long, env = "STOCKADE_RATE_LIMIT_INSTANCES", value_name = "N", default_value = "1")]
         pub rate_limit_instances: Option<u64>,
         /// Proxies whose X-Forwarded-For names the client: comma-separated

@@ -342,4 +342,12 @@ pub const SERIES: &[Series] = &[
         per_sale: false,
         help: "Rate-limit checks Redis did not answer within 50 ms (or failed), decided by this instance's share of the limit instead.",
     },
+    Series {
+        name: "stockade_rate_limit_instances",
+        kind: Kind::Gauge,
+        labels: &[],
+        initial: &[],
+        per_sale: false,
+        help: "Instances sharing the Redis rate limits, as the store's engine views count the live ones: while Redis does not answer, this instance enforces 1/this of each limit.",
+    },
 ];

@@ -40,9 +40,10 @@ pub struct RateLimits {
     pub ip: Option<Limit>,
     /// The proxies whose `X-Forwarded-For` is believed.
     pub trusted_proxies: TrustedProxies,
-    /// How many instances share the limits in Redis (at least 1): while
-    /// Redis does not answer, each enforces `1/instances` of every limit
-    /// by itself.
+    /// The fewest instances taken to share the limits in Redis (at least
+    /// 1); the live ones the store counts decide above it
+    /// ([`RateLimiter::set_instances`]): while Redis does not answer, each
+    /// enforces `1/instances` of every limit by itself.
     pub instances: u32,
 }
 
@@ -82,7 +83,7 @@ enum Backend {
     /// In this process.
     Local(local::LocalLimits),
     /// In Redis, shared by every instance.
-    Shared(shared::SharedLimits),
+    Shared(Box<shared::SharedLimits>),
 }
 
 /// The service's rate limiter. Cheap to clone.
@@ -131,9 +132,9 @@ impl RateLimiter {
         prefix: String,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let backend = Backend::Shared(shared::SharedLimits::new(
+        let backend = Backend::Shared(Box::new(shared::SharedLimits::new(
             &limits, connection, prefix, clock,
-        ));
+        )));
         Self {
             inner: Arc::new(Inner { limits, backend }),
         }
@@ -152,6 +153,23 @@ impl RateLimiter {
     /// Whether a per-IP limit is set.
     pub fn limits_ips(&self) -> bool {
         self.inner.limits.ip.is_some()
+    }
+
+    /// `instances` share the limits (the live instances the store counts):
+    /// sets this instance's share for when Redis does not answer. Nothing
+    /// for limits kept in this process alone.
+    pub fn set_instances(&self, instances: u32) {
+        if let Backend::Shared(shared) = &self.inner.backend {
+            shared.set_instances(instances);
+        }
+    }
+
+    /// How many instances this one takes to share the limits now.
+    pub fn instances(&self) -> u32 {
+        match &self.inner.backend {
+            Backend::Shared(shared) => shared.instances(),
+            Backend::Local(_) => self.inner.limits.instances,
+        }
     }
 
     /// Counts one request of `buyer`; Err when the buyer is over the limit.

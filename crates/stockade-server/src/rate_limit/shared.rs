@@ -11,7 +11,7 @@
 //! `stockade_rate_limit_fallbacks_total`, and each outage is logged once
 //! when it starts and once when it ends: never silently open.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
@@ -41,8 +41,20 @@ pub(super) struct SharedLimits {
     /// `{--redis-key-prefix}:limit:`.
     prefix: String,
     clock: Arc<dyn Clock>,
-    local: LocalLimits,
+    /// The whole limits, to take a share of.
+    limits: RateLimits,
+    /// How many instances share them, and this instance's share.
+    instances: AtomicU32,
+    local: parking_lot::RwLock<LocalLimits>,
     outage: Outage,
+}
+
+fn share(limits: &RateLimits, instances: u32) -> RateLimits {
+    RateLimits {
+        buyer: limits.buyer.map(|l| l.share(instances)),
+        ip: limits.ip.map(|l| l.share(instances)),
+        ..limits.clone()
+    }
 }
 
 /// Whether Redis is failing the limiter, since when, and the last probe.
@@ -59,22 +71,24 @@ struct Outage {
 impl SharedLimits {
     /// Limits on the engine's own connection (standalone, Sentinel or
     /// Cluster alike: each check touches one key); `limits` gives the
-    /// local share (see [`RateLimits::instances`]).
+    /// local share until the store counts the live instances (see
+    /// [`SharedLimits::set_instances`]).
     pub(super) fn new(
         limits: &RateLimits,
         connection: SharedConnection,
         prefix: String,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let share = RateLimits {
-            buyer: limits.buyer.map(|l| l.share(limits.instances)),
-            ip: limits.ip.map(|l| l.share(limits.instances)),
-            ..limits.clone()
-        };
+        metrics::gauge!("stockade_rate_limit_instances").set(f64::from(limits.instances));
         Self {
             connection,
             prefix,
-            local: LocalLimits::new(&share, Arc::clone(&clock)),
+            local: parking_lot::RwLock::new(LocalLimits::new(
+                &share(limits, limits.instances),
+                Arc::clone(&clock),
+            )),
+            instances: AtomicU32::new(limits.instances),
+            limits: limits.clone(),
             clock,
             outage: Outage {
                 base: Instant::now(),
@@ -157,6 +171,24 @@ impl SharedLimits {
     fn decide_locally(&self, scope: Scope, key: &str) -> Option<Duration> {
         self.outage.local_checks.fetch_add(1, Ordering::Relaxed);
         metrics::counter!("stockade_rate_limit_fallbacks_total").increment(1);
-        self.local.check(scope, key)
+        self.local.read().check(scope, key)
+    }
+
+    /// How many instances share the limits now.
+    pub(super) fn instances(&self) -> u32 {
+        self.instances.load(Ordering::Acquire)
+    }
+
+    /// `instances` share the limits now (as the store counts the live
+    /// ones; never fewer than `--rate-limit-instances`): a change gives
+    /// this instance a new share, which starts with its whole burst.
+    pub(super) fn set_instances(&self, instances: u32) {
+        let instances = instances.max(self.limits.instances).max(1);
+        if self.instances.swap(instances, Ordering::AcqRel) == instances {
+            return;
+        }
+        metrics::gauge!("stockade_rate_limit_instances").set(f64::from(instances));
+        *self.local.write() =
+            LocalLimits::new(&share(&self.limits, instances), Arc::clone(&self.clock));
     }
 }

@@ -84,7 +84,8 @@ const VIEW_PING_TIMEOUT: Duration = Duration::from_millis(500);
 const PINGS_BEFORE_FORGETTING: u32 = 2;
 
 /// Reports this instance's view of the engine to the store once a second
-/// (whether it reached Redis, and its writer's orders in flight), in a task
+/// (whether it reached Redis, and its writer's orders in flight), and
+/// counts the live instances for the rate limiter's share, in a task
 /// of its own: a reconciler pass stuck on a frozen Redis must never delay
 /// the report that a move to the fallback waits for.
 async fn report_engine_view_forever(state: AppState, redis: Option<Arc<RedisEngine>>) {
@@ -119,6 +120,15 @@ async fn report_engine_view_forever(state: AppState, redis: Option<Arc<RedisEngi
             .await
         {
             tracing::warn!(%error, "cannot record this instance's view of the engine; retrying");
+            continue;
+        }
+        // The live instances share the rate limits: each one's share for
+        // when Redis does not answer follows them, not a number set by hand.
+        match state.store().live_instances(super::FALLBACK_LIVE).await {
+            Ok(live) => state
+                .rate_limiter()
+                .set_instances(u32::try_from(live).unwrap_or(u32::MAX)),
+            Err(error) => tracing::debug!(%error, "cannot count the live instances; later"),
         }
     }
 }

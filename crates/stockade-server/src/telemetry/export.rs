@@ -1,15 +1,19 @@
-//! The exporter's HTTP client: hyper-util on a runtime of its own.
+//! The exporter's HTTP client: hyper-util on a runtime of its own, over
+//! plain HTTP or TLS (rustls, the webpki roots) as the endpoint's scheme
+//! says.
 
 use axum::http::{Request, Response};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use opentelemetry_http::{HttpClient, HttpError};
 use std::time::Duration;
 
-/// How long one export may take before it is given up (the OTLP default).
+/// How long one export may take before it is given up (the OTLP default;
+/// `OTEL_EXPORTER_OTLP_TIMEOUT` changes it, see [`super::export_timeout`]).
 pub(super) const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The largest collector answer read (it is a small protobuf message).
@@ -19,7 +23,8 @@ const MAX_ANSWER_BYTES: usize = 1 << 20;
 /// (the batch processor calls it from its own thread, outside any
 /// runtime).
 pub(super) struct ExportClient {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    timeout: Duration,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
@@ -30,16 +35,24 @@ impl std::fmt::Debug for ExportClient {
 }
 
 impl ExportClient {
-    pub(super) fn new() -> std::io::Result<Self> {
+    /// A client whose exports each take at most `timeout`.
+    pub(super) fn new(timeout: Duration) -> std::io::Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("otlp-export")
             .enable_all()
             .build()?;
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(EXPORT_TIMEOUT));
+        let mut http = HttpConnector::new();
+        http.set_connect_timeout(Some(timeout));
+        http.enforce_http(false);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_webpki_roots()
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
         Ok(Self {
             client: Client::builder(TokioExecutor::new()).build(connector),
+            timeout,
             runtime: Some(runtime),
         })
     }
@@ -62,8 +75,9 @@ impl HttpClient for ExportClient {
             return Err("the exporter has stopped".into());
         };
         let client = self.client.clone();
+        let timeout = self.timeout;
         let sent = runtime.spawn(async move {
-            tokio::time::timeout(EXPORT_TIMEOUT, async move {
+            tokio::time::timeout(timeout, async move {
                 let response = client.request(request.map(Full::new)).await?;
                 let (parts, body) = response.into_parts();
                 let body = Limited::new(body, MAX_ANSWER_BYTES)

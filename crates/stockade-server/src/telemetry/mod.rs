@@ -153,28 +153,38 @@ pub fn unsupported_protocol(env: impl Fn(&str) -> Option<String>) -> Option<Stri
     .filter(|protocol| protocol != "http/protobuf")
 }
 
-/// An OTLP/HTTP URL: `http://host[:port][/path]`, without credentials, a
-/// query or a fragment; returned without a trailing slash. Only plain
-/// HTTP: the exporter speaks to a collector nearby (a sidecar, a node
-/// agent, a service in the cluster), which forwards with TLS if it must.
+/// How long one export may take: `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`,
+/// then `OTEL_EXPORTER_OTLP_TIMEOUT` (milliseconds, as the specification
+/// has them), else 10 s. A value that is not a positive number of
+/// milliseconds is passed over.
+pub fn export_timeout(env: impl Fn(&str) -> Option<String>) -> std::time::Duration {
+    [
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+    ]
+    .into_iter()
+    .find_map(|name| env(name)?.trim().parse::<u64>().ok().filter(|ms| *ms > 0))
+    .map_or(EXPORT_TIMEOUT, std::time::Duration::from_millis)
+}
+
+/// An OTLP/HTTP URL: `http://` or `https://` (TLS, checked against the
+/// webpki roots) `host[:port][/path]`, without credentials, a query or a
+/// fragment; returned without a trailing slash.
 pub fn check_endpoint(url: &str) -> Result<String, String> {
     let why = |what: &str| {
         format!(
             "{url:?} {what}; give the collector's OTLP/HTTP address, such as http://otel-collector:4318"
         )
     };
-    let Some(rest) = url.strip_prefix("http://") else {
-        return Err(if url.starts_with("https://") {
-            why(
-                "is https, which the exporter does not speak: send to a collector nearby over plain HTTP",
-            )
-        } else {
-            why("is not an http:// URL")
-        });
+    let Some(rest) = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+    else {
+        return Err(why("is not an http:// or https:// URL"));
     };
     let authority = rest.split('/').next().unwrap_or_default();
     if authority.is_empty() || authority.contains('@') || rest.contains(['?', '#', ' ']) {
-        return Err(why("is not a plain http://HOST[:PORT][/PATH] URL"));
+        return Err(why("is not a plain http(s)://HOST[:PORT][/PATH] URL"));
     }
     if url.parse::<axum::http::Uri>().is_err() {
         return Err(why("is not a valid URL"));
@@ -219,17 +229,18 @@ where
         setting: endpoint.from.clone(),
         reason,
     };
-    let client =
-        ExportClient::new().map_err(|e| failed(format!("cannot start the exporter: {e}")))?;
+    let timeout = export_timeout(|name| std::env::var(name).ok());
+    let client = ExportClient::new(timeout)
+        .map_err(|e| failed(format!("cannot start the exporter: {e}")))?;
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_http_client(client)
         .with_protocol(Protocol::HttpBinary)
         .with_endpoint(endpoint.url.clone())
-        .with_timeout(EXPORT_TIMEOUT)
+        .with_timeout(timeout)
         .build()
         .map_err(|e| failed(e.to_string()))?;
-    let provider = SdkTracerProvider::builder()
+    let provider = provider_builder()
         .with_batch_exporter(exporter)
         .with_resource(resource())
         .build();
@@ -249,6 +260,22 @@ where
             }
         }));
     Ok((layer, Tracing { provider }))
+}
+
+/// The most purchases one batch span links: the largest store batch
+/// `--batch-max` allows (512 by default; the engine's are 256). The SDK
+/// keeps 128 links a span by default and drops the rest; a batch span must
+/// link every purchase it carried. Links cost only when made.
+pub const MAX_BATCH_LINKS: usize = 10_000;
+
+/// The provider's settings: a span keeps as many links as the largest
+/// batch has purchases (or more, if `OTEL_SPAN_LINK_COUNT_LIMIT` says so).
+fn provider_builder() -> opentelemetry_sdk::trace::TracerProviderBuilder {
+    let asked = std::env::var("OTEL_SPAN_LINK_COUNT_LIMIT")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .unwrap_or(0);
+    SdkTracerProvider::builder().with_max_links_per_span(asked.max(MAX_BATCH_LINKS as u32))
 }
 
 /// The SDK's resource (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`),
@@ -272,6 +299,7 @@ mod tests {
     use super::*;
     use axum::http::Request;
     use tracing::Span;
+    use tracing_subscriber::layer::SubscriberExt as _;
 
     fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |name| {
@@ -337,11 +365,44 @@ mod tests {
     fn a_bad_standard_variable_is_named() {
         let error = endpoint(
             None,
-            env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318")]),
+            env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "grpc://collector:4317")]),
         )
         .unwrap_err();
         assert_eq!(error.setting, "OTEL_EXPORTER_OTLP_ENDPOINT");
-        assert!(error.reason.contains("https"), "{error}");
+        assert!(error.reason.contains("https://"), "{error}");
+    }
+
+    #[test]
+    fn an_https_endpoint_as_platforms_inject_it_is_used() {
+        let found = endpoint(
+            None,
+            env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://otlp.example.com")]),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(found.url, "https://otlp.example.com/v1/traces");
+        assert!(ExportClient::new(EXPORT_TIMEOUT).is_ok());
+    }
+
+    #[test]
+    fn the_export_timeout_follows_the_standard_variables() {
+        assert_eq!(export_timeout(env(&[])), EXPORT_TIMEOUT);
+        let ms = std::time::Duration::from_millis;
+        assert_eq!(
+            export_timeout(env(&[("OTEL_EXPORTER_OTLP_TIMEOUT", "2500")])),
+            ms(2_500)
+        );
+        assert_eq!(
+            export_timeout(env(&[
+                ("OTEL_EXPORTER_OTLP_TIMEOUT", "2500"),
+                ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "700"),
+            ])),
+            ms(700)
+        );
+        assert_eq!(
+            export_timeout(env(&[("OTEL_EXPORTER_OTLP_TIMEOUT", "soon")])),
+            EXPORT_TIMEOUT
+        );
     }
 
     #[test]
@@ -368,8 +429,57 @@ mod tests {
         assert!(!is_on());
     }
 
+    /// Keeps what the SDK exports, for the tests.
+    #[derive(Debug, Clone, Default)]
+    struct Kept(std::sync::Arc<std::sync::Mutex<Vec<opentelemetry_sdk::trace::SpanData>>>);
+
+    impl opentelemetry_sdk::trace::SpanExporter for Kept {
+        async fn export(
+            &self,
+            batch: Vec<opentelemetry_sdk::trace::SpanData>,
+        ) -> opentelemetry_sdk::error::OTelSdkResult {
+            self.0.lock().unwrap().extend(batch);
+            Ok(())
+        }
+    }
+
+    /// A store batch carries up to 512 orders (the engine's, 256): its span
+    /// links every one of them, beyond the SDK's default cap of 128.
+    /// A full store batch at the default `--batch-max`.
+    const FULL_BATCH: usize = 512;
+
     #[test]
-    fn only_plain_http_urls_are_endpoints() {
+    fn a_full_batch_span_links_every_purchase_in_it() {
+        let kept = Kept::default();
+        let provider = provider_builder()
+            .with_simple_exporter(kept.clone())
+            .build();
+        let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("test"));
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            let purchases: Vec<Span> = (0..FULL_BATCH)
+                .map(|_| tracing::info_span!("request"))
+                .collect();
+            let batch = tracing::info_span!("store commit");
+            for purchase in &purchases {
+                batch.follows_from(purchase);
+            }
+            drop(batch);
+        });
+        let spans = kept.0.lock().unwrap();
+        let batch = spans
+            .iter()
+            .find(|s| s.name == "store commit")
+            .expect("the batch span was exported");
+        assert_eq!(
+            (batch.links.len(), batch.links.dropped_count),
+            (FULL_BATCH, 0),
+            "links kept and dropped of a batch of {FULL_BATCH}"
+        );
+    }
+
+    #[test]
+    fn only_plain_http_and_https_urls_are_endpoints() {
         assert_eq!(
             check_endpoint("http://collector:4318/").unwrap(),
             "http://collector:4318"
@@ -378,9 +488,13 @@ mod tests {
             check_endpoint("http://[::1]:4318").unwrap(),
             "http://[::1]:4318"
         );
+        assert_eq!(
+            check_endpoint("https://collector:4318/").unwrap(),
+            "https://collector:4318"
+        );
         for bad in [
             "collector:4318",
-            "https://collector:4318",
+            "https://",
             "http://",
             "http://user:pw@collector:4318",
             "http://collector:4318/?x=1",

@@ -212,6 +212,37 @@ impl TestServer {
         server
     }
 
+    /// A second instance beside `first`: its own data directory, the same
+    /// store, Redis and clock (instances behind one load balancer).
+    pub async fn start_beside(first: &TestServer) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = settings(
+            first.setup,
+            dir.path(),
+            first.redis.as_ref().map(RedisServer::url),
+            first.database_url.clone(),
+            first.timing,
+        );
+        let config = resolved(settings, &[]);
+        let mut server = Self {
+            setup: first.setup,
+            timing: first.timing,
+            url: String::new(),
+            client: first.client.clone(),
+            data_dir: dir.path().to_path_buf(),
+            shutdown: None,
+            task: None,
+            _dir: dir,
+            redis: None,
+            postgres: None,
+            database_url: first.database_url.clone(),
+            clock: Arc::clone(&first.clock),
+            state: None,
+        };
+        server.launch(config).await;
+        server
+    }
+
     async fn launch(&mut self, config: ServerConfig) {
         let service = Service::start_with_clock(&config, Arc::clone(&self.clock))
             .await

@@ -132,7 +132,7 @@ const REFUSED: &[(&str, &str)] = &[
     ("public_url", "\"shop.example\""),
     ("shutdown_timeout_ms", "1"),
     ("log_format", "\"xml\""),
-    ("otlp_endpoint", "\"https://collector:4318\""),
+    ("otlp_endpoint", "\"grpc://collector:4317\""),
     ("jwt_secret", "\"short\""),
     ("jwt_secret_file", "\"/nonexistent/jwt-secret\""),
     ("jwt_public_key", "\"/nonexistent/key.pem\""),
