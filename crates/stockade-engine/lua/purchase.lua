@@ -63,18 +63,21 @@ local CHUNK = 4000
 if n > 2000 then
   return redis.error_reply('stockade: ' .. n .. ' purchases in one call; at most 2000')
 end
--- redis.call(command, key, ...list), CHUNK values (an even number: whole
--- field-value pairs) at a time; HMGET's replies joined in order.
-local function chunked(command, key, list)
-  if #list <= CHUNK then return redis.call(command, key, unpack(list)) end
+-- HMGET key ...fields, CHUNK fields at a time, the replies joined in order.
+local function hmget(key, list)
+  if #list <= CHUNK then return redis.call('HMGET', key, unpack(list)) end
   local replies = {}
   for first = 1, #list, CHUNK do
-    local part = redis.call(command, key, unpack(list, first, math.min(first + CHUNK - 1, #list)))
-    if type(part) == 'table' then
-      for i = 1, #part do replies[#replies + 1] = part[i] end
-    end
+    local part = redis.call('HMGET', key, unpack(list, first, math.min(first + CHUNK - 1, #list)))
+    for i = 1, #part do replies[#replies + 1] = part[i] end
   end
   return replies
+end
+-- HSET key ...pairs, CHUNK values (whole field-value pairs) at a time.
+local function hset(key, list)
+  for first = 1, #list, CHUNK do
+    redis.call('HSET', key, unpack(list, first, math.min(first + CHUNK - 1, #list)))
+  end
 end
 local function items_of(base) return stride == 6 and ARGV[base + 4] or '' end
 local function tier_of_purchase(base) return stride == 6 and ARGV[base + 5] or '' end
@@ -110,7 +113,7 @@ if single then
 else
   local fields = {}
   for i = 1, #ids do fields[i] = 'r:' .. ids[i] end
-  local values = chunked('HMGET', KEYS[1], fields)
+  local values = hmget(KEYS[1], fields)
   for i = 1, #ids do stock[i] = tonumber(values[i] or '0') end
 end
 
@@ -130,7 +133,7 @@ if sale[8] and sale[8] ~= '' then
   for t = 1, #tiers do
     for i = 1, #ids do fields[#fields + 1] = 'ts:' .. (t - 1) .. ':' .. ids[i] end
   end
-  local values = chunked('HMGET', KEYS[1], fields)
+  local values = hmget(KEYS[1], fields)
   for t = 1, #tiers do
     tier_sold[t] = {}
     for i = 1, #ids do tier_sold[t][i] = tonumber(values[(t - 1) * #ids + i] or '0') end
@@ -204,11 +207,11 @@ for i = 1, n do
   end
 end
 if #users > 0 then
-  local values = chunked('HMGET', KEYS[2], users)
+  local values = hmget(KEYS[2], users)
   for i = 1, #users do holding[users[i]] = tonumber(values[i] or '0') end
 end
 if #fields > 0 then
-  local values = chunked('HMGET', KEYS[3], fields)
+  local values = hmget(KEYS[3], fields)
   for i = 1, #fields do known[fields[i]] = values[i] end
 end
 
@@ -351,15 +354,15 @@ if accepted > 0 then
       sale_changes[#sale_changes + 1] = tier_sold[t][at]
     end
   end
-  chunked('HSET', KEYS[1], sale_changes)
+  hset(KEYS[1], sale_changes)
   local changes = {}
   for i = 1, #changed_users do
     changes[2 * i - 1] = changed_users[i]
     changes[2 * i] = holding_text[changed_users[i]] or holding[changed_users[i]]
   end
-  chunked('HSET', KEYS[2], changes)
-  if #new_keys > 0 then chunked('HSET', KEYS[3], new_keys) end
-  chunked('HSET', KEYS[4], records)
+  hset(KEYS[2], changes)
+  if #new_keys > 0 then hset(KEYS[3], new_keys) end
+  hset(KEYS[4], records)
   reply[1] = redis.call('XADD', KEYS[5], '*', 'epoch', epoch, 'at', ARGV[1], unpack(entry))
 end
 return reply
