@@ -8,6 +8,8 @@
 //! - `bench`: `stockade bench`, every strategy side by side.
 //! - `load`: `stockade load`, the same measures over HTTP.
 //! - `signals`: Ctrl-C and SIGTERM, caught before any child starts.
+//! - `doc_commands` (tests): every `stockade serve` command of the docs
+//!   resolves.
 //!
 //! `demo`, `bench` and `load` need the cargo feature `bench` (off by
 //! default); without it the binary is the product build, `serve` only,
@@ -18,6 +20,8 @@ mod bench;
 mod cli;
 #[cfg(feature = "bench")]
 mod demo;
+#[cfg(test)]
+mod doc_commands;
 #[cfg(feature = "bench")]
 mod load;
 mod serve;
