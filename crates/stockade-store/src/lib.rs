@@ -30,6 +30,7 @@
 //!   a lease so one instance runs a draw at a time.
 //! - `retirement`: ended sales and what the engine still owes them.
 //! - `sqlite`: the settings of every SQLite connection.
+//! - [`probe`]: the readiness ping's own connection.
 
 pub mod arbiter;
 pub mod authority;
@@ -39,6 +40,7 @@ pub mod draws;
 pub mod engine;
 pub mod engine_views;
 pub mod holds;
+pub mod probe;
 pub mod releases;
 mod retirement;
 mod sqlite;
@@ -110,6 +112,8 @@ pub enum StoreKind {
 #[derive(Debug, Clone)]
 pub struct OrderStore {
     pool: AnyPool,
+    /// The readiness ping's own connection (`probe`).
+    probe: AnyPool,
     kind: StoreKind,
 }
 
@@ -157,7 +161,8 @@ impl OrderStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Failed(format!("running store migrations: {e}")))?;
-        Ok(Self { pool, kind })
+        let probe = probe::pool(url, kind)?;
+        Ok(Self { pool, probe, kind })
     }
 
     /// Which database this is.
@@ -170,6 +175,7 @@ impl OrderStore {
     /// once). Any call after this fails as unavailable.
     pub async fn close(&self) {
         self.pool.close().await;
+        self.probe.close().await;
     }
 
     /// Makes every open session of the pool report its transactions to
@@ -193,10 +199,10 @@ impl OrderStore {
         Ok(())
     }
 
-    /// Checks that the database answers.
+    /// Checks that the database answers, on a connection of its own (not
+    /// the sales' pool) within [`probe::PING_TIMEOUT`].
     pub async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
+        probe::ping(&self.probe).await
     }
 
     /// Records a sale, unless one with that id exists.
