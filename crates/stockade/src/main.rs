@@ -10,6 +10,8 @@
 //! - `signals`: Ctrl-C and SIGTERM, caught before any child starts.
 //! - `doc_commands` (tests): every `stockade serve` command of the docs
 //!   resolves.
+//! - `doc_links` (tests): the docs and comments cite only files that
+//!   exist.
 //!
 //! `demo`, `bench` and `load` need the cargo feature `bench` (off by
 //! default); without it the binary is the product build, `serve` only,
@@ -22,6 +24,8 @@ mod cli;
 mod demo;
 #[cfg(test)]
 mod doc_commands;
+#[cfg(test)]
+mod doc_links;
 #[cfg(feature = "bench")]
 mod load;
 mod serve;

@@ -39,7 +39,6 @@ async fn the_image_runs_as_user_10001_on_a_read_only_root_and_stops_on_sigterm()
     );
     for label in [
         "org.opencontainers.image.title",
-        "org.opencontainers.image.source",
         "org.opencontainers.image.licenses",
         "org.opencontainers.image.version",
         "org.opencontainers.image.revision",
