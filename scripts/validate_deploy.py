@@ -640,6 +640,19 @@ def check_service_monitors(monitors: list, services: list) -> None:
         problem(KUSTOMIZE, "no ServiceMonitor in components/servicemonitor")
 
 
+def check_containerfile() -> None:
+    """The image's HEALTHCHECK asks liveness: a runtime restarts what fails
+    it, which must not happen while an instance starts, drains or waits for
+    a shared database (docs/operations.md, Probes)."""
+    path = DEPLOY / "container/Containerfile"
+    text = path.read_text().replace("\\\n", " ")
+    checks = [line for line in text.splitlines() if line.startswith("HEALTHCHECK")]
+    if len(checks) != 1:
+        problem(path, f"expected one HEALTHCHECK, found {len(checks)}")
+    elif "/healthz" not in checks[0] or "/readyz" in checks[0]:
+        problem(path, f"the HEALTHCHECK should ask /healthz (liveness), asks {checks[0]!r}")
+
+
 def main() -> int:
     settings = known_settings()
     files = [COMPOSE, *sorted(p for p in (DEPLOY / "compose").rglob("*") if p.is_file()),
@@ -651,6 +664,8 @@ def main() -> int:
     check_compose(settings)
     step(f"{rel(KUSTOMIZE)}: every resource of kustomization.yaml")
     check_kubernetes(settings)
+    step("deploy/container/Containerfile: the HEALTHCHECK asks liveness")
+    check_containerfile()
     if problems:
         for line in problems:
             print(f"validate-deploy: FAILED {line}", file=sys.stderr)

@@ -1,5 +1,5 @@
 //! The correctness check of a run: what the buyers were told, and what the
-//! server holds, against the invariants of DESIGN.md.
+//! server holds, against the invariants of docs/design.md.
 //!
 //! Every problem found is reported in words; a run with any problem is
 //! broken. Nothing is retried, nothing is hidden.

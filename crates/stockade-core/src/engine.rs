@@ -15,7 +15,7 @@ use crate::{
 /// Every method is atomic with respect to every other call on the same sale:
 /// a purchase checks the window, the idempotency key, the buyer's limit and
 /// the stock, and records the order, in one indivisible step. Implementations
-/// must keep the invariants of DESIGN.md under any concurrency:
+/// must keep the invariants of docs/design.md under any concurrency:
 /// no oversell, no buyer over the limit, one order per idempotency key.
 ///
 /// Time comes from the engine's [`crate::Clock`], never from the system

@@ -1,4 +1,4 @@
-//! The Redis engine under the faults of DESIGN.md: script cache flushed,
+//! The Redis engine under the faults of docs/design.md: script cache flushed,
 //! server restarted with its data lost, server unresponsive (Sentinel and
 //! Cluster: `redis_ha.rs`). Each test runs its own throwaway redis-server.
 

@@ -217,6 +217,9 @@ async fn the_cookie_is_secure_by_configuration_never_by_a_header() {
     assert!(cookie(&answer).contains("; Secure"), "{}", cookie(&answer));
 }
 
+/// Redis down (no fallback): this instance stays ready, since every
+/// replica shares that Redis and would leave the load balancer at once;
+/// the body names the engine as down, without error text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_names_what_is_down_without_error_text() {
     let mut server = TestServer::start(Setup::RedisPostgres).await;
@@ -224,11 +227,17 @@ async fn readyz_names_what_is_down_without_error_text() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["ready"], true, "{body}");
     assert_eq!(body["down"], json!([]), "{body}");
+    assert_eq!(
+        body["checks"],
+        json!({"store": "up", "engine": "up"}),
+        "{body}"
+    );
     server.redis.as_mut().unwrap().kill();
     let (status, body) = server.get("/readyz").await;
-    assert_eq!(status, 503, "{body}");
-    assert_eq!(body["ready"], false, "{body}");
+    assert_eq!(status, 200, "a shared Redis down keeps the replica: {body}");
+    assert_eq!(body["ready"], true, "{body}");
     assert_eq!(body["down"], json!(["engine"]), "{body}");
+    assert_eq!(body["checks"]["engine"], "down", "{body}");
     let text = body.to_string().to_ascii_lowercase();
     for leak in [
         "refused",
@@ -239,6 +248,33 @@ async fn readyz_names_what_is_down_without_error_text() {
         "timed out",
     ] {
         assert!(!text.contains(leak), "{leak:?} in {body}");
+    }
+}
+
+/// The store down: this instance stays ready (purchases are answered 202
+/// `pending` meanwhile), the store is reported down in the body and in
+/// `stockade_dependency_up`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_stays_ready_and_reports_the_store_down() {
+    let mut server = TestServer::start(Setup::RedisPostgres).await;
+    let (status, body) = server.get("/readyz").await;
+    assert_eq!(status, 200, "{body}");
+    server.postgres.as_mut().unwrap().kill();
+    let (status, body) = server.get("/readyz").await;
+    assert_eq!(status, 200, "a shared store down keeps the replica: {body}");
+    assert_eq!(body["ready"], true, "{body}");
+    assert_eq!(body["down"], json!(["store"]), "{body}");
+    assert_eq!(
+        body["checks"],
+        json!({"store": "down", "engine": "up"}),
+        "{body}"
+    );
+    let metrics = server.metrics_text().await;
+    for line in [
+        "stockade_dependency_up{dependency=\"store\"} 0",
+        "stockade_dependency_up{dependency=\"engine\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} not in:\n{metrics}");
     }
 }
 

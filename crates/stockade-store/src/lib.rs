@@ -31,6 +31,7 @@
 //! - `login_failures`: failed dashboard logins, counted across instances.
 //! - `retirement`: ended sales and what the engine still owes them.
 //! - `sqlite`: the settings of every SQLite connection.
+//! - [`probe`]: the readiness ping's own connection.
 
 pub mod arbiter;
 pub mod authority;
@@ -41,6 +42,7 @@ pub mod engine;
 pub mod engine_views;
 pub mod holds;
 mod login_failures;
+pub mod probe;
 pub mod releases;
 mod retirement;
 mod sqlite;
@@ -112,6 +114,8 @@ pub enum StoreKind {
 #[derive(Debug, Clone)]
 pub struct OrderStore {
     pool: AnyPool,
+    /// The readiness ping's own connection (`probe`).
+    probe: AnyPool,
     kind: StoreKind,
     /// How far the draws' reading of the store's clock is moved
     /// ([`OrderStore::shift_clock`]); 0 outside tests.
@@ -162,8 +166,10 @@ impl OrderStore {
             .run(&pool)
             .await
             .map_err(|e| StoreError::Failed(format!("running store migrations: {e}")))?;
+        let probe = probe::pool(url, kind)?;
         Ok(Self {
             pool,
+            probe,
             kind,
             clock_shift_ms: Default::default(),
         })
@@ -179,6 +185,7 @@ impl OrderStore {
     /// once). Any call after this fails as unavailable.
     pub async fn close(&self) {
         self.pool.close().await;
+        self.probe.close().await;
     }
 
     /// Makes every open session of the pool report its transactions to
@@ -202,10 +209,10 @@ impl OrderStore {
         Ok(())
     }
 
-    /// Checks that the database answers.
+    /// Checks that the database answers, on a connection of its own (not
+    /// the sales' pool) within [`probe::PING_TIMEOUT`].
     pub async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
+        probe::ping(&self.probe).await
     }
 
     /// Records a sale, unless one with that id exists.

@@ -8,6 +8,10 @@
 //! - `bench`: `stockade bench`, every strategy side by side.
 //! - `load`: `stockade load`, the same measures over HTTP.
 //! - `signals`: Ctrl-C and SIGTERM, caught before any child starts.
+//! - `doc_commands` (tests): every `stockade serve` command of the docs
+//!   resolves.
+//! - `doc_links` (tests): the docs and comments cite only files that
+//!   exist.
 //!
 //! `demo`, `bench` and `load` need the cargo feature `bench` (off by
 //! default); without it the binary is the product build, `serve` only,
@@ -18,6 +22,10 @@ mod bench;
 mod cli;
 #[cfg(feature = "bench")]
 mod demo;
+#[cfg(test)]
+mod doc_commands;
+#[cfg(test)]
+mod doc_links;
 #[cfg(feature = "bench")]
 mod load;
 mod serve;

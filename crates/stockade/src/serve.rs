@@ -133,6 +133,13 @@ fn describe_backends(config: &ServerConfig) -> String {
         Engine::Memory => "in-memory engine".to_owned(),
         Engine::Postgres => "PostgreSQL engine".to_owned(),
     };
+    // Chosen by the Redis URL alone: said, so nobody wonders which it is.
+    let engine =
+        if matches!(config.engine(), Engine::Redis { .. }) && !config.sources().is_set("engine") {
+            format!("{engine} (chosen by the Redis URL: no --engine given)")
+        } else {
+            engine
+        };
     let store = match config.store() {
         StoreLocation::Postgres(url) => format!("PostgreSQL store at {}", redact_url(url)),
         StoreLocation::Sqlite(path) => format!("SQLite store at {}", path.display()),

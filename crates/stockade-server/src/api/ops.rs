@@ -6,6 +6,7 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
 use stockade_core::SaleId;
+use stockade_store::probe::PING_TIMEOUT;
 
 use crate::state::AppState;
 
@@ -15,41 +16,67 @@ pub async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// The store answers, start-up recovery is done, and the engine answers
-/// (or, with `--fallback postgres`, the store can stand in for it).
-/// `down` names each dependency that does not answer (`engine`, `store`);
-/// why is logged, never answered (error text names hosts and ports).
-/// `rebuilding` counts the sales this instance is rebuilding (answered 503
-/// meanwhile, the others sell).
+/// Whether this instance can take buyers: start-up recovery is done and it
+/// is not stopping. The store and Redis are shared by every instance, so
+/// their outage does not make this one unready (every replica would leave
+/// the load balancer together, while each still answers buyers: 202
+/// `pending` with the store down, the fallback or 503 `engine_unavailable`
+/// with Redis down); it is reported instead: `checks` gives each part's
+/// state, `down` names those that do not answer, and
+/// `stockade_dependency_up` keeps them in the metrics. Why a part is down
+/// is logged, never answered (error text names hosts and ports).
+/// `rebuilding` counts the sales this instance is rebuilding.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses(
-        (status = 200, description = "ready: {\"ready\": true, \"down\": [], ...}; with a fallback, `down` may name the engine while the store stands in"),
-        (status = 503, description = "not ready: {\"ready\": false, \"down\": [\"engine\"], ...} names what does not answer (or `selling` is `starting`)")))]
+        (status = 200, description = "ready: {\"ready\": true, \"checks\": {\"store\": \"up\", \"engine\": \"up\"}, \"down\": [], ...}; a shared part may be down (`checks`, `down`) while the instance stays ready"),
+        (status = 503, description = "not ready: start-up recovery is not done (`selling` is `starting`) or the instance is stopping (`selling` is `stopping`)")))]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Value>) {
     let probe = SaleId::new("readyz-probe").expect("a valid id");
-    // The store engine's probe is the store's ping below.
-    let engine = if state.engine_apart() {
-        state.engine().snapshot(&probe).await.map(|_| ())
-    } else {
-        Ok(())
+    let engine = async {
+        // The store engine's probe is the store's ping.
+        if !state.engine_apart() {
+            return None;
+        }
+        let snapshot = state.engine().snapshot(&probe);
+        Some(match tokio::time::timeout(PING_TIMEOUT, snapshot).await {
+            Ok(answer) => answer.map(|_| ()).map_err(|error| error.to_string()),
+            Err(_) => Err(format!("no answer within {PING_TIMEOUT:?}")),
+        })
     };
-    let store = state.store().ping().await;
-    let started = state.is_started();
+    let (engine, store) = tokio::join!(engine, state.store().ping());
+    let mut checks = serde_json::Map::new();
     let mut down = Vec::new();
-    if let Err(error) = &engine {
-        tracing::warn!(%error, "readiness: the engine does not answer");
-        down.push("engine");
-    }
+    let mut report = |part: &'static str, up: bool| {
+        metrics::gauge!("stockade_dependency_up", "dependency" => part)
+            .set(f64::from(u8::from(up)));
+        checks.insert(part.to_owned(), json!(if up { "up" } else { "down" }));
+        if !up {
+            down.push(part);
+        }
+    };
     if let Err(error) = &store {
         tracing::warn!(%error, "readiness: the order store does not answer");
-        down.push("store");
     }
-    let engine_ok = engine.is_ok() || state.has_fallback();
-    let ready = engine_ok && store.is_ok() && started;
+    report("store", store.is_ok());
+    if let Some(engine) = &engine {
+        if let Err(error) = engine {
+            tracing::warn!(%error, "readiness: the engine does not answer");
+        }
+        report("engine", engine.is_ok());
+    }
+    let selling = if state.is_stopping() {
+        "stopping"
+    } else if state.is_started() {
+        "open"
+    } else {
+        "starting"
+    };
+    let ready = selling == "open";
     let body = json!({
         "ready": ready,
+        "selling": selling,
+        "checks": checks,
         "down": down,
-        "selling": if started { "open" } else { "starting" },
         "rebuilding": state.book().rebuilding_count(),
     });
     let status = if ready {

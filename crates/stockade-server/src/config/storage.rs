@@ -20,7 +20,8 @@ settings_group! {
         /// Which engine decides purchases: memory (one instance only),
         /// redis (needs --redis-url; any number of instances), postgres
         /// (the PostgreSQL store decides each purchase; needs a
-        /// postgres:// --database-url).
+        /// postgres:// --database-url). Not given: redis when a Redis URL
+        /// is, memory otherwise.
         #[arg(long, env = "STOCKADE_ENGINE", value_name = "memory|redis|postgres", default_value = "memory")]
         pub engine: Option<String>,
         /// What decides purchases while Redis is unavailable: none (503),
@@ -157,9 +158,9 @@ impl StorageSettings {
         })
     }
 
-    /// `engine` with the URLs it needs (the engine is never implied by
-    /// which URL is present), then `fallback`, which needs a Redis engine
-    /// and a PostgreSQL store.
+    /// `engine` with the URLs it needs (not given, a Redis URL implies
+    /// redis: a command naming Redis means it), then `fallback`, which needs
+    /// a Redis engine and a PostgreSQL store.
     pub(super) fn resolve_engine(
         &self,
         redis_url: Option<String>,
@@ -170,7 +171,10 @@ impl StorageSettings {
     ) -> Result<Engine, ConfigError> {
         let setting = &sources.name("engine");
         let postgres_store = matches!(store, StoreLocation::Postgres(_));
-        let name = self.engine.as_deref().map(str::trim).unwrap_or_default();
+        let name = match self.engine.as_deref().map(str::trim) {
+            _ if !sources.is_set("engine") && redis_url.is_some() => "redis",
+            name => name.unwrap_or_default(),
+        };
         let mut engine = match (name, redis_url) {
             ("memory", None) => Engine::Memory,
             ("postgres", None) => Engine::Postgres,

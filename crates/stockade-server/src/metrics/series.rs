@@ -263,6 +263,14 @@ pub const SERIES: &[Series] = &[
         help: "1 while the engine circuit breaker is open or half-open (purchases fail fast or go to the fallback), else 0.",
     },
     Series {
+        name: "stockade_dependency_up",
+        kind: Kind::Gauge,
+        labels: &["dependency"],
+        initial: &[],
+        per_sale: false,
+        help: "1 if the dependency (store, engine) answered this instance's last readiness probe, else 0; a shared dependency down does not make the instance unready.",
+    },
+    Series {
         name: "stockade_rejections_cached_total",
         kind: Kind::Counter,
         labels: &["reason"],

@@ -1,4 +1,4 @@
-//! The purchase pipeline, the path of DESIGN.md, in one place:
+//! The purchase pipeline, the path of docs/design.md, in one place:
 //!
 //! request → what this instance knows (sold out, not started, ended, an
 //! unknown sale: `sale_book::rejections`, answered at once, at no cost to the

@@ -1,4 +1,4 @@
-//! The service under the faults of DESIGN.md: Redis restarted with its data
+//! The service under the faults of docs/design.md: Redis restarted with its data
 //! lost mid-sale, PostgreSQL (the store) stopped mid-sale, a rebuild while
 //! another instance still holds orders it named.
 

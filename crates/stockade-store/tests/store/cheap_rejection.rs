@@ -1,4 +1,4 @@
-//! DESIGN.md invariant 6, cheap rejection, on the store engine
+//! docs/design.md invariant 6, cheap rejection, on the store engine
 //! ([`StoreEngine`]) on PostgreSQL: a buyer turned away is answered from an
 //! unlocked read and costs no write. Measured by the WAL position, which
 //! any row lock, transaction id or commit record would move.

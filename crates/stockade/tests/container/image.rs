@@ -34,12 +34,11 @@ async fn the_image_runs_as_user_10001_on_a_read_only_root_and_stops_on_sigterm()
     assert_eq!(config["Cmd"], serde_json::json!(["serve"]));
     let health = inspected[0]["Healthcheck"]["Test"].to_string();
     assert!(
-        health.contains("/readyz"),
-        "a health check on /readyz (build with --format docker): {health}"
+        health.contains("/healthz"),
+        "a health check on /healthz (build with --format docker): {health}"
     );
     for label in [
         "org.opencontainers.image.title",
-        "org.opencontainers.image.source",
         "org.opencontainers.image.licenses",
         "org.opencontainers.image.version",
         "org.opencontainers.image.revision",

@@ -1,4 +1,4 @@
-//! The faults of DESIGN.md's table, and a script that injects them one
+//! The faults of docs/design.md's table, and a script that injects them one
 //! after another while the crowd runs, each once the crowd has collected a
 //! given number of acknowledged purchases.
 

@@ -1,7 +1,7 @@
 //! The multi-instance fault suite: three `stockade serve` processes on one
 //! Redis and one PostgreSQL database, a crowd of about 4,000 purchases
 //! spread over them, faults injected mid-crowd, and a history checker that
-//! judges DESIGN.md's invariants 1-5 from every recorded answer and the
+//! judges docs/design.md's invariants 1-5 from every recorded answer and the
 //! store's orders. One scenario sells three SKUs in bundles; the checker
 //! then judges invariants 1 and 5 per SKU as well. Another (`draw_scenario`)
 //! runs a draw sale and SIGKILLs the instance making the draw.

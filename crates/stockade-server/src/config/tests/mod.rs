@@ -312,13 +312,39 @@ fn admission_secret_is_generated_or_long_enough() {
 }
 
 #[test]
+fn a_redis_url_without_an_engine_selects_redis() {
+    let resolve = |flags: RawConfig, env: RawConfig| ServerConfig::resolve(flags, env, None);
+    let config = resolve(
+        flags(&[("redis_url", "redis://127.0.0.1:6379")]),
+        RawConfig::default(),
+    )
+    .unwrap();
+    assert_eq!(config.engine().name(), "redis", "{:?}", config.engine());
+    let config = resolve(
+        RawConfig::default(),
+        env(&[("STOCKADE_REDIS_URL", "redis://127.0.0.1:6379")]),
+    )
+    .unwrap();
+    assert_eq!(config.engine().name(), "redis");
+    let err = resolve(
+        flags(&[("redis_url", "redis://127.0.0.1:6379")]),
+        env(&[("STOCKADE_ENGINE", "memory")]),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("STOCKADE_REDIS_URL") || err.to_string().contains("--redis-url"),
+        "{err}"
+    );
+}
+
+#[test]
 fn invalid_settings_name_the_setting() {
     let bad = |raw: RawConfig| ServerConfig::resolve(raw, RawConfig::default(), None).unwrap_err();
     let err = bad(flags(&[("listen", "nope")]));
     assert!(err.to_string().contains("--listen"), "{err}");
     let err = bad(flags(&[("engine", "redis"), ("redis_url", "http://x")]));
     assert!(err.to_string().contains("--redis-url"), "{err}");
-    let err = bad(flags(&[("redis_url", "redis://x")]));
+    let err = bad(flags(&[("engine", "memory"), ("redis_url", "redis://x")]));
     assert!(err.to_string().contains("add --engine redis"), "{err}");
     let err = bad(flags(&[("engine", "redis")]));
     assert!(err.to_string().contains("--redis-url"), "{err}");

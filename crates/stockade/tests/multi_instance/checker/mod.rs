@@ -1,4 +1,4 @@
-//! The history checker: DESIGN.md's invariants 1-5 judged from the
+//! The history checker: docs/design.md's invariants 1-5 judged from the
 //! recorded answers and the store's orders. A plain function over plain
 //! data ([`check`]), unit-tested with hand-made bad histories in
 //! `checker_tests.rs`.
@@ -37,7 +37,7 @@ const EXAMPLES: usize = 10;
 /// One broken invariant, with what broke it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
-    /// DESIGN.md's number (1-5).
+    /// docs/design.md's number (1-5).
     pub invariant: u8,
     /// What was found, with buyers, orders and counts.
     pub message: String,
