@@ -1,4 +1,5 @@
-//! URLs as they may be shown, the one place that knows how: in the start-up
+//! Secrets and URLs as they may be shown, the one place that knows how: a
+//! token or key is a [`Secret`], whose `Debug` never shows it. In the start-up
 //! banner, in errors and in logs a database or Redis URL appears as its
 //! host and port, never with its user name, password or query (which may
 //! carry a password too) ([`redact_url`], [`endpoint`], [`scrub`]); the
@@ -8,6 +9,32 @@
 //! One splitter serves every scheme, because Sentinel and Cluster URLs name
 //! several hosts (`redis+sentinel://a:26379,b:26379/mymaster`), which a
 //! URL parser refuses; percent-decoding is the `percent-encoding` crate's.
+
+/// A secret (a token, a key): `Debug` shows `Secret(<redacted>)`, so no
+/// configuration or error printed with `{:?}` carries it; [`expose`]
+/// (`Secret::expose`) is the one way to read it, for the code that uses it.
+///
+/// [`expose`]: Secret::expose
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret<T>(T);
+
+impl<T> Secret<T> {
+    /// Wraps a secret.
+    pub fn new(secret: T) -> Self {
+        Self(secret)
+    }
+
+    /// The secret itself.
+    pub fn expose(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> std::fmt::Debug for Secret<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
 
 /// The parts of a URL a message may show.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -247,7 +247,7 @@ impl Service {
             store,
             queue,
             clock,
-            admin_token: config.admin().token.clone(),
+            admin_token: config.admin().token.expose().clone(),
             payments_token: config.payments_token().map(|t| t.as_str().to_owned()),
             secure_cookies: config.public_url().is_some_and(|u| u.is_https()),
             commit_deadline: config.commit_deadline(),
@@ -256,7 +256,10 @@ impl Service {
             identity: config.identity().cloned(),
             rate_limiter,
             dashboard_session_ttl: config.dashboard_session_ttl(),
-            waiting_rooms: waiting_room::WaitingRooms::new(queues, &config.admission_secret().key),
+            waiting_rooms: waiting_room::WaitingRooms::new(
+                queues,
+                config.admission_secret().key.expose(),
+            ),
             activity,
         });
         recover_at_start(&state).await?;

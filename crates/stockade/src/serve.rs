@@ -102,7 +102,7 @@ async fn serve(config: ServerConfig, traces: Option<&Endpoint>) -> anyhow::Resul
     if config.admin().generated {
         announce(format_args!(
             "admin token: {} (generated; set STOCKADE_ADMIN_TOKEN to choose one)",
-            config.admin().token
+            config.admin().token.expose()
         ));
     }
     service.serve(listener, shutdown).await?;

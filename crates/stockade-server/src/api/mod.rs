@@ -337,15 +337,15 @@ async fn limit_clients(State(state): State<AppState>, request: Request, next: Ne
     let limiter = state.rate_limiter();
     let headers = request.headers();
     let operator = auth::is_admin(&state, headers) || auth::is_payments(&state, headers);
-    if !operator {
-        if let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>() {
-            let client = limiter
-                .limits()
-                .trusted_proxies
-                .client(peer.ip(), request.headers());
-            if let Err(limited) = limiter.check_ip(client).await {
-                return ApiError::from(limited).into_response();
-            }
+    if !operator
+        && let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>()
+    {
+        let client = limiter
+            .limits()
+            .trusted_proxies
+            .client(peer.ip(), request.headers());
+        if let Err(limited) = limiter.check_ip(client).await {
+            return ApiError::from(limited).into_response();
         }
     }
     next.run(request).await

@@ -1,9 +1,12 @@
-//! Tokens and secrets: the admin token, the payment service's token (given
-//! directly or in a file, so it stays out of `ps`), and the key of the
-//! waiting rooms' admission tokens. The admin token and the admission key
-//! are never flags.
+//! Tokens and secrets: the admin token, the payment service's token and the
+//! key of the waiting rooms' admission tokens, each given directly or in a
+//! file (a `_FILE` setting: a mounted secret stays out of `ps` and the
+//! environment). The admin token and the admission key are never flags;
+//! each is a [`Secret`], which `Debug` never shows.
 
 use std::path::{Path, PathBuf};
+
+use stockade_core::redact::Secret;
 
 use super::group::settings_group;
 use super::{ConfigError, Sources, invalid};
@@ -19,6 +22,9 @@ settings_group! {
         /// Default: generated and printed at start.
         #[arg(long, env = "STOCKADE_ADMIN_TOKEN", hide = true)]
         pub admin_token: Option<String>,
+        /// A file holding the admin token (instead of STOCKADE_ADMIN_TOKEN).
+        #[arg(long, env = "STOCKADE_ADMIN_TOKEN_FILE", value_name = "FILE")]
+        pub admin_token_file: Option<PathBuf>,
         /// The payment service's bearer token, at least 16 characters; prefer
         /// the variable or --payments-token-file, a flag shows in `ps`. POST
         /// /v1/orders/{id}/confirm is the payment service's callback: it
@@ -35,6 +41,10 @@ settings_group! {
         /// deployment must share it.
         #[arg(long, env = "STOCKADE_ADMISSION_SECRET", hide = true)]
         pub admission_secret: Option<String>,
+        /// A file holding the admission key (instead of
+        /// STOCKADE_ADMISSION_SECRET).
+        #[arg(long, env = "STOCKADE_ADMISSION_SECRET_FILE", value_name = "FILE")]
+        pub admission_secret_file: Option<PathBuf>,
     }
 }
 
@@ -42,7 +52,7 @@ settings_group! {
 #[derive(Debug, Clone)]
 pub struct AdminToken {
     /// The bearer token admin requests must carry.
-    pub token: String,
+    pub token: Secret<String>,
     /// True when no token was configured and this one was generated (and
     /// must be printed so the operator can use it).
     pub generated: bool,
@@ -50,51 +60,41 @@ pub struct AdminToken {
 
 /// The bearer token of the payment service: with the admin token, the only
 /// credential that confirms a held order.
-#[derive(Clone, PartialEq, Eq)]
-pub struct PaymentsToken(String);
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentsToken(Secret<String>);
 
 impl PaymentsToken {
     /// The token.
     pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for PaymentsToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PaymentsToken(<redacted>)")
+        self.0.expose()
     }
 }
 
 /// The key that signs waiting-room admission tokens.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct AdmissionSecret {
     /// The key bytes.
-    pub key: Vec<u8>,
+    pub key: Secret<Vec<u8>>,
     /// True when none was configured and this one was generated: tokens
     /// then verify only on this instance, until it restarts.
     pub generated: bool,
 }
 
-impl std::fmt::Debug for AdmissionSecret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AdmissionSecret")
-            .field("key", &"<redacted>")
-            .field("generated", &self.generated)
-            .finish()
-    }
-}
-
 impl AccessSettings {
     /// `admin_token`: at least 16 characters, or generated.
     pub(super) fn resolve_admin(&self, sources: &Sources) -> Result<AdminToken, ConfigError> {
-        let (token, generated) = secret_or_generated(
-            self.admin_token.clone(),
-            &sources.name("admin_token"),
-            16,
-            "",
+        let given = secret_or_file(
+            self.admin_token.as_deref(),
+            self.admin_token_file.as_deref(),
+            "admin_token",
+            "admin_token_file",
+            sources,
         )?;
-        Ok(AdminToken { token, generated })
+        let (token, generated) = secret_or_generated(given, sources, 16, "")?;
+        Ok(AdminToken {
+            token: Secret::new(token),
+            generated,
+        })
     }
 
     /// `payments_token` or `payments_token_file`: at least
@@ -127,7 +127,7 @@ impl AccessSettings {
                 "must differ from the admin token: the payment service confirms orders, nothing else",
             ));
         }
-        Ok(Some(PaymentsToken(token)))
+        Ok(Some(PaymentsToken(Secret::new(token))))
     }
 
     /// `admission_secret`: at least 32 characters, or generated.
@@ -135,14 +135,21 @@ impl AccessSettings {
         &self,
         sources: &Sources,
     ) -> Result<AdmissionSecret, ConfigError> {
+        let given = secret_or_file(
+            self.admission_secret.as_deref(),
+            self.admission_secret_file.as_deref(),
+            "admission_secret",
+            "admission_secret_file",
+            sources,
+        )?;
         let (secret, generated) = secret_or_generated(
-            self.admission_secret.clone(),
-            &sources.name("admission_secret"),
+            given,
+            sources,
             32,
             " (for example 64 hex digits from `openssl rand -hex 32`)",
         )?;
         Ok(AdmissionSecret {
-            key: secret.into_bytes(),
+            key: Secret::new(secret.into_bytes()),
             generated,
         })
     }
@@ -187,20 +194,20 @@ pub(super) fn secret_or_file(
     }
 }
 
-/// A configured secret of at least `min` characters, or a generated one
-/// (and true).
+/// A configured secret (with the key it came from) of at least `min`
+/// characters, or a generated one (and true).
 fn secret_or_generated(
-    value: Option<String>,
-    setting: &str,
+    given: Option<(String, &'static str)>,
+    sources: &Sources,
     min: usize,
     hint: &str,
 ) -> Result<(String, bool), ConfigError> {
-    match value {
-        Some(secret) if secret.len() < min => Err(invalid(
-            setting,
+    match given {
+        Some((secret, key)) if secret.len() < min => Err(invalid(
+            &sources.name(key),
             format!("must be at least {min} characters long{hint}"),
         )),
-        Some(secret) => Ok((secret, false)),
+        Some((secret, _)) => Ok((secret, false)),
         None => Ok((generate_token(), true)),
     }
 }

@@ -3,6 +3,7 @@
 
 use stockade_engine::ScriptsMode;
 
+use super::access::secret_or_file;
 use super::group::settings_group;
 use super::{ConfigError, Sources, invalid};
 
@@ -17,6 +18,10 @@ settings_group! {
         /// only as host:port in messages.
         #[arg(long, env = "STOCKADE_REDIS_URL", value_name = "URL")]
         pub redis_url: Option<String>,
+        /// A file holding the Redis URL (instead of --redis-url): its
+        /// password stays out of `ps` and the environment.
+        #[arg(long, env = "STOCKADE_REDIS_URL_FILE", value_name = "FILE")]
+        pub redis_url_file: Option<std::path::PathBuf>,
         /// The first part of every Redis key (the engine's P:{sale}:...,
         /// the waiting rooms' P:wr:..., the rate limits' P:limit:..., the
         /// locks' P-lock...): give each deployment sharing a Redis or
@@ -37,13 +42,19 @@ impl RedisSettings {
     /// The Redis URL, if one is given (an empty one is none), checked for
     /// its topology.
     pub(super) fn resolve_url(&self, sources: &Sources) -> Result<Option<String>, ConfigError> {
-        let url = self.redis_url.clone().filter(|u| !u.is_empty());
-        if let Some(url) = &url
+        let given = secret_or_file(
+            self.redis_url.as_deref(),
+            self.redis_url_file.as_deref(),
+            "redis_url",
+            "redis_url_file",
+            sources,
+        )?;
+        if let Some((url, key)) = &given
             && let Err(error) = stockade_engine::RedisTopology::from_url(url)
         {
-            return Err(invalid(&sources.name("redis_url"), error.to_string()));
+            return Err(invalid(&sources.name(key), error.to_string()));
         }
-        Ok(url)
+        Ok(given.map(|(url, _)| url))
     }
 
     /// `redis_scripts`: auto, eval or functions; checked even when the

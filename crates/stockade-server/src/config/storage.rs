@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use stockade_engine::ScriptsMode;
 
+use stockade_core::redact::redact_url;
+
+use super::access::secret_or_file;
 use super::group::settings_group;
 use super::{ConfigError, RedisKeyPrefix, Sources, invalid};
 
@@ -35,6 +38,10 @@ settings_group! {
         /// Default: SQLite in the data directory.
         #[arg(long, env = "STOCKADE_DATABASE_URL", value_name = "URL")]
         pub database_url: Option<String>,
+        /// A file holding the database URL (instead of --database-url):
+        /// its password stays out of `ps` and the environment.
+        #[arg(long, env = "STOCKADE_DATABASE_URL_FILE", value_name = "FILE")]
+        pub database_url_file: Option<PathBuf>,
         /// How long start waits for a database or Redis that does not
         /// accept connections yet (0: fail at once; at most 600000).
         #[arg(long, env = "STOCKADE_STARTUP_WAIT_MS", value_name = "MS", default_value = "10000")]
@@ -42,8 +49,8 @@ settings_group! {
     }
 }
 
-/// Where the order store lives.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where the order store lives. `Debug` shows a URL without its password.
+#[derive(Clone, PartialEq, Eq)]
 pub enum StoreLocation {
     /// A PostgreSQL URL.
     Postgres(String),
@@ -69,10 +76,20 @@ impl StoreLocation {
     }
 }
 
+impl std::fmt::Debug for StoreLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Postgres(url) => f.debug_tuple("Postgres").field(&redact_url(url)).finish(),
+            Self::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
+        }
+    }
+}
+
 /// Which engine decides purchases, with what it needs: a Redis engine
 /// always has its URL and key prefix, and a fallback only with a
 /// PostgreSQL store; the PostgreSQL engine only with a PostgreSQL store.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `Debug` shows the Redis URL without its password.
+#[derive(Clone, PartialEq, Eq)]
 pub enum Engine {
     /// In this process: the embedded default, one instance only.
     Memory,
@@ -92,6 +109,27 @@ pub enum Engine {
     /// transaction that also records the order: no Redis, nothing to
     /// group-commit.
     Postgres,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Redis {
+                url,
+                prefix,
+                scripts,
+                fallback,
+            } => f
+                .debug_struct("Redis")
+                .field("url", &redact_url(url))
+                .field("prefix", prefix)
+                .field("scripts", scripts)
+                .field("fallback", fallback)
+                .finish(),
+            Self::Memory => f.write_str("Memory"),
+            Self::Postgres => f.write_str("Postgres"),
+        }
+    }
 }
 
 /// What decides purchases while Redis is unavailable.
@@ -137,7 +175,15 @@ impl StorageSettings {
         data_dir: &Path,
         sources: &Sources,
     ) -> Result<StoreLocation, ConfigError> {
-        Ok(match self.database_url.clone().filter(|u| !u.is_empty()) {
+        let given = secret_or_file(
+            self.database_url.as_deref(),
+            self.database_url_file.as_deref(),
+            "database_url",
+            "database_url_file",
+            sources,
+        )?;
+        let key = given.as_ref().map_or("database_url", |(_, key)| *key);
+        Ok(match given.map(|(url, _)| url) {
             None => StoreLocation::Sqlite(data_dir.join("orders.db")),
             Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
                 StoreLocation::Postgres(url)
@@ -148,10 +194,10 @@ impl StorageSettings {
             )),
             Some(url) => {
                 return Err(invalid(
-                    &sources.name("database_url"),
+                    &sources.name(key),
                     format!(
                         "{:?} must start with postgres:// (or sqlite:)",
-                        stockade_core::redact::redact_url(&url)
+                        redact_url(&url)
                     ),
                 ));
             }

@@ -63,7 +63,7 @@ pub(super) async fn wait_for_writers(state: &AppState, sale: &SaleId) -> Result<
                 instances: holding,
             });
         }
-        if polls % 10 == 0 {
+        if polls.is_multiple_of(10) {
             tracing::debug!(%sale, ?holding, "the rebuild waits for accepted orders to reach the store");
         }
         polls += 1;

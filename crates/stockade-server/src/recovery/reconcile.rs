@@ -253,7 +253,7 @@ async fn reconcile_once(
     let mut oldest_entry = None;
     let mut drifting = 0u32;
     seen_before.passes += 1;
-    let quiet_pass = seen_before.passes % QUIET_EVERY == 0;
+    let quiet_pass = seen_before.passes.is_multiple_of(QUIET_EVERY);
     let quiet = &mut seen_before.quiet;
     quiet.retain(|sale| seen_before.sales.contains(sale));
     for current in sales {

@@ -34,7 +34,7 @@ pub async fn run_forever(state: AppState) {
             return;
         }
         round += 1;
-        let periodic = round % SOLD_OUT_EVERY == 0;
+        let periodic = round.is_multiple_of(SOLD_OUT_EVERY);
         tick_all(&state, &mut sold_out, woken || periodic, periodic).await;
     }
 }

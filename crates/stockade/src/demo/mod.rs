@@ -272,7 +272,7 @@ pub(super) async fn with_service<T>(
     );
     let result = drive(
         url,
-        config.admin().token.clone(),
+        config.admin().token.expose().clone(),
         DEMO_PAYMENTS_TOKEN.to_owned(),
     )
     .await;

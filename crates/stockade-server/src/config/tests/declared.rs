@@ -121,7 +121,7 @@ const ONE_OF_EACH_GROUP: &[(&str, [&str; 4], Read)] = &[
         ],
         |c| match c.admission_secret().generated {
             true => String::new(),
-            false => String::from_utf8(c.admission_secret().key.clone()).unwrap(),
+            false => String::from_utf8(c.admission_secret().key.expose().clone()).unwrap(),
         },
     ),
     ("jwt_issuer", ["flag-iss", "env-iss", "file-iss", ""], |c| {

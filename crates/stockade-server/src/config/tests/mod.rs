@@ -3,6 +3,7 @@
 
 mod access;
 mod declared;
+mod secrets;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -41,7 +42,7 @@ fn defaults_are_the_embedded_setup_with_a_generated_token() {
     assert_eq!(config.engine(), &Engine::Memory);
     assert!(config.engine().fallback().is_none());
     assert!(config.admin().generated);
-    assert_eq!(config.admin().token.len(), 48);
+    assert_eq!(config.admin().token.expose().len(), 48);
 }
 
 #[test]
@@ -149,6 +150,10 @@ const REFUSED: &[(&str, &str)] = &[
     ("metrics_retention_s", "0"),
     ("ended_sale_retention_s", "2592001"),
     ("admission_secret", "\"short\""),
+    ("admin_token_file", "\"/nonexistent/admin-token\""),
+    ("admission_secret_file", "\"/nonexistent/admission-secret\""),
+    ("database_url_file", "\"/nonexistent/database-url\""),
+    ("redis_url_file", "\"/nonexistent/redis-url\""),
 ];
 
 #[test]
@@ -298,7 +303,7 @@ fn admission_secret_is_generated_or_long_enough() {
         .admission_secret()
         .clone();
     assert!(generated.generated);
-    assert_eq!(generated.key.len(), 48);
+    assert_eq!(generated.key.expose().len(), 48);
     let err = resolve(env(&[("STOCKADE_ADMISSION_SECRET", "too-short")])).unwrap_err();
     assert!(
         err.to_string().contains("STOCKADE_ADMISSION_SECRET"),
@@ -306,7 +311,7 @@ fn admission_secret_is_generated_or_long_enough() {
     );
     let secret = "0123456789abcdef0123456789abcdef";
     let config = resolve(env(&[("STOCKADE_ADMISSION_SECRET", secret)])).unwrap();
-    assert_eq!(config.admission_secret().key, secret.as_bytes());
+    assert_eq!(config.admission_secret().key.expose(), secret.as_bytes());
     assert!(!config.admission_secret().generated);
     assert!(!format!("{:?}", config.admission_secret()).contains(secret));
 }
