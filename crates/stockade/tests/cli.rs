@@ -100,7 +100,10 @@ fn bad_input_exits_2_with_a_message() {
             &["serve", "--engine", "redis", "--redis-url", "http://x"],
             "--redis-url",
         ),
-        (&["serve", "--redis-url", "redis://x"], "add --engine redis"),
+        (
+            &["serve", "--engine", "memory", "--redis-url", "redis://x"],
+            "add --engine redis",
+        ),
         (&["serve", "--engine", "postgres"], "--engine"),
         (&["serve", "--engine", "oracle"], "oracle"),
         (&["serve", "--fallback", "postgres"], "--fallback"),

@@ -65,15 +65,37 @@ pub async fn my_entry(client: &reqwest::Client, base: &str, sale: &str, buyer: &
     api::answer(sent).await
 }
 
-/// `GET /v1/sales/{sale}/draw`.
+/// `GET /v1/sales/{sale}/draw`, every page of the order followed (a page
+/// that does not answer 200 is the answer).
 pub async fn get_draw(client: &reqwest::Client, base: &str, sale: &str) -> Answer {
-    api::answer(
-        client
-            .get(format!("{base}/v1/sales/{sale}/draw"))
-            .send()
-            .await,
-    )
-    .await
+    let url = format!("{base}/v1/sales/{sale}/draw");
+    let mut answer = api::answer(client.get(&url).send().await).await;
+    loop {
+        let Answer::Http {
+            status: 200, body, ..
+        } = &mut answer
+        else {
+            return answer;
+        };
+        let Some(after) = body["next_after"].as_u64() else {
+            return answer;
+        };
+        let page = api::answer(client.get(&url).query(&[("after", after)]).send().await).await;
+        let Answer::Http {
+            status: 200,
+            body: page_body,
+            ..
+        } = &page
+        else {
+            return page;
+        };
+        let rest = page_body["order"].as_array().cloned().unwrap_or_default();
+        match body["order"].as_array_mut() {
+            Some(order) => order.extend(rest),
+            None => return page,
+        }
+        body["next_after"] = page_body["next_after"].clone();
+    }
 }
 
 /// Creates the draw sale through the first instance that accepts it
