@@ -77,8 +77,9 @@ pub async fn run(
     let client = http_load::client(&config.url, &config.admin_token, config.concurrency)
         .map_err(|e| LoadError::Setup(format!("--url: {e}")))?;
     // Long enough for the crowd to enter (about 2,000 entries a second on
-    // a laptop, with room to spare), closed soon after.
-    let window = TimeDelta::seconds(2 + (config.buyers / 1_000) as i64);
+    // a laptop, with room to spare for a loaded machine: the store closes
+    // entries on its own clock, at the insert), closed soon after.
+    let window = TimeDelta::seconds(4 + (config.buyers / 1_000) as i64);
     let opens = Utc::now() - TimeDelta::seconds(1);
     let closes = opens + TimeDelta::seconds(1) + window;
     let mut sale = CreateSale::new(config.sale.as_str(), config.stock);
