@@ -1,9 +1,10 @@
 //! The draw of a draw sale: a fair order of its entries that anyone can
 //! recompute and nobody, the service included, can choose.
 //!
-//! When a draw sale is created the service picks a random [`Seed`] and
-//! publishes only its [`Seed::commitment`], the SHA-256 of the seed's 32
-//! bytes. When entries close it orders the entries with [`draw_order`] and
+//! When a draw sale is created the service fixes a [`Seed`], sealed (see
+//! [`seal`]: the store keeps a nonce, the seed needs the deployment's draw
+//! key too), and publishes only its [`Seed::commitment`], the SHA-256 of
+//! the seed's 32 bytes. When entries close it orders the entries with [`draw_order`] and
 //! publishes the seed beside the ordered list: anyone can check that the
 //! seed matches the commitment made before the first entry, and compute
 //! the order again from the seed and the entry ids.
@@ -34,10 +35,14 @@
 //!
 //! - `entry`: a draw sale's settings ([`DrawConfig`]), entry ids and
 //!   where an entry stands ([`EntryResult`]).
+//! - [`seal`]: the seed derived from the draw key and a stored nonce, so
+//!   the store alone never holds it before entries close.
 
 mod entry;
+pub mod seal;
 
 pub use entry::{DrawConfig, EntryId, EntryResult};
+pub use seal::{DrawKey, Nonce, Sealed};
 
 use rand_chacha::ChaCha20Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};

@@ -76,6 +76,7 @@ pub mod api;
 pub mod breaker;
 pub mod client_cap;
 pub mod config;
+pub mod draw_key;
 pub mod draws;
 pub mod holds;
 pub mod identity;

@@ -63,6 +63,9 @@ pub enum ServeError {
     /// The waiting rooms' Redis connection could not be made.
     #[error("cannot connect the waiting rooms to Redis: {0}")]
     Queue(#[from] waiting_room::QueueError),
+    /// The draw key of the data directory could not be read or made.
+    #[error("the draw key: {0}")]
+    DrawKey(String),
     /// Serving failed.
     #[error("the HTTP server failed: {0}")]
     Io(#[from] std::io::Error),
@@ -215,6 +218,12 @@ impl Service {
                 "STOCKADE_ADMISSION_SECRET is not set: admission tokens from this instance will be refused by the others; set the same secret on every instance"
             );
         }
+        let draw_key = crate::draw_key::for_store(config).map_err(ServeError::DrawKey)?;
+        if draw_key.is_none() {
+            tracing::warn!(
+                "STOCKADE_DRAW_KEY is not set: draw sales are refused on this PostgreSQL store; set the same key on every instance to create them"
+            );
+        }
         let activity = Arc::new(activity::Board::default());
         let (queue, writer_task) = CommitQueue::start(
             store.clone(),
@@ -249,6 +258,7 @@ impl Service {
             clock,
             admin_token: config.admin().token.expose().clone(),
             payments_token: config.payments_token().map(|t| t.as_str().to_owned()),
+            draw_key,
             secure_cookies: config.public_url().is_some_and(|u| u.is_https()),
             commit_deadline: config.commit_deadline(),
             rejection_ttl: config.rejection_ttl(),

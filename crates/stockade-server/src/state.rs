@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusHandle;
+use stockade_core::draw::DrawKey;
 use stockade_core::{Clock, Durability, Engine};
 use stockade_lock::Locks;
 
@@ -35,6 +36,7 @@ struct Inner {
     clock: Arc<dyn Clock>,
     admin_token: String,
     payments_token: Option<String>,
+    draw_key: Option<DrawKey>,
     secure_cookies: bool,
     commit_deadline: Duration,
     locks: Option<Locks>,
@@ -83,6 +85,9 @@ pub struct StateParts {
     pub admin_token: String,
     /// The payment service's bearer token (None: only the admin confirms).
     pub payments_token: Option<String>,
+    /// The key draw seeds follow from ([`crate::draw_key`]; None: draw
+    /// sales are refused).
+    pub draw_key: Option<DrawKey>,
     /// Whether browsers reach the service over https (`--public-url`):
     /// the session cookie is then `Secure`.
     pub secure_cookies: bool,
@@ -130,6 +135,7 @@ impl AppState {
                 clock: parts.clock,
                 admin_token: parts.admin_token,
                 payments_token: parts.payments_token,
+                draw_key: parts.draw_key,
                 secure_cookies: parts.secure_cookies,
                 commit_deadline: parts.commit_deadline,
                 locks: parts.locks,
@@ -220,6 +226,10 @@ impl AppState {
     /// The metrics registry.
     pub fn metrics(&self) -> &PrometheusHandle {
         &self.inner.metrics
+    }
+    /// The key draw seeds follow from (None: draw sales are refused).
+    pub fn draw_key(&self) -> Option<&DrawKey> {
+        self.inner.draw_key.as_ref()
     }
     /// The payment service's bearer token, if one is configured.
     pub fn payments_token(&self) -> Option<&str> {

@@ -294,7 +294,10 @@ async fn a_draw_an_instance_died_in_is_finished_by_another_with_the_same_orders(
     let lease = stockade_server::draws::LEASE;
     assert!(store.claim_draw(&sale, "dead", lease).await.unwrap());
     assert!(matches!(
-        store.freeze_draw(&sale, "dead").await.unwrap(),
+        store
+            .freeze_draw(&sale, "dead", server.state().draw_key())
+            .await
+            .unwrap(),
         Freeze::Frozen { .. }
     ));
     let record = store.draw(&sale).await.unwrap().unwrap();
@@ -305,7 +308,7 @@ async fn a_draw_an_instance_died_in_is_finished_by_another_with_the_same_orders(
         .iter()
         .map(|e| e.id.to_string())
         .collect();
-    let order = draw_order(&record.seed().unwrap(), &ids).unwrap();
+    let order = draw_order(&record.seed().unwrap().unwrap(), &ids).unwrap();
     // The stored places are the draw's order.
     assert_eq!(ids, order);
     let mut early = Vec::new();

@@ -9,27 +9,27 @@ use stockade_core::{SaleId, SaleSpec};
 
 use super::{OrderStore, SALE_COLUMNS, SaveSale, StoreError, corrupt, insert_sale, sale_from_row};
 use stockade_core::RoomConfig;
-use stockade_core::draw::{DrawConfig, Seed};
+use stockade_core::draw::{DrawConfig, Sealed};
 
 impl OrderStore {
     /// Records a sale with its waiting room (or none), unless a sale with
     /// that id exists. Also answers the existing sale's waiting room, so
     /// the caller can tell an identical request from a conflicting one.
     ///
-    /// A draw sale's settings and secret seed (`draw`) are saved in the
-    /// same transaction; an existing sale's draw is answered as its room
+    /// A draw sale's settings and sealed seed (`draw`: its nonce and
+    /// commitment, never the seed) are saved in the same transaction; an existing sale's draw is answered as its room
     /// is.
     pub async fn save_sale_with_room(
         &self,
         spec: &SaleSpec,
         room: Option<&RoomConfig>,
-        draw: Option<(&DrawConfig, &Seed)>,
+        draw: Option<(&DrawConfig, &Sealed)>,
         now: DateTime<Utc>,
     ) -> Result<(SaveSale, Option<RoomConfig>, Option<DrawConfig>), StoreError> {
         let mut tx = self.pool.begin().await?;
         if insert_sale(&mut *tx, spec, now).await? {
-            if let Some((config, seed)) = draw {
-                Self::insert_draw(&mut tx, spec.id(), config, seed).await?;
+            if let Some((config, sealed)) = draw {
+                Self::insert_draw(&mut tx, spec.id(), config, sealed).await?;
             }
             if let Some(room) = room {
                 sqlx::query(

@@ -58,6 +58,15 @@ pub fn settings(body: &CreateSale, spec: &SaleSpec) -> Result<Option<DrawConfig>
     Ok(Some(config))
 }
 
+/// The refusal of a draw sale on an instance without a draw key (a
+/// PostgreSQL store with no `STOCKADE_DRAW_KEY`: see [`crate::draw_key`]).
+pub fn no_draw_key() -> ApiError {
+    ApiError::invalid(
+        "allocation",
+        "this deployment has no draw key, so it cannot seal a draw's seed: set STOCKADE_DRAW_KEY (or STOCKADE_DRAW_KEY_FILE) to the same secret of at least 32 characters on every instance, restart them, and create the sale again",
+    )
+}
+
 /// The published terms of a draw.
 pub fn terms(draw: &DrawRecord) -> DrawTerms {
     DrawTerms {

@@ -6,7 +6,6 @@ use stockade_api::ErrorCode;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use stockade_core::draw::Seed;
 use stockade_core::{CreateOutcome, EngineError, Epoch, SaleId, SaleSnapshot, SaleSpec};
 
 use super::auth::Admin;
@@ -76,7 +75,13 @@ pub async fn create_sale(
         .transpose()?;
     let spec = spec(&body)?;
     let draw = super::draws::settings(&body, &spec)?;
-    let seed = Seed::random();
+    // The seed is sealed: the store keeps a nonce and the commitment,
+    // the seed needs the draw key too.
+    let sealed = match (&draw, state.draw_key()) {
+        (None, _) => None,
+        (Some(_), Some(key)) => Some(key.seal(spec.id())),
+        (Some(_), None) => return Err(super::draws::no_draw_key()),
+    };
     // The store is the source of truth: record the sale there first, with
     // its waiting room or its draw in the same transaction.
     let (saved, existing_room, existing_draw) = state
@@ -84,7 +89,7 @@ pub async fn create_sale(
         .save_sale_with_room(
             &spec,
             room.as_ref(),
-            draw.as_ref().map(|config| (config, &seed)),
+            draw.as_ref().zip(sealed.as_ref()),
             state.clock().now(),
         )
         .await?;

@@ -1,11 +1,13 @@
-//! Tokens and secrets: the admin token, the payment service's token and the
-//! key of the waiting rooms' admission tokens, each given directly or in a
-//! file (a `_FILE` setting: a mounted secret stays out of `ps` and the
-//! environment). The admin token and the admission key are never flags;
+//! Tokens and secrets: the admin token, the payment service's token, the
+//! key of the waiting rooms' admission tokens and the draw key, each given
+//! directly or in a file (a `_FILE` setting: a mounted secret stays out of `ps` and the
+//! environment). The admin token, the admission key and the draw key are
+//! never flags;
 //! each is a [`Secret`], which `Debug` never shows.
 
 use std::path::{Path, PathBuf};
 
+use stockade_core::draw::DrawKey;
 use stockade_core::redact::Secret;
 
 use super::group::settings_group;
@@ -45,6 +47,17 @@ settings_group! {
         /// STOCKADE_ADMISSION_SECRET).
         #[arg(long, env = "STOCKADE_ADMISSION_SECRET_FILE", value_name = "FILE")]
         pub admission_secret_file: Option<PathBuf>,
+        /// The key draw seeds are derived from, at least 32 characters
+        /// (e.g. `openssl rand -hex 32`): the store keeps only a nonce, so
+        /// nobody who reads it can tell a draw before entries close. Every
+        /// instance of a deployment must share it. Default: on SQLite, a key
+        /// generated once and kept in the data directory (draw.key); on
+        /// PostgreSQL, none, and draw sales are refused until it is set.
+        #[arg(long, env = "STOCKADE_DRAW_KEY", hide = true)]
+        pub draw_key: Option<String>,
+        /// A file holding the draw key (instead of STOCKADE_DRAW_KEY).
+        #[arg(long, env = "STOCKADE_DRAW_KEY_FILE", value_name = "FILE")]
+        pub draw_key_file: Option<PathBuf>,
     }
 }
 
@@ -152,6 +165,28 @@ impl AccessSettings {
             key: Secret::new(secret.into_bytes()),
             generated,
         })
+    }
+}
+
+impl AccessSettings {
+    /// `draw_key`: at least 32 characters, or None (see the setting).
+    pub(super) fn resolve_draw_key(
+        &self,
+        sources: &Sources,
+    ) -> Result<Option<DrawKey>, ConfigError> {
+        let Some((key, from)) = secret_or_file(
+            self.draw_key.as_deref(),
+            self.draw_key_file.as_deref(),
+            "draw_key",
+            "draw_key_file",
+            sources,
+        )?
+        else {
+            return Ok(None);
+        };
+        DrawKey::new(key.into_bytes())
+            .map(Some)
+            .map_err(|reason| invalid(&sources.name(from), reason))
     }
 }
 

@@ -50,6 +50,7 @@ impl ServerConfig {
             .resolve_limits(purchases.commit_deadline, &sources)?;
         let operations = raw.operations.resolve(&sources)?;
         let admission_secret = raw.access.resolve_admission_secret(&sources)?;
+        let draw_key = raw.access.resolve_draw_key(&sources)?;
         Ok(Self {
             listen,
             public_url,
@@ -62,6 +63,7 @@ impl ServerConfig {
             admin,
             payments_token,
             admission_secret,
+            draw_key,
             identity,
             rate_limits,
             log_format: operations.log_format,

@@ -7,6 +7,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use stockade_core::draw::DrawKey;
+
 use super::purchases::Purchases;
 use super::{
     AdminToken, AdmissionSecret, Engine, LogFormat, PaymentsToken, PublicUrl, Sources,
@@ -31,6 +33,7 @@ pub struct ServerConfig {
     pub(super) admin: AdminToken,
     pub(super) payments_token: Option<PaymentsToken>,
     pub(super) admission_secret: AdmissionSecret,
+    pub(super) draw_key: Option<DrawKey>,
     pub(super) identity: Option<Identity>,
     pub(super) rate_limits: RateLimits,
     pub(super) log_format: LogFormat,
@@ -117,6 +120,12 @@ impl ServerConfig {
     /// The key of waiting-room admission tokens.
     pub fn admission_secret(&self) -> &AdmissionSecret {
         &self.admission_secret
+    }
+
+    /// The draw key, if one is set (`draw_key`); see
+    /// [`crate::draw_key::for_store`] for the default.
+    pub fn draw_key(&self) -> Option<&DrawKey> {
+        self.draw_key.as_ref()
     }
 
     /// How buyers prove who they are; None (the default): the service

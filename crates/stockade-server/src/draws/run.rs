@@ -46,7 +46,11 @@ enum Bought {
 /// in that order, and records the results and the draw's instant
 /// (publishing the seed), if `owner` still holds the lease.
 pub async fn draw(state: &AppState, sale: &SaleId, owner: &str) -> Result<(), DrawError> {
-    match state.store().freeze_draw(sale, owner).await? {
+    match state
+        .store()
+        .freeze_draw(sale, owner, state.draw_key())
+        .await?
+    {
         Freeze::Frozen { .. } => {}
         Freeze::NotClosed => return Ok(()),
         Freeze::LeaseLost => return Err(DrawError::LeaseLost),

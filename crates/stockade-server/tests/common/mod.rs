@@ -17,6 +17,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 pub const TOKEN: &str = "test-admin-token-0123456789";
+/// The draw key every instance of a test on PostgreSQL shares.
+pub const DRAW_KEY: &str = "test-draw-key-0123456789abcdef0123456789";
 
 /// A service listening on a free port.
 pub struct TestServer {
@@ -90,6 +92,9 @@ pub fn settings(
     raw.storage.engine = Some(setup.engine().into());
     raw.storage.fallback = (setup == Setup::RedisPostgresFallback).then(|| "postgres".into());
     raw.redis.redis_url = redis;
+    // Instances sharing a PostgreSQL store share a draw key (the embedded
+    // default keeps its own in the data directory).
+    raw.access.draw_key = database.is_some().then(|| DRAW_KEY.into());
     raw.storage.database_url = database;
     raw.access.admin_token = Some(TOKEN.into());
     raw.purchases.commit_deadline_ms = Some(timing.commit_deadline_ms);

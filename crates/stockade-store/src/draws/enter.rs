@@ -70,6 +70,7 @@ impl OrderStore {
             created_at: millis(now)?,
             position: None,
             result: EntryResult::Entered,
+            drawn_result: None,
             order_id: None,
         };
         let inserted = sqlx::query(

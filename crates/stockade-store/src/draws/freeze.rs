@@ -2,8 +2,9 @@
 //! digest, before any purchase) and each run's results.
 
 use sqlx::Row;
+use sqlx::any::AnyRow;
 use stockade_core::SaleId;
-use stockade_core::draw::{Seed, draw_order, entry_digest};
+use stockade_core::draw::{DrawKey, Nonce, Seed, draw_order, entry_digest};
 
 use super::super::{OrderStore, StoreError, corrupt};
 use super::EntryUpdate;
@@ -30,17 +31,27 @@ const CHUNK: usize = 500;
 impl OrderStore {
     /// Freezes the entry set of the draw of `sale`, if `owner` holds its
     /// lease and entries have closed on the store's clock: in one
-    /// transaction, under the lock entries wait on, orders the entries
-    /// from the seed and stores each one's position, the set's digest and
-    /// the instant. A set frozen before is left as it is and not read
-    /// again: a re-run draws from the stored positions.
-    pub async fn freeze_draw(&self, sale: &SaleId, owner: &str) -> Result<Freeze, StoreError> {
+    /// transaction, under the lock entries wait on, derives the seed from
+    /// `key` and the stored nonce (checked against the commitment), orders
+    /// the entries from it and stores each one's position, the set's
+    /// digest, the seed and the instant. A set frozen before is left as it
+    /// is and not read again: a re-run draws from the stored positions.
+    ///
+    /// Fails, changing nothing, when the draw is sealed and `key` is
+    /// missing or is not the key the sale was created with.
+    pub async fn freeze_draw(
+        &self,
+        sale: &SaleId,
+        owner: &str,
+        key: Option<&DrawKey>,
+    ) -> Result<Freeze, StoreError> {
         let mut tx = self.pool.begin().await?;
         if !self.lock_lease(&mut tx, sale, owner).await? {
             return Ok(Freeze::LeaseLost);
         }
         let draw = sqlx::query(
-            "SELECT entries_close_at_ms, seed, entry_digest FROM draws WHERE sale_id = $1",
+            "SELECT entries_close_at_ms, seed, nonce, commitment, entry_digest
+               FROM draws WHERE sale_id = $1",
         )
         .bind(sale.as_str())
         .fetch_one(&mut *tx)
@@ -53,8 +64,7 @@ impl OrderStore {
         if now < close {
             return Ok(Freeze::NotClosed);
         }
-        let seed: String = draw.try_get("seed")?;
-        let seed = Seed::from_hex(&seed).map_err(|e| corrupt("draw seed", e))?;
+        let seed = unseal(sale, &draw, key)?;
         let ids: Vec<String> = sqlx::query_scalar("SELECT id FROM draw_entries WHERE sale_id = $1")
             .bind(sale.as_str())
             .fetch_all(&mut *tx)
@@ -78,12 +88,15 @@ impl OrderStore {
             }
             query.execute(&mut *tx).await?;
         }
-        sqlx::query("UPDATE draws SET frozen_at_ms = $1, entry_digest = $2 WHERE sale_id = $3")
-            .bind(now)
-            .bind(&digest)
-            .bind(sale.as_str())
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "UPDATE draws SET frozen_at_ms = $1, entry_digest = $2, seed = $3 WHERE sale_id = $4",
+        )
+        .bind(now)
+        .bind(&digest)
+        .bind(seed.to_hex())
+        .bind(sale.as_str())
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(Freeze::Frozen { digest })
     }
@@ -136,6 +149,15 @@ impl OrderStore {
         }
         let now = self.draw_clock_ms(&mut *tx).await?;
         if drawn {
+            // What the draw gave each entry, kept apart from where it
+            // stands after roll-downs: published for auditors.
+            sqlx::query(
+                "UPDATE draw_entries SET drawn_result = result
+                  WHERE sale_id = $1 AND drawn_result IS NULL",
+            )
+            .bind(sale.as_str())
+            .execute(&mut *tx)
+            .await?;
             sqlx::query(
                 "UPDATE draws SET drawn_at_ms = $1 WHERE sale_id = $2 AND drawn_at_ms IS NULL",
             )
@@ -154,4 +176,28 @@ impl OrderStore {
         tx.commit().await?;
         Ok(true)
     }
+}
+
+/// The seed of a draw row: the one it was created with (a draw from
+/// before seeds were sealed), or derived from `key` and its nonce and
+/// checked against its commitment.
+fn unseal(sale: &SaleId, draw: &AnyRow, key: Option<&DrawKey>) -> Result<Seed, StoreError> {
+    if let Some(seed) = draw.try_get::<Option<String>, _>("seed")? {
+        return Seed::from_hex(&seed).map_err(|e| corrupt("draw seed", e));
+    }
+    let nonce: Option<String> = draw.try_get("nonce")?;
+    let nonce =
+        nonce.ok_or_else(|| corrupt("draw", format!("sale {sale} has neither seed nor nonce")))?;
+    let nonce = Nonce::from_hex(&nonce).map_err(|e| corrupt("draw nonce", e))?;
+    let commitment: String = draw.try_get("commitment")?;
+    let Some(key) = key else {
+        return Err(StoreError::Failed(format!(
+            "the draw of sale {sale} is sealed with the deployment's draw key and this instance has none: set STOCKADE_DRAW_KEY (or STOCKADE_DRAW_KEY_FILE) to the key of the instance that created the sale"
+        )));
+    };
+    key.unseal(sale, &nonce, &commitment).ok_or_else(|| {
+        StoreError::Failed(format!(
+            "this instance's draw key does not give the seed sale {sale} committed to at its creation: every instance must share one STOCKADE_DRAW_KEY; the draw waits for an instance with the right key"
+        ))
+    })
 }

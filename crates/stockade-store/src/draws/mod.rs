@@ -1,5 +1,6 @@
-//! Draw sales in the store: the draw's settings and secret seed, saved
-//! with the sale; the entries; and the draw's results, written under a
+//! Draw sales in the store: the draw's settings and sealed seed (a nonce
+//! and the commitment: the seed also needs the draw key, which the store
+//! does not hold; see [`stockade_core::draw::seal`]), saved with the sale; the entries; and the draw's results, written under a
 //! lease so that exactly one instance runs a draw (or its roll-down) at a
 //! time, and another takes over once an instance that died lets its lease
 //! run out.
@@ -16,7 +17,7 @@ pub use freeze::Freeze;
 use chrono::{DateTime, Utc};
 use sqlx::any::AnyRow;
 use sqlx::{Any, Row, Transaction};
-use stockade_core::draw::{DrawConfig, EntryId, EntryResult, Seed};
+use stockade_core::draw::{DrawConfig, EntryId, EntryResult, Sealed, Seed};
 use stockade_core::{Item, OrderId, OrderStatus, SaleId, TierName, UserId};
 
 use super::{OrderStore, StoreError, VOID, corrupt, millis};
@@ -28,7 +29,10 @@ pub struct DrawRecord {
     pub config: DrawConfig,
     /// The SHA-256 of the seed, hex: public from the sale's creation.
     pub commitment: String,
-    seed: String,
+    /// The seed, hex: None until the entry set is frozen (then derived
+    /// from the draw key and checked against `commitment`); a draw created
+    /// before seeds were sealed has had it from its creation.
+    seed: Option<String>,
     /// The digest of the frozen entry set (None: not frozen yet).
     pub entry_digest: Option<String>,
     /// When the draw was made (None: not yet).
@@ -40,12 +44,15 @@ pub struct DrawRecord {
 impl DrawRecord {
     /// The seed, once the draw is made (it is secret before).
     pub fn published_seed(&self) -> Option<&str> {
-        self.drawn_at.map(|_| self.seed.as_str())
+        self.drawn_at.and(self.seed.as_deref())
     }
 
-    /// The seed, for the instance making the draw.
-    pub fn seed(&self) -> Result<Seed, StoreError> {
-        Seed::from_hex(&self.seed).map_err(|e| corrupt("draw seed", e))
+    /// The seed, once the entry set is frozen (None before: sealed).
+    pub fn seed(&self) -> Result<Option<Seed>, StoreError> {
+        self.seed
+            .as_deref()
+            .map(|hex| Seed::from_hex(hex).map_err(|e| corrupt("draw seed", e)))
+            .transpose()
     }
 }
 
@@ -68,6 +75,9 @@ pub struct Entry {
     pub position: Option<u32>,
     /// Where it stands.
     pub result: EntryResult,
+    /// What the draw gave it, before any roll-down (None: not drawn yet,
+    /// or drawn before this was kept).
+    pub drawn_result: Option<EntryResult>,
     /// Its order, when it won one.
     pub order_id: Option<OrderId>,
 }
@@ -110,26 +120,27 @@ pub struct EntryUpdate {
 }
 
 const ENTRY_COLUMNS: &str =
-    "id, sale_id, user_id, items, tier, created_at_ms, position, result, order_id";
+    "id, sale_id, user_id, items, tier, created_at_ms, position, result, drawn_result, order_id";
 
 impl OrderStore {
-    /// Records a draw sale's settings and seed, in the transaction that
-    /// creates the sale (`tx`).
+    /// Records a draw sale's settings and sealed seed (its nonce and
+    /// commitment: no seed), in the transaction that creates the sale
+    /// (`tx`).
     pub(crate) async fn insert_draw(
         tx: &mut Transaction<'_, Any>,
         sale: &SaleId,
         config: &DrawConfig,
-        seed: &Seed,
+        sealed: &Sealed,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO draws (sale_id, entries_open_at_ms, entries_close_at_ms, seed, commitment)
+            "INSERT INTO draws (sale_id, entries_open_at_ms, entries_close_at_ms, nonce, commitment)
              VALUES ($1, $2, $3, $4, $5)",
         )
         .bind(sale.as_str())
         .bind(config.open_at.timestamp_millis())
         .bind(config.close_at.timestamp_millis())
-        .bind(seed.to_hex())
-        .bind(seed.commitment())
+        .bind(sealed.nonce.to_hex())
+        .bind(&sealed.commitment)
         .execute(&mut **tx)
         .await?;
         Ok(())
@@ -293,6 +304,7 @@ fn entry_from_row(row: &AnyRow) -> Result<Entry, StoreError> {
     let created: i64 = row.try_get("created_at_ms")?;
     let position: Option<i64> = row.try_get("position")?;
     let result: String = row.try_get("result")?;
+    let drawn_result: Option<String> = row.try_get("drawn_result")?;
     let order: Option<String> = row.try_get("order_id")?;
     let invalid = |e: stockade_core::ValidationError| corrupt("draw entry", e);
     Ok(Entry {
@@ -306,6 +318,10 @@ fn entry_from_row(row: &AnyRow) -> Result<Entry, StoreError> {
             .map(|p| u32::try_from(p).map_err(|e| corrupt("entry position", e)))
             .transpose()?,
         result: result.parse().map_err(invalid)?,
+        drawn_result: drawn_result
+            .map(|r| r.parse())
+            .transpose()
+            .map_err(invalid)?,
         order_id: order
             .map(|o| o.parse().map_err(|e| corrupt("order id", e)))
             .transpose()?,

@@ -10,6 +10,7 @@
 mod authority;
 mod batch;
 mod cheap_rejection;
+mod draw_seal;
 mod engine_faults;
 mod helpers;
 mod plans;

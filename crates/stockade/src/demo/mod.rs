@@ -251,6 +251,11 @@ pub(super) async fn with_service<T>(
     settings.http.max_connections_per_client = Some(1_000_000);
     // The simulated payment service confirms held orders with it.
     settings.access.payments_token = Some(DEMO_PAYMENTS_TOKEN.to_owned());
+    // The demo's one instance seals its draws with a key of its own.
+    settings.access.draw_key = Some(
+        String::from_utf8(stockade_core::draw::DrawKey::random().expose().to_vec())
+            .expect("a generated draw key is hex"),
+    );
     let config = ServerConfig::resolve(settings, RawConfig::default(), None)?;
     let service = Service::start(&config).await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

@@ -12,6 +12,8 @@ use crate::history::{Answer, Item};
 
 /// The waiting-room admission secret every instance shares.
 pub const ADMISSION_SECRET: &str = "multi-instance-admission-secret-0123456789";
+/// The draw key every instance shares.
+pub const DRAW_KEY: &str = "multi-instance-draw-key-0123456789abcdef";
 
 /// The admin token every instance is started with.
 pub const TOKEN: &str = "multi-instance-suite-admin-token";

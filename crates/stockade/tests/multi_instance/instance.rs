@@ -8,7 +8,7 @@ use std::time::Duration;
 use stockade_test_support::ServeProcess;
 use tempfile::TempDir;
 
-use crate::api::{ADMISSION_SECRET, PAYMENTS_TOKEN, TOKEN};
+use crate::api::{ADMISSION_SECRET, DRAW_KEY, PAYMENTS_TOKEN, TOKEN};
 
 /// How long a purchase waits for its commit before answering 202.
 pub const COMMIT_DEADLINE_MS: u64 = 2_000;
@@ -116,6 +116,8 @@ impl Instance {
             .env("STOCKADE_MAX_CONNECTIONS_PER_CLIENT", "1000000")
             // Every instance of a deployment shares the admission secret.
             .env("STOCKADE_ADMISSION_SECRET", ADMISSION_SECRET)
+            // And the draw key, which draw seeds follow from.
+            .env("STOCKADE_DRAW_KEY", DRAW_KEY)
             .env(
                 "STOCKADE_COMMIT_DEADLINE_MS",
                 COMMIT_DEADLINE_MS.to_string(),

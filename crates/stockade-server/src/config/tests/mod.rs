@@ -152,6 +152,8 @@ const REFUSED: &[(&str, &str)] = &[
     ("admission_secret", "\"short\""),
     ("admin_token_file", "\"/nonexistent/admin-token\""),
     ("admission_secret_file", "\"/nonexistent/admission-secret\""),
+    ("draw_key", "\"short\""),
+    ("draw_key_file", "\"/nonexistent/draw-key\""),
     ("database_url_file", "\"/nonexistent/database-url\""),
     ("redis_url_file", "\"/nonexistent/redis-url\""),
 ];
