@@ -97,6 +97,10 @@ pub struct DrawBody {
     /// The seed, hex, once drawn: its SHA-256 is `seed_commitment`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<String>,
+    /// When the draw's purchases were recorded (store clock): they were
+    /// made between `entries_close_at` and this instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drawn_at: Option<DateTime<Utc>>,
     /// The digest of the frozen entry set, once frozen: the SHA-256, hex,
     /// of the entry ids sorted by their bytes, each followed by a newline
     /// (docs/api.md, "Draw sales"). `order` lists exactly that set.
@@ -127,4 +131,12 @@ pub struct DrawnEntry {
     /// Where it stands now.
     #[schema(value_type = String, example = "won")]
     pub result: EntryResult,
+    /// What the draw gave it, before any roll-down: `won`, `waitlisted`
+    /// or `lost` (absent from draws made before it was kept). The draw's
+    /// winners are recomputed from it (`scripts/verify-draw`); `result`
+    /// differs when a winner lapsed (won, now lost) or a hold rolled down
+    /// to it (waitlisted, now won).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, example = "won")]
+    pub drawn_result: Option<EntryResult>,
 }

@@ -320,6 +320,7 @@ pub async fn get_draw(
             items: entry.items.iter().map(ItemBody::from).collect(),
             tier: entry.tier.as_ref().map(ToString::to_string),
             result: entry.result,
+            drawn_result: entry.drawn_result,
         })
         .collect();
     Ok(Json(DrawBody {
@@ -328,6 +329,7 @@ pub async fn get_draw(
         terms: terms(&draw),
         entry_count: state.store().entry_count(&sale).await?,
         seed: draw.published_seed().map(str::to_owned),
+        drawn_at: draw.drawn_at,
         entry_digest: draw.entry_digest.clone(),
         order,
         next_after,
