@@ -104,7 +104,8 @@ async fn the_seed_is_not_in_the_store_until_the_entries_close() {
         assert_eq!(status, 201, "{sale}");
         let commitment = sale["draw"]["seed_commitment"].as_str().unwrap().to_owned();
         for b in 0..4 {
-            let (status, entry) = enter(&server, "sealed", json!({"user_id": format!("b{b}")})).await;
+            let (status, entry) =
+                enter(&server, "sealed", json!({"user_id": format!("b{b}")})).await;
             assert_eq!(status, 201, "{entry}");
         }
         // While entries are open: what anyone who reads the store sees.
@@ -134,7 +135,9 @@ async fn the_seed_is_not_in_the_store_until_the_entries_close() {
         assert_eq!(key.seed(&sale_id, &nonce).to_hex(), seed);
         let key_text = String::from_utf8_lossy(key.expose()).to_lowercase();
         assert!(
-            open_row.iter().all(|(_, v)| !v.to_lowercase().contains(&key_text)),
+            open_row
+                .iter()
+                .all(|(_, v)| !v.to_lowercase().contains(&key_text)),
             "{setup:?}: the store holds the draw key"
         );
     }

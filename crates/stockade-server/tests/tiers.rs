@@ -12,6 +12,7 @@ use common::{Setup, TestServer, Timing, split};
 use jsonwebtoken::{EncodingKey, Header, encode};
 use serde_json::{Value, json};
 use stockade_core::SystemClock;
+use stockade_core::{Clock, ManualClock};
 
 const SETUPS: [Setup; 3] = [Setup::Embedded, Setup::RedisPostgres, Setup::Postgres];
 const SECRET: &str = "a-test-secret-of-at-least-32-bytes!!";
@@ -114,6 +115,45 @@ async fn a_tiers_earlier_start_holds_after_a_non_member_was_refused() {
         }
         let (_, sale) = server.get("/v1/sales/early").await;
         assert_eq!(sale["skus"][0]["sold"], 3, "{setup:?}: {sale}");
+    }
+}
+
+/// With a waiting room too: before the sale opens, members buy in their
+/// tier's earlier window (the room judges the buyer's tier window, not
+/// the sale's) while a non-member is refused `not_started`; from the sale's
+/// start everyone, members too, comes through the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tiers_earlier_start_holds_through_the_waiting_room() {
+    for setup in SETUPS {
+        let clock = ManualClock::new(chrono::Utc::now());
+        let server =
+            TestServer::start_with_clock(setup, Timing::default(), Arc::new(clock.clone())).await;
+        let opens = clock.now() + chrono::TimeDelta::hours(1);
+        let mut spec = members_sale("queued-early");
+        spec["starts_at"] = json!(opens);
+        spec["tiers"][0]["starts_at"] = json!(clock.now() - chrono::TimeDelta::minutes(1));
+        spec["waiting_room"] = json!({"admit_per_second": 10, "admission_ttl_seconds": 60});
+        let (status, sale) = server.create_sale(spec).await;
+        assert_eq!(status, 201, "{setup:?}: {sale}");
+        let member = |buyer: &str| json!({"user_id": buyer, "tier": "members", "sku": "a"});
+        let (status, body) = server.buy_with("queued-early", member("m1")).await;
+        assert_eq!(status, 201, "{setup:?}: first member: {body}");
+        let (status, body) = server
+            .buy_with("queued-early", json!({"user_id": "o1", "sku": "a"}))
+            .await;
+        assert_eq!(status, 409, "{setup:?}: non-member: {body}");
+        assert_eq!(error(&body)["code"], "not_started", "{setup:?}");
+        for buyer in ["m2", "m3"] {
+            let (status, body) = server.buy_with("queued-early", member(buyer)).await;
+            assert_eq!(status, 201, "{setup:?}: member {buyer}: {body}");
+        }
+        let (_, sale) = server.get("/v1/sales/queued-early").await;
+        assert_eq!(sale["skus"][0]["sold"], 3, "{setup:?}: {sale}");
+        // The sale opens: members queue with everyone.
+        clock.set(opens);
+        let (status, body) = server.buy_with("queued-early", member("m4")).await;
+        assert_eq!(status, 403, "{setup:?}: member after the start: {body}");
+        assert_eq!(error(&body)["code"], "admission_required", "{setup:?}");
     }
 }
 

@@ -12,7 +12,9 @@
 use std::sync::Arc;
 use stockade_api::ErrorCode;
 
-use stockade_core::Purchase;
+use chrono::{DateTime, Utc};
+use stockade_core::sale::Window;
+use stockade_core::{Purchase, SaleSpec, rule};
 
 use super::{OUTSTANDING_GRACE, QueueBackend, RoomLookup, TicketId};
 use stockade_core::SaleId;
@@ -174,7 +176,20 @@ impl From<StoreError> for AdmissionError {
     }
 }
 
-/// Passes purchases of sales without a waiting room, and purchases with a
+/// Whether the buyer's tier window is open while the sale's own has not
+/// started: the room meters the sale's opening (its queue admits nobody
+/// before the sale's `starts_at`), so a tier that starts earlier buys in
+/// its own window without an admission, bounded by its reserve and
+/// limits; from the sale's start its buyers queue like everyone else.
+fn early_tier(spec: &SaleSpec, purchase: &Purchase, now: DateTime<Utc>) -> bool {
+    let tier = rule::tier(spec, purchase.tier());
+    tier.is_some()
+        && spec.window_at(now) == Window::NotStarted
+        && spec.window_for(tier, now) == Window::Open
+}
+
+/// Passes purchases of sales without a waiting room, purchases of a
+/// buyer in their tier's early window ([`early_tier`]), and purchases with a
 /// valid token for this buyer and sale that no other purchase has spent or
 /// is spending; anything else is 403 `admission_required` or
 /// `admission_spent`. Costs no engine or store work (the room is read from
@@ -189,6 +204,9 @@ pub async fn check_admission(
     // An unknown sale is remembered by the lookup, so a flood of unknown
     // ids costs one store read each, not two.
     match rooms.lookup(state.book(), state.store(), sale).await? {
+        RoomLookup::Room(room) if early_tier(&room.spec, purchase, state.clock().now()) => {
+            return Ok(Admission::free());
+        }
         RoomLookup::Room(_) => {}
         RoomLookup::NoRoom => return Ok(Admission::free()),
         RoomLookup::Draw if *token == AdmissionToken::Drawn => return Ok(Admission::free()),
