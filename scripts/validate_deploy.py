@@ -219,7 +219,7 @@ def check_stockade_service(name: str, service: dict, settings: set[str]) -> None
     if (command if isinstance(command, list) else str(command).split())[:1] != ["serve"]:
         problem(COMPOSE, f"{where}: command must be `serve`, is {command!r}")
     for required in ("STOCKADE_LISTEN", "STOCKADE_ENGINE", "STOCKADE_REDIS_URL", "STOCKADE_DATABASE_URL",
-                     "STOCKADE_ADMIN_TOKEN", "STOCKADE_ADMISSION_SECRET"):
+                     "STOCKADE_ADMIN_TOKEN", "STOCKADE_ADMISSION_SECRET", "STOCKADE_DRAW_KEY"):
         if required not in env:
             problem(COMPOSE, f"{where}: {required} is not set")
     if not str(env.get("STOCKADE_LISTEN", "")).startswith("0.0.0.0:"):
@@ -582,6 +582,7 @@ def check_references(resources: list) -> None:
             problem(path, f"the stockade container gets {name}; Stockade is configured only by STOCKADE_* variables")
     for required in ("STOCKADE_LISTEN", "STOCKADE_ENGINE", "STOCKADE_REDIS_URL", "STOCKADE_DATABASE_URL",
                      "STOCKADE_ADMIN_TOKEN", "STOCKADE_PAYMENTS_TOKEN", "STOCKADE_ADMISSION_SECRET",
+                     "STOCKADE_DRAW_KEY",
                      "STOCKADE_JWT_SECRET", "STOCKADE_DATA_DIR"):
         if required not in env:
             problem(path, f"the stockade container does not get {required}")

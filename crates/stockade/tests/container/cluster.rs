@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::api::{ADMISSION_SECRET, PAYMENTS_TOKEN, TOKEN};
+use crate::api::{ADMISSION_SECRET, DRAW_KEY, PAYMENTS_TOKEN, TOKEN};
 use crate::history::Answer;
 use crate::podman::Container;
 
@@ -52,6 +52,7 @@ impl Cluster {
             ("STOCKADE_ADMIN_TOKEN", TOKEN.to_owned()),
             ("STOCKADE_PAYMENTS_TOKEN", PAYMENTS_TOKEN.to_owned()),
             ("STOCKADE_ADMISSION_SECRET", ADMISSION_SECRET.to_owned()),
+            ("STOCKADE_DRAW_KEY", DRAW_KEY.to_owned()),
             // Every buyer of the crowd comes from this one address.
             ("STOCKADE_MAX_CONNECTIONS_PER_CLIENT", "1000000".to_owned()),
             (

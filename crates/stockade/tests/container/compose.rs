@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use stockade_test_support::{PostgresServer, RedisServer};
 
-use crate::api::{ADMISSION_SECRET, PAYMENTS_TOKEN, TOKEN};
+use crate::api::{ADMISSION_SECRET, DRAW_KEY, PAYMENTS_TOKEN, TOKEN};
 use crate::podman;
 
 /// The compose file's Stockade services.
@@ -70,6 +70,7 @@ impl Project {
             .env("STOCKADE_ADMIN_TOKEN", TOKEN)
             .env("STOCKADE_PAYMENTS_TOKEN", PAYMENTS_TOKEN)
             .env("STOCKADE_ADMISSION_SECRET", ADMISSION_SECRET)
+            .env("STOCKADE_DRAW_KEY", DRAW_KEY)
             .env("POSTGRES_PASSWORD", "unused-by-this-test")
             .arg("-p")
             .arg(&self.name)
