@@ -6,6 +6,7 @@ use crate::config::{RawConfig, ServerConfig};
 
 const ADMIN: &str = "admin-token-0123456789abcdef";
 const ADMISSION: &str = "admission-secret-0123456789abcdef0123456789";
+const DRAW_KEY: &str = "draw-key-0123456789abcdef0123456789abcd";
 const DB_PASSWORD: &str = "db-pa55word-xyz";
 const REDIS_PASSWORD: &str = "redis-pa55word-xyz";
 
@@ -32,6 +33,7 @@ fn every_secret_is_read_from_its_file() {
         ),
         ("STOCKADE_DATABASE_URL_FILE", write("database", &database)),
         ("STOCKADE_REDIS_URL_FILE", write("redis", &redis)),
+        ("STOCKADE_DRAW_KEY_FILE", write("draw", DRAW_KEY)),
     ];
     let vars: Vec<(&str, &str)> = files.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let config = resolve(&vars).unwrap();
@@ -40,6 +42,7 @@ fn every_secret_is_read_from_its_file() {
     assert_eq!(config.admission_secret().key.expose(), ADMISSION.as_bytes());
     assert_eq!(config.store().url(), database);
     assert_eq!(config.engine().name(), "redis");
+    assert_eq!(config.draw_key().unwrap().expose(), DRAW_KEY.as_bytes());
 }
 
 #[test]
@@ -50,6 +53,7 @@ fn debug_of_the_config_shows_no_secret() {
     let config = resolve(&[
         ("STOCKADE_ADMIN_TOKEN", ADMIN),
         ("STOCKADE_ADMISSION_SECRET", ADMISSION),
+        ("STOCKADE_DRAW_KEY", DRAW_KEY),
         ("STOCKADE_PAYMENTS_TOKEN", "payments-0123456789abcdef"),
         ("STOCKADE_JWT_SECRET", jwt),
         ("STOCKADE_DATABASE_URL", &database),
@@ -61,6 +65,7 @@ fn debug_of_the_config_shows_no_secret() {
     for secret in [
         ADMIN,
         ADMISSION,
+        DRAW_KEY,
         "payments-0123456789abcdef",
         jwt,
         DB_PASSWORD,
