@@ -98,7 +98,12 @@ pub fn check_frozen(frozen: &Frozen, order: &[String], digest: Option<&str>) -> 
         ));
     }
     if frozen.ids != order {
-        let at = frozen.ids.iter().zip(order).take_while(|(a, b)| a == b).count();
+        let at = frozen
+            .ids
+            .iter()
+            .zip(order)
+            .take_while(|(a, b)| a == b)
+            .count();
         violations.push(format!(
             "the published order ({} entries) is not the frozen set by position ({} entries): \
              first difference at position {at}",

@@ -307,7 +307,7 @@ pub async fn wait_drawn(cluster: &Cluster, sale: &str) -> Result<Vec<Value>, Str
                 .map(|(i, a)| format!("instance {i}: {}", truncated(a)))
                 .collect();
             return Err(format!(
-                "the draw was not published as drawn on every instance within {} s of the kill: {}",
+                "the draw was not published as drawn on every instance within {} s of the close (and any kill): {}",
                 DRAWN_TIMEOUT.as_secs(),
                 last.join("; ")
             ));
@@ -324,7 +324,13 @@ fn truncated(text: &str) -> &str {
 }
 
 /// Fails the round with all its violations and the instances' log tails.
-pub fn fail(cluster: &Cluster, round: usize, sale: &str, killed: &str, violations: Vec<String>) -> ! {
+pub fn fail(
+    cluster: &Cluster,
+    round: usize,
+    sale: &str,
+    killed: &str,
+    violations: Vec<String>,
+) -> ! {
     eprintln!("{}", cluster.log_tails(20));
     let shown: Vec<String> = violations
         .iter()

@@ -45,7 +45,11 @@ pub fn ahead(by: Duration) -> Vec<(String, String)> {
 
 /// An answer's `Date` header (whole seconds, the instance's clock).
 pub fn date_of(response: &reqwest::Response) -> Option<DateTime<Utc>> {
-    let text = response.headers().get(reqwest::header::DATE)?.to_str().ok()?;
+    let text = response
+        .headers()
+        .get(reqwest::header::DATE)?
+        .to_str()
+        .ok()?;
     DateTime::parse_from_rfc2822(text)
         .ok()
         .map(|at| at.with_timezone(&Utc))

@@ -68,7 +68,11 @@ async fn entries_racing_the_close_on_instances_whose_clocks_differ_by_2_s() {
     let started = Instant::now();
     let env = skew::ahead(SKEW);
     let cluster = Cluster::start_with_env(Engine::Redis, &[], None, |index| {
-        if index == AHEAD { env.clone() } else { Vec::new() }
+        if index == AHEAD {
+            env.clone()
+        } else {
+            Vec::new()
+        }
     })
     .await;
     let offset = skew::clock_offset(&cluster, PLAIN, AHEAD).await;
@@ -83,9 +87,14 @@ async fn entries_racing_the_close_on_instances_whose_clocks_differ_by_2_s() {
     let sale = "draw-close-race";
     let now = Utc::now();
     let close = now + OPEN_FOR;
-    let commitment =
-        calls::create(&cluster, sale, STOCK, HOLD_SECONDS, (now - TimeDelta::seconds(1), close))
-            .await;
+    let commitment = calls::create(
+        &cluster,
+        sale,
+        STOCK,
+        HOLD_SECONDS,
+        (now - TimeDelta::seconds(1), close),
+    )
+    .await;
     let until = Instant::now() + (close - Utc::now()).to_std().unwrap() + PAST_CLOSE;
     let attempts = race(&cluster, sale, until).await;
     let (entries, refused, mut violations) = judge(&attempts, close);
@@ -119,7 +128,9 @@ async fn entries_racing_the_close_on_instances_whose_clocks_differ_by_2_s() {
     .await
     .expect("read the refused buyers' entries");
     for buyer in stored {
-        violations.push(format!("{buyer} was refused entries_closed but has an entry"));
+        violations.push(format!(
+            "{buyer} was refused entries_closed but has an entry"
+        ));
     }
     let (buyer_violations, winners) =
         checks::check_buyers(&cluster, sale, 1, &entries, &published).await;
@@ -196,7 +207,9 @@ fn judge(attempts: &[Attempt], close: DateTime<Utc>) -> (Entries, Vec<String>, V
         let id = attempt.answer.body()["entry_id"].as_str();
         match (attempt.answer.status(), attempt.answer.code(), id) {
             (Some(201), _, Some(id)) => {
-                entries.by_buyer.insert(attempt.buyer.clone(), id.to_owned());
+                entries
+                    .by_buyer
+                    .insert(attempt.buyer.clone(), id.to_owned());
                 tally.0 += 1;
                 if attempt.date.is_some_and(|date| date >= closed_second) {
                     tally.2 += 1;

@@ -149,7 +149,11 @@ async fn an_instance_killed_between_the_freeze_and_the_purchases() {
         fail(&cluster, 1, SALE, &killed, violations);
     };
     // The positions frozen before the kill, and the set as it is now.
-    violations.extend(check_frozen(&before, &published.order, published.digest.as_deref()));
+    violations.extend(check_frozen(
+        &before,
+        &published.order,
+        published.digest.as_deref(),
+    ));
     violations.extend(check_frozen(
         &frozen(&db, SALE).await,
         &published.order,
@@ -188,11 +192,13 @@ async fn held_runner(db: &PgPool, until_close: Duration) -> i32 {
             return pid;
         }
         let (drawn, orders) = (
-            sqlx::query_scalar::<_, Option<i64>>("SELECT drawn_at_ms FROM draws WHERE sale_id = $1")
-                .bind(SALE)
-                .fetch_one(db)
-                .await
-                .expect("read the draw"),
+            sqlx::query_scalar::<_, Option<i64>>(
+                "SELECT drawn_at_ms FROM draws WHERE sale_id = $1",
+            )
+            .bind(SALE)
+            .fetch_one(db)
+            .await
+            .expect("read the draw"),
             orders_of(db, SALE).await,
         );
         assert!(

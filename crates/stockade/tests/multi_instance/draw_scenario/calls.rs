@@ -266,7 +266,12 @@ pub fn audit(
 ) -> Result<Vec<String>, String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/verify-draw");
     let mut args = vec![script, "--seed", seed, "--commitment", commitment];
-    args.extend(digest.map(|digest| ["--digest", digest]).into_iter().flatten());
+    args.extend(
+        digest
+            .map(|digest| ["--digest", digest])
+            .into_iter()
+            .flatten(),
+    );
     let mut child = Command::new("python3")
         .args(args)
         .stdin(Stdio::piped())
