@@ -8,7 +8,10 @@
 //! inline code spans that run `stockade serve` (or `cargo run … -- serve`).
 //! `VAR=value` before the command are its variables; `$(…)` and the
 //! variables in [`SHELL`] stand for their sample values; a `_FILE` setting's
-//! path becomes a file holding a sample secret of its kind.
+//! path becomes a file holding a sample secret of its kind. No command may
+//! put a secret on its command line, where `ps` shows it: a URL with a
+//! password, or a secret flag ([`SECRET_FLAGS`]); the docs use the
+//! variables or the `_FILE` forms.
 
 use std::path::{Path, PathBuf};
 
@@ -171,6 +174,20 @@ fn doc_commands() -> Vec<Result<DocCommand, String>> {
     found
 }
 
+/// The flags whose value is a secret (the admin token and the admission
+/// secret are no flags at all).
+const SECRET_FLAGS: &[&str] = &["--payments-token", "--jwt-secret"];
+
+/// The first argument of `args` that puts a secret on the command line: a
+/// secret flag, or a URL with a password (in its user part or query).
+fn secret_on_the_command_line(args: &[String]) -> Option<&str> {
+    args.iter().map(String::as_str).find(|arg| {
+        let flag = arg.split('=').next().unwrap_or_default();
+        SECRET_FLAGS.contains(&flag)
+            || (arg.contains("://") && stockade_core::redact::mask_password(arg) != *arg)
+    })
+}
+
 /// A file holding a sample secret of the kind `setting` names.
 fn sample_file(dir: &Path, setting: &str) -> String {
     let upper = setting.to_ascii_uppercase().replace('-', "_");
@@ -189,6 +206,12 @@ fn sample_file(dir: &Path, setting: &str) -> String {
 /// Resolves one command as `stockade serve` would, or says why it fails.
 fn check(command: DocCommand, dir: &Path) -> Result<(), String> {
     let DocCommand { at, env, mut args } = command;
+    if let Some(secret) = secret_on_the_command_line(&args) {
+        return Err(format!(
+            "{at}: `{secret}` puts a secret on the command line, where `ps` shows it: \
+             use its variable or its _FILE form"
+        ));
+    }
     for index in 0..args.len() {
         if args[index].starts_with("--") && args[index].ends_with("-file") && index + 1 < args.len()
         {
@@ -269,4 +292,25 @@ fn shell_lines_join_continuations_and_expand_samples() {
         "only STOCKADE_ and OTEL_ variables: {command:?}"
     );
     assert!(expand("$UNKNOWN").is_err());
+}
+
+#[test]
+fn a_secret_on_a_documented_command_line_is_refused() {
+    let args = |line: &str| -> Vec<String> { line.split(' ').map(str::to_owned).collect() };
+    for line in [
+        "--database-url postgres://stockade:pw@db/stockade",
+        "--redis-url=redis://:pw@10.0.0.5:6379/",
+        "--database-url postgres://stockade@db/stockade?password=pw",
+        "--payments-token 0123456789abcdef0123",
+        "--jwt-secret=0123456789abcdef0123456789abcdef",
+    ] {
+        assert!(secret_on_the_command_line(&args(line)).is_some(), "{line}");
+    }
+    for line in [
+        "--database-url postgres://stockade@db/stockade",
+        "--redis-url redis://10.0.0.5:6379/ --database-url-file /run/secrets/database-url",
+        "--payments-token-file /run/secrets/payments-token",
+    ] {
+        assert_eq!(secret_on_the_command_line(&args(line)), None, "{line}");
+    }
 }

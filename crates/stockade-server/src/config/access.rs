@@ -23,7 +23,7 @@ settings_group! {
         /// The bearer token of admin requests, at least 16 characters.
         /// Default: generated and printed at start.
         #[arg(long, env = "STOCKADE_ADMIN_TOKEN", hide = true)]
-        pub admin_token: Option<String>,
+        pub admin_token: Option<String> as secret,
         /// A file holding the admin token (instead of STOCKADE_ADMIN_TOKEN).
         #[arg(long, env = "STOCKADE_ADMIN_TOKEN_FILE", value_name = "FILE")]
         pub admin_token_file: Option<PathBuf>,
@@ -33,7 +33,7 @@ settings_group! {
         /// needs this token or the admin token; buyers cannot confirm.
         /// Default: none, only the admin confirms.
         #[arg(long, env = "STOCKADE_PAYMENTS_TOKEN", value_name = "TOKEN")]
-        pub payments_token: Option<String>,
+        pub payments_token: Option<String> as secret,
         /// A file holding the payments token (instead of --payments-token).
         #[arg(long, env = "STOCKADE_PAYMENTS_TOKEN_FILE", value_name = "FILE")]
         pub payments_token_file: Option<PathBuf>,
@@ -42,7 +42,7 @@ settings_group! {
         /// start, which suits one instance only: every instance of a
         /// deployment must share it.
         #[arg(long, env = "STOCKADE_ADMISSION_SECRET", hide = true)]
-        pub admission_secret: Option<String>,
+        pub admission_secret: Option<String> as secret,
         /// A file holding the admission key (instead of
         /// STOCKADE_ADMISSION_SECRET).
         #[arg(long, env = "STOCKADE_ADMISSION_SECRET_FILE", value_name = "FILE")]

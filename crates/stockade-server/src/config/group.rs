@@ -12,17 +12,23 @@
 /// `retain` and `set`. Every field is parsed by
 /// [`values::parser`](super::values::parser), and no variable's value is
 /// ever printed by `--help` (they hold passwords).
+///
+/// A field that holds a secret says so after its type: `as secret` (a
+/// token or key: `Debug` shows `Some(<redacted>)`) or `as url` (a URL that
+/// may carry a password: `Debug` shows it as
+/// [`redact_url`](stockade_core::redact::redact_url) does). Every other
+/// field's `Debug` is its value's.
 macro_rules! settings_group {
     (
         $(#[$meta:meta])*
         pub struct $group:ident {
             $(
                 $(#[$field_meta:meta])*
-                pub $field:ident: Option<$ty:ty>,
+                pub $field:ident: Option<$ty:ty> $(as $shown:ident)?,
             )+
         }
     ) => {
-        #[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args, serde::Deserialize)]
+        #[derive(Clone, Default, PartialEq, Eq, clap::Args, serde::Deserialize)]
         $(#[$meta])*
         pub struct $group {
             $(
@@ -33,6 +39,17 @@ macro_rules! settings_group {
                 )]
                 pub $field: Option<$ty>,
             )+
+        }
+
+        impl std::fmt::Debug for $group {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($group))
+                    $(.field(
+                        stringify!($field),
+                        &crate::config::group::shown!(self.$field $(, $shown)?),
+                    ))+
+                    .finish()
+            }
         }
 
         impl $group {
@@ -79,4 +96,36 @@ macro_rules! settings_group {
     };
 }
 
-pub(crate) use settings_group;
+/// How a setting's `Debug` shows its value: as it is, a secret as
+/// [`Redacted`], a URL as [`RedactedUrl`].
+macro_rules! shown {
+    ($value:expr) => {
+        $value
+    };
+    ($value:expr, secret) => {
+        $value.as_ref().map(|_| crate::config::group::Redacted)
+    };
+    ($value:expr, url) => {
+        $value.as_deref().map(crate::config::group::RedactedUrl)
+    };
+}
+
+pub(crate) use {settings_group, shown};
+
+/// A secret setting in `Debug`: `<redacted>`.
+pub(crate) struct Redacted;
+
+impl std::fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// A URL setting in `Debug`: without user name, password or query.
+pub(crate) struct RedactedUrl<'a>(pub(crate) &'a str);
+
+impl std::fmt::Debug for RedactedUrl<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&stockade_core::redact::redact_url(self.0), f)
+    }
+}

@@ -19,7 +19,7 @@ settings_group! {
         /// is its sub. Default: off, the service trusts its caller to name
         /// the buyer.
         #[arg(long, env = "STOCKADE_JWT_SECRET", value_name = "SECRET")]
-        pub jwt_secret: Option<String>,
+        pub jwt_secret: Option<String> as secret,
         /// Verify buyers: HS256 JWTs signed with the secret in this file,
         /// instead of --jwt-secret.
         #[arg(long, env = "STOCKADE_JWT_SECRET_FILE", value_name = "FILE")]

@@ -17,7 +17,7 @@ settings_group! {
         /// redis+cluster://host:6379,host2:6379 (a Redis Cluster). Shown
         /// only as host:port in messages.
         #[arg(long, env = "STOCKADE_REDIS_URL", value_name = "URL")]
-        pub redis_url: Option<String>,
+        pub redis_url: Option<String> as url,
         /// A file holding the Redis URL (instead of --redis-url): its
         /// password stays out of `ps` and the environment.
         #[arg(long, env = "STOCKADE_REDIS_URL_FILE", value_name = "FILE")]

@@ -37,7 +37,7 @@ settings_group! {
         /// SQLite (sqlite:FILE). Shown only as host:port in messages.
         /// Default: SQLite in the data directory.
         #[arg(long, env = "STOCKADE_DATABASE_URL", value_name = "URL")]
-        pub database_url: Option<String>,
+        pub database_url: Option<String> as url,
         /// A file holding the database URL (instead of --database-url):
         /// its password stays out of `ps` and the environment.
         #[arg(long, env = "STOCKADE_DATABASE_URL_FILE", value_name = "FILE")]

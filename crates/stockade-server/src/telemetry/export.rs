@@ -1,6 +1,8 @@
 //! The exporter's HTTP client: hyper-util on a runtime of its own, over
-//! plain HTTP or TLS (rustls, the webpki roots) as the endpoint's scheme
-//! says.
+//! plain HTTP or TLS (rustls) as the endpoint's scheme says. TLS trusts
+//! the webpki roots and the certificates of the PEM file the standard
+//! `OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE` or `OTEL_EXPORTER_OTLP_CERTIFICATE`
+//! names (a collector with a private CA).
 
 use axum::http::{Request, Response};
 use bytes::Bytes;
@@ -10,7 +12,12 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use opentelemetry_http::{HttpClient, HttpError};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
+
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 
 /// How long one export may take before it is given up (the OTLP default;
 /// `OTEL_EXPORTER_OTLP_TIMEOUT` changes it, see [`super::export_timeout`]).
@@ -35,8 +42,9 @@ impl std::fmt::Debug for ExportClient {
 }
 
 impl ExportClient {
-    /// A client whose exports each take at most `timeout`.
-    pub(super) fn new(timeout: Duration) -> std::io::Result<Self> {
+    /// A client whose exports each take at most `timeout`, over TLS with
+    /// `tls` ([`tls_config`]).
+    pub(super) fn new(timeout: Duration, tls: rustls::ClientConfig) -> std::io::Result<Self> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("otlp-export")
@@ -46,7 +54,7 @@ impl ExportClient {
         http.set_connect_timeout(Some(timeout));
         http.enforce_http(false);
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_webpki_roots()
+            .with_tls_config(tls)
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
@@ -56,6 +64,60 @@ impl ExportClient {
             runtime: Some(runtime),
         })
     }
+}
+
+/// The standard variables naming a PEM file of CA certificates the
+/// exporter trusts, the traces' own first.
+const CERTIFICATE_VARIABLES: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+    "OTEL_EXPORTER_OTLP_CERTIFICATE",
+];
+
+/// The exporter's TLS settings: ring, the webpki roots, and every
+/// certificate of the file the first set of [`CERTIFICATE_VARIABLES`]
+/// names (read with `env`). An error names the variable and says what is
+/// wrong with its file.
+pub(super) fn tls_config(
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<rustls::ClientConfig, (String, String)> {
+    let mut roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let named = CERTIFICATE_VARIABLES.into_iter().find_map(|name| {
+        env(name)
+            .map(|path| path.trim().to_owned())
+            .filter(|path| !path.is_empty())
+            .map(|path| (name, path))
+    });
+    if let Some((name, path)) = named {
+        let bad = |reason: String| (name.to_owned(), reason);
+        for cert in certificates(Path::new(&path)).map_err(bad)? {
+            roots
+                .add(cert)
+                .map_err(|e| bad(format!("{path}: a certificate rustls refuses: {e}")))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ("TLS".to_owned(), e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// The certificates of a PEM file: at least one.
+fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let shown = path.display();
+    let text = std::fs::read(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let certs = CertificateDer::pem_slice_iter(&text)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{shown} is not a PEM file of certificates: {e}"))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "{shown} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+        ));
+    }
+    Ok(certs)
 }
 
 impl Drop for ExportClient {

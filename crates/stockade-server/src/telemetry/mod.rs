@@ -168,7 +168,8 @@ pub fn export_timeout(env: impl Fn(&str) -> Option<String>) -> std::time::Durati
 }
 
 /// An OTLP/HTTP URL: `http://` or `https://` (TLS, checked against the
-/// webpki roots) `host[:port][/path]`, without credentials, a query or a
+/// webpki roots and the CA file `OTEL_EXPORTER_OTLP_CERTIFICATE` names)
+/// `host[:port][/path]`, without credentials, a query or a
 /// fragment; returned without a trailing slash.
 pub fn check_endpoint(url: &str) -> Result<String, String> {
     let why = |what: &str| {
@@ -230,7 +231,9 @@ where
         reason,
     };
     let timeout = export_timeout(|name| std::env::var(name).ok());
-    let client = ExportClient::new(timeout)
+    let tls = export::tls_config(|name| std::env::var(name).ok())
+        .map_err(|(setting, reason)| TelemetryError { setting, reason })?;
+    let client = ExportClient::new(timeout, tls)
         .map_err(|e| failed(format!("cannot start the exporter: {e}")))?;
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()

@@ -83,7 +83,35 @@ fn an_https_endpoint_as_platforms_inject_it_is_used() {
     .unwrap()
     .unwrap();
     assert_eq!(found.url, "https://otlp.example.com/v1/traces");
-    assert!(ExportClient::new(EXPORT_TIMEOUT).is_ok());
+    assert!(ExportClient::new(EXPORT_TIMEOUT, export::tls_config(env(&[])).unwrap()).is_ok());
+}
+
+/// The CA file of `OTEL_EXPORTER_OTLP_CERTIFICATE` (the traces' own
+/// variable first): a file that is not there or holds no certificate is
+/// an error naming the variable. (Spans over TLS to a collector with a
+/// private CA: `crates/stockade/tests/traces_tls.rs`.)
+#[test]
+fn the_certificate_variables_name_a_pem_file_of_certificates() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_pem = dir.path().join("not.pem");
+    std::fs::write(&not_pem, "no certificate here\n").unwrap();
+    let not_pem = not_pem.to_str().unwrap();
+    let missing = dir.path().join("missing.pem");
+    let missing = missing.to_str().unwrap();
+    let (name, why) =
+        export::tls_config(env(&[("OTEL_EXPORTER_OTLP_CERTIFICATE", missing)])).unwrap_err();
+    assert_eq!(name, "OTEL_EXPORTER_OTLP_CERTIFICATE");
+    assert!(
+        why.contains("cannot read") && why.contains(missing),
+        "{why}"
+    );
+    let (name, why) = export::tls_config(env(&[
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", missing),
+        ("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", not_pem),
+    ]))
+    .unwrap_err();
+    assert_eq!(name, "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE");
+    assert!(why.contains("holds no PEM certificate"), "{why}");
 }
 
 #[test]

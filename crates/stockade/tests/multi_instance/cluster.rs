@@ -96,6 +96,17 @@ impl Cluster {
     /// and three instances of `engine`, each also given `extra_args`; the
     /// instance `partitioned` reaches Redis through a [`PartitionProxy`].
     pub async fn start(engine: Engine, extra_args: &[String], partitioned: Option<usize>) -> Self {
+        Self::start_with_env(engine, extra_args, partitioned, |_| Vec::new()).await
+    }
+
+    /// [`Cluster::start`], instance `i` also given the variables `env(i)`
+    /// (a clock set ahead: `crate::skew`).
+    pub async fn start_with_env(
+        engine: Engine,
+        extra_args: &[String],
+        partitioned: Option<usize>,
+        env: impl Fn(usize) -> Vec<(String, String)>,
+    ) -> Self {
         let keeper = Keeper::start();
         let postgres = keeper
             .run(|| PostgresServer::start().expect("start PostgreSQL"))
@@ -137,7 +148,8 @@ impl Cluster {
                 eprintln!("cluster: instance {index} reaches Redis through the partition proxy");
             }
             let before = SystemTime::now();
-            let instance = keeper.run(move || Instance::start(index, args)).await;
+            let own = env(index);
+            let instance = keeper.run(move || Instance::start(index, args, own)).await;
             starts.push((before, SystemTime::now()));
             eprintln!("cluster: instance {index} at {}", instance.url());
             urls.push(instance.url().to_owned());

@@ -17,8 +17,8 @@
 //!
 //! The checks are in `checks`, the HTTP calls and the entries in `calls`.
 
-mod calls;
-mod checks;
+pub mod calls;
+pub mod checks;
 
 use std::time::{Duration, Instant};
 
@@ -282,7 +282,7 @@ async fn disturb(
 
 /// Waits until every instance publishes the draw (`drawn`, or `settled`
 /// which the checks then judge); the draws in instance order.
-async fn wait_drawn(cluster: &Cluster, sale: &str) -> Result<Vec<Value>, String> {
+pub async fn wait_drawn(cluster: &Cluster, sale: &str) -> Result<Vec<Value>, String> {
     let deadline = Instant::now() + DRAWN_TIMEOUT;
     let mut last = vec![String::from("nothing"); INSTANCES];
     loop {
@@ -307,7 +307,7 @@ async fn wait_drawn(cluster: &Cluster, sale: &str) -> Result<Vec<Value>, String>
                 .map(|(i, a)| format!("instance {i}: {}", truncated(a)))
                 .collect();
             return Err(format!(
-                "the draw was not published as drawn on every instance within {} s of the kill: {}",
+                "the draw was not published as drawn on every instance within {} s of the close (and any kill): {}",
                 DRAWN_TIMEOUT.as_secs(),
                 last.join("; ")
             ));
@@ -324,7 +324,13 @@ fn truncated(text: &str) -> &str {
 }
 
 /// Fails the round with all its violations and the instances' log tails.
-fn fail(cluster: &Cluster, round: usize, sale: &str, killed: &str, violations: Vec<String>) -> ! {
+pub fn fail(
+    cluster: &Cluster,
+    round: usize,
+    sale: &str,
+    killed: &str,
+    violations: Vec<String>,
+) -> ! {
     eprintln!("{}", cluster.log_tails(20));
     let shown: Vec<String> = violations
         .iter()

@@ -28,6 +28,8 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct Instance {
     index: usize,
     args: Vec<String>,
+    /// Variables of this instance alone (a skewed clock's), set last.
+    env: Vec<(String, String)>,
     dir: TempDir,
     process: Option<ServeProcess>,
     /// Kept after a kill: requests to a dead instance fail to connect.
@@ -36,8 +38,8 @@ pub struct Instance {
 
 impl Instance {
     /// Starts instance `index` with `args` (the engine and server flags) and
-    /// waits until it listens. Blocking.
-    pub fn start(index: usize, args: Vec<String>) -> Self {
+    /// `env` (variables of its own), and waits until it listens. Blocking.
+    pub fn start(index: usize, args: Vec<String>, env: Vec<(String, String)>) -> Self {
         let dir = tempfile::Builder::new()
             .prefix(&format!("stockade-instance-{index}-"))
             .tempdir()
@@ -45,6 +47,7 @@ impl Instance {
         let mut instance = Self {
             index,
             args,
+            env,
             dir,
             process: None,
             url: String::new(),
@@ -124,7 +127,8 @@ impl Instance {
             )
             .env("STOCKADE_OUTBOX_GRACE_MS", OUTBOX_GRACE_MS.to_string())
             .env("RUST_LOG", "warn")
-            .env("NO_COLOR", "1");
+            .env("NO_COLOR", "1")
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
         let process = ServeProcess::start(command, &log, START_TIMEOUT).unwrap_or_else(|e| {
             panic!(
                 "instance {} did not start (args {:?}): {e}",

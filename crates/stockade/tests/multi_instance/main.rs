@@ -49,6 +49,13 @@
 //!     the auditor's `scripts/verify-draw`.
 //!   - `draw_scenario::checks`: the verdict on the draw, the buyers'
 //!     entries and the store's orders.
+//! - `skew`: an instance's wall clock set ahead (libfaketime).
+//! - `draw_edges`: two short draws at issue 35's edges, each judged by
+//!   `draw_scenario::checks` and against the set frozen in the store:
+//!   - `draw_edges::close_race`: entries racing the close on two instances
+//!     whose clocks differ by 2 s;
+//!   - `draw_edges::freeze_kill`: the drawing instance SIGKILLed between
+//!     the freeze and the purchases (held there by a trigger).
 
 mod api;
 mod checker;
@@ -56,6 +63,7 @@ mod checker_sku_tests;
 mod checker_tests;
 mod cluster;
 mod crowd;
+mod draw_edges;
 mod draw_scenario;
 mod evidence;
 mod faults;
@@ -68,3 +76,4 @@ mod payment;
 mod plan;
 mod round;
 mod scenarios;
+mod skew;

@@ -8,5 +8,6 @@
 mod database;
 mod helpers;
 mod logs;
+mod secrets;
 mod settings;
 mod startup;

@@ -1,5 +1,5 @@
 //! Every secret setting has a `_FILE` form, and no secret shows in the
-//! configuration's `Debug`.
+//! `Debug` of the configuration, as given or resolved.
 
 use super::env;
 use crate::config::{RawConfig, ServerConfig};
@@ -74,6 +74,42 @@ fn debug_of_the_config_shows_no_secret() {
         assert!(!shown.contains(secret), "{secret:?} in {shown}");
     }
     assert!(shown.contains("db:5432"), "the store's host stays: {shown}");
+}
+
+/// The settings as given (flags, variables, the file), before they are
+/// checked: `Debug` shows no token and no URL's password, in the user
+/// part or the query.
+#[test]
+fn debug_of_the_raw_settings_shows_no_secret() {
+    let database = format!("postgres://app:{DB_PASSWORD}@db:5432/orders?password={DB_PASSWORD}");
+    let redis = format!("redis://:{REDIS_PASSWORD}@cache:6379/");
+    let jwt = "jwt-secret-0123456789abcdef0123456789abcdef";
+    let payments = "payments-0123456789abcdef";
+    let raw = env(&[
+        ("STOCKADE_ADMIN_TOKEN", ADMIN),
+        ("STOCKADE_ADMISSION_SECRET", ADMISSION),
+        ("STOCKADE_PAYMENTS_TOKEN", payments),
+        ("STOCKADE_JWT_SECRET", jwt),
+        ("STOCKADE_DATABASE_URL", &database),
+        ("STOCKADE_REDIS_URL", &redis),
+    ]);
+    let flags =
+        RawConfig::from_pairs(&[("database_url", &database), ("redis_url", &redis)]).unwrap();
+    let shown = format!("{raw:?} {raw:#?} {flags:?}");
+    for secret in [ADMIN, ADMISSION, payments, jwt, DB_PASSWORD, REDIS_PASSWORD] {
+        assert!(!shown.contains(secret), "{secret:?} in {shown}");
+    }
+    // What is not secret stays readable.
+    assert!(shown.contains("admin_token: Some(<redacted>)"), "{shown}");
+    assert!(
+        shown.contains(r#"database_url: Some("postgres://db:5432/orders")"#),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(r#"redis_url: Some("redis://cache:6379/")"#),
+        "{shown}"
+    );
+    assert!(shown.contains("jwt_secret_file: None"), "{shown}");
 }
 
 #[test]

@@ -256,11 +256,24 @@ fn judge(
 }
 
 /// What an outside auditor does: `scripts/verify-draw` checks the seed
-/// against the commitment and recomputes the order from the ids.
-pub fn audit(seed: &str, commitment: &str, ids: &[String]) -> Result<Vec<String>, String> {
+/// against the commitment and the ids against the entry set's digest
+/// (when the draw published one), and recomputes the order from the ids.
+pub fn audit(
+    seed: &str,
+    commitment: &str,
+    digest: Option<&str>,
+    ids: &[String],
+) -> Result<Vec<String>, String> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/verify-draw");
+    let mut args = vec![script, "--seed", seed, "--commitment", commitment];
+    args.extend(
+        digest
+            .map(|digest| ["--digest", digest])
+            .into_iter()
+            .flatten(),
+    );
     let mut child = Command::new("python3")
-        .args([script, "--seed", seed, "--commitment", commitment])
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -1,6 +1,7 @@
 //! The verdict on a round's draw, as a list of violations: what every
 //! instance published (one seed, one order, recomputable from the
-//! commitment made at creation, in Rust and by `scripts/verify-draw`; the
+//! commitment made at creation, in Rust and by `scripts/verify-draw`, its
+//! ids the set the published entry digest names; the
 //! first `min(stock, entries)` won, the rest wait), what each buyer reads
 //! of their entry, and the store's orders (exactly the winners', no
 //! oversell).
@@ -33,6 +34,8 @@ pub struct Published {
     pub results: Vec<String>,
     /// `entry_count`.
     pub entry_count: u64,
+    /// The frozen entry set's digest (`entry_digest`), if published.
+    pub digest: Option<String>,
 }
 
 impl Published {
@@ -54,6 +57,7 @@ impl Published {
             order,
             results,
             entry_count,
+            digest: draw["entry_digest"].as_str().map(str::to_owned),
         })
     }
 }
@@ -87,6 +91,12 @@ pub fn check_published(
                 other.seed, first.seed
             ));
         }
+        if other.digest != first.digest {
+            violations.push(format!(
+                "instance {index} published entry digest {:?}, instance 0 {:?}",
+                other.digest, first.digest
+            ));
+        }
         let differs = (0..first.order.len().max(other.order.len())).find(|&p| {
             first.order.get(p) != other.order.get(p) || first.results.get(p) != other.results.get(p)
         });
@@ -102,6 +112,9 @@ pub fn check_published(
                 first.order.len()
             ));
         }
+    }
+    if first.digest.is_none() {
+        violations.push("the draw published no entry_digest".to_owned());
     }
     // (b) The seed is the one committed to; the order is the seed's.
     match Seed::from_hex(&first.seed) {
@@ -124,7 +137,7 @@ pub fn check_published(
         )),
         Err(error) => violations.push(format!("the published seed: {error}")),
     }
-    match calls::audit(&first.seed, commitment, &first.order) {
+    match calls::audit(&first.seed, commitment, first.digest.as_deref(), &first.order) {
         Ok(order) if order == first.order => {}
         Ok(order) => violations.push(format!(
             "scripts/verify-draw recomputed another order ({} ids; first difference at position {})",
