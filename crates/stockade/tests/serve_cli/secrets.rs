@@ -24,6 +24,7 @@ fn no_secret_is_printed_at_start_even_at_debug() {
     let payments = "payments-token-printed-nowhere-0123";
     let admission = "admission-secret-printed-nowhere-0123456789";
     let jwt = "jwt-secret-printed-nowhere-0123456789abcdef";
+    let draw_key = "draw-key-printed-nowhere-0123456789abcdef";
     let dir = tempfile::tempdir().unwrap();
     let running = Running::start(
         &[
@@ -40,6 +41,7 @@ fn no_secret_is_printed_at_start_even_at_debug() {
             ("STOCKADE_PAYMENTS_TOKEN", payments),
             ("STOCKADE_ADMISSION_SECRET", admission),
             ("STOCKADE_JWT_SECRET", jwt),
+            ("STOCKADE_DRAW_KEY", draw_key),
             ("RUST_LOG", "trace"),
         ],
     );
@@ -51,7 +53,7 @@ fn no_secret_is_printed_at_start_even_at_debug() {
         banner.contains("PostgreSQL store at postgres://127.0.0.1:"),
         "{banner}"
     );
-    for secret in [PASSWORD, admin, payments, admission, jwt] {
+    for secret in [PASSWORD, admin, payments, admission, jwt, draw_key] {
         assert!(!banner.contains(secret), "{secret} in {banner}");
         assert!(!stderr.contains(secret), "{secret} in the log:\n{stderr}");
     }
