@@ -85,6 +85,11 @@ impl Woken {
     fn take(&self) -> HashSet<SaleId> {
         std::mem::take(&mut *self.sales.lock())
     }
+
+    /// Keeps `sale` woken for the next tick (its lease was taken).
+    fn keep(&self, sale: SaleId) {
+        self.sales.lock().insert(sale);
+    }
 }
 
 /// Runs the draws' work until the task is dropped: every [`TICK`], and at
@@ -110,6 +115,11 @@ pub async fn run_forever(state: AppState) {
                 for sale in ran.passes {
                     passed.insert(sale, now);
                 }
+                // Another instance held the lease: its pass may have read
+                // the store before the event; try again next tick.
+                for sale in ran.unclaimed.into_iter().filter(|s| woken.contains(s)) {
+                    state.draws_woken().keep(sale);
+                }
             }
             Err(error) => tracing::warn!(%error, "running the draws failed; retrying"),
         }
@@ -129,6 +139,8 @@ struct Ran {
     unsettled: HashSet<SaleId>,
     /// Of those, the ones that got a roll-down pass.
     passes: Vec<SaleId>,
+    /// Draws whose lease another instance held.
+    unclaimed: Vec<SaleId>,
 }
 
 /// Makes every draw due, and gives a roll-down pass to the drawn ones
@@ -140,6 +152,7 @@ async fn run_where(
     let mut ran = Ran {
         unsettled: HashSet::new(),
         passes: Vec::new(),
+        unclaimed: Vec::new(),
     };
     for (sale, drawn) in state.store().draws_to_run().await? {
         if drawn {
@@ -150,6 +163,7 @@ async fn run_where(
         }
         let owner = state.book().instance().to_owned();
         if !state.store().claim_draw(&sale, &owner, LEASE).await? {
+            ran.unclaimed.push(sale);
             continue;
         }
         // Read again under the lease: another instance may have moved it on.

@@ -1,6 +1,8 @@
 //! The draw itself: the entry set frozen, the winners bought for in the
 //! draw's order, the results and the seed published.
 
+use std::time::Instant;
+
 use stockade_core::SaleId;
 use stockade_core::draw::EntryResult;
 use stockade_store::StoreError;
@@ -33,6 +35,7 @@ pub enum DrawError {
 /// in that order, and records the results and the draw's instant
 /// (publishing the seed), if `owner` still holds the lease.
 pub async fn draw(state: &AppState, sale: &SaleId, owner: &str) -> Result<(), DrawError> {
+    let started = Instant::now();
     match state.store().freeze_draw(sale, owner).await? {
         Freeze::Frozen { .. } => {}
         Freeze::NotClosed => return Ok(()),
@@ -45,8 +48,10 @@ pub async fn draw(state: &AppState, sale: &SaleId, owner: &str) -> Result<(), Dr
             entry.id
         )));
     }
+    let frozen = started.elapsed();
     let ordered: Vec<&Entry> = entries.iter().collect();
     let bought = buy_in_order(state, sale, owner, &ordered).await?;
+    let buying = started.elapsed() - frozen;
     let updates: Vec<EntryUpdate> = entries
         .iter()
         .zip(bought)
@@ -63,7 +68,15 @@ pub async fn draw(state: &AppState, sale: &SaleId, owner: &str) -> Result<(), Dr
         .iter()
         .filter(|u| u.result == EntryResult::Won)
         .count();
-    tracing::info!(%sale, entries = entries.len(), won, "draw made");
+    tracing::info!(
+        %sale,
+        entries = entries.len(),
+        won,
+        frozen_and_read_ms = frozen.as_millis(),
+        bought_ms = buying.as_millis(),
+        total_ms = started.elapsed().as_millis(),
+        "draw made"
+    );
     Ok(())
 }
 

@@ -11,6 +11,7 @@ mod enter;
 mod freeze;
 mod lease;
 
+pub use enter::{EnteredMany, NewEntry};
 pub use freeze::Freeze;
 
 use chrono::{DateTime, Utc};
