@@ -275,3 +275,49 @@ async fn an_engine_refusal_while_the_store_has_the_stock_never_settles_the_draw(
     let record = store.draw(&sale).await.unwrap().unwrap();
     assert!(record.settled_at.is_some(), "never settled: {record:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_roll_down_runner_whose_lease_ran_out_buys_nothing() {
+    let clock = ManualClock::new(Utc::now());
+    let server = server(&clock).await;
+    let now = clock.now();
+    let (status, body) = server
+        .create_sale(json!({
+            "id": "fenced-pass", "stock": 1, "hold_seconds": 60, "allocation": "draw",
+            "entries_open_at": now - TimeDelta::seconds(1),
+            "entries_close_at": now + TimeDelta::seconds(10),
+        }))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let sale = SaleId::new("fenced-pass").unwrap();
+    let store = server.state().store();
+    let entries: Vec<NewEntry> = (0..2)
+        .map(|b| NewEntry {
+            user_id: UserId::new(format!("b{b}")).unwrap(),
+            items: one("default", 1),
+            tier: None,
+        })
+        .collect();
+    store.enter_draw_many(&sale, &entries).await.unwrap();
+    close_and_draw(&server, &clock, &sale).await;
+    let drawn = store.entries(&sale).await.unwrap();
+    // The winner's item comes back, in the store and in the engine.
+    let order = drawn[0].order_id.unwrap();
+    store.cancel(order, clock.now(), true).await.unwrap();
+    let engine = server.state().engine();
+    engine.release(&sale, order, Epoch::FIRST).await.unwrap();
+    store.releases_settled(&[order]).await.unwrap();
+    // a holds the lease; the store's clock passes it while a's own clock
+    // stands still, and b takes the lease over.
+    while !store.claim_draw(&sale, "a", LEASE).await.unwrap() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    store.shift_clock(LEASE + TimeDelta::milliseconds(1));
+    while !store.claim_draw(&sale, "b", LEASE).await.unwrap() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let stopped = roll_down(server.state(), &sale, "a").await;
+    assert!(stopped.is_err(), "a ran a pass without its lease");
+    let (_, view) = server.get("/v1/sales/fenced-pass").await;
+    assert_eq!(view["sold"], 0, "a bought without its lease: {view}");
+}
