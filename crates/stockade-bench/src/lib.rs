@@ -48,6 +48,8 @@
 //!   - `report::markdown`: the report as Markdown, numbers for people.
 //! - [`chart`]: results as an SVG chart.
 //! - [`lock`]: the lock benchmark (`stockade-lock` against `rslock`).
+//! - [`draw_bench`]: `stockade bench draw`, close → published of a large
+//!   draw on a running `stockade serve`.
 //! - [`draw_sale`]: `stockade demo --draw`, a draw sale entered over HTTP
 //!   and its draw checked as an auditor would.
 //! - [`http_load`]: `stockade load`, the same crowd and checks over HTTP
@@ -64,6 +66,7 @@ pub mod chart;
 pub mod check;
 pub mod compare;
 pub mod counters;
+pub mod draw_bench;
 pub mod draw_sale;
 pub mod driver;
 pub mod hold_sale;

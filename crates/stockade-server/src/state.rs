@@ -54,6 +54,7 @@ struct Inner {
     activity: Arc<Board>,
     releases_owed: tokio::sync::Notify,
     releases_settled: tokio::sync::broadcast::Sender<stockade_core::SaleId>,
+    draws_woken: crate::draws::Woken,
 }
 
 impl std::fmt::Debug for AppState {
@@ -153,6 +154,7 @@ impl AppState {
                 activity: parts.activity,
                 releases_owed: tokio::sync::Notify::new(),
                 releases_settled: tokio::sync::broadcast::channel(1_024).0,
+                draws_woken: crate::draws::Woken::default(),
             }),
         }
     }
@@ -270,12 +272,17 @@ impl AppState {
         &self.inner.releases_settled
     }
     /// Stock came back to `sale` (a cancel, a release, a rebuild): this
-    /// instance stops answering sold_out at once, and the sale's waiting
-    /// room reopens and admits more.
+    /// instance stops answering sold_out at once, the sale's waiting room
+    /// reopens and admits more, and a draw of the sale rolls down.
     pub fn stock_returned(&self, sale: &stockade_core::SaleId) {
         if self.inner.book.stock_returned(sale) {
             self.inner.waiting_rooms.wake();
         }
+        self.inner.draws_woken.wake(sale);
+    }
+    /// The sales whose draws may roll down or settle now.
+    pub fn draws_woken(&self) -> &crate::draws::Woken {
+        &self.inner.draws_woken
     }
     /// Start-up recovery is done: the service may answer ready.
     pub fn mark_started(&self) {

@@ -1,7 +1,8 @@
 //! `stockade bench`: every strategy side by side, with a progress bar per
 //! strategy on stderr, and the result as a Markdown table (or JSON) on
 //! stdout, optionally an SVG chart. `stockade bench lock` and `stockade
-//! bench http` (in `http`) are the other benchmarks.
+//! bench http` (in `http`) and `stockade bench draw` (in `draw`) are the
+//! other benchmarks.
 //!
 //! Exit status: 0 when Stockade's own engines kept every invariant, 1 when
 //! one of them broke, 2 for bad input or servers that cannot be used. The
@@ -23,6 +24,7 @@ use stockade_bench::{chart, lock};
 
 use crate::cli::{BenchArgs, BenchCommand, LockArgs, ShardsArgs};
 
+pub(crate) mod draw;
 mod http;
 mod servers;
 
@@ -78,6 +80,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         Some(BenchCommand::Http(http)) => return http::run(http).await,
         Some(BenchCommand::HttpBaseline(baseline)) => return http::serve_baseline(baseline).await,
         Some(BenchCommand::Servers(servers)) => return servers::run(servers).await,
+        Some(BenchCommand::Draw(draw)) => return draw::run(draw).await,
         None => {}
     }
     let config = config(&args)?;

@@ -190,6 +190,10 @@ pub enum BenchCommand {
     /// itself, as a child process).
     #[command(hide = true)]
     HttpBaseline(HttpBaselineArgs),
+    /// A large draw on the embedded default: its entries loaded at once,
+    /// then the seconds from their close to the published draw, median and
+    /// range of the runs.
+    Draw(crate::bench::draw::DrawArgs),
     /// Throwaway Redis and PostgreSQL servers for a measuring script
     /// (scripts/capacity): started, described as one JSON line on stdout,
     /// and stopped when stdin closes, on Ctrl-C or on SIGTERM.

@@ -136,9 +136,12 @@ pub async fn confirm_order(
         .confirm(id, state.clock().now(), state.engine_apart())
         .await?;
     match confirm {
-        Confirm::Confirmed(order) | Confirm::AlreadyConfirmed(order) => {
+        Confirm::Confirmed(order) => {
+            // A paid winner may be what a draw waits for to settle.
+            state.draws_woken().wake(&order.sale_id);
             Ok(Json(OrderBody::from_order(&order)))
         }
+        Confirm::AlreadyConfirmed(order) => Ok(Json(OrderBody::from_order(&order))),
         Confirm::HoldExpired { order, release } => {
             items_returned_awaited(&state, &order.sale_id, release.is_some()).await;
             Err(ApiError::new(ErrorCode::HoldExpired,

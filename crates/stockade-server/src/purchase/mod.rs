@@ -29,6 +29,8 @@
 //! - `settle`: the writer, the store's verdict, and what a refused order
 //!   means.
 //! - `replay`: a replayed key's answer.
+//! - `turn`: purchases the engine judges one after another in a given
+//!   order, committed together (a draw's winners).
 //! - `error`: [`PurchaseError`], why no new order was named.
 //! - `answered`: [`Answered`], the label metrics count answers under.
 
@@ -39,6 +41,7 @@ mod pipeline;
 mod replay;
 mod route;
 mod settle;
+mod turn;
 
 pub use answered::{Answered, Class};
 pub use error::PurchaseError;

@@ -16,6 +16,7 @@ use tracing::{Instrument as _, Span};
 use super::gate::{decider, gate};
 use super::route::{fresh_route, known_route, to_fallback, while_rebuilding};
 use super::settle::{Accepted, settle};
+use super::turn::Turn;
 use super::{Answered, Attempt, Decision, PurchaseError, replay};
 use crate::recovery::request_rebuild;
 use crate::state::AppState;
@@ -35,6 +36,16 @@ impl<'a> Purchases<'a> {
 
     /// Decides `attempt`: the order it named, or why it named none.
     pub async fn decide(&self, attempt: Attempt) -> Result<Decision, PurchaseError> {
+        self.decide_in_turn(attempt, Turn::alone()).await
+    }
+
+    /// [`Purchases::decide`] taking its `turn` in a run decided in order
+    /// (see [`super::turn`]).
+    pub(super) async fn decide_in_turn(
+        &self,
+        attempt: Attempt,
+        mut turn: Turn,
+    ) -> Result<Decision, PurchaseError> {
         // The HTTP request's span (this runs inside it): the purchase's
         // span is its child, and the engine's and the writer's batches
         // link to it.
@@ -48,11 +59,11 @@ impl<'a> Purchases<'a> {
             answered = Empty,
         );
         if span.is_disabled() {
-            return self.decide_in(attempt, &request).await;
+            return self.decide_in(attempt, &request, &mut turn).await;
         }
         request.record("sale_id", display(sale));
         let decided = self
-            .decide_in(attempt, &request)
+            .decide_in(attempt, &request, &mut turn)
             .instrument(span.clone())
             .await;
         let (order, answered) = match &decided {
@@ -68,10 +79,23 @@ impl<'a> Purchases<'a> {
     }
 
     /// [`Purchases::decide`] within its span; `request` is the request's.
-    async fn decide_in(&self, attempt: Attempt, request: &Span) -> Result<Decision, PurchaseError> {
+    async fn decide_in(
+        &self,
+        attempt: Attempt,
+        request: &Span,
+        turn: &mut Turn,
+    ) -> Result<Decision, PurchaseError> {
         let state = self.state;
         let purchase = &attempt.purchase;
         let sale = purchase.sale_id();
+        if !turn.wait().await {
+            // A run decided in order met sold_out before this purchase.
+            return Err(PurchaseError::refused(
+                sale,
+                purchase.quantity(),
+                PurchaseOutcome::SoldOut,
+            ));
+        }
         // One reading of the clock: what this instance knows is judged at
         // it, and an order accepted now is made at it.
         let now = state.clock().now();
@@ -85,6 +109,7 @@ impl<'a> Purchases<'a> {
         if let Some(outcome) = state.book().answer(sale, purchase.tier(), keyed, now) {
             metrics::counter!("stockade_rejections_cached_total", "reason" => outcome.label())
                 .increment(1);
+            turn.answered(&outcome);
             return Err(PurchaseError::refused(sale, purchase.quantity(), outcome));
         }
         // Reserved for this purchase: spent if it names an order, released
@@ -94,7 +119,7 @@ impl<'a> Purchases<'a> {
         let _in_flight = state.shedder().admit()?;
         admission.arm();
         let decided = self
-            .admitted(attempt.purchase, attempt.respond_async, now, request)
+            .admitted(attempt.purchase, attempt.respond_async, now, request, turn)
             .await;
         let names_an_order = match &decided {
             Ok(decision) => decision.answered() != Answered::Duplicate,
@@ -114,6 +139,7 @@ impl<'a> Purchases<'a> {
         respond_async: bool,
         now: DateTime<Utc>,
         request: &Span,
+        turn: &mut Turn,
     ) -> Result<Decision, PurchaseError> {
         let state = self.state;
         let sale = purchase.sale_id().clone();
@@ -153,6 +179,9 @@ impl<'a> Purchases<'a> {
                 continue;
             };
             gate_span.record("outcome", outcome.label());
+            if !matches!(outcome, PurchaseOutcome::WrongEpoch { .. }) {
+                turn.answered(&outcome);
+            }
             state.book().learn_outcome(&sale, ticket, &outcome);
             match outcome {
                 PurchaseOutcome::WrongEpoch { engine } => {

@@ -12,6 +12,7 @@ mod enter;
 mod freeze;
 mod lease;
 
+pub use enter::{EnteredMany, NewEntry};
 pub use freeze::Freeze;
 
 use chrono::{DateTime, Utc};
@@ -259,11 +260,11 @@ impl OrderStore {
 
     /// The draw sales with work to do now on the store's clock: entries
     /// closed and no draw made yet, or a draw made and not settled (its
-    /// roll-down).
-    pub async fn draws_to_run(&self) -> Result<Vec<SaleId>, StoreError> {
+    /// roll-down), each with whether it is drawn.
+    pub async fn draws_to_run(&self) -> Result<Vec<(SaleId, bool)>, StoreError> {
         let now = self.draw_clock_ms(&self.pool).await?;
         sqlx::query(
-            "SELECT sale_id FROM draws
+            "SELECT sale_id, drawn_at_ms FROM draws
               WHERE (drawn_at_ms IS NULL AND entries_close_at_ms <= $1) OR
                     (drawn_at_ms IS NOT NULL AND settled_at_ms IS NULL)
               ORDER BY sale_id",
@@ -274,7 +275,11 @@ impl OrderStore {
         .iter()
         .map(|row| {
             let id: String = row.try_get("sale_id")?;
-            SaleId::new(id).map_err(|e| corrupt("sale id", e))
+            let drawn: Option<i64> = row.try_get("drawn_at_ms")?;
+            Ok((
+                SaleId::new(id).map_err(|e| corrupt("sale id", e))?,
+                drawn.is_some(),
+            ))
         })
         .collect()
     }

@@ -1,0 +1,323 @@
+//! A draw's cost and its roll-down judged from the store (issue 35 items
+//! 3 and 6), each made deterministic with a manual instance clock and
+//! store calls made directly: a draw of more entries than a batch is
+//! bought for in the draw's order; a roll-down pass tries only the
+//! waitlisted the store's stock fits; an engine refusal while the store
+//! has the stock never settles the draw.
+
+mod common;
+
+use std::sync::Arc;
+
+use chrono::{TimeDelta, Utc};
+use common::{Setup, TestServer, Timing, metric_sum};
+use serde_json::json;
+use stockade_core::draw::EntryResult;
+use stockade_core::{Clock, Epoch, Item, ManualClock, OrderId, SaleId, SkuId, UserId};
+use stockade_server::draws::{BATCH, LEASE, roll_down, run_due};
+use stockade_store::draws::{Entered, EnteredMany, NewEntry};
+
+async fn server(clock: &ManualClock) -> TestServer {
+    TestServer::start_with_clock(Setup::Embedded, Timing::default(), Arc::new(clock.clone())).await
+}
+
+/// Closes entries on the instance's clock and the store's, and runs the
+/// draws until `sale` is drawn.
+async fn close_and_draw(server: &TestServer, clock: &ManualClock, sale: &SaleId) {
+    let store = server.state().store();
+    let close = store.draw(sale).await.unwrap().unwrap().config.close_at;
+    clock.set(close);
+    store.shift_clock(close - store.draw_clock().await.unwrap());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while store.draw(sale).await.unwrap().unwrap().drawn_at.is_none() {
+        assert!(std::time::Instant::now() < deadline, "never drawn");
+        run_due(server.state()).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// One roll-down pass as `owner`, once the instance's own job lets go.
+async fn roll_down_once(server: &TestServer, sale: &SaleId) {
+    let store = server.state().store();
+    while !store.claim_draw(sale, "test", LEASE).await.unwrap() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    roll_down(server.state(), sale, "test").await.unwrap();
+    store.release_draw(sale, "test").await.unwrap();
+}
+
+fn one(sku: &str, quantity: u32) -> Vec<Item> {
+    vec![Item {
+        sku: SkuId::new(sku).unwrap(),
+        quantity,
+    }]
+}
+
+/// Purchases decided so far: by the engine, or from the instance's cache
+/// of refusals.
+async fn purchases_decided(server: &TestServer) -> f64 {
+    let text = server.metrics_text().await;
+    metric_sum(&text, "stockade_engine_seconds_count{op=\"purchase\"")
+        + metric_sum(&text, "stockade_rejections_cached_total")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_draw_of_several_batches_buys_in_the_draws_order() {
+    let clock = ManualClock::new(Utc::now());
+    let server = server(&clock).await;
+    let now = clock.now();
+    let (status, body) = server
+        .create_sale(json!({
+            "id": "big", "skus": [{"id": "a", "stock": 300}, {"id": "b", "stock": 200}],
+            "per_user_limit": 5, "allocation": "draw",
+            "entries_open_at": now - TimeDelta::seconds(1),
+            "entries_close_at": now + TimeDelta::seconds(10),
+        }))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let sale = SaleId::new("big").unwrap();
+    let store = server.state().store();
+    // More entries than two batches, loaded at once; one or two of a or
+    // b each, so that which entry wins depends on who went before it.
+    let count = 2 * BATCH + 100;
+    let entries: Vec<NewEntry> = (0..count)
+        .map(|b| NewEntry {
+            user_id: UserId::new(format!("b{b}")).unwrap(),
+            items: one(if b % 3 == 0 { "b" } else { "a" }, 1 + (b % 2) as u32),
+            tier: None,
+        })
+        .collect();
+    let loaded = store.enter_draw_many(&sale, &entries).await.unwrap();
+    assert_eq!(loaded, EnteredMany::New(count as u64));
+    // Entering again keeps every entry as it was.
+    let again = store.enter_draw_many(&sale, &entries[..10]).await.unwrap();
+    assert_eq!(again, EnteredMany::New(0));
+    close_and_draw(&server, &clock, &sale).await;
+    // Closed: the store refuses a bulk entry like a single one.
+    let late = store.enter_draw_many(&sale, &entries[..1]).await.unwrap();
+    assert!(
+        matches!(late, EnteredMany::Refused(Entered::Closed(_))),
+        "{late:?}"
+    );
+    // The auditor's reckoning: in the draw's order, an entry wins when
+    // its items are left.
+    let drawn = store.entries(&sale).await.unwrap();
+    assert_eq!(drawn.len(), count);
+    let mut left = [("a", 300u32), ("b", 200u32)];
+    for entry in &drawn {
+        let item = &entry.items[0];
+        let stock = &mut left
+            .iter_mut()
+            .find(|(s, _)| *s == item.sku.as_str())
+            .unwrap()
+            .1;
+        let wins = *stock >= item.quantity;
+        if wins {
+            *stock -= item.quantity;
+        }
+        let want = if wins {
+            EntryResult::Won
+        } else {
+            EntryResult::Waitlisted
+        };
+        // Confirmed orders leave nothing to roll down: the waitlisted
+        // lose once the draw settles.
+        assert!(
+            entry.result == want || (!wins && entry.result == EntryResult::Lost),
+            "entry at {:?}: {:?}, {want:?} in the draw's order",
+            entry.position,
+            entry.result
+        );
+        assert_eq!(entry.order_id.is_some(), wins, "{entry:?}");
+    }
+    let (_, view) = server.get("/v1/sales/big").await;
+    assert_eq!(view["sold"], 500 - left[0].1 - left[1].1, "{view}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_roll_down_pass_tries_only_the_waitlisted_the_stores_stock_fits() {
+    let clock = ManualClock::new(Utc::now());
+    let server = server(&clock).await;
+    let now = clock.now();
+    // a: one item for ten buyers; b has stock to spare, so the sale is
+    // never sold out and every waitlisted entry of a is "too few left".
+    let (status, body) = server
+        .create_sale(json!({
+            "id": "spare", "skus": [{"id": "a", "stock": 1}, {"id": "b", "stock": 5}],
+            "hold_seconds": 60, "allocation": "draw",
+            "entries_open_at": now - TimeDelta::seconds(1),
+            "entries_close_at": now + TimeDelta::seconds(10),
+        }))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let sale = SaleId::new("spare").unwrap();
+    let store = server.state().store();
+    let entries: Vec<NewEntry> = (0..10)
+        .map(|b| NewEntry {
+            user_id: UserId::new(format!("a{b}")).unwrap(),
+            items: one("a", 1),
+            tier: None,
+        })
+        .collect();
+    store.enter_draw_many(&sale, &entries).await.unwrap();
+    close_and_draw(&server, &clock, &sale).await;
+    let drawn = store.entries(&sale).await.unwrap();
+    assert_eq!(drawn[0].result, EntryResult::Won);
+    assert!(
+        drawn[1..]
+            .iter()
+            .all(|e| e.result == EntryResult::Waitlisted)
+    );
+    // Nothing came back: a pass buys for nobody.
+    let before = purchases_decided(&server).await;
+    roll_down_once(&server, &sale).await;
+    let tried = purchases_decided(&server).await - before;
+    assert_eq!(
+        tried, 0.0,
+        "a pass with no stock back tried {tried} waitlisted entries"
+    );
+    // The winner cancels and the release reaches the engine (store and
+    // engine called directly, so no other pass is woken): one item back,
+    // one entry bought for, the first waitlisted in the draw's order.
+    let order = drawn[0].order_id.unwrap();
+    store.cancel(order, clock.now(), true).await.unwrap();
+    let engine = server.state().engine();
+    engine.release(&sale, order, Epoch::FIRST).await.unwrap();
+    store.releases_settled(&[order]).await.unwrap();
+    let before = purchases_decided(&server).await;
+    roll_down_once(&server, &sale).await;
+    let next = store
+        .entry_of(&sale, &drawn[1].user_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.result, EntryResult::Won, "{next:?}");
+    let tried = purchases_decided(&server).await - before;
+    assert_eq!(tried, 1.0, "one item came back; {tried} entries were tried");
+    for entry in &drawn[2..] {
+        let still = store
+            .entry_of(&sale, &entry.user_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(still.result, EntryResult::Waitlisted, "{still:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_engine_refusal_while_the_store_has_the_stock_never_settles_the_draw() {
+    let clock = ManualClock::new(Utc::now());
+    let server = server(&clock).await;
+    let now = clock.now();
+    let (status, body) = server
+        .create_sale(json!({
+            "id": "behind", "stock": 2, "hold_seconds": 60, "allocation": "draw",
+            "entries_open_at": now - TimeDelta::seconds(1),
+            "entries_close_at": now + TimeDelta::seconds(10),
+        }))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let sale = SaleId::new("behind").unwrap();
+    let store = server.state().store();
+    let entries: Vec<NewEntry> = (0..3)
+        .map(|b| NewEntry {
+            user_id: UserId::new(format!("b{b}")).unwrap(),
+            items: one("default", 1),
+            tier: None,
+        })
+        .collect();
+    store.enter_draw_many(&sale, &entries).await.unwrap();
+    close_and_draw(&server, &clock, &sale).await;
+    let drawn = store.entries(&sale).await.unwrap();
+    let orders: Vec<OrderId> = drawn[..2].iter().map(|e| e.order_id.unwrap()).collect();
+    assert_eq!(server.confirm(orders[0]).await.0, 200);
+    // The other winner's order is cancelled in the store, which owes the
+    // engine no release for it (called directly: as if the release had
+    // been settled while the engine missed it): the store has the item,
+    // the engine still counts it sold and answers sold_out.
+    let cancelled = store.cancel(orders[1], clock.now(), false).await.unwrap();
+    assert!(
+        store
+            .pending_releases_of(&sale, 1)
+            .await
+            .unwrap()
+            .is_empty(),
+        "{cancelled:?}"
+    );
+    roll_down_once(&server, &sale).await;
+    let waiting = store
+        .entry_of(&sale, &drawn[2].user_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let record = store.draw(&sale).await.unwrap().unwrap();
+    assert!(
+        record.settled_at.is_none() && waiting.result == EntryResult::Waitlisted,
+        "settled on the engine's sold_out while the store had the item: {waiting:?}"
+    );
+    // The engine catches up: the item rolls down to the waitlisted entry.
+    let engine = server.state().engine();
+    engine
+        .release(&sale, orders[1], Epoch::FIRST)
+        .await
+        .unwrap();
+    server.state().stock_returned(&sale);
+    roll_down_once(&server, &sale).await;
+    let rolled = store
+        .entry_of(&sale, &drawn[2].user_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rolled.result, EntryResult::Won, "{rolled:?}");
+    // Its winner pays: nothing more can roll down, and the draw settles.
+    assert_eq!(server.confirm(rolled.order_id.unwrap()).await.0, 200);
+    roll_down_once(&server, &sale).await;
+    let record = store.draw(&sale).await.unwrap().unwrap();
+    assert!(record.settled_at.is_some(), "never settled: {record:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_roll_down_runner_whose_lease_ran_out_buys_nothing() {
+    let clock = ManualClock::new(Utc::now());
+    let server = server(&clock).await;
+    let now = clock.now();
+    let (status, body) = server
+        .create_sale(json!({
+            "id": "fenced-pass", "stock": 1, "hold_seconds": 60, "allocation": "draw",
+            "entries_open_at": now - TimeDelta::seconds(1),
+            "entries_close_at": now + TimeDelta::seconds(10),
+        }))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let sale = SaleId::new("fenced-pass").unwrap();
+    let store = server.state().store();
+    let entries: Vec<NewEntry> = (0..2)
+        .map(|b| NewEntry {
+            user_id: UserId::new(format!("b{b}")).unwrap(),
+            items: one("default", 1),
+            tier: None,
+        })
+        .collect();
+    store.enter_draw_many(&sale, &entries).await.unwrap();
+    close_and_draw(&server, &clock, &sale).await;
+    let drawn = store.entries(&sale).await.unwrap();
+    // The winner's item comes back, in the store and in the engine.
+    let order = drawn[0].order_id.unwrap();
+    store.cancel(order, clock.now(), true).await.unwrap();
+    let engine = server.state().engine();
+    engine.release(&sale, order, Epoch::FIRST).await.unwrap();
+    store.releases_settled(&[order]).await.unwrap();
+    // a holds the lease; the store's clock passes it while a's own clock
+    // stands still, and b takes the lease over.
+    while !store.claim_draw(&sale, "a", LEASE).await.unwrap() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    store.shift_clock(LEASE + TimeDelta::milliseconds(1));
+    while !store.claim_draw(&sale, "b", LEASE).await.unwrap() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let stopped = roll_down(server.state(), &sale, "a").await;
+    assert!(stopped.is_err(), "a ran a pass without its lease");
+    let (_, view) = server.get("/v1/sales/fenced-pass").await;
+    assert_eq!(view["sold"], 0, "a bought without its lease: {view}");
+}
