@@ -184,6 +184,9 @@ def check_compose(settings: set[str]) -> None:
         if str(service.get("image", "")).split(":")[0] == "stockade":
             stockade.append(name)
             check_stockade_service(name, service, settings)
+            check_build(where, service.get("build"))
+            if "STOCKADE_RATE_LIMIT_INSTANCES" in env_dict(service):
+                problem(COMPOSE, f"{where}: STOCKADE_RATE_LIMIT_INSTANCES is set by hand: the live instances are counted in the store")
     if len(stockade) < 2:
         problem(COMPOSE, f"expected several Stockade instances (image stockade:…), found {stockade}")
     if not any(s.get("ports") for s in services.values() if isinstance(s, dict)):
@@ -191,6 +194,19 @@ def check_compose(settings: set[str]) -> None:
     check_haproxy(services, stockade)
     check_prometheus(services, stockade)
     check_grafana(services)
+
+
+def check_build(where: str, build) -> None:
+    """`up` builds the image where there is none (issue 36): from the
+    repository root, with the Containerfile."""
+    if not isinstance(build, dict):
+        problem(COMPOSE, f"{where}: no build: (context the repository root, deploy/container/Containerfile)")
+        return
+    context = (COMPOSE.parent / str(build.get("context", ""))).resolve()
+    if context != COMPOSE.parent.parent.resolve():
+        problem(COMPOSE, f"{where}: build context {build.get('context')!r} is not the repository root")
+    if build.get("dockerfile") != "deploy/container/Containerfile":
+        problem(COMPOSE, f"{where}: build dockerfile {build.get('dockerfile')!r} is not deploy/container/Containerfile")
 
 
 def check_healthcheck(where: str, check) -> None:
