@@ -13,8 +13,10 @@
 //!   health check, stop signal, labels, the thin binary).
 //! - `sale`: a crowd sells a sale out through the three containers while
 //!   one is stopped with SIGTERM and started again.
-//! - `compose`: `deploy/compose.yaml`'s Stockade services, started by
-//!   podman-compose, sell a sale out; one is stopped.
+//! - `compose`: `deploy/compose.yaml` started as the README's Deploy
+//!   section says (its commands run as written).
+//! - `stack`: that compose stack sells a sale out exactly through HAProxy
+//!   while one instance is killed.
 //!
 //! The crowd, the healing and the checker are the multi-instance suite's
 //! (`../multi_instance/`), included as they are: the same invariants judged
@@ -26,6 +28,7 @@ mod compose;
 mod image;
 mod podman;
 mod sale;
+mod stack;
 
 #[allow(dead_code)]
 #[path = "../multi_instance/api.rs"]
