@@ -204,15 +204,16 @@ impl Stack {
         }
     }
 
-    /// Every container's state and the last `lines` of its log: what a
-    /// failure message shows.
+    /// Every container's state and the last `lines` of its log (without
+    /// the trace exporter's complaints: Jaeger is not started here): what
+    /// a failure message shows.
     pub fn describe(&self, lines: usize) -> String {
         let script = format!(
             "podman ps -a --filter label=io.podman.compose.project={0} \
                --format '{{{{.Names}}}} {{{{.Status}}}}'
              for c in $(podman ps -a -q --filter label=io.podman.compose.project={0}); do
                echo \"--- $(podman inspect --format '{{{{.Name}}}}' $c)\"
-               podman logs --tail {lines} $c 2>&1
+               podman logs $c 2>&1 | grep -v '\"target\":\"opentelemetry' | tail -n {lines}
              done",
             self.name
         );
