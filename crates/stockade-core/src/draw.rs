@@ -86,10 +86,7 @@ impl Seed {
 
     /// The seed written as 64 hexadecimal digits (either case).
     pub fn from_hex(text: &str) -> Result<Self, DrawError> {
-        let mut bytes = [0u8; 32];
-        hex::decode_to_slice(text, &mut bytes)
-            .map_err(|_| DrawError::InvalidSeed(text.chars().take(80).collect()))?;
-        Ok(Self(bytes))
+        hex32(text).map(Self)
     }
 
     /// The seed as 64 lowercase hexadecimal digits: what is published
@@ -163,6 +160,15 @@ fn uniform_up_to(stream: &mut ChaCha20Rng, top: u64) -> u64 {
             return word % bound;
         }
     }
+}
+
+/// 32 bytes written as 64 hexadecimal digits (either case): a seed or a
+/// nonce.
+fn hex32(text: &str) -> Result<[u8; 32], DrawError> {
+    let mut bytes = [0u8; 32];
+    hex::decode_to_slice(text, &mut bytes)
+        .map_err(|_| DrawError::InvalidSeed(text.chars().take(80).collect()))?;
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use serde_json::json;
 use stockade_core::draw::EntryResult;
 use stockade_core::{Clock, Epoch, Item, ManualClock, OrderId, SaleId, SkuId, UserId};
 use stockade_server::draws::{BATCH, LEASE, roll_down, run_due};
-use stockade_store::draws::{Entered, EnteredMany, NewEntry};
+use stockade_store::draws::{Entered, EnteredMany, Entry, NewEntry};
 
 async fn server(clock: &ManualClock) -> TestServer {
     TestServer::start_with_clock(Setup::Embedded, Timing::default(), Arc::new(clock.clone())).await
@@ -51,6 +51,53 @@ fn one(sku: &str, quantity: u32) -> Vec<Item> {
         sku: SkuId::new(sku).unwrap(),
         quantity,
     }]
+}
+
+/// A draw sale made of `sale` (its JSON without the window), `buyers`
+/// entries of one `sku` each (`{prefix}0`, `{prefix}1`, ...), drawn: the
+/// sale's id and its entries in the draw's order.
+async fn drawn_sale(
+    server: &TestServer,
+    clock: &ManualClock,
+    mut sale: serde_json::Value,
+    buyers: usize,
+    (prefix, sku): (&str, &str),
+) -> (SaleId, Vec<Entry>) {
+    let now = clock.now();
+    sale["allocation"] = json!("draw");
+    sale["entries_open_at"] = json!(now - TimeDelta::seconds(1));
+    sale["entries_close_at"] = json!(now + TimeDelta::seconds(10));
+    let (status, body) = server.create_sale(sale.clone()).await;
+    assert_eq!(status, 201, "{body}");
+    let sale = SaleId::new(sale["id"].as_str().unwrap()).unwrap();
+    let store = server.state().store();
+    let entries: Vec<NewEntry> = (0..buyers)
+        .map(|b| NewEntry {
+            user_id: UserId::new(format!("{prefix}{b}")).unwrap(),
+            items: one(sku, 1),
+            tier: None,
+        })
+        .collect();
+    store.enter_draw_many(&sale, &entries).await.unwrap();
+    close_and_draw(server, clock, &sale).await;
+    let drawn = store.entries(&sale).await.unwrap();
+    (sale, drawn)
+}
+
+/// A winner's order cancelled, its release applied to the engine and
+/// settled in the store (called directly, so no roll-down pass is woken).
+async fn give_back(server: &TestServer, clock: &ManualClock, sale: &SaleId, order: OrderId) {
+    let store = server.state().store();
+    store.cancel(order, clock.now(), true).await.unwrap();
+    let engine = server.state().engine();
+    engine.release(sale, order, Epoch::FIRST).await.unwrap();
+    store.releases_settled(&[order]).await.unwrap();
+}
+
+/// Where `user` stands in the draw of `sale` now.
+async fn standing(server: &TestServer, sale: &SaleId, user: &UserId) -> Entry {
+    let store = server.state().store();
+    store.entry_of(sale, user).await.unwrap().unwrap()
 }
 
 /// Purchases decided so far: by the engine, or from the instance's cache
@@ -138,30 +185,13 @@ async fn a_draw_of_several_batches_buys_in_the_draws_order() {
 async fn a_roll_down_pass_tries_only_the_waitlisted_the_stores_stock_fits() {
     let clock = ManualClock::new(Utc::now());
     let server = server(&clock).await;
-    let now = clock.now();
     // a: one item for ten buyers; b has stock to spare, so the sale is
     // never sold out and every waitlisted entry of a is "too few left".
-    let (status, body) = server
-        .create_sale(json!({
-            "id": "spare", "skus": [{"id": "a", "stock": 1}, {"id": "b", "stock": 5}],
-            "hold_seconds": 60, "allocation": "draw",
-            "entries_open_at": now - TimeDelta::seconds(1),
-            "entries_close_at": now + TimeDelta::seconds(10),
-        }))
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let sale = SaleId::new("spare").unwrap();
-    let store = server.state().store();
-    let entries: Vec<NewEntry> = (0..10)
-        .map(|b| NewEntry {
-            user_id: UserId::new(format!("a{b}")).unwrap(),
-            items: one("a", 1),
-            tier: None,
-        })
-        .collect();
-    store.enter_draw_many(&sale, &entries).await.unwrap();
-    close_and_draw(&server, &clock, &sale).await;
-    let drawn = store.entries(&sale).await.unwrap();
+    let spare = json!({
+        "id": "spare", "skus": [{"id": "a", "stock": 1}, {"id": "b", "stock": 5}],
+        "hold_seconds": 60,
+    });
+    let (sale, drawn) = drawn_sale(&server, &clock, spare, 10, ("a", "a")).await;
     assert_eq!(drawn[0].result, EntryResult::Won);
     assert!(
         drawn[1..]
@@ -179,27 +209,15 @@ async fn a_roll_down_pass_tries_only_the_waitlisted_the_stores_stock_fits() {
     // The winner cancels and the release reaches the engine (store and
     // engine called directly, so no other pass is woken): one item back,
     // one entry bought for, the first waitlisted in the draw's order.
-    let order = drawn[0].order_id.unwrap();
-    store.cancel(order, clock.now(), true).await.unwrap();
-    let engine = server.state().engine();
-    engine.release(&sale, order, Epoch::FIRST).await.unwrap();
-    store.releases_settled(&[order]).await.unwrap();
+    give_back(&server, &clock, &sale, drawn[0].order_id.unwrap()).await;
     let before = purchases_decided(&server).await;
     roll_down_once(&server, &sale).await;
-    let next = store
-        .entry_of(&sale, &drawn[1].user_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let next = standing(&server, &sale, &drawn[1].user_id).await;
     assert_eq!(next.result, EntryResult::Won, "{next:?}");
     let tried = purchases_decided(&server).await - before;
     assert_eq!(tried, 1.0, "one item came back; {tried} entries were tried");
     for entry in &drawn[2..] {
-        let still = store
-            .entry_of(&sale, &entry.user_id)
-            .await
-            .unwrap()
-            .unwrap();
+        let still = standing(&server, &sale, &entry.user_id).await;
         assert_eq!(still.result, EntryResult::Waitlisted, "{still:?}");
     }
 }
@@ -208,27 +226,9 @@ async fn a_roll_down_pass_tries_only_the_waitlisted_the_stores_stock_fits() {
 async fn an_engine_refusal_while_the_store_has_the_stock_never_settles_the_draw() {
     let clock = ManualClock::new(Utc::now());
     let server = server(&clock).await;
-    let now = clock.now();
-    let (status, body) = server
-        .create_sale(json!({
-            "id": "behind", "stock": 2, "hold_seconds": 60, "allocation": "draw",
-            "entries_open_at": now - TimeDelta::seconds(1),
-            "entries_close_at": now + TimeDelta::seconds(10),
-        }))
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let sale = SaleId::new("behind").unwrap();
+    let behind = json!({"id": "behind", "stock": 2, "hold_seconds": 60});
+    let (sale, drawn) = drawn_sale(&server, &clock, behind, 3, ("b", "default")).await;
     let store = server.state().store();
-    let entries: Vec<NewEntry> = (0..3)
-        .map(|b| NewEntry {
-            user_id: UserId::new(format!("b{b}")).unwrap(),
-            items: one("default", 1),
-            tier: None,
-        })
-        .collect();
-    store.enter_draw_many(&sale, &entries).await.unwrap();
-    close_and_draw(&server, &clock, &sale).await;
-    let drawn = store.entries(&sale).await.unwrap();
     let orders: Vec<OrderId> = drawn[..2].iter().map(|e| e.order_id.unwrap()).collect();
     assert_eq!(server.confirm(orders[0]).await.0, 200);
     // The other winner's order is cancelled in the store, which owes the
@@ -245,11 +245,7 @@ async fn an_engine_refusal_while_the_store_has_the_stock_never_settles_the_draw(
         "{cancelled:?}"
     );
     roll_down_once(&server, &sale).await;
-    let waiting = store
-        .entry_of(&sale, &drawn[2].user_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let waiting = standing(&server, &sale, &drawn[2].user_id).await;
     let record = store.draw(&sale).await.unwrap().unwrap();
     assert!(
         record.settled_at.is_none() && waiting.result == EntryResult::Waitlisted,
@@ -263,11 +259,7 @@ async fn an_engine_refusal_while_the_store_has_the_stock_never_settles_the_draw(
         .unwrap();
     server.state().stock_returned(&sale);
     roll_down_once(&server, &sale).await;
-    let rolled = store
-        .entry_of(&sale, &drawn[2].user_id)
-        .await
-        .unwrap()
-        .unwrap();
+    let rolled = standing(&server, &sale, &drawn[2].user_id).await;
     assert_eq!(rolled.result, EntryResult::Won, "{rolled:?}");
     // Its winner pays: nothing more can roll down, and the draw settles.
     assert_eq!(server.confirm(rolled.order_id.unwrap()).await.0, 200);
@@ -280,33 +272,11 @@ async fn an_engine_refusal_while_the_store_has_the_stock_never_settles_the_draw(
 async fn a_roll_down_runner_whose_lease_ran_out_buys_nothing() {
     let clock = ManualClock::new(Utc::now());
     let server = server(&clock).await;
-    let now = clock.now();
-    let (status, body) = server
-        .create_sale(json!({
-            "id": "fenced-pass", "stock": 1, "hold_seconds": 60, "allocation": "draw",
-            "entries_open_at": now - TimeDelta::seconds(1),
-            "entries_close_at": now + TimeDelta::seconds(10),
-        }))
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let sale = SaleId::new("fenced-pass").unwrap();
+    let fenced = json!({"id": "fenced-pass", "stock": 1, "hold_seconds": 60});
+    let (sale, drawn) = drawn_sale(&server, &clock, fenced, 2, ("b", "default")).await;
     let store = server.state().store();
-    let entries: Vec<NewEntry> = (0..2)
-        .map(|b| NewEntry {
-            user_id: UserId::new(format!("b{b}")).unwrap(),
-            items: one("default", 1),
-            tier: None,
-        })
-        .collect();
-    store.enter_draw_many(&sale, &entries).await.unwrap();
-    close_and_draw(&server, &clock, &sale).await;
-    let drawn = store.entries(&sale).await.unwrap();
     // The winner's item comes back, in the store and in the engine.
-    let order = drawn[0].order_id.unwrap();
-    store.cancel(order, clock.now(), true).await.unwrap();
-    let engine = server.state().engine();
-    engine.release(&sale, order, Epoch::FIRST).await.unwrap();
-    store.releases_settled(&[order]).await.unwrap();
+    give_back(&server, &clock, &sale, drawn[0].order_id.unwrap()).await;
     // a holds the lease; the store's clock passes it while a's own clock
     // stands still, and b takes the lease over.
     while !store.claim_draw(&sale, "a", LEASE).await.unwrap() {

@@ -91,10 +91,7 @@ impl DrawKey {
 impl Nonce {
     /// The nonce written as 64 hexadecimal digits.
     pub fn from_hex(text: &str) -> Result<Self, DrawError> {
-        let mut bytes = [0u8; 32];
-        hex::decode_to_slice(text, &mut bytes)
-            .map_err(|_| DrawError::InvalidSeed(text.chars().take(80).collect()))?;
-        Ok(Self(bytes))
+        super::hex32(text).map(Self)
     }
 
     /// The nonce as 64 lowercase hexadecimal digits.

@@ -189,7 +189,7 @@ fn early_tier(spec: &SaleSpec, purchase: &Purchase, now: DateTime<Utc>) -> bool 
 }
 
 /// Passes purchases of sales without a waiting room, purchases of a
-/// buyer in their tier's early window ([`early_tier`]), and purchases with a
+/// buyer in their tier's early window (`early_tier`), and purchases with a
 /// valid token for this buyer and sale that no other purchase has spent or
 /// is spending; anything else is 403 `admission_required` or
 /// `admission_spent`. Costs no engine or store work (the room is read from
