@@ -225,9 +225,20 @@ impl Stack {
 }
 
 impl Drop for Stack {
+    /// `down`, then whatever it left (a failed test's `down` has been seen
+    /// leaving the network, whose fixed subnet the next run then cannot
+    /// create): the project's containers, network and volumes by label.
     fn drop(&mut self) {
+        let script = format!(
+            "podman-compose -f deploy/compose.yaml down --volumes --timeout 0
+             label=io.podman.compose.project={0}
+             podman ps -a -q --filter \"$label\" | xargs -r podman rm -f -v -t 0
+             podman network rm -f {0}_stockade
+             podman volume ls -q --filter \"$label\" | xargs -r podman volume rm -f",
+            self.name
+        );
         let _ = self
-            .shell("podman-compose -f deploy/compose.yaml down --volumes --timeout 0")
+            .shell(&script)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();

@@ -301,8 +301,15 @@ async fn haproxy_servers(client: &reqwest::Client) -> BTreeMap<String, (String, 
 }
 
 /// Waits until HAProxy has the three instances up (their `/readyz` 200).
+/// An instance that exited while starting is started again, as the file's
+/// `restart: unless-stopped` has Docker do and podman 4.3 without systemd
+/// does not: the stand-ins start at once (podman-compose does not wait for
+/// `service_healthy`), and on a loaded machine aardvark-dns has been seen
+/// failing to name `postgres` to one instance for the whole of its 40 s
+/// start-up wait (exit 2, "unknown host").
 async fn wait_for_instances(client: &reqwest::Client, stack: &Stack) {
     let started = Instant::now();
+    let mut restarts = 0;
     loop {
         let servers = haproxy_servers(client).await;
         if INSTANCES
@@ -310,6 +317,19 @@ async fn wait_for_instances(client: &reqwest::Client, stack: &Stack) {
             .all(|i| servers.get(*i).is_some_and(|(s, _)| s == "UP"))
         {
             return;
+        }
+        for instance in INSTANCES {
+            let container = stack.container(instance).await;
+            let state = podman::run(&["inspect", "--format", "{{.State.Status}}", &container])
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            if state == "exited" && restarts < 3 {
+                restarts += 1;
+                eprintln!("{instance} exited while starting; started again (restart policy)");
+                podman::run(&["start", &container])
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
         }
         assert!(
             started.elapsed() < START_TIMEOUT,
