@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{TimeDelta, Utc};
 use common::{Setup, TestServer, Timing};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -25,24 +25,6 @@ const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/verify-
 
 async fn server(setup: Setup, clock: &ManualClock) -> TestServer {
     TestServer::start_with_clock(setup, Timing::default(), Arc::new(clock.clone())).await
-}
-
-/// Moves the instance's clock and the store's to `at`.
-async fn move_to(server: &TestServer, clock: &ManualClock, at: DateTime<Utc>) {
-    clock.set(at);
-    let store = server.state().store();
-    store.shift_clock(at - store.draw_clock().await.unwrap());
-}
-
-async fn enter(server: &TestServer, sale: &str, body: Value) -> (u16, Value) {
-    let response = server
-        .client
-        .post(server.at(&format!("/v1/sales/{sale}/entries")))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    common::split(response).await
 }
 
 async fn draw_when(server: &TestServer, sale: &str, want: &str) -> Value {
@@ -104,13 +86,16 @@ async fn the_seed_is_not_in_the_store_until_the_entries_close() {
         assert_eq!(status, 201, "{sale}");
         let commitment = sale["draw"]["seed_commitment"].as_str().unwrap().to_owned();
         for b in 0..4 {
-            let (status, entry) =
-                enter(&server, "sealed", json!({"user_id": format!("b{b}")})).await;
+            let (status, entry) = server
+                .enter("sealed", json!({"user_id": format!("b{b}")}))
+                .await;
             assert_eq!(status, 201, "{entry}");
         }
         // While entries are open: what anyone who reads the store sees.
         let open_row = draw_row(&server, "sealed").await;
-        move_to(&server, &clock, opened + TimeDelta::seconds(10)).await;
+        server
+            .move_to(&clock, opened + TimeDelta::seconds(10))
+            .await;
         let draw = draw_when(&server, "sealed", "drawn").await;
         let seed = draw["seed"].as_str().unwrap().to_owned();
         // The seed published is the one committed to at creation.
@@ -214,10 +199,12 @@ async fn verify_draw_recomputes_the_winners_and_refuses_a_changed_result() {
                 body["tier"] = json!("members");
                 body["quantity"] = json!(1 + b % 3);
             }
-            let (status, entry) = enter(&server, "audited", body).await;
+            let (status, entry) = server.enter("audited", body).await;
             assert_eq!(status, 201, "{setup:?}: {entry}");
         }
-        move_to(&server, &clock, opened + TimeDelta::seconds(10)).await;
+        server
+            .move_to(&clock, opened + TimeDelta::seconds(10))
+            .await;
         let draw = draw_when(&server, "audited", "drawn").await;
         let url = server.at("/v1/sales/audited");
         let output = verify(&["--url", &url]);

@@ -28,18 +28,6 @@ async fn server(setup: Setup, clock: &ManualClock) -> TestServer {
     TestServer::start_with_clock(setup, Timing::default(), Arc::new(clock.clone())).await
 }
 
-/// Moves the instance's clock and the store's to `at`.
-async fn move_to(server: &TestServer, clock: &ManualClock, at: DateTime<Utc>) {
-    clock.set(at);
-    move_store_to(server, at).await;
-}
-
-/// Moves the store's clock alone to `at` (the instance's stays).
-async fn move_store_to(server: &TestServer, at: DateTime<Utc>) {
-    let store = server.state().store();
-    store.shift_clock(at - store.draw_clock().await.unwrap());
-}
-
 /// A draw sale of `STOCK` items, entries open from `now - 1 s` to
 /// `now + close_in` seconds, and `buyers` entries.
 async fn entered(server: &TestServer, id: &str, now: DateTime<Utc>, close_in: i64, buyers: usize) {
@@ -52,20 +40,9 @@ async fn entered(server: &TestServer, id: &str, now: DateTime<Utc>, close_in: i6
         .await;
     assert_eq!(status, 201, "{sale}");
     for b in 0..buyers {
-        let (status, entry) = enter(server, id, &format!("b{b}")).await;
+        let (status, entry) = server.enter(id, json!({"user_id": format!("b{b}")})).await;
         assert_eq!(status, 201, "{entry}");
     }
-}
-
-async fn enter(server: &TestServer, sale: &str, user: &str) -> (u16, Value) {
-    let response = server
-        .client
-        .post(server.at(&format!("/v1/sales/{sale}/entries")))
-        .json(&json!({"user_id": user}))
-        .send()
-        .await
-        .unwrap();
-    common::split(response).await
 }
 
 /// The draw once made: this instance's draw job (every 500 ms) and calls
@@ -112,7 +89,9 @@ async fn an_entry_after_the_close_on_the_stores_clock_never_joins_the_draw() {
             .map(|e| e.id.to_string())
             .collect();
         // Entries close on the store's clock; the draw is made.
-        move_to(&server, &clock, opened + TimeDelta::seconds(10)).await;
+        server
+            .move_to(&clock, opened + TimeDelta::seconds(10))
+            .await;
         assert!(
             drawn(&server, &sale).await.is_some(),
             "{setup:?}: never drawn"
@@ -120,7 +99,7 @@ async fn an_entry_after_the_close_on_the_stores_clock_never_joins_the_draw() {
         // An instance whose clock is 2 s behind still thinks entries are
         // open: the store refuses the entry all the same.
         clock.set(opened + TimeDelta::seconds(8));
-        let (status, late) = enter(&server, "late", "slow").await;
+        let (status, late) = server.enter("late", json!({"user_id": "slow"})).await;
         assert_eq!(status, 409, "{setup:?}: the late entry: {late}");
         assert_eq!(late["error"]["code"], "entries_closed", "{late}");
         // The published order is exactly the frozen set, and recomputes.
@@ -190,7 +169,9 @@ async fn a_draw_purchase_the_store_voided_lapses_and_the_draw_goes_on() {
         };
         let verdicts = store.commit(&[void]).await.unwrap();
         assert!(matches!(verdicts[..], [Verdict::Void(_)]), "{verdicts:?}");
-        move_to(&server, &clock, opened + TimeDelta::seconds(10)).await;
+        server
+            .move_to(&clock, opened + TimeDelta::seconds(10))
+            .await;
         let record = drawn(&server, &sale).await;
         assert!(
             record.is_some_and(|r| r.published_seed().is_some()),
@@ -220,7 +201,7 @@ async fn a_runner_whose_lease_ran_out_on_the_stores_clock_buys_nothing() {
         assert!(store.claim_draw(&sale, "a", LEASE).await.unwrap());
         store.shift_clock(LEASE + TimeDelta::milliseconds(1));
         assert!(store.claim_draw(&sale, "b", LEASE).await.unwrap());
-        move_store_to(&server, opened + TimeDelta::seconds(15)).await;
+        server.move_store_to(opened + TimeDelta::seconds(15)).await;
         let stopped = draw(server.state(), &sale, "a").await;
         assert!(stopped.is_err(), "{setup:?}: a ran without its lease");
         let (_, view) = server.get("/v1/sales/fenced").await;
@@ -283,7 +264,9 @@ async fn a_release_on_its_way_to_the_engine_keeps_the_draw_from_settling() {
     entered(&server, "owed", opened, 10, STOCK + 1).await;
     let sale = SaleId::new("owed").unwrap();
     let store = server.state().store();
-    move_to(&server, &clock, opened + TimeDelta::seconds(10)).await;
+    server
+        .move_to(&clock, opened + TimeDelta::seconds(10))
+        .await;
     assert!(drawn(&server, &sale).await.is_some(), "never drawn");
     let entries = store.entries(&sale).await.unwrap();
     let orders: Vec<OrderId> = entries[..STOCK]
@@ -343,7 +326,9 @@ async fn a_winner_whose_order_was_voided_lapses_and_the_draw_settles() {
     entered(&server, "lapsed", opened, 10, 2).await;
     let sale = SaleId::new("lapsed").unwrap();
     let store = server.state().store();
-    move_to(&server, &clock, opened + TimeDelta::seconds(10)).await;
+    server
+        .move_to(&clock, opened + TimeDelta::seconds(10))
+        .await;
     assert!(drawn(&server, &sale).await.is_some(), "never drawn");
     let entries = store.entries(&sale).await.unwrap();
     assert!(entries.iter().all(|e| e.result.as_str() == "won"));

@@ -26,8 +26,7 @@ async fn server(clock: &ManualClock) -> TestServer {
 async fn close_and_draw(server: &TestServer, clock: &ManualClock, sale: &SaleId) {
     let store = server.state().store();
     let close = store.draw(sale).await.unwrap().unwrap().config.close_at;
-    clock.set(close);
-    store.shift_clock(close - store.draw_clock().await.unwrap());
+    server.move_to(clock, close).await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while store.draw(sale).await.unwrap().unwrap().drawn_at.is_none() {
         assert!(std::time::Instant::now() < deadline, "never drawn");

@@ -31,14 +31,6 @@ async fn server(setup: Setup, clock: &ManualClock) -> TestServer {
     TestServer::start_with_clock(setup, Timing::default(), Arc::new(clock.clone())).await
 }
 
-/// Moves the instance's clock and the store's (which closes entries and
-/// times leases) to `at`.
-async fn move_to(server: &TestServer, clock: &ManualClock, at: DateTime<Utc>) {
-    clock.set(at);
-    let store = server.state().store();
-    store.shift_clock(at - store.draw_clock().await.unwrap());
-}
-
 /// A draw sale of `STOCK` items with a minute's payment hold, entries open
 /// from `now - 1 s` to `now + 10 s`.
 async fn draw_sale(server: &TestServer, id: &str, now: DateTime<Utc>) -> Value {
@@ -51,17 +43,6 @@ async fn draw_sale(server: &TestServer, id: &str, now: DateTime<Utc>) -> Value {
         .await;
     assert_eq!(status, 201, "{sale}");
     sale
-}
-
-async fn enter(server: &TestServer, sale: &str, body: Value) -> (u16, Value) {
-    let response = server
-        .client
-        .post(server.at(&format!("/v1/sales/{sale}/entries")))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    common::split(response).await
 }
 
 async fn my_entry(server: &TestServer, sale: &str, user: &str) -> Value {
@@ -147,19 +128,22 @@ async fn a_draw_sale_is_entered_drawn_published_and_rolled_down() {
         // Entries: once per buyer; nobody buys.
         let mut entries = Vec::new();
         for b in 0..BUYERS {
-            let (status, entry) = enter(&server, "drop", json!({"user_id": format!("b{b}")})).await;
+            let (status, entry) = server
+                .enter("drop", json!({"user_id": format!("b{b}")}))
+                .await;
             assert_eq!(status, 201, "{setup:?}: {entry}");
             assert_eq!(entry["result"], "entered");
             entries.push(entry);
         }
-        let (status, again) = enter(&server, "drop", json!({"user_id": "b0"})).await;
+        let (status, again) = server.enter("drop", json!({"user_id": "b0"})).await;
         assert_eq!(status, 200, "{again}");
         assert_eq!(again["entry_id"], entries[0]["entry_id"]);
         let (status, refused) = server.buy_with("drop", json!({"user_id": "b0"})).await;
         assert_eq!(status, 409, "{refused}");
         assert_eq!(refused["error"]["code"], "draw_sale");
-        let (status, refused) =
-            enter(&server, "drop", json!({"user_id": "x", "quantity": 2})).await;
+        let (status, refused) = server
+            .enter("drop", json!({"user_id": "x", "quantity": 2}))
+            .await;
         assert_eq!(status, 409, "{refused}");
         assert_eq!(refused["error"]["code"], "limit_exceeded");
         let draw = draw_when(&server, "drop", "entries_open").await;
@@ -170,8 +154,10 @@ async fn a_draw_sale_is_entered_drawn_published_and_rolled_down() {
         assert_eq!(draw["entry_count"], BUYERS);
 
         // Entries close: the draw is made within a tick.
-        move_to(&server, &clock, opened + TimeDelta::seconds(10)).await;
-        let (status, late) = enter(&server, "drop", json!({"user_id": "late"})).await;
+        server
+            .move_to(&clock, opened + TimeDelta::seconds(10))
+            .await;
+        let (status, late) = server.enter("drop", json!({"user_id": "late"})).await;
         assert_eq!(status, 409, "{late}");
         assert_eq!(late["error"]["code"], "entries_closed");
         let draw = draw_when(&server, "drop", "drawn").await;
@@ -232,7 +218,9 @@ async fn a_draw_sale_is_entered_drawn_published_and_rolled_down() {
         for order in &orders[..3] {
             assert_eq!(server.confirm(order).await.0, 200);
         }
-        move_to(&server, &clock, opened + TimeDelta::seconds(75)).await;
+        server
+            .move_to(&clock, opened + TimeDelta::seconds(75))
+            .await;
         stockade_server::holds::expire_due(server.state())
             .await
             .unwrap();
@@ -280,13 +268,16 @@ async fn a_draw_an_instance_died_in_is_finished_by_another_with_the_same_orders(
     draw_sale(&server, "taken-over", opened).await;
     for b in 0..BUYERS {
         assert_eq!(
-            enter(&server, "taken-over", json!({"user_id": format!("b{b}")}))
+            server
+                .enter("taken-over", json!({"user_id": format!("b{b}")}))
                 .await
                 .0,
             201
         );
     }
-    move_to(&server, &clock, opened + TimeDelta::seconds(10)).await;
+    server
+        .move_to(&clock, opened + TimeDelta::seconds(10))
+        .await;
     let sale = SaleId::new("taken-over").unwrap();
     let store = server.state().store();
     // A dead instance holds the lease, froze the entry set and had bought
@@ -347,12 +338,9 @@ async fn a_draw_an_instance_died_in_is_finished_by_another_with_the_same_orders(
         .unwrap();
     assert!(store.draw(&sale).await.unwrap().unwrap().drawn_at.is_none());
     // Its lease runs out: this instance makes the draw.
-    move_to(
-        &server,
-        &clock,
-        clock.now() + lease + TimeDelta::milliseconds(1),
-    )
-    .await;
+    server
+        .move_to(&clock, clock.now() + lease + TimeDelta::milliseconds(1))
+        .await;
     let draw = draw_when(&server, "taken-over", "drawn").await;
     assert_eq!(entry_ids(&draw), order);
     let winners: Vec<&Value> = draw["order"].as_array().unwrap()[..STOCK].iter().collect();
@@ -411,7 +399,7 @@ async fn draw_settings_that_cannot_work_are_refused_at_creation() {
     assert_eq!(server.get("/v1/sales/d").await.0, 404);
     // A race sale has no draw and takes no entries.
     server.create_sale(json!({"id": "race", "stock": 5})).await;
-    let (status, answer) = enter(&server, "race", json!({"user_id": "u"})).await;
+    let (status, answer) = server.enter("race", json!({"user_id": "u"})).await;
     assert_eq!(status, 409, "{answer}");
     assert_eq!(answer["error"]["code"], "not_a_draw");
     assert_eq!(server.get("/v1/sales/race/draw").await.0, 409);

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+mod draw;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
