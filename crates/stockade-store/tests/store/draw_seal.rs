@@ -21,6 +21,12 @@ fn url(dir: &Path) -> String {
     format!("sqlite://{}?mode=rwc", dir.join("orders.db").display())
 }
 
+/// The frozen entries' ids in their drawn order.
+async fn placed(store: &OrderStore, sale: &SaleId) -> Vec<String> {
+    let entries = store.entries(sale).await.unwrap();
+    entries.iter().map(|e| e.id.to_string()).collect()
+}
+
 /// Enters three buyers and moves the store's clock past the close.
 async fn enter_three(store: &OrderStore, sale: &SaleId) -> Vec<String> {
     let item = Item {
@@ -106,13 +112,7 @@ async fn a_draw_saved_before_sealed_seeds_keeps_its_seed() {
         store.freeze_draw(&sale, "me", None).await.unwrap(),
         Freeze::Frozen { .. }
     ));
-    let placed: Vec<String> = store
-        .entries(&sale)
-        .await
-        .unwrap()
-        .iter()
-        .map(|e| e.id.to_string())
-        .collect();
+    let placed = placed(&store, &sale).await;
     assert_eq!(placed, draw_order(&legacy, &ids).unwrap());
 }
 
@@ -162,12 +162,6 @@ async fn a_sealed_draw_is_frozen_only_with_the_key_it_was_created_with() {
         .unwrap();
     assert!(seed.matches(&sealed.commitment));
     assert_eq!(seed, key.seed(&sale, &sealed.nonce));
-    let placed: Vec<String> = store
-        .entries(&sale)
-        .await
-        .unwrap()
-        .iter()
-        .map(|e| e.id.to_string())
-        .collect();
+    let placed = placed(&store, &sale).await;
     assert_eq!(placed, draw_order(&seed, &ids).unwrap());
 }
