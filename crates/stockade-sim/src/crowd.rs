@@ -12,10 +12,11 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
-use crate::clock::TrueTime;
-use crate::history::{History, Named};
+use crate::clock::{SimClock, TrueTime};
+use crate::history::{History, Judged, Named};
 use crate::scenario::{AfterOrder, Buyer, Sale};
 use crate::world::{ADMIN_TOKEN, Answer, Gateway, json_request};
+use stockade_core::Clock;
 
 /// What a buyer task shares with the run.
 #[derive(Clone)]
@@ -28,6 +29,8 @@ pub struct Crowd {
     pub time: TrueTime,
     /// The sale.
     pub sale: Arc<Sale>,
+    /// Each instance's clock.
+    pub clocks: Vec<SimClock>,
 }
 
 /// Codes a refusal may carry: anything else answered 4xx is unexpected.
@@ -71,6 +74,7 @@ impl Crowd {
         tokio::time::sleep(Duration::from_millis(buyer.arrives_ms)).await;
         let rounds = if buyer.buys_again { 2 } else { 1 };
         for round in 0..rounds {
+            // Unkeyed purchases are told apart in the log by their round.
             let key = format!("{}-{round}", buyer.user);
             if let Some((order, status)) = self.purchase(&buyer, &key, &mut rng).await {
                 self.follow(&buyer, &order, &status, &mut rng).await;
@@ -101,16 +105,32 @@ impl Crowd {
         for attempt in 0..=buyer.retries {
             let instance = rng.random_range(0..self.gateway.instances());
             let mut request = json_request("POST", &uri, &body, false);
-            request
-                .headers_mut()
-                .insert("idempotency-key", key.parse().expect("a header value"));
+            if buyer.keyed {
+                request
+                    .headers_mut()
+                    .insert("idempotency-key", key.parse().expect("a header value"));
+            }
             if buyer.respond_async {
                 request
                     .headers_mut()
                     .insert("prefer", "respond-async".parse().expect("a header value"));
             }
             let what = format!("buy key={key} attempt={attempt}");
+            let clock = &self.clocks[instance];
+            let sent_ms = clock.now().timestamp_millis();
             let answer = self.call(&buyer.user, instance, &what, request).await;
+            if let Some((status, body)) = &answer {
+                self.history.judged(Judged {
+                    user: buyer.user.clone(),
+                    status: *status,
+                    code: body["error"]["code"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    sent_ms,
+                    answered_ms: clock.now().timestamp_millis(),
+                });
+            }
             let retry = match &answer {
                 None => true,
                 Some((status @ 200..=202, body)) => {
@@ -118,7 +138,7 @@ impl Crowd {
                     let status_text = body["status"].as_str().unwrap_or_default().to_owned();
                     self.history.named(Named {
                         user: buyer.user.clone(),
-                        key: key.to_owned(),
+                        key: buyer.keyed.then(|| key.to_owned()).unwrap_or_default(),
                         order: order.clone(),
                         status: *status,
                         order_status: status_text.clone(),
@@ -129,7 +149,7 @@ impl Crowd {
                     if let Some(order) = body["error"]["order_id"].as_str() {
                         self.history.named(Named {
                             user: buyer.user.clone(),
-                            key: key.to_owned(),
+                            key: buyer.keyed.then(|| key.to_owned()).unwrap_or_default(),
                             order: order.to_owned(),
                             status: 503,
                             order_status: String::new(),

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 pub struct Named {
     /// The buyer.
     pub user: String,
-    /// The idempotency key it was asked with.
+    /// The idempotency key it was asked with (empty for none).
     pub key: String,
     /// The order.
     pub order: String,
@@ -21,6 +21,22 @@ pub struct Named {
     pub status: u16,
     /// The order's status in the answer (`confirmed`, `held`, `pending`).
     pub order_status: String,
+}
+
+/// A purchase's answer, with the answering instance's clock around it
+/// (ms since the Unix epoch): the window checks judge it by that clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judged {
+    /// The buyer.
+    pub user: String,
+    /// The answer's status code.
+    pub status: u16,
+    /// The error's code, if it is one.
+    pub code: String,
+    /// The instance's clock when the request was sent.
+    pub sent_ms: i64,
+    /// The instance's clock when the answer came.
+    pub answered_ms: i64,
 }
 
 /// The run's log, shared by every task of the run.
@@ -34,6 +50,7 @@ struct Inner {
     lines: Vec<String>,
     hash: Sha256,
     named: Vec<Named>,
+    judged: Vec<Judged>,
     /// Orders a confirm answered 200 `confirmed` for.
     confirmed: Vec<String>,
     /// Orders a cancel answered 200 for.
@@ -62,6 +79,16 @@ impl History {
     /// Records an order named to a buyer.
     pub fn named(&self, named: Named) {
         self.inner.lock().named.push(named);
+    }
+
+    /// Records a purchase's answer for the window checks.
+    pub fn judged(&self, judged: Judged) {
+        self.inner.lock().judged.push(judged);
+    }
+
+    /// Every purchase's answer.
+    pub fn judged_answers(&self) -> Vec<Judged> {
+        self.inner.lock().judged.clone()
     }
 
     /// Records a confirm answered `confirmed`.

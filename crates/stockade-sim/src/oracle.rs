@@ -128,10 +128,12 @@ pub async fn judge(
     verdict.named = named.len();
     let mut named_by_key: BTreeMap<(&str, &str), BTreeSet<&str>> = BTreeMap::new();
     for n in &named {
-        named_by_key
-            .entry((n.user.as_str(), n.key.as_str()))
-            .or_default()
-            .insert(n.order.as_str());
+        if !n.key.is_empty() {
+            named_by_key
+                .entry((n.user.as_str(), n.key.as_str()))
+                .or_default()
+                .insert(n.order.as_str());
+        }
         let Ok(id) = n.order.parse::<OrderId>() else {
             bad(format!(
                 "{} key {}: answer {} named an order id that does not parse: {:?}",
@@ -208,4 +210,51 @@ async fn all_orders(
         after = Some(last.id);
         all.extend(page);
     }
+}
+
+/// The sale's window as each buyer's answers were judged: `not_started`
+/// only while the answering instance's clock was before the buyer's start
+/// (their tier's, or the sale's), `ended` only once it was past the end,
+/// and no order before the start or after the end.
+pub fn windows(
+    sale: &Sale,
+    tiers: &BTreeMap<String, Option<String>>,
+    answers: &[crate::history::Judged],
+) -> Vec<Violation> {
+    let at = |ms: u64| {
+        (crate::clock::epoch() + chrono::TimeDelta::milliseconds(ms as i64)).timestamp_millis()
+    };
+    let mut violations = Vec::new();
+    for answer in answers {
+        let tier = tiers.get(&answer.user).cloned().flatten();
+        let early = tier
+            .as_deref()
+            .and_then(|name| sale.tiers.iter().find(|t| t.name == name))
+            .map_or(0, |t| t.early_ms);
+        let starts = at(sale.starts_ms.saturating_sub(early));
+        let ends = sale.ends_ms.map(at);
+        let sold = matches!(answer.status, 200..=202);
+        let wrong = match answer.code.as_str() {
+            "not_started" if answer.sent_ms >= starts => {
+                Some(format!("not_started, though its start {starts} had passed"))
+            }
+            "ended" if ends.is_none_or(|ends| answer.answered_ms < ends) => {
+                Some(format!("ended, though the end {ends:?} had not come"))
+            }
+            _ if sold && answer.answered_ms < starts => {
+                Some(format!("an order before its start {starts}"))
+            }
+            _ if sold && ends.is_some_and(|ends| answer.sent_ms >= ends) => {
+                Some(format!("an order after the end {ends:?}"))
+            }
+            _ => None,
+        };
+        if let Some(wrong) = wrong {
+            violations.push(format!(
+                "buyer {} (tier {tier:?}) was answered {} {} between {} and {} on the instance's clock: {wrong}",
+                answer.user, answer.status, answer.code, answer.sent_ms, answer.answered_ms
+            ));
+        }
+    }
+    violations
 }

@@ -108,6 +108,9 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
         history: history.clone(),
         time,
         sale: Arc::clone(&sale),
+        clocks: (0..scenario.instances)
+            .map(|i| world.clock(i).clone())
+            .collect(),
     };
     let mut seeds = rand_chacha::ChaCha8Rng::seed_from_u64(scenario.seed);
     let buyers: Vec<_> = scenario
@@ -155,7 +158,15 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
         .collect();
     match world.store() {
         Some(store) => {
-            let verdict = oracle::judge(&sale, &limits, &history, &store, &remaining).await;
+            let tiers: BTreeMap<String, Option<String>> = scenario
+                .buyers
+                .iter()
+                .map(|b| (b.user.clone(), b.tier.clone()))
+                .collect();
+            let mut verdict = oracle::judge(&sale, &limits, &history, &store, &remaining).await;
+            verdict
+                .violations
+                .extend(oracle::windows(&sale, &tiers, &history.judged_answers()));
             violations.extend(verdict.violations);
         }
         None => violations.push("no instance is running at the end".into()),

@@ -13,7 +13,7 @@ use crate::clock::epoch;
 pub struct Size {
     /// Buyers in the crowd.
     pub buyers: usize,
-    /// Faults injected (at most).
+    /// Faults injected.
     pub faults: usize,
     /// Simulated length of the crowd's arrivals, in ms.
     pub span_ms: u64,
@@ -146,6 +146,9 @@ pub struct Buyer {
     pub items: Vec<(usize, u32)>,
     /// Whether they ask for an asynchronous answer.
     pub respond_async: bool,
+    /// Whether their purchases carry an idempotency key (some clients
+    /// send none; their answers come from the instance's caches sooner).
+    pub keyed: bool,
     /// How many times they repeat a purchase that was not answered for
     /// sure (503, an instance down), with the same key.
     pub retries: u32,
@@ -190,7 +193,15 @@ pub const MAX_OFFSET_MS: i64 = 500;
 impl Scenario {
     /// The scenario of `seed` at `size`.
     pub fn draw(seed: u64, size: Size) -> Self {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        // One stream each for the sale, the crowd and the faults, so that a
+        // smaller size (the shrinker's) keeps the same sale, the first
+        // buyers and the first faults.
+        let stream = |n: u64| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            rng.set_stream(n);
+            rng
+        };
+        let mut rng = stream(0);
         // The embedded default's memory engine serves one instance.
         let instances = 1;
         let clocks = (0..instances)
@@ -202,10 +213,12 @@ impl Scenario {
             })
             .collect();
         let sale = draw_sale(&mut rng, size);
+        let mut rng = stream(1);
         let buyers = (0..size.buyers)
             .map(|i| draw_buyer(&mut rng, i, &sale, size))
             .collect();
-        let mut faults: Vec<(u64, Fault)> = (0..rng.random_range(0..=size.faults))
+        let mut rng = stream(2);
+        let mut faults: Vec<(u64, Fault)> = (0..size.faults)
             .map(|_| {
                 let at = rng.random_range(0..size.span_ms.max(1));
                 let instance = rng.random_range(0..instances);
@@ -235,14 +248,14 @@ fn draw_sale(rng: &mut ChaCha8Rng, size: Size) -> Sale {
     let skus: Vec<Sku> = (0..rng.random_range(1..=3))
         .map(|i| Sku {
             id: format!("s{i}"),
-            stock: rng.random_range(1..=(size.buyers as u32 / 2).max(2)),
+            stock: rng.random_range(1..=400),
         })
         .collect();
     let starts_ms = rng.random_range(0..=size.span_ms / 4);
     let tiers = if rng.random_bool(0.4) {
         vec![Tier {
             name: "members".into(),
-            reserved: rng.random_range(0..=skus[0].stock),
+            reserved: rng.random_range(1..=skus[0].stock),
             per_user_limit: rng.random_range(1..=4),
             early_ms: rng.random_range(0..=5_000),
         }]
@@ -285,6 +298,7 @@ fn draw_buyer(rng: &mut ChaCha8Rng, index: usize, sale: &Sale, size: Size) -> Bu
         tier: (!sale.tiers.is_empty() && rng.random_bool(0.3)).then(|| "members".into()),
         items,
         respond_async: rng.random_bool(0.3),
+        keyed: rng.random_bool(0.7),
         retries: rng.random_range(0..=3),
         buys_again: rng.random_bool(0.15),
         after,
