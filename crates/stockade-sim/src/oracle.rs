@@ -258,3 +258,67 @@ pub fn windows(
     }
     violations
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::Judged;
+    use crate::scenario::{Sku, Tier};
+
+    fn sale() -> Sale {
+        Sale {
+            id: "drop".into(),
+            skus: vec![Sku {
+                id: "s0".into(),
+                stock: 10,
+            }],
+            per_user_limit: 1,
+            per_sku_limit: None,
+            hold_seconds: None,
+            starts_ms: 10_000,
+            ends_ms: Some(20_000),
+            tiers: vec![Tier {
+                name: "members".into(),
+                reserved: 5,
+                per_user_limit: 2,
+                early_ms: 4_000,
+            }],
+            release_reserved_ms: None,
+        }
+    }
+
+    fn answer(user: &str, status: u16, code: &str, at_ms: i64) -> Judged {
+        let at = crate::clock::epoch().timestamp_millis() + at_ms;
+        Judged {
+            user: user.into(),
+            status,
+            code: code.into(),
+            sent_ms: at,
+            answered_ms: at,
+        }
+    }
+
+    #[test]
+    fn a_member_turned_away_in_their_tiers_window_is_a_violation() {
+        let tiers = BTreeMap::from([
+            ("m".to_owned(), Some("members".to_owned())),
+            ("p".to_owned(), None),
+        ]);
+        let right = [
+            answer("m", 409, "not_started", 5_999),
+            answer("p", 409, "not_started", 9_999),
+            answer("m", 201, "", 6_000),
+            answer("p", 409, "ended", 20_000),
+        ];
+        assert_eq!(windows(&sale(), &tiers, &right), Vec::<String>::new());
+        for wrong in [
+            answer("m", 409, "not_started", 6_000),
+            answer("p", 201, "", 9_999),
+            answer("p", 409, "ended", 19_999),
+            answer("m", 201, "", 20_000),
+        ] {
+            let found = windows(&sale(), &tiers, std::slice::from_ref(&wrong));
+            assert_eq!(found.len(), 1, "{wrong:?} is wrong: {found:?}");
+        }
+    }
+}

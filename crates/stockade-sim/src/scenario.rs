@@ -262,17 +262,22 @@ fn draw_sale(rng: &mut ChaCha8Rng, size: Size) -> Sale {
     } else {
         Vec::new()
     };
+    let ends_ms = rng
+        .random_bool(0.3)
+        .then(|| starts_ms + rng.random_range(size.span_ms / 4..=size.span_ms).max(2));
+    // The reserves go to everyone before the sale ends.
+    let release_reserved_ms = (!tiers.is_empty() && rng.random_bool(0.5)).then(|| {
+        let last = ends_ms.map_or(size.span_ms / 2, |ends| ends - starts_ms - 1);
+        starts_ms + rng.random_range(0..=last)
+    });
     Sale {
         id: "drop".into(),
         per_user_limit: rng.random_range(1..=3),
         per_sku_limit: rng.random_bool(0.3).then(|| rng.random_range(1..=2)),
         hold_seconds: rng.random_bool(0.5).then(|| rng.random_range(1..=20)),
         starts_ms,
-        ends_ms: rng
-            .random_bool(0.3)
-            .then(|| starts_ms + rng.random_range(size.span_ms / 4..=size.span_ms)),
-        release_reserved_ms: (!tiers.is_empty() && rng.random_bool(0.5))
-            .then(|| starts_ms + rng.random_range(0..=size.span_ms / 2)),
+        ends_ms,
+        release_reserved_ms,
         tiers,
         skus,
     }
