@@ -101,6 +101,11 @@ impl Crowd {
             body["tier"] = json!(tier);
         }
         let uri = format!("/v1/sales/{}/purchases", self.sale.id);
+        let named_key = if buyer.keyed {
+            key.to_owned()
+        } else {
+            String::new()
+        };
         let mut named = None;
         for attempt in 0..=buyer.retries {
             let instance = rng.random_range(0..self.gateway.instances());
@@ -138,7 +143,7 @@ impl Crowd {
                     let status_text = body["status"].as_str().unwrap_or_default().to_owned();
                     self.history.named(Named {
                         user: buyer.user.clone(),
-                        key: buyer.keyed.then(|| key.to_owned()).unwrap_or_default(),
+                        key: named_key.clone(),
                         order: order.clone(),
                         status: *status,
                         order_status: status_text.clone(),
@@ -149,7 +154,7 @@ impl Crowd {
                     if let Some(order) = body["error"]["order_id"].as_str() {
                         self.history.named(Named {
                             user: buyer.user.clone(),
-                            key: buyer.keyed.then(|| key.to_owned()).unwrap_or_default(),
+                            key: named_key.clone(),
                             order: order.to_owned(),
                             status: 503,
                             order_status: String::new(),
