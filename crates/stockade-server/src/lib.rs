@@ -39,6 +39,7 @@
 //!   variables over the file over defaults and checked into a
 //!   [`config::ServerConfig`].
 //! - [`state`]: the running service's parts, each state machine a field.
+//! - [`tasks`]: the instance's tasks, which the simulator can end at once.
 //! - [`listener`]: the HTTP server: connection cap, header-read and idle
 //!   timeouts, bounded shutdown; [`client_cap`]: connections per client.
 //! - [`startup`]: reaching the database and Redis at start.
@@ -98,6 +99,7 @@ pub mod shedding;
 pub mod snapshot;
 pub mod startup;
 pub mod state;
+pub mod tasks;
 pub mod telemetry;
 pub mod waiting_room;
 pub mod writer;

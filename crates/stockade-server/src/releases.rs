@@ -259,7 +259,7 @@ pub async fn apply_forever(state: AppState) {
             slot.running = true;
             let state = state.clone();
             let slots = Arc::clone(&slots);
-            tokio::spawn(async move {
+            crate::tasks::spawn(async move {
                 let result = apply_sale(&state, &sale).await;
                 let mut table = slots.lock();
                 match result {

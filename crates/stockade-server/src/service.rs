@@ -19,7 +19,7 @@ use crate::recovery::RecoveryError;
 use crate::startup::{Backend, Unreachable};
 use crate::state::{AppState, StateParts};
 use crate::writer::CommitQueue;
-use stockade_store::{Calls, OrderStore, StoreEngine, StoreError, StoreOptions};
+use stockade_store::{Calls, OrderStore, Outage, StoreEngine, StoreError, StoreOptions};
 
 use crate::api::app;
 use crate::{activity, client_cap, journal, listener, recovery, retirement, startup, waiting_room};
@@ -93,6 +93,8 @@ pub struct Parts {
     pub store_clock: Option<Arc<dyn Clock>>,
     /// How calls to the store and to the intake journal meet the runtime.
     pub calls: Calls,
+    /// The simulated database's outages.
+    pub store_outage: Option<Outage>,
 }
 
 /// A started service: store open, engine connected and recovered, writer
@@ -136,6 +138,7 @@ impl Service {
                 clock,
                 store_clock: None,
                 calls: Calls::Async,
+                store_outage: None,
             },
         )
         .await
@@ -147,10 +150,12 @@ impl Service {
             clock,
             store_clock,
             calls,
+            store_outage,
         } = parts;
         let store_options = StoreOptions {
             clock: store_clock,
             calls,
+            outage: store_outage,
         };
         if let StoreLocation::Sqlite(path) = config.store()
             && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
@@ -312,19 +317,20 @@ impl Service {
         });
         recover_at_start(&state).await?;
         state.mark_started();
-        let reconciler = tokio::spawn(recovery::reconcile_forever(
+        let reconciler = crate::tasks::spawn(recovery::reconcile_forever(
             state.clone(),
             redis.map(|(redis, _)| redis),
             run_id,
             config.outbox_grace(),
         ));
-        let ticker = tokio::spawn(waiting_room::ticker::run_forever(state.clone()));
-        let retirer = tokio::spawn(retirement::retire_forever(
+        let ticker = crate::tasks::spawn(waiting_room::ticker::run_forever(state.clone()));
+        let retirer = crate::tasks::spawn(retirement::retire_forever(
             state.clone(),
             config.ended_sale_retention(),
         ));
-        let compactor = journal
-            .map(|journal| tokio::spawn(journal::compact_forever(journal, state.store().clone())));
+        let compactor = journal.map(|journal| {
+            crate::tasks::spawn(journal::compact_forever(journal, state.store().clone()))
+        });
         Ok(Self {
             retirer,
             compactor,

@@ -38,12 +38,16 @@ impl TrueTime {
 
     /// Milliseconds since the run started.
     pub fn millis(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+        u64::try_from(elapsed(self.started).num_milliseconds()).unwrap_or_default()
     }
 }
 
+/// Time since `since` on the run's runtime. Inside a store call (which
+/// runs to its end while the run's time stands still, with another
+/// runtime's clock current) it is the time the call started.
 fn elapsed(since: Instant) -> TimeDelta {
-    TimeDelta::from_std(since.elapsed()).unwrap_or(TimeDelta::MAX)
+    let now = stockade_store::inline_call_started().unwrap_or_else(Instant::now);
+    TimeDelta::from_std(now.saturating_duration_since(since)).unwrap_or(TimeDelta::MAX)
 }
 
 /// One machine's clock: true time, moved by `offset`, running fast or slow

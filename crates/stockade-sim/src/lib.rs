@@ -13,6 +13,7 @@
 pub mod batch;
 pub mod clock;
 pub mod crowd;
+pub mod faults;
 pub mod history;
 pub mod oracle;
 pub mod redis;

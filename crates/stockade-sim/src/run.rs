@@ -11,6 +11,7 @@ use stockade_core::entropy;
 
 use crate::clock::{SimClock, TrueTime};
 use crate::crowd::{Crowd, get};
+use crate::faults;
 use crate::history::History;
 use crate::oracle::{self, Violation};
 use crate::scenario::{Fault, Scenario, Size};
@@ -121,33 +122,24 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
             tokio::spawn(crowd.clone().buyer(buyer.clone(), seed))
         })
         .collect();
-    for (at, fault) in &scenario.faults {
-        tokio::time::sleep_until(
-            tokio::time::Instant::now()
-                + Duration::from_millis(*at).saturating_sub(Duration::from_millis(time.millis())),
-        )
-        .await;
-        match *fault {
-            Fault::Restart(i, down_ms) => {
-                history.log(time.millis(), format!("fault: stop i{i}"));
-                world.stop(i).await;
-                tokio::time::sleep(Duration::from_millis(down_ms)).await;
-                history.log(time.millis(), format!("fault: start i{i}"));
-                if let Err(e) = world.start(i).await {
-                    violations.push(format!("instance {i} did not start again: {e}"));
-                }
-            }
-            Fault::ClockJump(i, by) => {
-                history.log(time.millis(), format!("fault: clock of i{i} jumps {by} ms"));
-                world.clock(i).jump(TimeDelta::milliseconds(by));
-            }
-        }
-    }
+    let outage = world.store_outage();
+    let world = Arc::new(tokio::sync::Mutex::new(world));
+    let faults = faults::play(&scenario.faults, &world, &outage, &history, time);
     for buyer in buyers {
         if let Err(e) = buyer.await {
             violations.push(format!("a buyer's task failed: {e}"));
         }
     }
+    for fault in faults {
+        match fault.await {
+            Ok(Some(broken)) => violations.push(broken),
+            Ok(None) => {}
+            Err(e) => violations.push(format!("a fault's task failed: {e}")),
+        }
+    }
+    let mut world = Arc::into_inner(world)
+        .expect("the fault tasks have ended")
+        .into_inner();
     tokio::time::sleep(SETTLE).await;
     let remaining = remaining_of(&gateway, &sale.id).await;
     history.log(time.millis(), format!("end: remaining {remaining:?}"));
@@ -241,6 +233,20 @@ pub fn features(scenario: &Scenario) -> Vec<&'static str> {
             .iter()
             .any(|(_, f)| matches!(f, Fault::Restart(..))),
         "fault: restart",
+    );
+    has(
+        scenario
+            .faults
+            .iter()
+            .any(|(_, f)| matches!(f, Fault::StoreOutage(..))),
+        "fault: store outage",
+    );
+    has(
+        scenario
+            .faults
+            .iter()
+            .any(|(_, f)| matches!(f, Fault::Crash(..))),
+        "fault: crash",
     );
     has(
         scenario

@@ -165,6 +165,11 @@ pub enum Fault {
     Restart(usize, u64),
     /// Instance `0`'s clock jumps by `1` ms.
     ClockJump(usize, i64),
+    /// Instance `0` is killed (nothing drained) and started again `1` ms
+    /// later.
+    Crash(usize, u64),
+    /// The store stops answering for `0` ms.
+    StoreOutage(u64),
 }
 
 /// Everything a run does.
@@ -222,11 +227,14 @@ impl Scenario {
             .map(|_| {
                 let at = rng.random_range(0..size.span_ms.max(1));
                 let instance = rng.random_range(0..instances);
-                let fault = if rng.random_bool(0.5) {
-                    Fault::Restart(instance, rng.random_range(0..3_000))
-                } else {
-                    let by = rng.random_range(-MAX_OFFSET_MS..=MAX_OFFSET_MS);
-                    Fault::ClockJump(instance, by)
+                let fault = match rng.random_range(0..4) {
+                    3 => Fault::StoreOutage(rng.random_range(100..8_000)),
+                    0 => Fault::Restart(instance, rng.random_range(0..3_000)),
+                    1 => Fault::Crash(instance, rng.random_range(0..3_000)),
+                    _ => {
+                        let by = rng.random_range(-MAX_OFFSET_MS..=MAX_OFFSET_MS);
+                        Fault::ClockJump(instance, by)
+                    }
                 };
                 (at, fault)
             })

@@ -11,8 +11,9 @@ use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use serde_json::Value;
 use stockade_server::config::{RawConfig, ServerConfig};
+use stockade_server::tasks::Tasks;
 use stockade_server::{Parts, Service};
-use stockade_store::{Calls, OrderStore};
+use stockade_store::{Calls, OrderStore, Outage};
 use tower::ServiceExt;
 
 use crate::clock::SimClock;
@@ -24,36 +25,68 @@ pub const ADMIN_TOKEN: &str = "sim-admin-token-0123456789abcdef";
 pub type Answer = (u16, Value);
 
 /// What the crowd reaches the instances through: `None` for an instance
-/// that is down (a refused connection).
+/// that is down (a refused connection) or crashed while the request was
+/// in flight (a reset connection).
 #[derive(Clone, Default)]
 pub struct Gateway {
-    routers: Arc<Mutex<Vec<Option<Router>>>>,
+    slots: Arc<Mutex<Vec<Slot>>>,
+}
+
+/// An instance as the gateway sees it.
+#[derive(Clone)]
+struct Slot {
+    router: Option<Router>,
+    /// Counts the instance's crashes: a request in flight when it moves
+    /// gets no answer.
+    crashes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Gateway {
-    /// Sends `request` to instance `instance`; `None` if it is down.
+    /// Sends `request` to instance `instance`; `None` if it is down or
+    /// crashes before it answers.
     pub async fn call(&self, instance: usize, request: Request<Body>) -> Option<Answer> {
-        let router = self.routers.lock().get(instance).cloned().flatten()?;
-        let response = router.oneshot(request).await.ok()?;
-        let status = response.status().as_u16();
-        let bytes = response.into_body().collect().await.ok()?.to_bytes();
-        Some((
-            status,
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        ))
+        let (router, mut crashes) = {
+            let slots = self.slots.lock();
+            let slot = slots.get(instance)?;
+            (slot.router.clone()?, slot.crashes.subscribe())
+        };
+        let answer = async {
+            let response = router.oneshot(request).await.ok()?;
+            let status = response.status().as_u16();
+            let bytes = response.into_body().collect().await.ok()?.to_bytes();
+            Some((
+                status,
+                serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            ))
+        };
+        tokio::select! {
+            biased;
+            _ = crashes.changed() => None,
+            answer = answer => answer,
+        }
     }
 
     /// How many instances there are (up or down).
     pub fn instances(&self) -> usize {
-        self.routers.lock().len()
+        self.slots.lock().len()
     }
 
     fn set(&self, instance: usize, router: Option<Router>) {
-        let mut routers = self.routers.lock();
-        if routers.len() <= instance {
-            routers.resize(instance + 1, None);
+        let mut slots = self.slots.lock();
+        while slots.len() <= instance {
+            slots.push(Slot {
+                router: None,
+                crashes: tokio::sync::watch::channel(0).0,
+            });
         }
-        routers[instance] = router;
+        slots[instance].router = router;
+    }
+
+    /// Cuts every request in flight to `instance`.
+    fn crashed(&self, instance: usize) {
+        if let Some(slot) = self.slots.lock().get(instance) {
+            slot.crashes.send_modify(|n| *n += 1);
+        }
     }
 }
 
@@ -76,12 +109,15 @@ struct Instance {
     config: ServerConfig,
     clock: SimClock,
     service: Option<Service>,
+    /// Its process's tasks.
+    tasks: Tasks,
 }
 
 /// The cluster.
 pub struct World {
     instances: Vec<Instance>,
     store_clock: SimClock,
+    store_outage: Outage,
     gateway: Gateway,
 }
 
@@ -112,12 +148,14 @@ impl World {
                     config: config(&dir.join(format!("instance-{i}")))?,
                     clock,
                     service: None,
+                    tasks: Tasks::default(),
                 })
             })
             .collect::<Result<_, WorldError>>()?;
         Ok(Self {
             instances,
             store_clock,
+            store_outage: Outage::default(),
             gateway: Gateway::default(),
         })
     }
@@ -135,12 +173,19 @@ impl World {
     /// Starts instance `i` (recovery included) and opens it to the crowd.
     pub async fn start(&mut self, i: usize) -> Result<(), WorldError> {
         let instance = &mut self.instances[i];
+        if instance.service.is_some() {
+            return Ok(());
+        }
         let parts = Parts {
             clock: Arc::new(instance.clock.clone()),
             store_clock: Some(Arc::new(self.store_clock.clone())),
             calls: Calls::Inline,
+            store_outage: Some(self.store_outage.clone()),
         };
-        let service = Service::start_with(&instance.config, parts)
+        instance.tasks = Tasks::default();
+        let service = instance
+            .tasks
+            .scope(Service::start_with(&instance.config, parts))
             .await
             .map_err(|e| WorldError::Start(i, e.to_string()))?;
         self.gateway.set(i, Some(service.router()));
@@ -155,6 +200,27 @@ impl World {
         if let Some(service) = self.instances[i].service.take() {
             service.stop().await;
         }
+    }
+
+    /// Kills instance `i`: its tasks end where they are, requests in flight
+    /// get no answer, nothing is drained; what it wrote to disk (the store,
+    /// its intake journal) stays.
+    pub fn crash(&mut self, i: usize) {
+        self.gateway.set(i, None);
+        self.gateway.crashed(i);
+        self.instances[i].tasks.abort_all();
+        drop(self.instances[i].service.take());
+    }
+
+    /// The switch that takes the store down (every call waits) and
+    /// brings it back.
+    pub fn store_outage(&self) -> Outage {
+        self.store_outage.clone()
+    }
+
+    /// Whether instance `i` is running.
+    pub fn is_running(&self, i: usize) -> bool {
+        self.instances[i].service.is_some()
     }
 
     /// The store, through the first running instance.

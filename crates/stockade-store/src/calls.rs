@@ -11,6 +11,7 @@
 
 use std::cell::Cell;
 use std::future::Future;
+use std::sync::OnceLock;
 
 /// How the store's calls run: awaited ([`Calls::Async`], the service) or
 /// each to its end before control returns ([`Calls::Inline`], the
@@ -25,40 +26,98 @@ pub enum Calls {
 }
 
 thread_local! {
-    /// True while an inline call runs on this thread: a call it makes
-    /// (one store method calling another) runs within it.
-    static INSIDE: Cell<bool> = const { Cell::new(false) };
+    /// While an inline call runs on this thread: the instant (of the
+    /// caller's runtime) it started. A call it makes (one store method
+    /// calling another) runs within it.
+    static INSIDE: Cell<Option<tokio::time::Instant>> = const { Cell::new(None) };
 }
 
-/// Marks this thread as inside an inline call until dropped.
+/// Where inline calls run: sqlx's own tasks (a connection handed back to
+/// its pool, a timer of the pool) must not wait for the caller's runtime,
+/// which is blocked in the call. One worker thread, started on first use.
+fn own_runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("stockade-store-calls")
+            .enable_all()
+            .build()
+            .expect("the store's runtime for inline calls")
+    })
+}
+
+/// Marks this thread as inside an inline call started at `started` until
+/// dropped.
 struct Inside;
 
 impl Inside {
-    fn enter() -> Self {
-        INSIDE.with(|inside| inside.set(true));
+    fn enter(started: tokio::time::Instant) -> Self {
+        INSIDE.with(|inside| inside.set(Some(started)));
         Self
     }
 }
 
 impl Drop for Inside {
     fn drop(&mut self) {
-        INSIDE.with(|inside| inside.set(false));
+        INSIDE.with(|inside| inside.set(None));
     }
+}
+
+/// The instant (on the caller's runtime) the inline call running on this
+/// thread started, if one is: the caller's time stands still during the
+/// call, and its clock cannot be read from the thread that runs it.
+pub fn inline_call_started() -> Option<tokio::time::Instant> {
+    INSIDE.with(Cell::get)
 }
 
 impl Calls {
     /// Runs one store call.
-    pub(crate) async fn run<T>(self, work: impl Future<Output = T>) -> T {
-        if self == Calls::Async || INSIDE.with(Cell::get) {
+    pub(crate) async fn run<T: Send>(self, work: impl Future<Output = T> + Send) -> T {
+        if self == Calls::Async || inline_call_started().is_some() {
             return work.await;
         }
-        let done = {
-            let _inside = Inside::enter();
-            futures::executor::block_on(work)
-        };
-        // The pool takes a connection back in a task of its own: let it
-        // run before the next call asks for one.
-        tokio::task::yield_now().await;
-        done
+        let started = tokio::time::Instant::now();
+        // On a thread of its own, driven by the store's runtime, while the
+        // caller's thread (and with it the caller's runtime) waits.
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let _inside = Inside::enter(started);
+                    own_runtime().block_on(work)
+                })
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+    }
+}
+
+/// A database that stops answering and starts again: while it is down,
+/// every call waits (before it starts) until it is back, as calls to a
+/// database that hangs do. The simulator's store outage; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Outage {
+    down: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for Outage {
+    fn default() -> Self {
+        Self {
+            down: tokio::sync::watch::channel(false).0,
+        }
+    }
+}
+
+impl Outage {
+    /// Takes the database down (`true`) or brings it back (`false`).
+    pub fn set_down(&self, down: bool) {
+        self.down.send_replace(down);
+    }
+
+    /// Returns once the database is up.
+    pub(crate) async fn wait_up(&self) {
+        let mut down = self.down.subscribe();
+        // The sender lives in `self`: the wait cannot fail.
+        let _ = down.wait_for(|down| !*down).await;
     }
 }

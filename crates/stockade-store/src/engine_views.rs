@@ -91,9 +91,9 @@ impl OrderStore {
         &self,
         instance: &str,
         reached: bool,
-        in_flight: impl FnOnce() -> InFlightOrders,
+        in_flight: impl FnOnce() -> InFlightOrders + Send,
     ) -> Result<(), StoreError> {
-        self.calls.run(async {
+        self.call(async {
         let mut conn = self.pool.acquire().await?;
         // One instant for the report and, if it reached the engine, the
         // reach: a report that reached the engine must record the same
@@ -128,9 +128,7 @@ impl OrderStore {
 
     /// The store's clock, in milliseconds since the Unix epoch.
     pub async fn clock_ms(&self) -> Result<i64, StoreError> {
-        self.calls
-            .run(async { self.read_clock(&self.pool).await })
-            .await
+        self.call(async { self.read_clock(&self.pool).await }).await
     }
 
     /// The live instances other than `asking` (those that reported within
@@ -146,65 +144,62 @@ impl OrderStore {
         live: Duration,
         asking: &str,
     ) -> Result<Vec<String>, StoreError> {
-        self.calls
-            .run(async {
-                let now = self.now_sql();
-                let rows = sqlx::query(&format!(
-                    "SELECT instance, reported_at_ms, in_flight, in_flight_sales FROM engine_views
+        self.call(async {
+            let now = self.now_sql();
+            let rows = sqlx::query(&format!(
+                "SELECT instance, reported_at_ms, in_flight, in_flight_sales FROM engine_views
               WHERE instance <> $1 AND reported_at_ms > {now} - $2
               ORDER BY instance"
-                ))
-                .bind(asking)
-                .bind(millis(live))
-                .fetch_all(&self.pool)
-                .await?;
-                let mut holding = Vec::new();
-                for row in rows {
-                    let reported_at: i64 = sqlx::Row::try_get(&row, "reported_at_ms")?;
-                    let orders: i64 = sqlx::Row::try_get(&row, "in_flight")?;
-                    let sales: Option<String> = sqlx::Row::try_get(&row, "in_flight_sales")?;
-                    let holds_sale = orders > 0
-                        && sales.is_none_or(|sales| sales.split(' ').any(|s| s == sale.as_str()));
-                    if reported_at <= since || holds_sale {
-                        holding.push(sqlx::Row::try_get(&row, "instance")?);
-                    }
+            ))
+            .bind(asking)
+            .bind(millis(live))
+            .fetch_all(&self.pool)
+            .await?;
+            let mut holding = Vec::new();
+            for row in rows {
+                let reported_at: i64 = sqlx::Row::try_get(&row, "reported_at_ms")?;
+                let orders: i64 = sqlx::Row::try_get(&row, "in_flight")?;
+                let sales: Option<String> = sqlx::Row::try_get(&row, "in_flight_sales")?;
+                let holds_sale = orders > 0
+                    && sales.is_none_or(|sales| sales.split(' ').any(|s| s == sale.as_str()));
+                if reported_at <= since || holds_sale {
+                    holding.push(sqlx::Row::try_get(&row, "instance")?);
                 }
-                Ok(holding)
-            })
-            .await
+            }
+            Ok(holding)
+        })
+        .await
     }
 
     /// How many instances reported within `live` (by the store's clock):
     /// the instances running now, as every one of them counts them.
     pub async fn live_instances(&self, live: Duration) -> Result<usize, StoreError> {
-        self.calls
-            .run(async {
-                let now = self.now_sql();
-                let count: i64 = sqlx::query_scalar(&format!(
-                    "SELECT COUNT(*) FROM engine_views WHERE reported_at_ms > {now} - $1"
-                ))
-                .bind(millis(live))
-                .fetch_one(&self.pool)
-                .await?;
-                Ok(usize::try_from(count).unwrap_or_default())
-            })
-            .await
+        self.call(async {
+            let now = self.now_sql();
+            let count: i64 = sqlx::query_scalar(&format!(
+                "SELECT COUNT(*) FROM engine_views WHERE reported_at_ms > {now} - $1"
+            ))
+            .bind(millis(live))
+            .fetch_one(&self.pool)
+            .await?;
+            Ok(usize::try_from(count).unwrap_or_default())
+        })
+        .await
     }
 
     /// Forgets the views of instances that have not reported for a day
     /// (each start of a process reports under a new name).
     pub async fn prune_engine_views(&self) -> Result<(), StoreError> {
-        self.calls
-            .run(async {
-                let now = self.now_sql();
-                sqlx::query(&format!(
-                    "DELETE FROM engine_views WHERE reported_at_ms < {now} - 86400000"
-                ))
-                .execute(&self.pool)
-                .await?;
-                Ok(())
-            })
-            .await
+        self.call(async {
+            let now = self.now_sql();
+            sqlx::query(&format!(
+                "DELETE FROM engine_views WHERE reported_at_ms < {now} - 86400000"
+            ))
+            .execute(&self.pool)
+            .await?;
+            Ok(())
+        })
+        .await
     }
 
     /// What holds a move to the fallback off, if anything (by the store's
@@ -217,7 +212,7 @@ impl OrderStore {
         quiet: Duration,
         live: Duration,
     ) -> Result<Option<FallbackHold>, StoreError> {
-        self.calls.run(async {
+        self.call(async {
         let now = self.now_sql();
         let sql = format!(
             "SELECT

@@ -51,7 +51,7 @@ mod waiting_rooms;
 
 use decode::{order_from_row, order_from_row_as, sale_from_row};
 
-pub use calls::Calls;
+pub use calls::{Calls, Outage, inline_call_started};
 pub use engine::StoreEngine;
 
 use std::time::Duration;
@@ -126,6 +126,8 @@ pub struct OrderStore {
     clock: Option<std::sync::Arc<dyn stockade_core::Clock>>,
     /// How calls meet the runtime.
     calls: Calls,
+    /// The simulated database's outages, if any.
+    outage: Option<Outage>,
 }
 
 /// How a store is opened beyond its URL: the service's defaults
@@ -138,6 +140,8 @@ pub struct StoreOptions {
     pub clock: Option<std::sync::Arc<dyn stockade_core::Clock>>,
     /// How calls meet the async runtime.
     pub calls: Calls,
+    /// The simulator's switch that takes the database down.
+    pub outage: Option<Outage>,
 }
 
 const ORDER_COLUMNS: &str = "id, sale_id, user_id, quantity, items, tier, idempotency_key, \
@@ -166,13 +170,29 @@ impl OrderStore {
 
     /// [`OrderStore::open`] with other [`StoreOptions`].
     pub async fn open_with(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
-        let StoreOptions { clock, calls } = options;
+        let StoreOptions {
+            clock,
+            calls,
+            outage,
+        } = options;
+        if let Some(outage) = &outage {
+            outage.wait_up().await;
+        }
         let opened = calls.run(Self::connect(url, calls)).await?;
         Ok(Self {
             clock,
             calls,
+            outage,
             ..opened
         })
+    }
+
+    /// Runs one call: once the database is up, as [`Calls`] says.
+    async fn call<T: Send>(&self, work: impl std::future::Future<Output = T> + Send) -> T {
+        if let Some(outage) = &self.outage {
+            outage.wait_up().await;
+        }
+        self.calls.run(work).await
     }
 
     async fn connect(url: &str, calls: Calls) -> Result<Self, StoreError> {
@@ -214,6 +234,7 @@ impl OrderStore {
             clock_shift_ms: Default::default(),
             clock: None,
             calls: Calls::Async,
+            outage: None,
         })
     }
 
@@ -226,12 +247,11 @@ impl OrderStore {
     /// ends every session (PostgreSQL then counts their statistics at
     /// once). Any call after this fails as unavailable.
     pub async fn close(&self) {
-        self.calls
-            .run(async {
-                self.pool.close().await;
-                self.probe.close().await;
-            })
-            .await
+        self.call(async {
+            self.pool.close().await;
+            self.probe.close().await;
+        })
+        .await
     }
 
     /// Makes every open session of the pool report its transactions to
@@ -239,32 +259,29 @@ impl OrderStore {
     /// reports up to ten seconds later), so that counters read next include
     /// everything done so far: for measurements. Nothing on SQLite.
     pub async fn flush_statistics(&self) -> Result<(), StoreError> {
-        self.calls
-            .run(async {
-                if self.kind != StoreKind::Postgres {
-                    return Ok(());
-                }
-                // Held together, so each open session is flushed once.
-                let mut held = Vec::new();
-                for _ in 0..self.pool.size() {
-                    held.push(self.pool.acquire().await?);
-                }
-                for conn in &mut held {
-                    sqlx::query("SELECT pg_stat_force_next_flush()")
-                        .execute(&mut **conn)
-                        .await?;
-                }
-                Ok(())
-            })
-            .await
+        self.call(async {
+            if self.kind != StoreKind::Postgres {
+                return Ok(());
+            }
+            // Held together, so each open session is flushed once.
+            let mut held = Vec::new();
+            for _ in 0..self.pool.size() {
+                held.push(self.pool.acquire().await?);
+            }
+            for conn in &mut held {
+                sqlx::query("SELECT pg_stat_force_next_flush()")
+                    .execute(&mut **conn)
+                    .await?;
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// Checks that the database answers, on a connection of its own (not
     /// the sales' pool) within [`probe::PING_TIMEOUT`].
     pub async fn ping(&self) -> Result<(), StoreError> {
-        self.calls
-            .run(async { probe::ping(&self.probe).await })
-            .await
+        self.call(async { probe::ping(&self.probe).await }).await
     }
 
     /// Records a sale, unless one with that id exists.
@@ -273,74 +290,70 @@ impl OrderStore {
         spec: &SaleSpec,
         now: DateTime<Utc>,
     ) -> Result<SaveSale, StoreError> {
-        self.calls
-            .run(async {
-                if insert_sale(&self.pool, spec, now).await? {
-                    return Ok(SaveSale::Created);
-                }
-                let existing = self
-                    .sale(spec.id())
-                    .await?
-                    .ok_or_else(|| StoreError::Failed(format!("sale {} vanished", spec.id())))?;
-                Ok(if existing == *spec {
-                    SaveSale::Exists
-                } else {
-                    SaveSale::Conflict(Box::new(existing))
-                })
+        self.call(async {
+            if insert_sale(&self.pool, spec, now).await? {
+                return Ok(SaveSale::Created);
+            }
+            let existing = self
+                .sale(spec.id())
+                .await?
+                .ok_or_else(|| StoreError::Failed(format!("sale {} vanished", spec.id())))?;
+            Ok(if existing == *spec {
+                SaveSale::Exists
+            } else {
+                SaveSale::Conflict(Box::new(existing))
             })
-            .await
+        })
+        .await
     }
 
     /// One sale.
     pub async fn sale(&self, id: &SaleId) -> Result<Option<SaleSpec>, StoreError> {
-        self.calls
-            .run(async {
-                sqlx::query(&format!("SELECT {SALE_COLUMNS} FROM sales WHERE id = $1"))
-                    .bind(id.as_str())
-                    .fetch_optional(&self.pool)
-                    .await?
-                    .map(|row| sale_from_row(&row))
-                    .transpose()
-            })
-            .await
+        self.call(async {
+            sqlx::query(&format!("SELECT {SALE_COLUMNS} FROM sales WHERE id = $1"))
+                .bind(id.as_str())
+                .fetch_optional(&self.pool)
+                .await?
+                .map(|row| sale_from_row(&row))
+                .transpose()
+        })
+        .await
     }
 
     /// One order.
     pub async fn order(&self, id: OrderId) -> Result<Option<Order>, StoreError> {
-        self.calls
-            .run(async {
-                sqlx::query(&format!(
-                    "SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1 AND status <> '{VOID}'"
-                ))
-                .bind(id.to_string())
-                .fetch_optional(&self.pool)
-                .await?
-                .map(|row| order_from_row(&row))
-                .transpose()
-            })
-            .await
+        self.call(async {
+            sqlx::query(&format!(
+                "SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1 AND status <> '{VOID}'"
+            ))
+            .bind(id.to_string())
+            .fetch_optional(&self.pool)
+            .await?
+            .map(|row| order_from_row(&row))
+            .transpose()
+        })
+        .await
     }
 
     /// What the store knows of an order id, in one indexed read: the
     /// order, or that it was refused (void), or nothing.
     pub async fn stored(&self, id: OrderId) -> Result<Option<Stored>, StoreError> {
-        self.calls
-            .run(async {
-                let Some(row) =
-                    sqlx::query(&format!("SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1"))
-                        .bind(id.to_string())
-                        .fetch_optional(&self.pool)
-                        .await?
-                else {
-                    return Ok(None);
-                };
-                let status: String = row.try_get("status")?;
-                if status == VOID {
-                    return Ok(Some(Stored::Void));
-                }
-                order_from_row(&row).map(|order| Some(Stored::Order(order)))
-            })
-            .await
+        self.call(async {
+            let Some(row) =
+                sqlx::query(&format!("SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1"))
+                    .bind(id.to_string())
+                    .fetch_optional(&self.pool)
+                    .await?
+            else {
+                return Ok(None);
+            };
+            let status: String = row.try_get("status")?;
+            if status == VOID {
+                return Ok(Some(Stored::Void));
+            }
+            order_from_row(&row).map(|order| Some(Stored::Order(order)))
+        })
+        .await
     }
 
     /// A page of a sale's orders in id (= creation) order, after `after`.
@@ -350,64 +363,62 @@ impl OrderStore {
         after: Option<OrderId>,
         limit: u32,
     ) -> Result<Vec<Order>, StoreError> {
-        self.calls
-            .run(async {
-                // UUIDv7 text sorts like the UUIDs; "" sorts before every id.
-                let after = after.map(|id| id.to_string()).unwrap_or_default();
-                sqlx::query(&format!(
-                    "SELECT {ORDER_COLUMNS} FROM orders
+        self.call(async {
+            // UUIDv7 text sorts like the UUIDs; "" sorts before every id.
+            let after = after.map(|id| id.to_string()).unwrap_or_default();
+            sqlx::query(&format!(
+                "SELECT {ORDER_COLUMNS} FROM orders
               WHERE sale_id = $1 AND id > $2 AND status <> '{VOID}'
               ORDER BY id LIMIT $3"
-                ))
-                .bind(sale.as_str())
-                .bind(after)
-                .bind(i64::from(limit))
-                .fetch_all(&self.pool)
-                .await?
-                .iter()
-                .map(order_from_row)
-                .collect()
-            })
-            .await
+            ))
+            .bind(sale.as_str())
+            .bind(after)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(order_from_row)
+            .collect()
+        })
+        .await
     }
 
     /// Every order of a sale, committed ones and the void ones that keep an
     /// idempotency key (those as `Cancelled`: they hold no stock, and their
     /// key must keep naming them), for rebuilding the engine.
     pub async fn all_orders(&self, sale: &SaleId) -> Result<Vec<Order>, StoreError> {
-        self.calls
-            .run(async {
-                let mut all = Vec::new();
-                let mut after = String::new();
-                loop {
-                    let page: Vec<Order> = sqlx::query(&format!(
-                        "SELECT {ORDER_COLUMNS} FROM orders
+        self.call(async {
+            let mut all = Vec::new();
+            let mut after = String::new();
+            loop {
+                let page: Vec<Order> = sqlx::query(&format!(
+                    "SELECT {ORDER_COLUMNS} FROM orders
                   WHERE sale_id = $1 AND id > $2
                     AND (status <> '{VOID}' OR idempotency_key IS NOT NULL)
                   ORDER BY id LIMIT 10000"
-                    ))
-                    .bind(sale.as_str())
-                    .bind(&after)
-                    .fetch_all(&self.pool)
-                    .await?
-                    .iter()
-                    .map(|row| {
-                        let status: String = row.try_get("status")?;
-                        if status == VOID {
-                            order_from_row_as(row, OrderStatus::Cancelled)
-                        } else {
-                            order_from_row(row)
-                        }
-                    })
-                    .collect::<Result<_, _>>()?;
-                    let Some(last) = page.last() else {
-                        return Ok(all);
-                    };
-                    after = last.id.to_string();
-                    all.extend(page);
-                }
-            })
-            .await
+                ))
+                .bind(sale.as_str())
+                .bind(&after)
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(|row| {
+                    let status: String = row.try_get("status")?;
+                    if status == VOID {
+                        order_from_row_as(row, OrderStatus::Cancelled)
+                    } else {
+                        order_from_row(row)
+                    }
+                })
+                .collect::<Result<_, _>>()?;
+                let Some(last) = page.last() else {
+                    return Ok(all);
+                };
+                after = last.id.to_string();
+                all.extend(page);
+            }
+        })
+        .await
     }
 
     /// Which of `ids` the store has decided (committed, in any status, or
@@ -416,42 +427,40 @@ impl OrderStore {
         &self,
         ids: &[OrderId],
     ) -> Result<std::collections::HashSet<OrderId>, StoreError> {
-        self.calls
-            .run(async {
-                let mut found = std::collections::HashSet::new();
-                for chunk in ids.chunks(arbiter::IN_CHUNK) {
-                    let sql = format!(
-                        "SELECT id FROM orders WHERE id IN ({})",
-                        arbiter::placeholders(1, chunk.len())
-                    );
-                    let mut query = sqlx::query(&sql);
-                    for id in chunk {
-                        query = query.bind(id.to_string());
-                    }
-                    for row in query.fetch_all(&self.pool).await? {
-                        let id: String = row.try_get("id")?;
-                        found.insert(id.parse().map_err(|e| corrupt("order id", e))?);
-                    }
+        self.call(async {
+            let mut found = std::collections::HashSet::new();
+            for chunk in ids.chunks(arbiter::IN_CHUNK) {
+                let sql = format!(
+                    "SELECT id FROM orders WHERE id IN ({})",
+                    arbiter::placeholders(1, chunk.len())
+                );
+                let mut query = sqlx::query(&sql);
+                for id in chunk {
+                    query = query.bind(id.to_string());
                 }
-                Ok(found)
-            })
-            .await
+                for row in query.fetch_all(&self.pool).await? {
+                    let id: String = row.try_get("id")?;
+                    found.insert(id.parse().map_err(|e| corrupt("order id", e))?);
+                }
+            }
+            Ok(found)
+        })
+        .await
     }
 
     /// Whether the store recorded this order as void (refused: nothing
     /// was sold).
     pub async fn is_void(&self, id: OrderId) -> Result<bool, StoreError> {
-        self.calls
-            .run(async {
-                let row = sqlx::query(&format!(
-                    "SELECT id FROM orders WHERE id = $1 AND status = '{VOID}'"
-                ))
-                .bind(id.to_string())
-                .fetch_optional(&self.pool)
-                .await?;
-                Ok(row.is_some())
-            })
-            .await
+        self.call(async {
+            let row = sqlx::query(&format!(
+                "SELECT id FROM orders WHERE id = $1 AND status = '{VOID}'"
+            ))
+            .bind(id.to_string())
+            .fetch_optional(&self.pool)
+            .await?;
+            Ok(row.is_some())
+        })
+        .await
     }
 }
 

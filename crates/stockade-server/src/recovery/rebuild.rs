@@ -204,7 +204,7 @@ pub fn request_rebuild(state: &AppState, sale: &SaleId, seen: Epoch, reason: &'s
     }
     let state = state.clone();
     let sale = sale.clone();
-    tokio::spawn(async move {
+    crate::tasks::spawn(async move {
         if !state.is_stopping() {
             let _rebuilt = (|| rebuild_sale(&state, &sale, seen, reason))
                 .retry(

@@ -82,7 +82,7 @@ impl Reservation {
         }
         if sold {
             // No longer outstanding: off the answer's path.
-            tokio::spawn(async move {
+            crate::tasks::spawn(async move {
                 if let Err(error) = self.backend.consume(&self.ticket).await {
                     tracing::warn!(%error, ticket = %self.ticket, "cannot mark the admission used");
                 }
@@ -95,7 +95,7 @@ impl Drop for Admission {
     fn drop(&mut self) {
         if let Some(reservation) = self.reserved.take() {
             let sold = self.armed;
-            tokio::spawn(reservation.settle(sold));
+            crate::tasks::spawn(reservation.settle(sold));
         }
     }
 }

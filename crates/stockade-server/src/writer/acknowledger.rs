@@ -28,7 +28,7 @@ impl Acknowledger {
     /// and what was queued is acknowledged.
     pub(super) fn start(engine: Arc<dyn Engine>) -> (Self, JoinHandle<()>) {
         let (sender, receiver) = mpsc::channel(ACK_QUEUE);
-        let task = tokio::spawn(acknowledge_forever(engine, receiver));
+        let task = crate::tasks::spawn(acknowledge_forever(engine, receiver));
         (Self { sender }, task)
     }
 

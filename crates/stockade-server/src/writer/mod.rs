@@ -134,7 +134,7 @@ impl CommitQueue {
     ) -> (Self, JoinHandle<()>) {
         let (sender, receiver) = mpsc::channel(config.max_batch.max(1) * 16);
         let in_flight = Arc::new(InFlight::default());
-        let task = tokio::spawn(write_batches(
+        let task = crate::tasks::spawn(write_batches(
             receiver,
             store,
             engine,
@@ -226,7 +226,7 @@ async fn write_batches(
         Durability::Committed => (None, None),
     };
     let (stranded, stranded_orders) = mpsc::unbounded_channel();
-    let recommitting = tokio::spawn(recommit_stranded(
+    let recommitting = crate::tasks::spawn(recommit_stranded(
         stranded_orders,
         store.clone(),
         acknowledger.clone(),

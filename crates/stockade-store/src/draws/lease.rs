@@ -13,8 +13,7 @@ use super::super::{OrderStore, StoreError, StoreKind, millis};
 impl OrderStore {
     /// The store's clock as the draws read it.
     pub async fn draw_clock(&self) -> Result<DateTime<Utc>, StoreError> {
-        self.calls
-            .run(async { millis(self.draw_clock_ms(&self.pool).await?) })
+        self.call(async { millis(self.draw_clock_ms(&self.pool).await?) })
             .await
     }
 
@@ -44,41 +43,39 @@ impl OrderStore {
         owner: &str,
         lease: TimeDelta,
     ) -> Result<bool, StoreError> {
-        self.calls
-            .run(async {
-                let now = self.draw_clock_ms(&self.pool).await?;
-                let claimed = sqlx::query(
-                    "UPDATE draws SET lease_owner = $1, lease_until_ms = $2
+        self.call(async {
+            let now = self.draw_clock_ms(&self.pool).await?;
+            let claimed = sqlx::query(
+                "UPDATE draws SET lease_owner = $1, lease_until_ms = $2
               WHERE sale_id = $3
                 AND (lease_owner IS NULL OR lease_owner = $1 OR lease_until_ms <= $4)",
-                )
-                .bind(owner)
-                .bind(now.saturating_add(lease.num_milliseconds()))
-                .bind(sale.as_str())
-                .bind(now)
-                .execute(&self.pool)
-                .await?;
-                Ok(claimed.rows_affected() == 1)
-            })
-            .await
+            )
+            .bind(owner)
+            .bind(now.saturating_add(lease.num_milliseconds()))
+            .bind(sale.as_str())
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+            Ok(claimed.rows_affected() == 1)
+        })
+        .await
     }
 
     /// Lets the lease of `owner` go (another instance may run the draw's
     /// next step at once).
     pub async fn release_draw(&self, sale: &SaleId, owner: &str) -> Result<(), StoreError> {
-        self.calls
-            .run(async {
-                sqlx::query(
-                    "UPDATE draws SET lease_owner = NULL, lease_until_ms = NULL
+        self.call(async {
+            sqlx::query(
+                "UPDATE draws SET lease_owner = NULL, lease_until_ms = NULL
               WHERE sale_id = $1 AND lease_owner = $2",
-                )
-                .bind(sale.as_str())
-                .bind(owner)
-                .execute(&self.pool)
-                .await?;
-                Ok(())
-            })
-            .await
+            )
+            .bind(sale.as_str())
+            .bind(owner)
+            .execute(&self.pool)
+            .await?;
+            Ok(())
+        })
+        .await
     }
 
     /// Locks the draw's row for the transaction and says whether `owner`

@@ -1,0 +1,94 @@
+//! Playing the scenario's faults: each at its instant, in a task of its
+//! own, so that they overlap as they come (a crash during a store outage).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::TimeDelta;
+use stockade_store::Outage;
+use tokio::sync::Mutex;
+use tokio::task::JoinHandle;
+
+use crate::clock::TrueTime;
+use crate::history::History;
+use crate::scenario::Fault;
+use crate::world::World;
+
+/// Starts a task per fault; each ends with the broken promise it met, if
+/// any (an instance that did not start again).
+pub fn play(
+    faults: &[(u64, Fault)],
+    world: &Arc<Mutex<World>>,
+    outage: &Outage,
+    history: &History,
+    time: TrueTime,
+) -> Vec<JoinHandle<Option<String>>> {
+    faults
+        .iter()
+        .map(|&(at, fault)| {
+            let world = Arc::clone(world);
+            let outage = outage.clone();
+            let history = history.clone();
+            tokio::spawn(async move {
+                let wait = Duration::from_millis(at.saturating_sub(time.millis()));
+                tokio::time::sleep(wait).await;
+                one(fault, &world, &outage, &history, time).await
+            })
+        })
+        .collect()
+}
+
+async fn one(
+    fault: Fault,
+    world: &Mutex<World>,
+    outage: &Outage,
+    history: &History,
+    time: TrueTime,
+) -> Option<String> {
+    let log = |line: String| history.log(time.millis(), line);
+    let down_for = |ms: u64| tokio::time::sleep(Duration::from_millis(ms));
+    match fault {
+        Fault::Restart(i, down_ms) => {
+            log(format!("fault: stop i{i}"));
+            world.lock().await.stop(i).await;
+            down_for(down_ms).await;
+            start_again(world, i, &log).await
+        }
+        Fault::Crash(i, down_ms) => {
+            log(format!("fault: crash i{i}"));
+            world.lock().await.crash(i);
+            down_for(down_ms).await;
+            start_again(world, i, &log).await
+        }
+        Fault::StoreOutage(for_ms) => {
+            log("fault: store down".into());
+            outage.set_down(true);
+            down_for(for_ms).await;
+            log("fault: store up".into());
+            outage.set_down(false);
+            None
+        }
+        Fault::ClockJump(i, by) => {
+            log(format!("fault: clock of i{i} jumps {by} ms"));
+            world
+                .lock()
+                .await
+                .clock(i)
+                .jump(TimeDelta::milliseconds(by));
+            None
+        }
+    }
+}
+
+async fn start_again(world: &Mutex<World>, i: usize, log: &impl Fn(String)) -> Option<String> {
+    let mut world = world.lock().await;
+    if world.is_running(i) {
+        return None;
+    }
+    log(format!("fault: start i{i}"));
+    world
+        .start(i)
+        .await
+        .err()
+        .map(|e| format!("instance {i} did not start again: {e}"))
+}
