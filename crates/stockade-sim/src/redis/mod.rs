@@ -1,2 +1,200 @@
-//! An in-process Redis: RESP over an in-memory stream to the real `redis`
-//! client, the project's real Lua scripts run in Lua 5.1.
+//! An in-process Redis for the simulator: one thread, no sockets, no
+//! wall clock, every answer a function of the commands sent and the
+//! injected clock.
+//!
+//! [`SimRedis`] is a handle on one simulated server. The real `redis`
+//! client talks to it over an in-memory pipe ([`SimRedis::connect`]), in
+//! RESP2; tests may also call [`SimRedis::execute`] directly.
+//!
+//! # Implemented
+//! - Data: strings (GET, SET with NX/XX/GET/EX/PX/EXAT/PXAT/KEEPTTL,
+//!   INCR/DECR/INCRBY/DECRBY, MGET), hashes (HGET, HSET, HMSET, HSETNX,
+//!   HMGET, HGETALL, HDEL, HINCRBY, HEXISTS, HLEN, HKEYS, HVALS), lists
+//!   (RPUSH, LPUSH, LPOP, RPOP, LLEN, LRANGE, LINDEX, LSET, LREM, LPOS),
+//!   sets (SADD, SREM, SISMEMBER, SMEMBERS, SCARD), sorted sets (ZADD with
+//!   NX/XX/GT/LT/CH/INCR, ZREM, ZSCORE, ZRANK, ZCARD, ZRANGE by rank,
+//!   ZREMRANGEBYSCORE, ZPOPMIN), streams (XADD with NOMKSTREAM and exact
+//!   MAXLEN, XRANGE, XLEN, XDEL); keys (DEL, UNLINK, EXISTS, TYPE, KEYS,
+//!   SCAN in one step, DBSIZE, EXPIRE, PEXPIRE, PEXPIREAT, PERSIST, TTL,
+//!   PTTL, FLUSHALL); PING, ECHO, TIME, PUBLISH (to nobody), INFO (server
+//!   section with `run_id`), CLIENT SETINFO/SETNAME/GETNAME/ID, SELECT 0.
+//! - Deadlines are absolute unix ms read from the injected clock; expired
+//!   keys vanish when touched, and on [`SimRedis::sweep`].
+//! - Scripts in real Lua 5.1 (`lua`): EVAL, EVALSHA, SCRIPT
+//!   LOAD/EXISTS/FLUSH; Functions (`functions`): FUNCTION
+//!   LOAD [REPLACE]/LIST/DELETE/FLUSH, FCALL, FCALL_RO; the `redis` Lua
+//!   library and Redis 7's conversions and error texts.
+//! - Faults (`faults`): restart empty, freeze and thaw, dropped replies,
+//!   flushed scripts, and a lagging replica built from the write log.
+//!
+//! # Not implemented
+//! RESP3 (HELLO answers NOPROTO), pub/sub delivery (SUBSCRIBE is refused;
+//! PUBLISH reaches nobody), MULTI/EXEC, blocking commands, databases other
+//! than 0, ACL and AUTH, consumer groups, ZRANGE BYSCORE/BYLEX, XADD
+//! MINID and `~`, script time limits (a script that never ends hangs
+//! the simulation), Lua libraries cjson, cmsgpack, struct and bit.
+//! Orders Redis leaves unspecified (KEYS, SMEMBERS, FUNCTION LIST) are
+//! sorted here.
+
+pub mod commands;
+mod conn;
+mod faults;
+mod functions;
+pub mod keyspace;
+mod lua;
+pub mod resp;
+mod scripts;
+mod server;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, RedisResult};
+use stockade_core::Clock;
+use tokio::sync::watch;
+
+pub use keyspace::{Entry, Value};
+pub use resp::Reply;
+use server::State;
+
+/// A cheap-to-clone handle on one simulated Redis server.
+#[derive(Clone)]
+pub struct SimRedis {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Names the server's run ids (`{name}:{start}`), so runs repeat.
+    name: String,
+    clock: Arc<dyn Clock>,
+    state: Mutex<Shared>,
+    status: watch::Sender<Status>,
+}
+
+/// What the connections watch: restarts and freezes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Status {
+    generation: u64,
+    frozen: bool,
+}
+
+struct Shared {
+    state: State,
+    /// How many more commands are applied without their reply.
+    drop_replies: usize,
+}
+
+impl std::fmt::Debug for SimRedis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimRedis")
+            .field("name", &self.inner.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SimRedis {
+    /// A server just started, empty, named `name` (its run ids derive
+    /// from it), its time read from `clock`.
+    pub fn new(name: impl Into<String>, clock: Arc<dyn Clock>) -> Self {
+        let name = name.into();
+        let state = State::new(run_id(&name, 0));
+        Self {
+            inner: Arc::new(Inner {
+                name,
+                clock,
+                state: Mutex::new(Shared {
+                    state,
+                    drop_replies: 0,
+                }),
+                status: watch::Sender::new(Status::default()),
+            }),
+        }
+    }
+
+    /// A connection of the real client, with the client's default
+    /// settings.
+    pub async fn connect(&self) -> RedisResult<MultiplexedConnection> {
+        conn::connect(self, AsyncConnectionConfig::new()).await
+    }
+
+    /// A connection of the real client with `config` (response timeout...).
+    pub async fn connect_with_config(
+        &self,
+        config: AsyncConnectionConfig,
+    ) -> RedisResult<MultiplexedConnection> {
+        conn::connect(self, config).await
+    }
+
+    /// Runs one command directly (no connection, no fault but a restart's
+    /// loss of data applies).
+    pub fn execute(&self, args: &[&[u8]]) -> Reply {
+        let args: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+        self.shared().state.execute(&self.inner.clock, &args)
+    }
+
+    /// The server's current run id (what `INFO server` says).
+    pub fn run_id(&self) -> String {
+        self.shared().state.run_id.clone()
+    }
+
+    /// Deletes every expired key now (Redis's active expiry).
+    pub fn sweep(&self) {
+        let mut shared = self.shared();
+        let now = self.inner.clock.now().timestamp_millis();
+        let state = &mut shared.state;
+        state.db.now_ms = now;
+        state.db.sweep();
+        let expired: Vec<_> = state.db.expired.drain(..).collect();
+        state
+            .log
+            .extend(expired.into_iter().map(|key| vec![b"DEL".to_vec(), key]));
+    }
+
+    /// Every live key and its entry, for comparisons.
+    pub fn dump(&self) -> BTreeMap<Vec<u8>, Entry> {
+        let mut shared = self.shared();
+        shared.state.db.now_ms = self.inner.clock.now().timestamp_millis();
+        shared.state.db.dump()
+    }
+
+    /// How many write effects the server logged since it started.
+    pub fn writes(&self) -> usize {
+        self.shared().state.log.len()
+    }
+
+    /// A command from a connection: its reply, or None if it is one whose
+    /// reply is dropped.
+    fn answer(&self, args: &[Vec<u8>]) -> Option<Reply> {
+        let mut shared = self.shared();
+        let reply = shared.state.execute(&self.inner.clock, args);
+        let handshake = [&b"CLIENT"[..], b"HELLO", b"SELECT", b"AUTH"]
+            .iter()
+            .any(|name| args[0].eq_ignore_ascii_case(name));
+        if shared.drop_replies > 0 && !handshake {
+            shared.drop_replies -= 1;
+            return None;
+        }
+        Some(reply)
+    }
+
+    fn status(&self) -> watch::Receiver<Status> {
+        self.inner.status.subscribe()
+    }
+
+    fn shared(&self) -> MutexGuard<'_, Shared> {
+        // A panic while holding the lock leaves the state as it was at
+        // the panic: go on with it rather than poison every caller.
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The run id of start `start` of server `name`: 40 hex digits, as Redis's.
+fn run_id(name: &str, start: u64) -> String {
+    sha1_smol::Sha1::from(format!("{name}:{start}"))
+        .digest()
+        .to_string()
+}
