@@ -27,7 +27,23 @@ mod sharded;
 mod suite;
 
 /// One test per scenario on one engine: `mod $engine { $scenario, … }`.
+/// The simulated Redis (`sim*`) runs in one thread with paused time, as
+/// the simulator runs it.
 macro_rules! on_engine {
+    (@sim $engine:ident [$($scenario:ident),* $(,)?]) => {
+        mod $engine {
+            $(
+                #[tokio::test(flavor = "current_thread", start_paused = true)]
+                async fn $scenario() {
+                    let harness = crate::harness::$engine().await;
+                    crate::suite::$scenario(&harness).await;
+                }
+            )*
+        }
+    };
+    (sim $scenarios:tt) => { on_engine!(@sim sim $scenarios); };
+    (sim_eval $scenarios:tt) => { on_engine!(@sim sim_eval $scenarios); };
+    (sim_sharded $scenarios:tt) => { on_engine!(@sim sim_sharded $scenarios); };
     ($engine:ident [$($scenario:ident),* $(,)?]) => {
         mod $engine {
             $(
@@ -52,7 +68,7 @@ macro_rules! conformance {
 }
 
 // Every engine, whatever its durability.
-conformance!(all_engines on [memory, redis, redis_sharded, redis_eval, postgres, sqlite]: [
+conformance!(all_engines on [memory, redis, redis_sharded, redis_eval, sim, sim_sharded, sim_eval, postgres, sqlite]: [
     seed_100_buyers_for_100_items,
     seed_150_buyers_for_100_items,
     crowd_of_10000_buyers_for_1000_items,
@@ -83,7 +99,7 @@ conformance!(all_engines on [memory, redis, redis_sharded, redis_eval, postgres,
 // The engines whose accepted orders wait in an outbox for the store
 // (`Durability::Outbox`): acknowledged once committed, closed and rebuilt
 // from the store.
-conformance!(outbox_engines on [memory, redis, redis_sharded, redis_eval]: [
+conformance!(outbox_engines on [memory, redis, redis_sharded, redis_eval, sim, sim_sharded, sim_eval]: [
     outbox_holds_accepted_orders_until_acknowledged,
     rebuild_from_committed_orders,
     rebuild_refuses_inconsistent_orders,
@@ -99,7 +115,7 @@ conformance!(committed_engines on [postgres, sqlite]: [
 
 // Engines that let an ended sale go (`Engine::retire`): the store engines
 // keep every sale's orders (the store is their only copy).
-conformance!(retiring_engines on [memory, redis, redis_sharded, redis_eval]: [
+conformance!(retiring_engines on [memory, redis, redis_sharded, redis_eval, sim, sim_sharded, sim_eval]: [
     a_retired_sale_is_forgotten,
 ]);
 

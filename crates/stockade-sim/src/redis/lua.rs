@@ -4,9 +4,9 @@
 //! scripts may neither create nor read undefined, and Redis's rules for
 //! converting values between Lua and replies.
 //!
-//! `redis.call` reaches the keyspace through a function that exists only
-//! while a script runs (a scope borrowing the keyspace), so a script has
-//! the data set to itself: nothing else runs until it returns.
+//! While a script runs, the keyspace is lent to the Lua state (as its
+//! app data), where `redis.call` finds it: a script has the data set to
+//! itself, and nothing else runs until it returns.
 
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value, Variadic};
 
@@ -188,33 +188,42 @@ impl Interp {
             effects,
             read_only,
         } = ctx;
-        let result = self.lua.scope(|scope| {
-            let raw = scope.create_function_mut(|lua, args: Variadic<Value>| {
-                raw_call(lua, args, db, effects, read_only)
-            })?;
-            self.lua.set_named_registry_value(RAW, raw)?;
-            let handler = scope.create_function(error_handler)?;
+        self.lua.set_app_data(Running {
+            db: std::mem::take(db),
+            effects: std::mem::take(effects),
+            read_only,
+        });
+        let result = (|| {
+            let handler = self.lua.create_function(error_handler)?;
             let mut call_args = MultiValue::new();
             call_args.push_back(Value::Function(f.clone()));
             call_args.push_back(Value::Function(handler));
             call_args.extend(args);
             let (ok, value): (bool, Value) = self.driver.call(call_args)?;
-            let reply = if ok {
+            Ok::<_, mlua::Error>(if ok {
                 to_reply(&value)
             } else {
                 script_error(&value, name)
-            };
-            self.lua.unset_named_registry_value(RAW)?;
-            Ok(reply)
-        });
+            })
+        })();
+        let running = self
+            .lua
+            .remove_app_data::<Running>()
+            .expect("the keyspace was lent for the script");
+        *db = running.db;
+        *effects = running.effects;
         result.unwrap_or_else(|error| {
             Reply::error(format!("ERR Error running script {name}: {error}"))
         })
     }
 }
 
-/// Where the running script's access to the keyspace is kept.
-const RAW: &str = "stockade_sim.redis_raw";
+/// What a running script may reach, lent to the Lua state.
+struct Running {
+    db: Db,
+    effects: Vec<Vec<Vec<u8>>>,
+    read_only: bool,
+}
 
 /// An error `redis.call` raises: the error handler makes it `{err=text}`.
 #[derive(Debug)]
@@ -228,15 +237,19 @@ impl std::fmt::Display for CallError {
 
 impl std::error::Error for CallError {}
 
-/// Calls the running script's keyspace access: (ok, reply or error table).
+/// Runs a command for the running script: (ok, reply or error table).
 fn raw(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
-    let raw: Option<Function> = lua.named_registry_value(RAW)?;
-    match raw {
-        Some(raw) => raw.call(args),
-        None => Err(mlua::Error::runtime(
+    let Some(mut running) = lua.app_data_mut::<Running>() else {
+        return Err(mlua::Error::runtime(
             "redis.call is only available while a script or function runs",
-        )),
-    }
+        ));
+    };
+    let Running {
+        db,
+        effects,
+        read_only,
+    } = &mut *running;
+    raw_call(lua, args, db, effects, *read_only)
 }
 
 /// The text of a [`CallError`] inside `error`, if it is one.
@@ -328,7 +341,7 @@ fn script_error(error: &Value, name: &str) -> Reply {
 /// `redis.call`'s work: (true, reply in Lua) or (false, error table).
 fn raw_call(
     lua: &Lua,
-    args: Variadic<Value>,
+    args: MultiValue,
     db: &mut Db,
     effects: &mut Vec<Vec<Vec<u8>>>,
     read_only: bool,

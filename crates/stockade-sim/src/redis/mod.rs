@@ -41,6 +41,7 @@ mod conn;
 mod faults;
 mod functions;
 pub mod keyspace;
+mod link;
 mod lua;
 pub mod resp;
 mod scripts;
@@ -55,6 +56,7 @@ use stockade_core::Clock;
 use tokio::sync::watch;
 
 pub use keyspace::{Entry, Value};
+pub use link::Primary;
 pub use resp::Reply;
 use server::State;
 
