@@ -85,6 +85,8 @@ struct Shared {
     state: State,
     /// How many more commands are applied without their reply.
     drop_replies: usize,
+    /// Commands from connections, in the order run, while recording.
+    recorded: Option<Vec<Vec<Vec<u8>>>>,
 }
 
 impl std::fmt::Debug for SimRedis {
@@ -108,6 +110,7 @@ impl SimRedis {
                 state: Mutex::new(Shared {
                     state,
                     drop_replies: 0,
+                    recorded: None,
                 }),
                 status: watch::Sender::new(Status::default()),
             }),
@@ -165,10 +168,24 @@ impl SimRedis {
         self.shared().state.log.len()
     }
 
+    /// Starts keeping every command connections send, in the order run
+    /// (to replay a client's traffic elsewhere), or stops and forgets.
+    pub fn record(&self, on: bool) {
+        self.shared().recorded = on.then(Vec::new);
+    }
+
+    /// The commands kept since [`SimRedis::record`] was turned on.
+    pub fn recorded(&self) -> Vec<Vec<Vec<u8>>> {
+        self.shared().recorded.clone().unwrap_or_default()
+    }
+
     /// A command from a connection: its reply, or None if it is one whose
     /// reply is dropped.
     fn answer(&self, args: &[Vec<u8>]) -> Option<Reply> {
         let mut shared = self.shared();
+        if let Some(recorded) = &mut shared.recorded {
+            recorded.push(args.to_vec());
+        }
         let reply = shared.state.execute(&self.inner.clock, args);
         let handshake = [&b"CLIENT"[..], b"HELLO", b"SELECT", b"AUTH"]
             .iter()
