@@ -120,13 +120,18 @@ impl ZSet {
     }
 }
 
+/// A stream entry's id: milliseconds, then a sequence number.
+pub type StreamId = (u64, u64);
+/// A stream entry's fields and values, in order.
+pub type Fields = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// A stream: entries by id, and the last id given.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Stream {
     /// Entries, oldest first.
-    pub entries: BTreeMap<(u64, u64), Vec<(Vec<u8>, Vec<u8>)>>,
+    pub entries: BTreeMap<StreamId, Fields>,
     /// The greatest id ever added (XADD never goes below it).
-    pub last_id: (u64, u64),
+    pub last_id: StreamId,
 }
 
 /// A key's value and its deadline (unix ms).

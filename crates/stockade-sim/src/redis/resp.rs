@@ -80,6 +80,9 @@ fn line(out: &mut Vec<u8>, kind: u8, text: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// A command's name and arguments.
+pub type Args = Vec<Vec<u8>>;
+
 /// A request that cannot be read: the connection is closed after the
 /// error is sent, as Redis does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,7 +91,7 @@ pub struct ProtocolError(pub String);
 /// Reads one request from the front of `buffer`: `Ok(Some((args,
 /// used)))` when a whole one is there, `Ok(None)` when more bytes are
 /// needed. Inline commands (`PING\r\n`) are read too.
-pub fn parse_request(buffer: &[u8]) -> Result<Option<(Vec<Vec<u8>>, usize)>, ProtocolError> {
+pub fn parse_request(buffer: &[u8]) -> Result<Option<(Args, usize)>, ProtocolError> {
     let Some(&first) = buffer.first() else {
         return Ok(None);
     };

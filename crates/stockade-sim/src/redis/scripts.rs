@@ -7,7 +7,7 @@ use mlua::{Function, MultiValue, Value};
 
 use super::commands::{is, parse_int, wrong_arity};
 use super::lua::{SCRIPT_CHUNK, ScriptCtx};
-use super::resp::Reply;
+use super::resp::{Args, Reply};
 use super::server::State;
 
 /// The scripts cache: SHA1 (lowercase hex) → compiled script.
@@ -35,7 +35,7 @@ fn load(state: &mut State, body: &[u8]) -> Result<String, Reply> {
 }
 
 /// `numkeys` and the split of the rest into keys and arguments.
-fn split(args: &[Vec<u8>]) -> Result<(Vec<Vec<u8>>, Vec<Vec<u8>>), Reply> {
+fn split(args: &[Vec<u8>]) -> Result<(Args, Args), Reply> {
     let numkeys = parse_int(&args[2])?;
     if numkeys < 0 {
         return Err(Reply::error("ERR Number of keys can't be negative"));
@@ -98,10 +98,11 @@ pub fn script(state: &mut State, args: &[Vec<u8>]) -> Reply {
         );
     }
     if is(sub, "FLUSH") && args.len() <= 3 {
-        if let Some(mode) = args.get(2) {
-            if !is(mode, "SYNC") && !is(mode, "ASYNC") {
-                return Reply::error("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
-            }
+        if let Some(mode) = args.get(2)
+            && !is(mode, "SYNC")
+            && !is(mode, "ASYNC")
+        {
+            return Reply::error("ERR SCRIPT FLUSH only support SYNC|ASYNC option");
         }
         state.scripts.clear();
         return Reply::ok();

@@ -21,7 +21,7 @@ pub fn hget(call: &mut Call) -> Result<Reply, Reply> {
 }
 
 fn set_pairs(call: &mut Call, name: &str) -> Result<i64, Reply> {
-    if call.args.len() % 2 != 0 {
+    if !call.args.len().is_multiple_of(2) {
         return Err(wrong_arity(name));
     }
     let key = call.arg(1).to_vec();

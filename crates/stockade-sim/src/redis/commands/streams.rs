@@ -4,7 +4,7 @@ use super::{Call, is, syntax_error, wrong_arity};
 use crate::redis::keyspace::{Stream, Value, pick};
 use crate::redis::resp::Reply;
 
-type Id = (u64, u64);
+use crate::redis::keyspace::StreamId as Id;
 
 fn invalid_id() -> Reply {
     Reply::error("ERR Invalid stream ID specified as stream command argument")
@@ -58,7 +58,7 @@ pub fn xadd(call: &mut Call) -> Result<Reply, Reply> {
         }
     }
     let fields = &call.args[i + 1..];
-    if fields.is_empty() || fields.len() % 2 != 0 {
+    if fields.is_empty() || !fields.len().is_multiple_of(2) {
         return Err(wrong_arity("xadd"));
     }
     let wanted = if call.arg(i) == b"*" {
@@ -80,7 +80,7 @@ pub fn xadd(call: &mut Call) -> Result<Reply, Reply> {
         .typed_or_insert(&key, Value::Stream(Stream::default()), pick::stream)?;
     let last = stream.last_id;
     let id = match wanted {
-        Some(id) if id == (0, 0) => {
+        Some((0, 0)) => {
             return Err(Reply::error(
                 "ERR The ID specified in XADD must be greater than 0-0",
             ));

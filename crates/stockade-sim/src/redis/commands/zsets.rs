@@ -24,7 +24,7 @@ pub fn zadd(call: &mut Call) -> Result<Reply, Reply> {
         i += 1;
     }
     let pairs = &call.args[i..];
-    if pairs.is_empty() || pairs.len() % 2 != 0 {
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
         return Err(syntax_error());
     }
     if nx && xx {
