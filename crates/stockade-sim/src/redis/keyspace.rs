@@ -204,6 +204,16 @@ impl Db {
         self.entries.clear();
     }
 
+    /// How many keys are held, expired ones not yet deleted included.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// Every live key, sorted.
     pub fn keys(&mut self) -> Vec<Vec<u8>> {
         self.sweep();

@@ -27,9 +27,9 @@ use stockade_test_support::RedisServer;
 use compare::{keyspace, normalize, send};
 
 /// The seeds of the random runs: each is one fixed sequence.
-const SEEDS: &[u64] = &[1, 2, 3, 7, 42, 99, 1234, 2026];
+const SEEDS: &[u64] = &[1, 2, 3, 7, 42, 99, 100, 106, 1234, 2026];
 /// Commands (or scripts) per seed.
-const STEPS: usize = 400;
+const STEPS: usize = 500;
 
 /// A real server and a simulated one, a connection to each.
 struct Both {

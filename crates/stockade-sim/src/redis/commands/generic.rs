@@ -69,8 +69,9 @@ pub fn scan(call: &mut Call) -> Result<Reply, Reply> {
     Ok(Reply::Array(vec![Reply::bulk("0"), Reply::bulks(found)]))
 }
 
+/// Counts expired keys not yet deleted too, as Redis does.
 pub fn dbsize(call: &mut Call) -> Result<Reply, Reply> {
-    Ok(Reply::Int(call.db.keys().len() as i64))
+    Ok(Reply::Int(call.db.len() as i64))
 }
 
 /// Sets `key`'s deadline to `at` (unix ms); a deadline past deletes it.

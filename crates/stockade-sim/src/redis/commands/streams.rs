@@ -158,6 +158,10 @@ pub fn xrange(call: &mut Call) -> Result<Reply, Reply> {
     let Some(stream) = call.db.typed(&key, pick::stream)? else {
         return Ok(Reply::Array(Vec::new()));
     };
+    // COUNT 0 (or less) on a stream answers a null array, as Redis does.
+    if count == Some(0) {
+        return Ok(Reply::NilArray);
+    }
     let (Some(from), Some(to)) = (from, to) else {
         return Ok(Reply::Array(Vec::new()));
     };

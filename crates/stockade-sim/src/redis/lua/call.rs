@@ -135,7 +135,7 @@ fn raw_call(
     let fail = |text: &str| {
         Ok((
             false,
-            Value::Table(error_table(lua, &lua_error_text(text, false))?),
+            Value::Table(error_table(lua, &lua_error_text(text))?),
         ))
     };
     if args.is_empty() {
@@ -172,35 +172,24 @@ fn raw_call(
     match outcome.reply {
         Reply::Error(text) => Ok((
             false,
-            Value::Table(error_table(lua, &lua_error_text(&text, true))?),
+            Value::Table(error_table(lua, &lua_error_text(&format!("-{text}")))?),
         )),
         reply => Ok((true, to_lua(lua, &reply)?)),
     }
 }
 
-/// The `err` text Redis keeps for an error: a reply's error (`CODE msg`)
-/// as it is, a bare message prefixed with `ERR`; `error_reply`'s text is
-/// read the same way (`-CODE msg`, or a message).
-pub(super) fn lua_error_text(text: &str, from_reply: bool) -> String {
+/// The `err` text Redis keeps for an error (its `luaPushErrorBuff`):
+/// `-CODE msg` becomes `CODE msg` (`-msg` alone, `ERR msg`), and a
+/// message without the dash gets the code `ERR`. A reply's error is read
+/// as `-` and its text; `error_reply`'s text gets the dash it lacks.
+pub(super) fn lua_error_text(text: &str) -> String {
     let text = text.trim_end_matches(['\r', '\n']);
-    if from_reply {
-        return if text.contains(' ') {
-            text.to_owned()
-        } else {
-            format!("ERR {text}")
-        };
-    }
     match text.strip_prefix('-') {
         Some(rest) => match rest.split_once(' ') {
             Some((code, msg)) => format!("{code} {msg}"),
             None => format!("ERR {rest}"),
         },
-        None if text.is_empty() => "ERR ".to_owned(),
-        None => match text.split_once(' ') {
-            // error_reply("My Error") is "-My Error": code My.
-            Some((code, msg)) => format!("{code} {msg}"),
-            None => format!("ERR {text}"),
-        },
+        None => format!("ERR {text}"),
     }
 }
 

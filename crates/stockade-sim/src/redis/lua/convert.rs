@@ -36,7 +36,7 @@ pub fn to_reply(value: &Value) -> Reply {
         Value::Nil | Value::Boolean(false) => Reply::Nil,
         Value::Boolean(true) => Reply::Int(1),
         Value::Integer(n) => Reply::Int(*n),
-        Value::Number(n) => Reply::Int(*n as i64),
+        Value::Number(n) => Reply::Int(truncate(*n)),
         Value::String(s) => Reply::bulk(s.as_bytes()),
         Value::Table(table) => {
             if let Ok(Value::String(err)) = table.raw_get::<Value>("err") {
@@ -55,5 +55,17 @@ pub fn to_reply(value: &Value) -> Reply {
             Reply::Array(items)
         }
         _ => Reply::Nil,
+    }
+}
+
+/// A number as Redis's C cast turns it into an integer on x86-64: towards
+/// zero, and out of range (or NaN) as the "integer indefinite" value,
+/// i64::MIN (`math.huge` answers -9223372036854775808 there).
+fn truncate(n: f64) -> i64 {
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    if n.is_nan() || n >= LIMIT || n < -LIMIT {
+        i64::MIN
+    } else {
+        n as i64
     }
 }

@@ -86,7 +86,13 @@ impl Interp {
         set(
             "error_reply",
             lua.create_function(|lua, text: mlua::String| {
-                error_table(lua, &lua_error_text(&text.to_string_lossy(), false))
+                let text = text.to_string_lossy();
+                let dashed = if text.starts_with('-') {
+                    text
+                } else {
+                    format!("-{text}")
+                };
+                error_table(lua, &lua_error_text(&dashed))
             })
             .expect("a function"),
         );
