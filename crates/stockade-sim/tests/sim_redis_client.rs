@@ -185,3 +185,27 @@ fn deadlines_follow_the_injected_clock() {
         Reply::bulks(["1700000000", "100000"])
     );
 }
+
+#[test]
+fn math_random_draws_what_redis_draws_from_each_start() {
+    let (redis, _) = server();
+    let draw = b"return {math.random(1000000), math.random(1000000)}";
+    // What a freshly started Redis 7 answers.
+    assert_eq!(
+        redis.execute(&[b"EVAL", draw, b"0"]),
+        Reply::Array(vec![Reply::Int(396465), Reply::Int(840486)])
+    );
+    assert_eq!(
+        redis.execute(&[
+            b"EVAL",
+            b"math.randomseed(7) return math.random(1000000)",
+            b"0"
+        ]),
+        Reply::Int(266445)
+    );
+    redis.restart_empty();
+    assert_eq!(
+        redis.execute(&[b"EVAL", draw, b"0"]),
+        Reply::Array(vec![Reply::Int(396465), Reply::Int(840486)])
+    );
+}

@@ -10,6 +10,7 @@
 
 mod call;
 mod convert;
+mod random;
 
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value, Variadic};
 
@@ -141,6 +142,7 @@ impl Interp {
                 .expect("a function"),
         );
         globals.raw_set("redis", redis).expect("set redis");
+        random::install(&lua).expect("math.random is replaced");
         lua.load(PRELUDE)
             .set_name("=stockade_sim")
             .exec()
