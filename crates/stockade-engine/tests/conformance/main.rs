@@ -11,7 +11,9 @@
 //!
 //! Redis runs its scripts as a Functions library (Redis 7, the default) in
 //! `redis` and `redis_sharded`, and forced to EVALSHA (as on Redis 6, or
-//! with `--redis-scripts eval`) in `redis_eval`.
+//! with `--redis-scripts eval`) in `redis_eval`. The `sim*` engines are the
+//! same three on the simulator's in-process Redis (`stockade_sim::redis`),
+//! reached through a `Connector`, in one thread with paused time.
 //!
 //! Tests are named `group::engine::scenario`, e.g.
 //! `all_engines::sqlite::release_and_double_release`.
@@ -139,6 +141,11 @@ mod random_interleavings_keep_the_invariants {
     }
 
     #[test]
+    fn sim() {
+        crate::properties::check(crate::harness::sim);
+    }
+
+    #[test]
     fn postgres() {
         crate::properties::check(crate::harness::postgres);
     }
@@ -160,6 +167,11 @@ mod random_bundles_keep_every_sku_exact {
     #[test]
     fn redis() {
         crate::bundles::check(crate::harness::redis);
+    }
+
+    #[test]
+    fn sim() {
+        crate::bundles::check(crate::harness::sim);
     }
 
     #[test]
