@@ -209,3 +209,18 @@ fn math_random_draws_what_redis_draws_from_each_start() {
         Reply::Array(vec![Reply::Int(396465), Reply::Int(840486)])
     );
 }
+
+#[test]
+fn commands_redis_has_and_the_simulation_lacks_say_so() {
+    let (redis, _) = server();
+    let Reply::Error(text) = redis.execute(&[b"SUBSCRIBE", b"channel"]) else {
+        panic!("SUBSCRIBE must be refused");
+    };
+    assert!(text.starts_with("ERR SUBSCRIBE is not simulated"), "{text}");
+    assert_eq!(
+        redis.execute(&[b"NOSUCH", b"a"]),
+        Reply::error("ERR unknown command 'NOSUCH', with args beginning with: 'a' ")
+    );
+    // Nothing was changed by either.
+    assert_eq!(redis.writes(), 0);
+}

@@ -23,20 +23,29 @@
 //! - Scripts in real Lua 5.1 (`lua`): EVAL, EVALSHA, SCRIPT
 //!   LOAD/EXISTS/FLUSH; Functions (`functions`): FUNCTION
 //!   LOAD [REPLACE]/LIST/DELETE/FLUSH, FCALL, FCALL_RO; the `redis` Lua
-//!   library and Redis 7's conversions and error texts.
+//!   library and Redis 7's conversions and error texts; `math.random`
+//!   draws what a freshly started Redis draws.
 //! - Faults (`faults`): restart empty, freeze and thaw, dropped replies,
-//!   flushed scripts, and a lagging replica built from the write log.
+//!   flushed scripts, and a lagging replica built from the write log
+//!   (write effects as Redis 7 replicates them: a script's writes, relative
+//!   deadlines made absolute, the ids XADD chose, expired keys as DEL).
+//! - The engine's seam (`link`): SimRedis is a
+//!   [`Connector`](stockade_engine::Connector), and [`Primary`] follows a
+//!   promoted replica. [`SimRedis::record`] keeps a client's traffic to
+//!   replay it elsewhere.
 //!
 //! # Not implemented
-//! RESP3 (HELLO answers NOPROTO), pub/sub delivery (SUBSCRIBE is refused;
-//! PUBLISH reaches nobody), MULTI/EXEC, blocking commands, databases other
-//! than 0, ACL and AUTH, consumer groups, ZRANGE BYSCORE/BYLEX, XADD
-//! MINID and `~`, script time limits (a script that never ends hangs
-//! the simulation), Lua libraries cjson, cmsgpack, struct and bit.
-//! Orders Redis leaves unspecified (KEYS, SMEMBERS, FUNCTION LIST) are
-//! sorted here.
+//! RESP3 (HELLO answers NOPROTO, so stockade-lock's subscriptions cannot
+//! run here), pub/sub delivery (SUBSCRIBE is refused; PUBLISH reaches
+//! nobody), MULTI/EXEC, blocking commands, consumer groups, databases
+//! other than 0, ACL and AUTH, ZRANGE BYSCORE/BYLEX, XADD MINID and `~`,
+//! script time limits (a script that never ends hangs the simulation),
+//! the Lua libraries cjson, cmsgpack, struct and bit. Commands Redis has
+//! and this server lacks answer an error saying so. Orders Redis leaves
+//! unspecified (KEYS, SMEMBERS, FUNCTION LIST) are sorted here; SCAN
+//! answers everything at once.
 
-pub mod commands;
+mod commands;
 mod conn;
 mod faults;
 mod functions;

@@ -31,29 +31,49 @@ pub struct State {
 
 /// Commands this module answers (refused inside scripts).
 const SERVER_COMMANDS: &[&str] = &[
-    "eval",
-    "evalsha",
-    "script",
-    "function",
-    "fcall",
-    "fcall_ro",
-    "info",
-    "client",
-    "select",
-    "hello",
-    "auth",
-    "quit",
+    "eval", "evalsha", "script", "function", "fcall", "fcall_ro", "info", "client", "select",
+    "hello", "auth", "quit",
+];
+
+/// Redis commands the simulated server does not have: they get an error
+/// that says so, rather than Redis's "unknown command".
+const NOT_SIMULATED: &[&str] = &[
     "multi",
     "exec",
+    "discard",
+    "watch",
+    "unwatch",
     "subscribe",
     "psubscribe",
+    "ssubscribe",
+    "unsubscribe",
+    "punsubscribe",
     "wait",
+    "blpop",
+    "brpop",
+    "bzpopmin",
+    "xread",
+    "xreadgroup",
+    "xgroup",
+    "xack",
+    "xtrim",
+    "object",
+    "debug",
+    "config",
+    "save",
+    "bgsave",
+    "replicaof",
+    "slaveof",
+    "cluster",
+    "sentinel",
+    "acl",
+    "monitor",
 ];
 
 /// Whether `name` is a command about the server rather than the data.
 pub fn is_server_command(name: &[u8]) -> bool {
     let name = String::from_utf8_lossy(name).to_ascii_lowercase();
-    SERVER_COMMANDS.contains(&name.as_str())
+    SERVER_COMMANDS.contains(&name.as_str()) || NOT_SIMULATED.contains(&name.as_str())
 }
 
 impl State {
@@ -98,6 +118,11 @@ impl State {
             ),
             "quit" => Reply::ok(),
             "select" => wrong_arity("select"),
+            other if NOT_SIMULATED.contains(&other) => Reply::error(format!(
+                "ERR {} is not simulated: SimRedis has no transactions, pub/sub delivery, \
+                 blocking commands, consumer groups or administration (see stockade_sim::redis)",
+                other.to_ascii_uppercase()
+            )),
             _ => match commands::dispatch(&mut self.db, args) {
                 Some(outcome) => {
                     self.log.extend(outcome.effects);

@@ -63,7 +63,7 @@ pub fn to_reply(value: &Value) -> Reply {
 /// i64::MIN (`math.huge` answers -9223372036854775808 there).
 fn truncate(n: f64) -> i64 {
     const LIMIT: f64 = 9_223_372_036_854_775_808.0;
-    if n.is_nan() || n >= LIMIT || n < -LIMIT {
+    if n.is_nan() || !(-LIMIT..LIMIT).contains(&n) {
         i64::MIN
     } else {
         n as i64
