@@ -103,6 +103,19 @@ fn errors_in_scripts_read_as_redis_7_writes_them() {
             "ERR user_script:2: boom script: {sha}, on @user_script:2."
         ))
     );
+    // The arity check of redis.call, then the command's own.
+    assert_eq!(
+        redis.execute(&[b"EVAL", b"return redis.pcall('HSET', 'h', 'f')", b"0"]),
+        Reply::error("ERR Wrong number of args calling Redis command from script")
+    );
+    assert_eq!(
+        redis.execute(&[
+            b"EVAL",
+            b"return redis.pcall('HSET', 'h', 'f', 'v', 'g')",
+            b"0"
+        ]),
+        Reply::error("ERR wrong number of arguments for 'hset' command")
+    );
     assert_eq!(
         redis.execute(&[b"EVAL", b"return redis.error_reply('My Error')", b"0"]),
         Reply::error("My Error")

@@ -173,6 +173,7 @@ pub fn command(rng: &mut ChaCha8Rng, key: &str, stream: &mut u64) -> Vec<String>
             &[
                 "GET",
                 "HSET k0 f",
+                "HSET k0 f v f2",
                 "ZADD k1",
                 "LPOS",
                 "XADD k2 1-1",

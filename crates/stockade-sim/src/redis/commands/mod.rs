@@ -135,11 +135,6 @@ pub struct Outcome {
     pub effects: Vec<Vec<Vec<u8>>>,
 }
 
-/// Whether `name` is a data command this server knows.
-pub fn is_data_command(name: &[u8]) -> bool {
-    find(name).is_some()
-}
-
 /// Whether data command `name` writes (refused in read-only scripts).
 pub fn is_write(name: &[u8]) -> bool {
     find(name).is_some_and(|spec| spec.write)
@@ -154,12 +149,7 @@ fn find(name: &[u8]) -> Option<&'static Spec> {
 /// has set. `None` if no data command has that name.
 pub fn dispatch(db: &mut Db, args: &[Vec<u8>]) -> Option<Outcome> {
     let spec = find(&args[0])?;
-    let arity_ok = if spec.arity >= 0 {
-        args.len() == spec.arity as usize
-    } else {
-        args.len() >= spec.arity.unsigned_abs() as usize
-    };
-    if !arity_ok {
+    if !arity_ok(spec, args) {
         return Some(Outcome {
             reply: wrong_arity(spec.name),
             effects: Vec::new(),
@@ -186,6 +176,22 @@ pub fn dispatch(db: &mut Db, args: &[Vec<u8>]) -> Option<Outcome> {
         }
     }
     Some(Outcome { reply, effects })
+}
+
+/// Whether `args` has as many words as the command takes (Redis's first
+/// check, before the command itself reads them).
+fn arity_ok(spec: &Spec, args: &[Vec<u8>]) -> bool {
+    if spec.arity >= 0 {
+        args.len() == spec.arity as usize
+    } else {
+        args.len() >= spec.arity.unsigned_abs() as usize
+    }
+}
+
+/// Whether data command `args` (name first) passes the arity check; None
+/// if there is no such command.
+pub fn has_arity(args: &[Vec<u8>]) -> Option<bool> {
+    find(&args[0]).map(|spec| arity_ok(spec, args))
 }
 
 /// `ERR wrong number of arguments for 'get' command`.

@@ -152,22 +152,20 @@ fn raw_call(
             _ => return fail("Lua redis lib command arguments must be strings or integers"),
         }
     }
-    if !commands::is_data_command(&argv[0]) {
+    let Some(arity_ok) = commands::has_arity(&argv) else {
         return if super::super::server::is_server_command(&argv[0]) {
             fail("This Redis command is not allowed from script")
         } else {
             fail("Unknown Redis command called from script")
         };
+    };
+    if !arity_ok {
+        return fail("Wrong number of args calling Redis command from script");
     }
     if read_only && commands::is_write(&argv[0]) {
         return fail("Write commands are not allowed from read-only scripts.");
     }
     let outcome = commands::dispatch(db, &argv).expect("a data command");
-    if let Reply::Error(text) = &outcome.reply
-        && text.starts_with("ERR wrong number of arguments")
-    {
-        return fail("Wrong number of args calling Redis command from script");
-    }
     effects.extend(outcome.effects);
     match outcome.reply {
         Reply::Error(text) => Ok((
