@@ -139,6 +139,11 @@ fn a_replica_lags_by_write_effects_a_scripts_writes_counted_one_by_one() {
     let behind_one = redis.replica_lagging(1);
     assert_eq!(behind_one.execute(&[b"GET", b"a"]), Reply::bulk("1"));
     assert_eq!(behind_one.execute(&[b"GET", b"b"]), Reply::bulk("2"));
+    assert_ne!(
+        redis.replica_lagging(1).run_id(),
+        behind_one.run_id(),
+        "every replica has its own run id"
+    );
     let behind_two = redis.replica_lagging(2);
     assert_eq!(behind_two.execute(&[b"GET", b"b"]), Reply::Nil);
     // Scripts are not replicated: the replica's cache is empty.

@@ -58,9 +58,13 @@ impl SimRedis {
             let shared = self.shared();
             let log = &shared.state.log;
             let kept = log.len().saturating_sub(by_writes);
+            let number = self
+                .inner
+                .replicas
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             (
                 log[..kept].to_vec(),
-                format!("{}/replica@{kept}", self.inner.name),
+                format!("{}/replica-{number}", self.inner.name),
             )
         };
         let replica = SimRedis::new(name, self.inner.clock.clone());

@@ -81,6 +81,8 @@ struct Inner {
     clock: Arc<dyn Clock>,
     state: Mutex<Shared>,
     status: watch::Sender<Status>,
+    /// How many replicas were made of it (each gets its own run id).
+    replicas: std::sync::atomic::AtomicU64,
 }
 
 /// What the connections watch: restarts and freezes.
@@ -122,6 +124,7 @@ impl SimRedis {
                     recorded: None,
                 }),
                 status: watch::Sender::new(Status::default()),
+                replicas: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }
