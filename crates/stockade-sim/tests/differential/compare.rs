@@ -92,7 +92,7 @@ fn strip_ids(value: Value) -> Value {
 }
 
 /// Every key: its type, its contents as the type's full read answers them
-/// (sets sorted), and whether it has a deadline.
+/// (sets and hashes sorted), and whether it has a deadline.
 pub async fn keyspace(
     connection: &mut MultiplexedConnection,
     ids: bool,
@@ -121,11 +121,18 @@ pub async fn keyspace(
         };
         let mut args = vec![read[0].to_vec(), key.clone()];
         args.extend(read[1..].iter().map(|a| a.to_vec()));
-        let contents = normalize(
+        let mut contents = normalize(
             &String::from_utf8_lossy(read[0]),
             send(connection, &args).await,
             ids,
         );
+        // Redis keeps a hash's fields in order only while it is small (no
+        // value over 64 bytes, at most 128 fields): compared as pairs, sorted.
+        if let (true, Ok(Value::Array(items))) = (kind == "hash", &mut contents) {
+            let mut pairs: Vec<Vec<Value>> = items.chunks(2).map(<[Value]>::to_vec).collect();
+            pairs.sort_by_key(|pair| format!("{pair:?}"));
+            *items = pairs.concat();
+        }
         let ttl = send(connection, &[b"PTTL".to_vec(), key.clone()]).await;
         out.insert(
             key,

@@ -5,12 +5,15 @@
 //!
 //! Replies are compared exactly, errors by their full text, after making
 //! uniform only what two correct servers may answer differently: the
-//! order of SMEMBERS and KEYS (sorted), the time left of a deadline
+//! order of SMEMBERS and KEYS (sorted), of a hash's fields in the final
+//! keyspace (Redis keeps them in order only in small hashes), the time
+//! left of a deadline
 //! (PTTL clamped to -2, -1 or 1), and in the Functions flow the stream
 //! ids each server takes from its own clock.
 
 mod compare;
 mod generate;
+mod traffic;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,8 +22,7 @@ use chrono::Utc;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use redis::aio::MultiplexedConnection;
-use stockade_core::{Engine, Epoch, ManualClock, Purchase, PurchaseOutcome, SaleSpec};
-use stockade_engine::{RedisEngine, RedisEngineConfig};
+use stockade_core::ManualClock;
 use stockade_sim::redis::SimRedis;
 use stockade_test_support::RedisServer;
 
@@ -32,7 +34,7 @@ const SEEDS: &[u64] = &[1, 2, 3, 7, 42, 99, 100, 106, 1234, 2026];
 const STEPS: usize = 500;
 
 /// A real server and a simulated one, a connection to each.
-struct Both {
+pub(crate) struct Both {
     _server: RedisServer,
     real: MultiplexedConnection,
     sim: MultiplexedConnection,
@@ -41,7 +43,7 @@ struct Both {
     ids: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
-async fn both(sim: &SimRedis) -> Both {
+pub(crate) async fn both(sim: &SimRedis) -> Both {
     let server = RedisServer::start().expect("start redis-server");
     let real = redis::Client::open(server.url())
         .unwrap()
@@ -58,7 +60,7 @@ async fn both(sim: &SimRedis) -> Both {
 
 impl Both {
     /// Sends `args` to both; panics with `context` if the answers differ.
-    async fn same(&mut self, args: &[Vec<u8>], ids: bool, context: &str) {
+    pub(crate) async fn same(&mut self, args: &[Vec<u8>], ids: bool, context: &str) {
         let name = String::from_utf8_lossy(&args[0]).into_owned();
         let real_args: Vec<Vec<u8>> = args
             .iter()
@@ -81,7 +83,7 @@ impl Both {
         );
     }
 
-    async fn same_keyspace(&mut self, ids: bool, context: &str) {
+    pub(crate) async fn same_keyspace(&mut self, ids: bool, context: &str) {
         let real = keyspace(&mut self.real, ids).await;
         let sim = keyspace(&mut self.sim, ids).await;
         assert_eq!(
@@ -139,65 +141,4 @@ async fn random_commands_and_scripts_answer_as_redis_does() {
         pair.same_keyspace(false, &format!("seed {seed}, at the end"))
             .await;
     }
-}
-
-/// The engine's own traffic (its real Functions library, a sale, buyers
-/// until sold out, a release, the outbox, a rebuild), recorded on a
-/// SimRedis, then replayed to a fresh SimRedis and a real server.
-#[tokio::test(flavor = "current_thread")]
-async fn the_engine_library_answers_as_on_redis() {
-    let clock = ManualClock::new(Utc::now());
-    let recorder = SimRedis::new("recorder", Arc::new(clock.clone()));
-    recorder.record(true);
-    let engine = RedisEngine::connect(
-        &RedisEngineConfig::connected(Arc::new(recorder.clone())),
-        Arc::new(clock.clone()),
-    )
-    .await
-    .expect("the engine connects to the simulated redis");
-    let spec = SaleSpec::builder("diff", 4).unwrap().build().unwrap();
-    engine.create_sale(&spec).await.unwrap();
-    let mut first = None;
-    for user in 0..6 {
-        let outcome = engine
-            .purchase(&Purchase::new("diff", format!("u{user}"), 1).unwrap())
-            .await
-            .unwrap();
-        if let PurchaseOutcome::Purchased { order_id, .. } = outcome {
-            first.get_or_insert(order_id);
-        }
-    }
-    let first = first.expect("someone bought");
-    engine
-        .release(spec.id(), first, Epoch::FIRST)
-        .await
-        .unwrap();
-    let outcome = engine
-        .purchase(&Purchase::new("diff", "late", 1).unwrap())
-        .await
-        .unwrap();
-    assert!(
-        matches!(outcome, PurchaseOutcome::Purchased { remaining: 0, .. }),
-        "{outcome:?}"
-    );
-    let orders = engine.outbox(spec.id()).await.unwrap();
-    engine.rebuild(&spec, Epoch::FIRST, &orders).await.unwrap();
-    engine.snapshot(spec.id()).await.unwrap();
-    let traffic = recorder.recorded();
-    assert!(
-        traffic.iter().any(|c| c[0].eq_ignore_ascii_case(b"FCALL")),
-        "the library ran"
-    );
-
-    let replay = SimRedis::new("replay", Arc::new(clock.clone()));
-    let mut pair = both(&replay).await;
-    for (step, args) in traffic.iter().enumerate() {
-        // Who the server is (INFO) and client bookkeeping differ by design.
-        if args[0].eq_ignore_ascii_case(b"INFO") || args[0].eq_ignore_ascii_case(b"CLIENT") {
-            continue;
-        }
-        pair.same(args, true, &format!("engine traffic, step {step}"))
-            .await;
-    }
-    pair.same_keyspace(true, "after the engine's traffic").await;
 }
