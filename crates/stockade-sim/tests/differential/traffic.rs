@@ -108,7 +108,7 @@ async fn the_waiting_room_and_rate_limits_answer_as_on_redis() {
         sold_out: remaining == 0,
         used_before: u64::MAX,
         expired_before_ms: now_ms,
-        config: config.clone(),
+        config,
     };
     queues.register(&sale).await.unwrap();
     let mut tickets = Vec::new();
