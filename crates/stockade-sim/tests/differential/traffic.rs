@@ -3,6 +3,7 @@
 //! engine (its Functions library: a sale, buyers until sold out, a
 //! release, the outbox, a rebuild), and the service's waiting room and
 //! shared rate limits (their libraries, through the same connection).
+//! A replica of the recording server is checked to hold the same data.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +42,12 @@ async fn replay(recorder: &SimRedis, clock: &ManualClock, what: &str) {
     assert!(
         traffic.iter().any(|c| c[0].eq_ignore_ascii_case(b"FCALL")),
         "{what}: a library ran"
+    );
+    // A replica fed the recorder's write effects holds what it holds:
+    // every write of the project's scripts replicates.
+    assert!(
+        recorder.replica_lagging(0).dump() == recorder.dump(),
+        "{what}: a replica differs from its primary"
     );
     let mut pair = both(&SimRedis::new("replay", Arc::new(clock.clone()))).await;
     for (step, args) in traffic.iter().enumerate() {
