@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use mlua::{Function, Lua, Table, Value, Variadic};
+use mlua::{Function, Lua, Value, Variadic};
 
 use super::commands::{glob, is};
-use super::lua::{FUNCTION_CHUNK, Interp};
+use super::lua::{FUNCTION_CHUNK, Interp, raise};
 use super::resp::Reply;
 
 /// Flags `redis.register_function` takes.
@@ -96,7 +96,8 @@ impl Registry {
         if self.libraries.contains_key(&name) && !replace {
             return Reply::error(format!("ERR Library '{name}' already exists"));
         }
-        let registered = match register(interp, &name, body) {
+        // The shebang line stays a (blank) line: errors count it, as Redis's.
+        let registered = match register(interp, &name, &format!("\n{body}")) {
             Ok(registered) => registered,
             Err(error) => return Reply::error(error),
         };
@@ -189,12 +190,11 @@ fn register(
     let mut registered = BTreeMap::new();
     let outcome = lua.scope(|scope| {
         let register = scope.create_function_mut(|lua, args: Variadic<Value>| {
-            let function = one_registration(lua, args).map_err(mlua::Error::RuntimeError)?;
+            let function =
+                one_registration(lua, args).map_err(|text| raise(format!("ERR {text}")))?;
             let name = function.0;
             if registered.contains_key(&name) {
-                return Err(mlua::Error::RuntimeError(
-                    "Function already exists in the library".into(),
-                ));
+                return Err(raise("ERR Function already exists in the library".into()));
             }
             registered.insert(
                 name,
@@ -207,20 +207,17 @@ fn register(
             );
             Ok(())
         })?;
-        let redis: Table = lua.globals().raw_get("redis")?;
-        redis.raw_set("register_function", register)?;
-        let run = compiled.call::<()>(());
-        redis.raw_set("register_function", Value::Nil)?;
-        run
+        // While it loads, a library sees only the loading API.
+        let loaded = interp.library_env(&compiled, register)?;
+        let run = interp.run_loading(&compiled);
+        loaded.call::<()>(())?;
+        Ok(run)
     });
-    outcome.map_err(|error| {
-        let text = match &error {
-            mlua::Error::CallbackError { cause, .. } => cause.to_string(),
-            other => other.to_string(),
-        };
-        format!("ERR Error registering functions: {text}")
-    })?;
-    Ok(registered)
+    match outcome {
+        Ok(Ok(())) => Ok(registered),
+        Ok(Err(text)) => Err(format!("ERR Error registering functions: {text}")),
+        Err(error) => Err(format!("ERR Error registering functions: {error}")),
+    }
 }
 
 type Registration = (String, Function, Vec<String>, Option<String>);
@@ -229,12 +226,20 @@ type Registration = (String, Function, Vec<String>, Option<String>);
 /// callback)` or `{function_name=, callback=, flags=, description=}`.
 fn one_registration(_lua: &Lua, args: Variadic<Value>) -> Result<Registration, String> {
     let (name, callback, flags, description) = match args.as_slice() {
-        [Value::String(name), callback] => (
-            Value::String(name.clone()),
-            callback.clone(),
-            Value::Nil,
-            Value::Nil,
-        ),
+        [name, callback] => {
+            let Value::String(name) = name else {
+                return Err("first argument to redis.register_function must be a string".into());
+            };
+            let Value::Function(callback) = callback else {
+                return Err("second argument to redis.register_function must be a function".into());
+            };
+            (
+                Value::String(name.clone()),
+                Value::Function(callback.clone()),
+                Value::Nil,
+                Value::Nil,
+            )
+        }
         [Value::Table(table)] => {
             for pair in table.clone().pairs::<Value, Value>() {
                 let (key, _) = pair.map_err(|e| e.to_string())?;
@@ -250,6 +255,9 @@ fn one_registration(_lua: &Lua, args: Variadic<Value>) -> Result<Registration, S
                 get("flags"),
                 get("description"),
             )
+        }
+        [_] => {
+            return Err("calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).".into());
         }
         _ => return Err("wrong number of arguments to redis.register_function".into()),
     };
@@ -274,8 +282,9 @@ fn one_registration(_lua: &Lua, args: Variadic<Value>) -> Result<Registration, S
         }
     };
     if !names_ok(&name) {
+        // Redis 7 says "Library names" here too.
         return Err(
-            "Function names can only contain letters, numbers, or underscores(_) and must be at least one character long"
+            "Library names can only contain letters, numbers, or underscores(_) and must be at least one character long"
                 .into(),
         );
     }

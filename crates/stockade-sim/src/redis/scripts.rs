@@ -34,9 +34,16 @@ fn load(state: &mut State, body: &[u8]) -> Result<String, Reply> {
     Ok(sha)
 }
 
-/// `numkeys` and the split of the rest into keys and arguments.
-fn split(args: &[Vec<u8>]) -> Result<(Args, Args), Reply> {
-    let numkeys = parse_int(&args[2])?;
+/// `numkeys` and the split of the rest into keys and arguments. An
+/// unreadable `numkeys` is EVAL's integer error, or FCALL's own.
+fn split(args: &[Vec<u8>], fcall: bool) -> Result<(Args, Args), Reply> {
+    let numkeys = parse_int(&args[2]).map_err(|error| {
+        if fcall {
+            Reply::error("ERR Bad number of keys provided")
+        } else {
+            error
+        }
+    })?;
     if numkeys < 0 {
         return Err(Reply::error("ERR Number of keys can't be negative"));
     }
@@ -56,7 +63,7 @@ pub fn eval(state: &mut State, args: &[Vec<u8>], by_sha: bool) -> Reply {
     if args.len() < 3 {
         return wrong_arity(name);
     }
-    let (keys, argv) = match split(args) {
+    let (keys, argv) = match split(args, false) {
         Ok(split) => split,
         Err(error) => return error,
     };
@@ -122,7 +129,7 @@ pub fn fcall(state: &mut State, args: &[Vec<u8>], read_only: bool) -> Reply {
     if args.len() < 3 {
         return wrong_arity(if read_only { "fcall_ro" } else { "fcall" });
     }
-    let (keys, argv) = match split(args) {
+    let (keys, argv) = match split(args, true) {
         Ok(split) => split,
         Err(error) => return error,
     };

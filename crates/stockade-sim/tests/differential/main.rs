@@ -13,6 +13,7 @@
 //! of the simulated server, fed its write effects, must hold the same.
 
 mod compare;
+mod functions;
 mod generate;
 mod traffic;
 

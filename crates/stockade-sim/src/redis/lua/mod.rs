@@ -47,6 +47,40 @@ setmetatable(_G, {
 })
 "#;
 
+/// The environment of a Functions library, as Redis 7 gives it: while it
+/// loads, its code sees one global, `redis`, with only the loading API
+/// (`register_function`, `log`...); once loaded, its functions see the
+/// ordinary globals. Either way a missing global is an error, and none
+/// may be set.
+const LIBRARY_ENV: &str = r#"
+local setmetatable, setfenv, error, tostring, rawget = setmetatable, setfenv, error, tostring, rawget
+local G, redis = _G, redis
+local function missing(name)
+  error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 3)
+end
+return function(f, register)
+  local api = setmetatable({register_function = register, log = redis.log, setresp = redis.setresp,
+    LOG_DEBUG = redis.LOG_DEBUG, LOG_VERBOSE = redis.LOG_VERBOSE,
+    LOG_NOTICE = redis.LOG_NOTICE, LOG_WARNING = redis.LOG_WARNING,
+    REDIS_VERSION = redis.REDIS_VERSION, REDIS_VERSION_NUM = redis.REDIS_VERSION_NUM},
+    {__index = function(_, name) missing(name) end})
+  local loading = true
+  setfenv(f, setmetatable({}, {
+    __index = function(_, name)
+      if loading then
+        if name == 'redis' then return api end
+        missing(name)
+      end
+      local value = rawget(G, name)
+      if value == nil then missing(name) end
+      return value
+    end,
+    __newindex = function() error("Attempt to modify a readonly table", 2) end,
+  }))
+  return function() loading = false end
+end
+"#;
+
 /// Calls `f` with the rest of its arguments under `xpcall`, as Redis
 /// calls a script with its error handler.
 const DRIVER: &str = r#"
@@ -61,6 +95,7 @@ end
 pub struct Interp {
     lua: Lua,
     driver: Function,
+    library_env: Function,
 }
 
 /// How a running script may use the keyspace.
@@ -152,7 +187,43 @@ impl Interp {
             .set_name("=stockade_sim")
             .eval::<Function>()
             .expect("the driver compiles");
-        Self { lua, driver }
+        let library_env = lua
+            .load(LIBRARY_ENV)
+            .set_name("=stockade_sim")
+            .eval::<Function>()
+            .expect("the library environment compiles");
+        Self {
+            lua,
+            driver,
+            library_env,
+        }
+    }
+
+    /// Gives a library's compiled code `f` its environment, `register` as
+    /// its `redis.register_function`; the function returned ends the
+    /// loading (the library's functions then see the ordinary globals).
+    pub fn library_env(&self, f: &Function, register: Function) -> mlua::Result<Function> {
+        self.library_env.call((f.clone(), register))
+    }
+
+    /// Runs a library's code as Redis loads it (its error handler, no
+    /// keyspace): on failure, the error's text.
+    pub fn run_loading(&self, f: &Function) -> Result<(), String> {
+        let run = || -> mlua::Result<Result<(), String>> {
+            let handler = self.lua.create_function(error_handler)?;
+            let (ok, value): (bool, Value) = self.driver.call((f.clone(), handler))?;
+            if ok {
+                return Ok(Ok(()));
+            }
+            let text = match value {
+                Value::Table(error) => error
+                    .raw_get::<Option<String>>("err")?
+                    .unwrap_or_else(|| "ERR unknown error".into()),
+                other => format!("ERR {other:?}"),
+            };
+            Ok(Err(text))
+        };
+        run().unwrap_or_else(|error| Err(format!("ERR {error}")))
     }
 
     /// The Lua state.
@@ -228,6 +299,12 @@ impl Interp {
             Reply::error(format!("ERR Error running script {name}: {error}"))
         })
     }
+}
+
+/// An error a Rust function of the `redis` library raises: Redis's error
+/// handler makes it `{err = text}`.
+pub fn raise(text: String) -> mlua::Error {
+    mlua::Error::external(CallError(text))
 }
 
 impl Default for Interp {
