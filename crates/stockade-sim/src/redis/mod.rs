@@ -36,7 +36,7 @@
 //!
 //! # Not implemented
 //! RESP3 (HELLO answers NOPROTO, so stockade-lock's subscriptions cannot
-//! run here), pub/sub delivery (SUBSCRIBE is refused; PUBLISH reaches
+//! run here; `redis.setresp(3)` raises an error in scripts), pub/sub delivery (SUBSCRIBE is refused; PUBLISH reaches
 //! nobody), MULTI/EXEC, blocking commands, consumer groups, databases
 //! other than 0, ACL and AUTH, ZRANGE BYSCORE/BYLEX, XADD MINID and `~`,
 //! script time limits (a script that never ends hangs the simulation),

@@ -15,6 +15,7 @@
 mod compare;
 mod functions;
 mod generate;
+mod scripts;
 mod traffic;
 
 use std::collections::BTreeMap;
