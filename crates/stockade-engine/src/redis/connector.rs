@@ -24,7 +24,7 @@ pub trait Connector: Send + Sync + fmt::Debug + 'static {
 
 /// One connection at a time from a [`Connector`], replaced when it breaks.
 #[derive(Clone)]
-pub struct Reconnecting {
+pub(crate) struct Reconnecting {
     inner: Arc<Inner>,
 }
 
@@ -50,7 +50,7 @@ impl fmt::Debug for Reconnecting {
 impl Reconnecting {
     /// Connects through `connector` now, so that a Redis that cannot be
     /// reached fails the engine's start rather than its first request.
-    pub async fn open(
+    pub(crate) async fn open(
         connector: Arc<dyn Connector>,
         connection_timeout: Duration,
         response_timeout: Duration,

@@ -22,7 +22,7 @@
 //!   keys vanish when touched, and on [`SimRedis::sweep`].
 //! - Scripts in real Lua 5.1 (`lua`): EVAL, EVALSHA, SCRIPT
 //!   LOAD/EXISTS/FLUSH; Functions (`functions`): FUNCTION
-//!   LOAD [REPLACE]/LIST/DELETE/FLUSH, FCALL, FCALL_RO; the `redis` Lua
+//!   LOAD (and REPLACE)/LIST/DELETE/FLUSH, FCALL, FCALL_RO; the `redis` Lua
 //!   library and Redis 7's conversions and error texts; `math.random`
 //!   draws what a freshly started Redis draws.
 //! - Faults (`faults`): restart empty, freeze and thaw, dropped replies,
