@@ -45,7 +45,7 @@ pub(super) fn raw(lua: &Lua, args: MultiValue) -> mlua::Result<(bool, Value)> {
 }
 
 /// The text of a [`CallError`] inside `error`, if it is one.
-fn call_error(error: &mlua::Error) -> Option<String> {
+pub(super) fn call_error(error: &mlua::Error) -> Option<String> {
     match error {
         mlua::Error::CallbackError { cause, .. } => call_error(cause),
         mlua::Error::ExternalError(inner) => inner.downcast_ref::<CallError>().map(|e| e.0.clone()),

@@ -16,7 +16,9 @@ use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value, Variadic
 
 use super::keyspace::Db;
 use super::resp::Reply;
-use call::{CallError, Running, error_handler, error_table, lua_error_text, raw, script_error};
+use call::{
+    CallError, Running, call_error, error_handler, error_table, lua_error_text, raw, script_error,
+};
 use convert::to_reply;
 
 /// The chunk name of EVAL scripts, as Redis names them in errors.
@@ -27,6 +29,16 @@ pub const FUNCTION_CHUNK: &str = "@user_function";
 /// The `redis` library's parts written in Lua.
 const PRELUDE: &str = r#"
 local err = error
+-- Redis's pcall: an error table's `err` text is what the caller gets.
+local raw_pcall, err_text = pcall, __stockade_err_text
+__stockade_err_text = nil
+local function caught(ok, ...)
+  if ok then return true, ... end
+  local text = err_text((...))
+  if text ~= nil then return false, text end
+  return false, ...
+end
+pcall = function(...) return caught(raw_pcall(...)) end
 redis.status_reply = function(text) return {ok = text} end
 redis.setresp = function(version)
   if version ~= 2 then err('RESP version must be 2: the simulated server speaks RESP2 only') end
@@ -178,6 +190,13 @@ impl Interp {
         );
         globals.raw_set("redis", redis).expect("set redis");
         random::install(&lua).expect("math.random is replaced");
+        globals
+            .raw_set(
+                "__stockade_err_text",
+                lua.create_function(|_, error: Value| Ok(caught_text(&error)))
+                    .expect("a function"),
+            )
+            .expect("set a global");
         lua.load(PRELUDE)
             .set_name("=stockade_sim")
             .exec()
@@ -298,6 +317,21 @@ impl Interp {
         result.unwrap_or_else(|error| {
             Reply::error(format!("ERR Error running script {name}: {error}"))
         })
+    }
+}
+
+/// The text Redis's `pcall` gives for a caught error: a `redis.call`
+/// error's, or an error table's `err`; None for any other error.
+fn caught_text(error: &Value) -> Option<String> {
+    match error {
+        Value::Error(raised) => call_error(raised),
+        Value::Table(table) => match table.raw_get::<Value>("err") {
+            Ok(Value::String(text)) => Some(text.to_string_lossy()),
+            Ok(Value::Integer(n)) => Some(n.to_string()),
+            Ok(Value::Number(n)) => Some(n.to_string()),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
