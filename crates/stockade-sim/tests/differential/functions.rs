@@ -32,6 +32,8 @@ const LOADS: &[&str] = &[
     "#!lua name=lib15\nredis.register_function('f15' function() end)",
     "#!lua name=bad-lib\nredis.register_function('f16', function() return 1 end)",
     "#!lua\nredis.register_function('f17', function() return 1 end)",
+    "#!lua name=lib18\nredis.register_function('f18', function() return KEYS end)",
+    "#!lua name=lib19\nlocal r = redis\nredis.register_function('f19', function() return r.call('GET', 'k') end)",
 ];
 
 /// Calls and other FUNCTION commands after the loads.
@@ -46,6 +48,9 @@ const CALLS: &[&[&str]] = &[
     &["FCALL", "put", "x"],
     &["FUNCTION", "LIST", "LIBRARYNAME", "lib9"],
     &["FUNCTION", "LIST", "LIBRARYNAME", "nothing*"],
+    &["EVAL", "return 1", "1", "k"],
+    &["FCALL", "f18", "1", "k"],
+    &["FCALL", "f19", "0"],
     &["FUNCTION", "DELETE", "nolib"],
     &["FUNCTION", "DELETE", "lib9"],
     &["FCALL", "f9", "0"],

@@ -83,7 +83,8 @@ return function(f, register)
         if name == 'redis' then return api end
         missing(name)
       end
-      local value = rawget(G, name)
+      -- Functions run apart from EVAL's scripts: not their KEYS and ARGV.
+      local value = name ~= 'KEYS' and name ~= 'ARGV' and rawget(G, name) or nil
       if value == nil then missing(name) end
       return value
     end,
