@@ -75,7 +75,7 @@ impl Seed {
     /// A seed from the operating system's random source.
     pub fn random() -> Self {
         let mut bytes = [0u8; 32];
-        rand::fill(&mut bytes);
+        crate::entropy::fill(&mut bytes);
         Self(bytes)
     }
 

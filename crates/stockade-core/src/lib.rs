@@ -44,6 +44,7 @@ pub mod buyer;
 pub mod clock;
 pub mod draw;
 pub mod engine;
+pub mod entropy;
 pub mod epoch;
 pub mod order;
 pub mod outcome;

@@ -28,11 +28,7 @@ impl OrderId {
     /// incremented, which leaves 32 bits to guess for an id minted next to
     /// a known one. Ids minted in the same millisecond are in random order.
     pub fn generate() -> Self {
-        let millis = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        let random: [u8; 10] = rand::random();
-        Self(uuid::Builder::from_unix_timestamp_millis(millis, &random).into_uuid())
+        Self(crate::entropy::uuid_v7())
     }
 
     /// Wraps an existing UUID (from the store or an engine reply).

@@ -10,7 +10,9 @@
 //! Time is passed in, so the breaker is tested without sleeping.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// tokio's: the wall clock in the service, the simulated one in the simulator.
+use tokio::time::Instant;
 
 use parking_lot::Mutex;
 

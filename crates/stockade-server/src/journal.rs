@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 use stockade_core::{Order, OrderId};
 use tokio::sync::{mpsc, oneshot};
 
-use stockade_store::OrderStore;
+use stockade_store::{Calls, OrderStore};
 
 /// How often the orders the store has decided are dropped from the file.
 pub const COMPACT_EVERY: Duration = Duration::from_secs(2);
@@ -43,11 +43,20 @@ enum Request {
     Forget(HashSet<OrderId>),
 }
 
+/// Where requests to the file go.
+#[derive(Clone, Debug)]
+enum Writer {
+    /// To the writer thread, which groups them.
+    Thread(mpsc::UnboundedSender<Request>),
+    /// Done by the caller, each to its end ([`Calls::Inline`]).
+    Inline(Arc<Mutex<File>>),
+}
+
 /// The journal; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct IntakeJournal {
     path: Arc<PathBuf>,
-    requests: mpsc::UnboundedSender<Request>,
+    writer: Writer,
     /// The orders in the file, in order.
     kept: Arc<Mutex<Vec<Order>>>,
 }
@@ -55,21 +64,41 @@ pub struct IntakeJournal {
 impl IntakeJournal {
     /// Opens (or creates) the journal at `path`; also returns the orders a
     /// previous run left in it, to be committed before anything else.
-    pub fn open(path: &Path) -> std::io::Result<(Self, Vec<Order>)> {
+    /// With [`Calls::Inline`] each request is written by its caller
+    /// before it returns (the simulator's), else by a writer thread.
+    pub fn open(path: &Path, calls: Calls) -> std::io::Result<(Self, Vec<Order>)> {
         let left = read(path)?;
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         let kept = Arc::new(Mutex::new(left.clone()));
-        let (requests, inbox) = mpsc::unbounded_channel();
+        let writer = match calls {
+            Calls::Inline => Writer::Inline(Arc::new(Mutex::new(file))),
+            Calls::Async => {
+                let (requests, inbox) = mpsc::unbounded_channel();
+                let path = path.to_path_buf();
+                let kept = Arc::clone(&kept);
+                std::thread::Builder::new()
+                    .name("intake-journal".into())
+                    .spawn(move || write_forever(&path, file, inbox, &kept))?;
+                Writer::Thread(requests)
+            }
+        };
         let journal = Self {
             path: Arc::new(path.to_path_buf()),
-            requests,
-            kept: Arc::clone(&kept),
+            writer,
+            kept,
         };
-        let path = path.to_path_buf();
-        std::thread::Builder::new()
-            .name("intake-journal".into())
-            .spawn(move || write_forever(&path, file, inbox, &kept))?;
         Ok((journal, left))
+    }
+
+    /// Hands `request` to the writer.
+    fn send(&self, request: Request) -> Result<(), ()> {
+        match &self.writer {
+            Writer::Thread(requests) => requests.send(request).map_err(|_| ()),
+            Writer::Inline(file) => {
+                write_group(&self.path, &mut file.lock(), vec![request], &self.kept);
+                Ok(())
+            }
+        }
     }
 
     /// The file.
@@ -84,9 +113,8 @@ impl IntakeJournal {
             path: self.path.display().to_string(),
             reason,
         };
-        self.requests
-            .send(Request::Record(order.clone(), done))
-            .map_err(|_| fail("the journal's writer has stopped".into()))?;
+        self.send(Request::Record(order.clone(), done))
+            .map_err(|()| fail("the journal's writer has stopped".into()))?;
         synced
             .await
             .map_err(|_| fail("the journal's writer has stopped".into()))?
@@ -113,7 +141,7 @@ impl IntakeJournal {
         let decided = store.decided(&ids).await?;
         let remaining = ids.len() - decided.len();
         if !decided.is_empty() {
-            let _ = self.requests.send(Request::Forget(decided));
+            let _ = self.send(Request::Forget(decided));
         }
         Ok(remaining)
     }
@@ -148,26 +176,36 @@ fn write_forever(
     kept: &Mutex<Vec<Order>>,
 ) {
     while let Some(first) = inbox.blocking_recv() {
-        let mut waiting = Vec::new();
-        let mut forget = HashSet::new();
-        let mut next = Some(first);
-        while let Some(request) = next.take() {
-            match request {
-                Request::Record(order, done) => waiting.push((order, done)),
-                Request::Forget(ids) => forget.extend(ids),
-            }
-            next = inbox.try_recv().ok();
+        let mut group = vec![first];
+        while let Ok(request) = inbox.try_recv() {
+            group.push(request);
         }
+        write_group(path, &mut file, group, kept);
+    }
+}
+
+/// Does one group of requests: the forgets (a rewrite), then the records
+/// (one append and one sync), answering each record once it is on disk.
+fn write_group(path: &Path, file: &mut File, group: Vec<Request>, kept: &Mutex<Vec<Order>>) {
+    let mut waiting = Vec::new();
+    let mut forget = HashSet::new();
+    for request in group {
+        match request {
+            Request::Record(order, done) => waiting.push((order, done)),
+            Request::Forget(ids) => forget.extend(ids),
+        }
+    }
+    {
         if !forget.is_empty() {
             let mut all = kept.lock();
             all.retain(|o| !forget.contains(&o.id));
             match rewrite(path, &all) {
-                Ok(fresh) => file = fresh,
+                Ok(fresh) => *file = fresh,
                 Err(error) => tracing::warn!(%error, "cannot compact the intake journal; retrying"),
             }
         }
         if waiting.is_empty() {
-            continue;
+            return;
         }
         let mut lines = Vec::new();
         for (order, _) in &waiting {

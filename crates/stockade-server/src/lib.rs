@@ -103,4 +103,4 @@ pub mod waiting_room;
 pub mod writer;
 
 pub use api::app;
-pub use service::{ServeError, Service, run};
+pub use service::{Parts, ServeError, Service, run};

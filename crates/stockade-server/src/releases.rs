@@ -22,7 +22,9 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// tokio's: the wall clock in the service, the simulated one in the simulator.
+use tokio::time::Instant;
 
 use parking_lot::Mutex;
 use stockade_core::{Engine, EngineError, Epoch, OrderId, ReleaseOutcome, SaleId};
@@ -226,6 +228,8 @@ pub async fn apply_forever(state: AppState) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
+            // In order, so a run is the same each time (the simulator's replays).
+            biased;
             _ = tick.tick() => {}
             () = state.releases_owed().notified() => {}
         }

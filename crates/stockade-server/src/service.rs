@@ -19,7 +19,7 @@ use crate::recovery::RecoveryError;
 use crate::startup::{Backend, Unreachable};
 use crate::state::{AppState, StateParts};
 use crate::writer::CommitQueue;
-use stockade_store::{OrderStore, StoreEngine, StoreError};
+use stockade_store::{Calls, OrderStore, StoreEngine, StoreError, StoreOptions};
 
 use crate::api::app;
 use crate::{activity, client_cap, journal, listener, recovery, retirement, startup, waiting_room};
@@ -82,6 +82,19 @@ pub enum ServeError {
     },
 }
 
+/// What a service is assembled from beyond its settings: the parts the
+/// simulator gives its own.
+#[derive(Debug, Clone)]
+pub struct Parts {
+    /// The instance's clock: sale windows, holds, the engine.
+    pub clock: Arc<dyn Clock>,
+    /// The store's clock, when not the database server's (the simulated
+    /// database's).
+    pub store_clock: Option<Arc<dyn Clock>>,
+    /// How calls to the store and to the intake journal meet the runtime.
+    pub calls: Calls,
+}
+
 /// A started service: store open, engine connected and recovered, writer
 /// and reconciler running. Serve it with [`Service::serve`], or drive
 /// [`Service::router`] directly in tests.
@@ -117,6 +130,28 @@ impl Service {
         config: &ServerConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, ServeError> {
+        Self::start_with(
+            config,
+            Parts {
+                clock,
+                store_clock: None,
+                calls: Calls::Async,
+            },
+        )
+        .await
+    }
+
+    /// [`Service::start`] assembled from other [`Parts`] (the simulator's).
+    pub async fn start_with(config: &ServerConfig, parts: Parts) -> Result<Self, ServeError> {
+        let Parts {
+            clock,
+            store_clock,
+            calls,
+        } = parts;
+        let store_options = StoreOptions {
+            clock: store_clock,
+            calls,
+        };
         if let StoreLocation::Sqlite(path) = config.store()
             && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
         {
@@ -137,6 +172,7 @@ impl Service {
             config.store(),
             &config.sources().name("database_url"),
             config.startup_wait(),
+            store_options,
         )
         .await?;
         let (engine, redis, locks): (Arc<dyn Engine>, _, _) = match config.engine() {
@@ -245,7 +281,9 @@ impl Service {
         // The memory engine's outbox dies with the process: orders named
         // before their commit are journalled to disk (see `journal`).
         let journal = match config.engine() {
-            crate::config::Engine::Memory => Some(open_journal(config.data_dir(), &store).await?),
+            crate::config::Engine::Memory => {
+                Some(open_journal(config.data_dir(), &store, calls).await?)
+            }
             _ => None,
         };
         let state = AppState::new(StateParts {
@@ -386,6 +424,7 @@ pub async fn run(
 async fn open_journal(
     data_dir: &std::path::Path,
     store: &OrderStore,
+    calls: Calls,
 ) -> Result<journal::IntakeJournal, ServeError> {
     let path = data_dir.join("intake-journal.jsonl");
     let failed = |reason: String| ServeError::Journal {
@@ -393,7 +432,8 @@ async fn open_journal(
         reason,
     };
     std::fs::create_dir_all(data_dir).map_err(|e| failed(e.to_string()))?;
-    let (journal, left) = journal::IntakeJournal::open(&path).map_err(|e| failed(e.to_string()))?;
+    let (journal, left) =
+        journal::IntakeJournal::open(&path, calls).map_err(|e| failed(e.to_string()))?;
     journal::commit_left(&journal, &left, store)
         .await
         .map_err(|e| {
@@ -412,6 +452,7 @@ async fn open_store(
     location: &StoreLocation,
     setting: &str,
     wait: Duration,
+    options: StoreOptions,
 ) -> Result<OrderStore, ServeError> {
     let url = location.url();
     let shown_location = match location {
@@ -422,7 +463,7 @@ async fn open_store(
         startup::reach(Backend::Postgres, url, setting, wait).await?;
     }
     let deadline = tokio::time::Instant::now() + wait;
-    (|| OrderStore::open(&url))
+    (|| OrderStore::open_with(&url, options.clone()))
         .retry(
             ConstantBuilder::default()
                 .with_delay(Duration::from_millis(500))

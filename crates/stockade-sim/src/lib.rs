@@ -2,5 +2,23 @@
 //! of it, in one process and one thread, with time, randomness, the network
 //! and the servers (Redis, the store) simulated, so that any run is
 //! replayed exactly from its seed.
+//!
+//! A seed draws a [`scenario::Scenario`] (the cluster, the sale, the crowd,
+//! the faults); [`run::run`] plays it on a paused single-threaded runtime,
+//! where the service's own tasks (writer, reconciler, sweepers) run beside
+//! the crowd's, and the [`oracle`] judges the end against the promises of
+//! the README. Every request and answer goes into an event log whose hash
+//! is the same on every replay of the seed.
 
+pub mod batch;
+pub mod clock;
+pub mod crowd;
+pub mod history;
+pub mod oracle;
 pub mod redis;
+pub mod run;
+pub mod scenario;
+pub mod world;
+
+pub use run::{Report, run};
+pub use scenario::{Scenario, Size};

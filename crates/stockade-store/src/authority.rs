@@ -93,35 +93,39 @@ impl OrderStore {
         expected: Epoch,
         authority: Authority,
     ) -> Result<Advance, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        self.lock_sales(&mut tx, &[sale]).await?;
-        let row = sqlx::query(&format!(
-            "SELECT {SALE_COLUMNS}, {STATE_COLUMNS} FROM sales WHERE id = $1"
-        ))
-        .bind(sale.as_str())
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(row) = row else {
-            return Ok(Advance::UnknownSale);
-        };
-        let state = sale_state_from_row(&row)?;
-        if state.epoch != expected {
-            return Ok(Advance::Moved {
-                epoch: state.epoch,
-                authority: state.authority,
-            });
-        }
-        let next = expected.next();
-        // A move to the fallback does not drain the engine's outbox (the
-        // engine is unreachable): orders decided under the epoch it leaves
-        // still commit until the rebuild back drains that outbox. A move to
-        // the primary is a rebuild, which drained it first.
-        let undrained = match (state.authority, authority) {
-            (Authority::Primary, Authority::Fallback) => Some(expected.as_i64()),
-            (Authority::Fallback, Authority::Fallback) => state.undrained.map(Epoch::as_i64),
-            (_, Authority::Primary) => None,
-        };
-        sqlx::query(
+        self.calls
+            .run(async {
+                let mut tx = self.pool.begin().await?;
+                self.lock_sales(&mut tx, &[sale]).await?;
+                let row = sqlx::query(&format!(
+                    "SELECT {SALE_COLUMNS}, {STATE_COLUMNS} FROM sales WHERE id = $1"
+                ))
+                .bind(sale.as_str())
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some(row) = row else {
+                    return Ok(Advance::UnknownSale);
+                };
+                let state = sale_state_from_row(&row)?;
+                if state.epoch != expected {
+                    return Ok(Advance::Moved {
+                        epoch: state.epoch,
+                        authority: state.authority,
+                    });
+                }
+                let next = expected.next();
+                // A move to the fallback does not drain the engine's outbox (the
+                // engine is unreachable): orders decided under the epoch it leaves
+                // still commit until the rebuild back drains that outbox. A move to
+                // the primary is a rebuild, which drained it first.
+                let undrained = match (state.authority, authority) {
+                    (Authority::Primary, Authority::Fallback) => Some(expected.as_i64()),
+                    (Authority::Fallback, Authority::Fallback) => {
+                        state.undrained.map(Epoch::as_i64)
+                    }
+                    (_, Authority::Primary) => None,
+                };
+                sqlx::query(
             "UPDATE sales SET epoch = $1, authority = $2, undrained_epoch = $3 WHERE id = $4",
         )
         .bind(next.as_i64())
@@ -130,12 +134,14 @@ impl OrderStore {
         .bind(sale.as_str())
         .execute(&mut *tx)
         .await?;
-        sqlx::query("DELETE FROM pending_releases WHERE sale_id = $1 AND epoch < $2")
-            .bind(sale.as_str())
-            .bind(next.as_i64())
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(Advance::Advanced(next))
+                sqlx::query("DELETE FROM pending_releases WHERE sale_id = $1 AND epoch < $2")
+                    .bind(sale.as_str())
+                    .bind(next.as_i64())
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(Advance::Advanced(next))
+            })
+            .await
     }
 }

@@ -20,28 +20,38 @@ use stockade_core::SaleId;
 
 use super::{OrderStore, StoreError, StoreKind};
 
-/// Milliseconds since the Unix epoch on the store's clock, as SQL.
 /// A span in whole milliseconds, as the store's times are kept.
 fn millis(span: Duration) -> i64 {
     i64::try_from(span.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// Reads the store's clock on `executor` (a pooled connection, or the pool).
-pub(crate) async fn read_clock<'c>(
-    kind: StoreKind,
-    executor: impl sqlx::Executor<'c, Database = sqlx::Any>,
-) -> Result<i64, StoreError> {
-    Ok(
-        sqlx::query_scalar(&format!("SELECT {}", store_now_ms(kind)))
+impl OrderStore {
+    /// Reads the store's clock on `executor` (a pooled connection, or the
+    /// pool): the database server's, or the clock the store was opened
+    /// with ([`crate::StoreOptions::clock`]).
+    pub(crate) async fn read_clock<'c>(
+        &self,
+        executor: impl sqlx::Executor<'c, Database = sqlx::Any>,
+    ) -> Result<i64, StoreError> {
+        if let Some(clock) = &self.clock {
+            return Ok(clock.now().timestamp_millis());
+        }
+        Ok(sqlx::query_scalar(&format!("SELECT {}", self.now_sql()))
             .fetch_one(executor)
-            .await?,
-    )
-}
+            .await?)
+    }
 
-fn store_now_ms(kind: StoreKind) -> &'static str {
-    match kind {
-        StoreKind::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-        StoreKind::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+    /// Milliseconds since the Unix epoch on the store's clock, as SQL.
+    fn now_sql(&self) -> String {
+        match (&self.clock, self.kind) {
+            (Some(clock), _) => clock.now().timestamp_millis().to_string(),
+            (None, StoreKind::Postgres) => {
+                "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)".to_owned()
+            }
+            (None, StoreKind::Sqlite) => {
+                "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)".to_owned()
+            }
+        }
     }
 }
 
@@ -83,12 +93,13 @@ impl OrderStore {
         reached: bool,
         in_flight: impl FnOnce() -> InFlightOrders,
     ) -> Result<(), StoreError> {
+        self.calls.run(async {
         let mut conn = self.pool.acquire().await?;
         // One instant for the report and, if it reached the engine, the
         // reach: a report that reached the engine must record the same
         // instant for both (see `fallback_hold`: reported at or before the
         // last reach means "may have accepted orders since").
-        let now = read_clock(self.kind(), &mut *conn).await?;
+        let now = self.read_clock(&mut *conn).await?;
         let in_flight = in_flight();
         let sales: Vec<&str> = in_flight.sales.iter().map(SaleId::as_str).collect();
         let reached_at = if reached {
@@ -112,11 +123,14 @@ impl OrderStore {
             .execute(&mut *conn)
             .await?;
         Ok(())
+        }).await
     }
 
     /// The store's clock, in milliseconds since the Unix epoch.
     pub async fn clock_ms(&self) -> Result<i64, StoreError> {
-        read_clock(self.kind(), &self.pool).await
+        self.calls
+            .run(async { self.read_clock(&self.pool).await })
+            .await
     }
 
     /// The live instances other than `asking` (those that reported within
@@ -132,53 +146,65 @@ impl OrderStore {
         live: Duration,
         asking: &str,
     ) -> Result<Vec<String>, StoreError> {
-        let now = store_now_ms(self.kind());
-        let rows = sqlx::query(&format!(
-            "SELECT instance, reported_at_ms, in_flight, in_flight_sales FROM engine_views
+        self.calls
+            .run(async {
+                let now = self.now_sql();
+                let rows = sqlx::query(&format!(
+                    "SELECT instance, reported_at_ms, in_flight, in_flight_sales FROM engine_views
               WHERE instance <> $1 AND reported_at_ms > {now} - $2
               ORDER BY instance"
-        ))
-        .bind(asking)
-        .bind(millis(live))
-        .fetch_all(&self.pool)
-        .await?;
-        let mut holding = Vec::new();
-        for row in rows {
-            let reported_at: i64 = sqlx::Row::try_get(&row, "reported_at_ms")?;
-            let orders: i64 = sqlx::Row::try_get(&row, "in_flight")?;
-            let sales: Option<String> = sqlx::Row::try_get(&row, "in_flight_sales")?;
-            let holds_sale = orders > 0
-                && sales.is_none_or(|sales| sales.split(' ').any(|s| s == sale.as_str()));
-            if reported_at <= since || holds_sale {
-                holding.push(sqlx::Row::try_get(&row, "instance")?);
-            }
-        }
-        Ok(holding)
+                ))
+                .bind(asking)
+                .bind(millis(live))
+                .fetch_all(&self.pool)
+                .await?;
+                let mut holding = Vec::new();
+                for row in rows {
+                    let reported_at: i64 = sqlx::Row::try_get(&row, "reported_at_ms")?;
+                    let orders: i64 = sqlx::Row::try_get(&row, "in_flight")?;
+                    let sales: Option<String> = sqlx::Row::try_get(&row, "in_flight_sales")?;
+                    let holds_sale = orders > 0
+                        && sales.is_none_or(|sales| sales.split(' ').any(|s| s == sale.as_str()));
+                    if reported_at <= since || holds_sale {
+                        holding.push(sqlx::Row::try_get(&row, "instance")?);
+                    }
+                }
+                Ok(holding)
+            })
+            .await
     }
 
     /// How many instances reported within `live` (by the store's clock):
     /// the instances running now, as every one of them counts them.
     pub async fn live_instances(&self, live: Duration) -> Result<usize, StoreError> {
-        let now = store_now_ms(self.kind());
-        let count: i64 = sqlx::query_scalar(&format!(
-            "SELECT COUNT(*) FROM engine_views WHERE reported_at_ms > {now} - $1"
-        ))
-        .bind(millis(live))
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(usize::try_from(count).unwrap_or_default())
+        self.calls
+            .run(async {
+                let now = self.now_sql();
+                let count: i64 = sqlx::query_scalar(&format!(
+                    "SELECT COUNT(*) FROM engine_views WHERE reported_at_ms > {now} - $1"
+                ))
+                .bind(millis(live))
+                .fetch_one(&self.pool)
+                .await?;
+                Ok(usize::try_from(count).unwrap_or_default())
+            })
+            .await
     }
 
     /// Forgets the views of instances that have not reported for a day
     /// (each start of a process reports under a new name).
     pub async fn prune_engine_views(&self) -> Result<(), StoreError> {
-        let now = store_now_ms(self.kind());
-        sqlx::query(&format!(
-            "DELETE FROM engine_views WHERE reported_at_ms < {now} - 86400000"
-        ))
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        self.calls
+            .run(async {
+                let now = self.now_sql();
+                sqlx::query(&format!(
+                    "DELETE FROM engine_views WHERE reported_at_ms < {now} - 86400000"
+                ))
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            })
+            .await
     }
 
     /// What holds a move to the fallback off, if anything (by the store's
@@ -191,7 +217,8 @@ impl OrderStore {
         quiet: Duration,
         live: Duration,
     ) -> Result<Option<FallbackHold>, StoreError> {
-        let now = store_now_ms(self.kind());
+        self.calls.run(async {
+        let now = self.now_sql();
         let sql = format!(
             "SELECT
                 COALESCE(SUM(CASE WHEN reached_at_ms > {now} - $1 THEN 1 ELSE 0 END), 0) AS reached,
@@ -214,5 +241,6 @@ impl OrderStore {
         } else {
             None
         })
+        }).await
     }
 }

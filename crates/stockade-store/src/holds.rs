@@ -68,59 +68,62 @@ impl OrderStore {
         now: DateTime<Utc>,
         engine_decides_primary: bool,
     ) -> Result<Confirm, StoreError> {
-        let Some(order) = self.order(id).await? else {
-            return Ok(Confirm::Unknown);
-        };
-        if order.status == OrderStatus::Held {
-            let mut tx = self.pool.begin().await?;
-            self.lock_sales(&mut tx, &[&order.sale_id]).await?;
-            let updated = sqlx::query(
-                "UPDATE orders SET status = 'confirmed', updated_at_ms = $1
+        self.calls
+            .run(async {
+                let Some(order) = self.order(id).await? else {
+                    return Ok(Confirm::Unknown);
+                };
+                if order.status == OrderStatus::Held {
+                    let mut tx = self.pool.begin().await?;
+                    self.lock_sales(&mut tx, &[&order.sale_id]).await?;
+                    let updated = sqlx::query(
+                        "UPDATE orders SET status = 'confirmed', updated_at_ms = $1
                   WHERE id = $2 AND status = 'held' AND expires_at_ms > $1",
-            )
-            .bind(now.timestamp_millis())
-            .bind(id.to_string())
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            if updated.rows_affected() == 1 {
-                crate::order_transitions(order.sale_id.as_str(), "confirmed", 1);
-                return Ok(Confirm::Confirmed(Order {
-                    status: OrderStatus::Confirmed,
-                    ..order
-                }));
-            }
-            // Past its deadline (or moved on by someone else meanwhile).
-            let expired = self
-                .expire_holds(&order.sale_id, &[id], now, engine_decides_primary)
-                .await?;
-            if !expired.orders.is_empty() {
-                return Ok(Confirm::HoldExpired {
-                    order: Order {
-                        status: OrderStatus::Expired,
-                        ..order
+                    )
+                    .bind(now.timestamp_millis())
+                    .bind(id.to_string())
+                    .execute(&mut *tx)
+                    .await?;
+                    tx.commit().await?;
+                    if updated.rows_affected() == 1 {
+                        crate::order_transitions(order.sale_id.as_str(), "confirmed", 1);
+                        return Ok(Confirm::Confirmed(Order {
+                            status: OrderStatus::Confirmed,
+                            ..order
+                        }));
+                    }
+                    // Past its deadline (or moved on by someone else meanwhile).
+                    let expired = self
+                        .expire_holds(&order.sale_id, &[id], now, engine_decides_primary)
+                        .await?;
+                    if !expired.orders.is_empty() {
+                        return Ok(Confirm::HoldExpired {
+                            order: Order {
+                                status: OrderStatus::Expired,
+                                ..order
+                            },
+                            release: expired.release,
+                        });
+                    }
+                }
+                let order = self.order(id).await?.ok_or_else(|| {
+                    StoreError::Failed(format!("order {id} vanished while confirmed"))
+                })?;
+                Ok(match order.status {
+                    OrderStatus::Confirmed => Confirm::AlreadyConfirmed(order),
+                    OrderStatus::Expired => Confirm::HoldExpired {
+                        order,
+                        release: None,
                     },
-                    release: expired.release,
-                });
-            }
-        }
-        let order = self
-            .order(id)
-            .await?
-            .ok_or_else(|| StoreError::Failed(format!("order {id} vanished while confirmed")))?;
-        Ok(match order.status {
-            OrderStatus::Confirmed => Confirm::AlreadyConfirmed(order),
-            OrderStatus::Expired => Confirm::HoldExpired {
-                order,
-                release: None,
-            },
-            OrderStatus::Cancelled => Confirm::Cancelled(order),
-            OrderStatus::Held => {
-                return Err(StoreError::Failed(format!(
-                    "order {id} is still held after its confirm was decided"
-                )));
-            }
-        })
+                    OrderStatus::Cancelled => Confirm::Cancelled(order),
+                    OrderStatus::Held => {
+                        return Err(StoreError::Failed(format!(
+                            "order {id} is still held after its confirm was decided"
+                        )));
+                    }
+                })
+            })
+            .await
     }
 
     /// Up to `limit` live holds whose deadline is at or before `now`,
@@ -130,25 +133,29 @@ impl OrderStore {
         now: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<(SaleId, OrderId)>, StoreError> {
-        sqlx::query(
-            "SELECT sale_id, id FROM orders
+        self.calls
+            .run(async {
+                sqlx::query(
+                    "SELECT sale_id, id FROM orders
               WHERE status = 'held' AND expires_at_ms <= $1
               ORDER BY expires_at_ms LIMIT $2",
-        )
-        .bind(now.timestamp_millis())
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(|row| {
-            let sale: String = row.try_get("sale_id")?;
-            let id: String = row.try_get("id")?;
-            Ok((
-                SaleId::new(sale).map_err(|e| corrupt("hold", e))?,
-                OrderId::from_str(&id).map_err(|e| corrupt("hold", e))?,
-            ))
-        })
-        .collect()
+                )
+                .bind(now.timestamp_millis())
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(|row| {
+                    let sale: String = row.try_get("sale_id")?;
+                    let id: String = row.try_get("id")?;
+                    Ok((
+                        SaleId::new(sale).map_err(|e| corrupt("hold", e))?,
+                        OrderId::from_str(&id).map_err(|e| corrupt("hold", e))?,
+                    ))
+                })
+                .collect()
+            })
+            .await
     }
 
     /// Expires those of `ids` (orders of `sale`) that are still held and
@@ -161,38 +168,43 @@ impl OrderStore {
         now: DateTime<Utc>,
         engine_decides_primary: bool,
     ) -> Result<Expired, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        self.lock_sales(&mut tx, &[sale]).await?;
-        let mut orders = Vec::new();
-        for chunk in ids.chunks(500) {
-            let sql = format!(
-                "UPDATE orders SET status = 'expired', updated_at_ms = $1
+        self.calls
+            .run(async {
+                let mut tx = self.pool.begin().await?;
+                self.lock_sales(&mut tx, &[sale]).await?;
+                let mut orders = Vec::new();
+                for chunk in ids.chunks(500) {
+                    let sql = format!(
+                        "UPDATE orders SET status = 'expired', updated_at_ms = $1
                   WHERE sale_id = $2 AND status = 'held' AND expires_at_ms <= $1
                     AND id IN ({})
                   RETURNING {ORDER_COLUMNS}",
-                placeholders(3, chunk.len())
-            );
-            let mut query = sqlx::query(&sql)
-                .bind(now.timestamp_millis())
-                .bind(sale.as_str());
-            for id in chunk {
-                query = query.bind(id.to_string());
-            }
-            for row in query.fetch_all(&mut *tx).await? {
-                orders.push(order_from_row(&row)?);
-            }
-        }
-        let returned: Vec<&Order> = orders.iter().collect();
-        let release = give_back(&mut tx, sale, &returned, now, engine_decides_primary).await?;
-        tx.commit().await?;
-        for order in &orders {
-            if let Some(deadline) = order.expires_at {
-                let late = (now - deadline).to_std().unwrap_or_default();
-                metrics::histogram!("stockade_hold_expiry_lateness_seconds")
-                    .record(late.as_secs_f64());
-            }
-        }
-        crate::order_transitions(sale.as_str(), "expired", orders.len());
-        Ok(Expired { orders, release })
+                        placeholders(3, chunk.len())
+                    );
+                    let mut query = sqlx::query(&sql)
+                        .bind(now.timestamp_millis())
+                        .bind(sale.as_str());
+                    for id in chunk {
+                        query = query.bind(id.to_string());
+                    }
+                    for row in query.fetch_all(&mut *tx).await? {
+                        orders.push(order_from_row(&row)?);
+                    }
+                }
+                let returned: Vec<&Order> = orders.iter().collect();
+                let release =
+                    give_back(&mut tx, sale, &returned, now, engine_decides_primary).await?;
+                tx.commit().await?;
+                for order in &orders {
+                    if let Some(deadline) = order.expires_at {
+                        let late = (now - deadline).to_std().unwrap_or_default();
+                        metrics::histogram!("stockade_hold_expiry_lateness_seconds")
+                            .record(late.as_secs_f64());
+                    }
+                }
+                crate::order_transitions(sale.as_str(), "expired", orders.len());
+                Ok(Expired { orders, release })
+            })
+            .await
     }
 }

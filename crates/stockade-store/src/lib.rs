@@ -36,6 +36,7 @@
 pub mod arbiter;
 pub mod authority;
 mod bulk;
+mod calls;
 mod decode;
 pub mod draws;
 pub mod engine;
@@ -50,6 +51,7 @@ mod waiting_rooms;
 
 use decode::{order_from_row, order_from_row_as, sale_from_row};
 
+pub use calls::Calls;
 pub use engine::StoreEngine;
 
 use std::time::Duration;
@@ -120,6 +122,22 @@ pub struct OrderStore {
     /// How far the draws' reading of the store's clock is moved
     /// ([`OrderStore::shift_clock`]); 0 outside tests.
     clock_shift_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    /// The store's clock when not the database server's.
+    clock: Option<std::sync::Arc<dyn stockade_core::Clock>>,
+    /// How calls meet the runtime.
+    calls: Calls,
+}
+
+/// How a store is opened beyond its URL: the service's defaults
+/// (`StoreOptions::default()`) or the simulator's.
+#[derive(Debug, Clone, Default)]
+pub struct StoreOptions {
+    /// The store's clock (leases, draws' entry windows, engine views),
+    /// instead of the database server's: the simulator's clock of the
+    /// database. `None` reads the server's clock.
+    pub clock: Option<std::sync::Arc<dyn stockade_core::Clock>>,
+    /// How calls meet the async runtime.
+    pub calls: Calls,
 }
 
 const ORDER_COLUMNS: &str = "id, sale_id, user_id, quantity, items, tier, idempotency_key, \
@@ -143,6 +161,21 @@ impl OrderStore {
     /// Opens the store at `url` (`postgres://…` or `sqlite://…`) and runs its
     /// migrations.
     pub async fn open(url: &str) -> Result<Self, StoreError> {
+        Self::open_with(url, StoreOptions::default()).await
+    }
+
+    /// [`OrderStore::open`] with other [`StoreOptions`].
+    pub async fn open_with(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
+        let StoreOptions { clock, calls } = options;
+        let opened = calls.run(Self::connect(url, calls)).await?;
+        Ok(Self {
+            clock,
+            calls,
+            ..opened
+        })
+    }
+
+    async fn connect(url: &str, calls: Calls) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
         let kind = if url.starts_with("sqlite:") {
             StoreKind::Sqlite
@@ -150,7 +183,14 @@ impl OrderStore {
             StoreKind::Postgres
         };
         let mut options = AnyPoolOptions::new()
-            .max_connections(if kind == StoreKind::Sqlite { 4 } else { 16 })
+            .max_connections(match (kind, calls) {
+                (StoreKind::Postgres, _) => 16,
+                (StoreKind::Sqlite, Calls::Async) => 4,
+                // An inline call that takes several connections in turn
+                // cannot let the pool take one back until it ends (the pool
+                // does that in a task of its own), so each needs its own.
+                (StoreKind::Sqlite, Calls::Inline) => 64,
+            })
             .acquire_timeout(Duration::from_secs(3));
         if kind == StoreKind::Sqlite {
             options = options.after_connect(|conn, _meta| {
@@ -172,6 +212,8 @@ impl OrderStore {
             probe,
             kind,
             clock_shift_ms: Default::default(),
+            clock: None,
+            calls: Calls::Async,
         })
     }
 
@@ -184,8 +226,12 @@ impl OrderStore {
     /// ends every session (PostgreSQL then counts their statistics at
     /// once). Any call after this fails as unavailable.
     pub async fn close(&self) {
-        self.pool.close().await;
-        self.probe.close().await;
+        self.calls
+            .run(async {
+                self.pool.close().await;
+                self.probe.close().await;
+            })
+            .await
     }
 
     /// Makes every open session of the pool report its transactions to
@@ -193,26 +239,32 @@ impl OrderStore {
     /// reports up to ten seconds later), so that counters read next include
     /// everything done so far: for measurements. Nothing on SQLite.
     pub async fn flush_statistics(&self) -> Result<(), StoreError> {
-        if self.kind != StoreKind::Postgres {
-            return Ok(());
-        }
-        // Held together, so each open session is flushed once.
-        let mut held = Vec::new();
-        for _ in 0..self.pool.size() {
-            held.push(self.pool.acquire().await?);
-        }
-        for conn in &mut held {
-            sqlx::query("SELECT pg_stat_force_next_flush()")
-                .execute(&mut **conn)
-                .await?;
-        }
-        Ok(())
+        self.calls
+            .run(async {
+                if self.kind != StoreKind::Postgres {
+                    return Ok(());
+                }
+                // Held together, so each open session is flushed once.
+                let mut held = Vec::new();
+                for _ in 0..self.pool.size() {
+                    held.push(self.pool.acquire().await?);
+                }
+                for conn in &mut held {
+                    sqlx::query("SELECT pg_stat_force_next_flush()")
+                        .execute(&mut **conn)
+                        .await?;
+                }
+                Ok(())
+            })
+            .await
     }
 
     /// Checks that the database answers, on a connection of its own (not
     /// the sales' pool) within [`probe::PING_TIMEOUT`].
     pub async fn ping(&self) -> Result<(), StoreError> {
-        probe::ping(&self.probe).await
+        self.calls
+            .run(async { probe::ping(&self.probe).await })
+            .await
     }
 
     /// Records a sale, unless one with that id exists.
@@ -221,57 +273,74 @@ impl OrderStore {
         spec: &SaleSpec,
         now: DateTime<Utc>,
     ) -> Result<SaveSale, StoreError> {
-        if insert_sale(&self.pool, spec, now).await? {
-            return Ok(SaveSale::Created);
-        }
-        let existing = self
-            .sale(spec.id())
-            .await?
-            .ok_or_else(|| StoreError::Failed(format!("sale {} vanished", spec.id())))?;
-        Ok(if existing == *spec {
-            SaveSale::Exists
-        } else {
-            SaveSale::Conflict(Box::new(existing))
-        })
+        self.calls
+            .run(async {
+                if insert_sale(&self.pool, spec, now).await? {
+                    return Ok(SaveSale::Created);
+                }
+                let existing = self
+                    .sale(spec.id())
+                    .await?
+                    .ok_or_else(|| StoreError::Failed(format!("sale {} vanished", spec.id())))?;
+                Ok(if existing == *spec {
+                    SaveSale::Exists
+                } else {
+                    SaveSale::Conflict(Box::new(existing))
+                })
+            })
+            .await
     }
 
     /// One sale.
     pub async fn sale(&self, id: &SaleId) -> Result<Option<SaleSpec>, StoreError> {
-        sqlx::query(&format!("SELECT {SALE_COLUMNS} FROM sales WHERE id = $1"))
-            .bind(id.as_str())
-            .fetch_optional(&self.pool)
-            .await?
-            .map(|row| sale_from_row(&row))
-            .transpose()
+        self.calls
+            .run(async {
+                sqlx::query(&format!("SELECT {SALE_COLUMNS} FROM sales WHERE id = $1"))
+                    .bind(id.as_str())
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .map(|row| sale_from_row(&row))
+                    .transpose()
+            })
+            .await
     }
 
     /// One order.
     pub async fn order(&self, id: OrderId) -> Result<Option<Order>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1 AND status <> '{VOID}'"
-        ))
-        .bind(id.to_string())
-        .fetch_optional(&self.pool)
-        .await?
-        .map(|row| order_from_row(&row))
-        .transpose()
+        self.calls
+            .run(async {
+                sqlx::query(&format!(
+                    "SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1 AND status <> '{VOID}'"
+                ))
+                .bind(id.to_string())
+                .fetch_optional(&self.pool)
+                .await?
+                .map(|row| order_from_row(&row))
+                .transpose()
+            })
+            .await
     }
 
     /// What the store knows of an order id, in one indexed read: the
     /// order, or that it was refused (void), or nothing.
     pub async fn stored(&self, id: OrderId) -> Result<Option<Stored>, StoreError> {
-        let Some(row) = sqlx::query(&format!("SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1"))
-            .bind(id.to_string())
-            .fetch_optional(&self.pool)
-            .await?
-        else {
-            return Ok(None);
-        };
-        let status: String = row.try_get("status")?;
-        if status == VOID {
-            return Ok(Some(Stored::Void));
-        }
-        order_from_row(&row).map(|order| Some(Stored::Order(order)))
+        self.calls
+            .run(async {
+                let Some(row) =
+                    sqlx::query(&format!("SELECT {ORDER_COLUMNS} FROM orders WHERE id = $1"))
+                        .bind(id.to_string())
+                        .fetch_optional(&self.pool)
+                        .await?
+                else {
+                    return Ok(None);
+                };
+                let status: String = row.try_get("status")?;
+                if status == VOID {
+                    return Ok(Some(Stored::Void));
+                }
+                order_from_row(&row).map(|order| Some(Stored::Order(order)))
+            })
+            .await
     }
 
     /// A page of a sale's orders in id (= creation) order, after `after`.
@@ -281,56 +350,64 @@ impl OrderStore {
         after: Option<OrderId>,
         limit: u32,
     ) -> Result<Vec<Order>, StoreError> {
-        // UUIDv7 text sorts like the UUIDs; "" sorts before every id.
-        let after = after.map(|id| id.to_string()).unwrap_or_default();
-        sqlx::query(&format!(
-            "SELECT {ORDER_COLUMNS} FROM orders
+        self.calls
+            .run(async {
+                // UUIDv7 text sorts like the UUIDs; "" sorts before every id.
+                let after = after.map(|id| id.to_string()).unwrap_or_default();
+                sqlx::query(&format!(
+                    "SELECT {ORDER_COLUMNS} FROM orders
               WHERE sale_id = $1 AND id > $2 AND status <> '{VOID}'
               ORDER BY id LIMIT $3"
-        ))
-        .bind(sale.as_str())
-        .bind(after)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(order_from_row)
-        .collect()
+                ))
+                .bind(sale.as_str())
+                .bind(after)
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(order_from_row)
+                .collect()
+            })
+            .await
     }
 
     /// Every order of a sale, committed ones and the void ones that keep an
     /// idempotency key (those as `Cancelled`: they hold no stock, and their
     /// key must keep naming them), for rebuilding the engine.
     pub async fn all_orders(&self, sale: &SaleId) -> Result<Vec<Order>, StoreError> {
-        let mut all = Vec::new();
-        let mut after = String::new();
-        loop {
-            let page: Vec<Order> = sqlx::query(&format!(
-                "SELECT {ORDER_COLUMNS} FROM orders
+        self.calls
+            .run(async {
+                let mut all = Vec::new();
+                let mut after = String::new();
+                loop {
+                    let page: Vec<Order> = sqlx::query(&format!(
+                        "SELECT {ORDER_COLUMNS} FROM orders
                   WHERE sale_id = $1 AND id > $2
                     AND (status <> '{VOID}' OR idempotency_key IS NOT NULL)
                   ORDER BY id LIMIT 10000"
-            ))
-            .bind(sale.as_str())
-            .bind(&after)
-            .fetch_all(&self.pool)
-            .await?
-            .iter()
-            .map(|row| {
-                let status: String = row.try_get("status")?;
-                if status == VOID {
-                    order_from_row_as(row, OrderStatus::Cancelled)
-                } else {
-                    order_from_row(row)
+                    ))
+                    .bind(sale.as_str())
+                    .bind(&after)
+                    .fetch_all(&self.pool)
+                    .await?
+                    .iter()
+                    .map(|row| {
+                        let status: String = row.try_get("status")?;
+                        if status == VOID {
+                            order_from_row_as(row, OrderStatus::Cancelled)
+                        } else {
+                            order_from_row(row)
+                        }
+                    })
+                    .collect::<Result<_, _>>()?;
+                    let Some(last) = page.last() else {
+                        return Ok(all);
+                    };
+                    after = last.id.to_string();
+                    all.extend(page);
                 }
             })
-            .collect::<Result<_, _>>()?;
-            let Some(last) = page.last() else {
-                return Ok(all);
-            };
-            after = last.id.to_string();
-            all.extend(page);
-        }
+            .await
     }
 
     /// Which of `ids` the store has decided (committed, in any status, or
@@ -339,34 +416,42 @@ impl OrderStore {
         &self,
         ids: &[OrderId],
     ) -> Result<std::collections::HashSet<OrderId>, StoreError> {
-        let mut found = std::collections::HashSet::new();
-        for chunk in ids.chunks(arbiter::IN_CHUNK) {
-            let sql = format!(
-                "SELECT id FROM orders WHERE id IN ({})",
-                arbiter::placeholders(1, chunk.len())
-            );
-            let mut query = sqlx::query(&sql);
-            for id in chunk {
-                query = query.bind(id.to_string());
-            }
-            for row in query.fetch_all(&self.pool).await? {
-                let id: String = row.try_get("id")?;
-                found.insert(id.parse().map_err(|e| corrupt("order id", e))?);
-            }
-        }
-        Ok(found)
+        self.calls
+            .run(async {
+                let mut found = std::collections::HashSet::new();
+                for chunk in ids.chunks(arbiter::IN_CHUNK) {
+                    let sql = format!(
+                        "SELECT id FROM orders WHERE id IN ({})",
+                        arbiter::placeholders(1, chunk.len())
+                    );
+                    let mut query = sqlx::query(&sql);
+                    for id in chunk {
+                        query = query.bind(id.to_string());
+                    }
+                    for row in query.fetch_all(&self.pool).await? {
+                        let id: String = row.try_get("id")?;
+                        found.insert(id.parse().map_err(|e| corrupt("order id", e))?);
+                    }
+                }
+                Ok(found)
+            })
+            .await
     }
 
     /// Whether the store recorded this order as void (refused: nothing
     /// was sold).
     pub async fn is_void(&self, id: OrderId) -> Result<bool, StoreError> {
-        let row = sqlx::query(&format!(
-            "SELECT id FROM orders WHERE id = $1 AND status = '{VOID}'"
-        ))
-        .bind(id.to_string())
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.is_some())
+        self.calls
+            .run(async {
+                let row = sqlx::query(&format!(
+                    "SELECT id FROM orders WHERE id = $1 AND status = '{VOID}'"
+                ))
+                .bind(id.to_string())
+                .fetch_optional(&self.pool)
+                .await?;
+                Ok(row.is_some())
+            })
+            .await
     }
 }
 

@@ -58,35 +58,40 @@ impl OrderStore {
         now: DateTime<Utc>,
         engine_decides_primary: bool,
     ) -> Result<Cancel, StoreError> {
-        let Some(order) = self.order(id).await? else {
-            return Ok(Cancel::Unknown);
-        };
-        let sale = &order.sale_id;
-        let mut tx = self.pool.begin().await?;
-        self.lock_sales(&mut tx, &[sale]).await?;
-        let updated = sqlx::query(
-            "UPDATE orders SET status = 'cancelled', updated_at_ms = $1
+        self.calls
+            .run(async {
+                let Some(order) = self.order(id).await? else {
+                    return Ok(Cancel::Unknown);
+                };
+                let sale = &order.sale_id;
+                let mut tx = self.pool.begin().await?;
+                self.lock_sales(&mut tx, &[sale]).await?;
+                let updated = sqlx::query(
+                    "UPDATE orders SET status = 'cancelled', updated_at_ms = $1
               WHERE id = $2 AND status IN ('confirmed', 'held')",
-        )
-        .bind(now.timestamp_millis())
-        .bind(id.to_string())
-        .execute(&mut *tx)
-        .await?;
-        if updated.rows_affected() == 0 {
-            tx.rollback().await?;
-            let order = self.order(id).await?.ok_or_else(|| {
-                StoreError::Failed(format!("order {id} vanished while being cancelled"))
-            })?;
-            return Ok(Cancel::AlreadyCancelled(order));
-        }
-        let release = give_back(&mut tx, sale, &[&order], now, engine_decides_primary).await?;
-        tx.commit().await?;
-        crate::order_transitions(sale.as_str(), "cancelled", 1);
-        let order = Order {
-            status: stockade_core::OrderStatus::Cancelled,
-            ..order
-        };
-        Ok(Cancel::Cancelled { order, release })
+                )
+                .bind(now.timestamp_millis())
+                .bind(id.to_string())
+                .execute(&mut *tx)
+                .await?;
+                if updated.rows_affected() == 0 {
+                    tx.rollback().await?;
+                    let order = self.order(id).await?.ok_or_else(|| {
+                        StoreError::Failed(format!("order {id} vanished while being cancelled"))
+                    })?;
+                    return Ok(Cancel::AlreadyCancelled(order));
+                }
+                let release =
+                    give_back(&mut tx, sale, &[&order], now, engine_decides_primary).await?;
+                tx.commit().await?;
+                crate::order_transitions(sale.as_str(), "cancelled", 1);
+                let order = Order {
+                    status: stockade_core::OrderStatus::Cancelled,
+                    ..order
+                };
+                Ok(Cancel::Cancelled { order, release })
+            })
+            .await
     }
 
     /// Up to `limit` releases the engine owes for `sale`, oldest first (one
@@ -97,54 +102,66 @@ impl OrderStore {
         sale: &SaleId,
         limit: u32,
     ) -> Result<Vec<PendingRelease>, StoreError> {
-        sqlx::query(
-            "SELECT order_id, sale_id, epoch FROM pending_releases
+        self.calls
+            .run(async {
+                sqlx::query(
+                    "SELECT order_id, sale_id, epoch FROM pending_releases
               WHERE sale_id = $1 ORDER BY created_at_ms LIMIT $2",
-        )
-        .bind(sale.as_str())
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(release_from_row)
-        .collect()
+                )
+                .bind(sale.as_str())
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(release_from_row)
+                .collect()
+            })
+            .await
     }
 
     /// The sales the engine owes releases for.
     pub async fn sales_owed_releases(&self) -> Result<Vec<SaleId>, StoreError> {
-        sqlx::query("SELECT DISTINCT sale_id FROM pending_releases")
-            .fetch_all(&self.pool)
-            .await?
-            .iter()
-            .map(|row| {
-                let sale: String = row.try_get("sale_id")?;
-                SaleId::new(sale).map_err(|e| corrupt("release", e))
+        self.calls
+            .run(async {
+                sqlx::query("SELECT DISTINCT sale_id FROM pending_releases")
+                    .fetch_all(&self.pool)
+                    .await?
+                    .iter()
+                    .map(|row| {
+                        let sale: String = row.try_get("sale_id")?;
+                        SaleId::new(sale).map_err(|e| corrupt("release", e))
+                    })
+                    .collect()
             })
-            .collect()
+            .await
     }
 
     /// The engine has applied the releases of `orders` (or they became
     /// moot): they are no longer owed.
     pub async fn releases_settled(&self, orders: &[OrderId]) -> Result<(), StoreError> {
-        if orders.is_empty() {
-            return Ok(());
-        }
-        // One transaction (one sync to disk) for the lot: an expiry or a
-        // cancel burst settles a thousand releases at a time.
-        let mut tx = self.pool.begin().await?;
-        for chunk in orders.chunks(IN_CHUNK) {
-            let sql = format!(
-                "DELETE FROM pending_releases WHERE order_id IN ({})",
-                placeholders(1, chunk.len())
-            );
-            let mut query = sqlx::query(&sql);
-            for order in chunk {
-                query = query.bind(order.to_string());
-            }
-            query.execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        self.calls
+            .run(async {
+                if orders.is_empty() {
+                    return Ok(());
+                }
+                // One transaction (one sync to disk) for the lot: an expiry or a
+                // cancel burst settles a thousand releases at a time.
+                let mut tx = self.pool.begin().await?;
+                for chunk in orders.chunks(IN_CHUNK) {
+                    let sql = format!(
+                        "DELETE FROM pending_releases WHERE order_id IN ({})",
+                        placeholders(1, chunk.len())
+                    );
+                    let mut query = sqlx::query(&sql);
+                    for order in chunk {
+                        query = query.bind(order.to_string());
+                    }
+                    query.execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
+                Ok(())
+            })
+            .await
     }
 }
 

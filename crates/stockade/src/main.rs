@@ -8,6 +8,7 @@
 //! - `bench`: `stockade bench`, every strategy side by side.
 //! - `load`: `stockade load`, the same measures over HTTP.
 //! - `signals`: Ctrl-C and SIGTERM, caught before any child starts.
+//! - `sim`: `stockade sim`, the deterministic simulator.
 //! - `doc_commands` (tests): every `stockade serve` command of the docs
 //!   resolves.
 //! - `doc_links` (tests): the docs and comments cite only files that
@@ -30,6 +31,8 @@ mod doc_links;
 mod load;
 mod serve;
 mod signals;
+#[cfg(feature = "bench")]
+mod sim;
 
 use clap::Parser;
 
@@ -47,13 +50,13 @@ async fn main() -> std::process::ExitCode {
     #[cfg(not(feature = "bench"))]
     if let Some(command) = std::env::args()
         .nth(1)
-        .filter(|c| matches!(c.as_str(), "bench" | "load" | "demo"))
+        .filter(|c| matches!(c.as_str(), "bench" | "load" | "demo" | "sim"))
     {
         eprintln!(
             "error: `stockade {command}` is not in this build of stockade, the product one \
              built without the `bench` feature; run it with \
              `cargo run --release --features bench -- {command}` or install the tool with \
-             `cargo install stockade --features bench` to get bench, load and demo"
+             `cargo install stockade --features bench` to get bench, load, demo and sim"
         );
         return std::process::ExitCode::from(2);
     }
@@ -66,6 +69,8 @@ async fn main() -> std::process::ExitCode {
         Command::Bench(args) => bench::run(args).await,
         #[cfg(feature = "bench")]
         Command::Load(args) => load::run(args).await,
+        #[cfg(feature = "bench")]
+        Command::Sim(args) => sim::run(args).await,
     };
     match result {
         Ok(code) => code,

@@ -51,7 +51,7 @@ pub struct EntryId(String);
 impl EntryId {
     /// A new random id (128 bits).
     pub fn random() -> Self {
-        Self(hex::encode(rand::random::<[u8; 16]>()))
+        Self(hex::encode(crate::entropy::random::<[u8; 16]>()))
     }
 
     /// The id as text.

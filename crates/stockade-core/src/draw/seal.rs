@@ -53,7 +53,7 @@ impl DrawKey {
 
     /// A random key (the embedded default's, kept in its data directory).
     pub fn random() -> Self {
-        let bytes: [u8; 32] = rand::random();
+        let bytes: [u8; 32] = crate::entropy::random();
         Self(Secret::new(hex::encode(bytes).into_bytes()))
     }
 
@@ -64,7 +64,7 @@ impl DrawKey {
 
     /// A new draw's sealed seed: a random nonce and the commitment.
     pub fn seal(&self, sale: &SaleId) -> Sealed {
-        let nonce = Nonce(rand::random());
+        let nonce = Nonce(crate::entropy::random());
         Sealed {
             nonce,
             commitment: self.seed(sale, &nonce).commitment(),

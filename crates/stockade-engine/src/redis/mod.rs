@@ -55,7 +55,8 @@ mod stream;
 pub mod topology;
 
 use std::sync::Arc;
-use std::time::Instant;
+// tokio's: the wall clock in the service, the simulated one in the simulator.
+use tokio::time::Instant;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

@@ -2,7 +2,8 @@
 //! [`Attempt`], lets the pipeline ([`crate::purchase`]) decide it, and
 //! renders the decision or the refusal with its message.
 
-use std::time::Instant;
+// tokio's: the wall clock in the service, the simulated one in the simulator.
+use tokio::time::Instant;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};

@@ -41,7 +41,9 @@ mod roll;
 mod run;
 
 use std::collections::{HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// tokio's: the wall clock in the service, the simulated one in the simulator.
+use tokio::time::Instant;
 
 use chrono::TimeDelta;
 use parking_lot::Mutex;
@@ -101,6 +103,8 @@ pub async fn run_forever(state: AppState) {
     let mut passed: HashMap<SaleId, Instant> = HashMap::new();
     loop {
         tokio::select! {
+            // In order, so a run is the same each time (the simulator's replays).
+            biased;
             _ = tick.tick() => {}
             () = state.draws_woken().notify.notified() => {}
         }

@@ -1,7 +1,8 @@
 //! The draw itself: the entry set frozen, the winners bought for in the
 //! draw's order, the results and the seed published.
 
-use std::time::Instant;
+// tokio's: the wall clock in the service, the simulated one in the simulator.
+use tokio::time::Instant;
 
 use stockade_core::SaleId;
 use stockade_core::draw::EntryResult;

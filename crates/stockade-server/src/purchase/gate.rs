@@ -2,7 +2,8 @@
 //! store behind the circuit breaker, the store engine directly.
 
 use std::sync::Arc;
-use std::time::Instant;
+// tokio's: the wall clock in the service, the simulated one in the simulator.
+use tokio::time::Instant;
 
 use chrono::{DateTime, Utc};
 use stockade_core::{Durability, Engine, EngineError, Judged, Purchase};

@@ -7,6 +7,13 @@
 //! answered with it, or another instance is committing it): committed here
 //! first, and answered with the store's verdict, because an outbox entry of
 //! an epoch the sale has left may be refused when it is drained.
+//!
+//! Nowhere this instance can see (another instance's writer holds it and
+//! the outbox read here lacks it: around a Sentinel failover the key was
+//! read from one primary and the outbox from another, or the primary that
+//! had the entry lost it): it may still commit, so 503, retry with the key,
+//! until the store has it or no longer accepts the epoch it was decided
+//! under (then it never will: 409 `order_failed`).
 
 use stockade_core::{Item, Order, OrderId, Purchase};
 use stockade_store::Stored;
@@ -35,17 +42,40 @@ pub(super) async fn replay(
                 same_purchase(state, purchase, &order).await?;
                 (commit_found(state, order, request).await?, true)
             } else {
-                // Committed (and gone from the outbox) by another instance
-                // between the looks above, or never taken.
-                match state.store().stored(order_id).await? {
-                    Some(Stored::Order(order)) => (order, true),
-                    _ => return Err(PurchaseError::OrderFailed(order_id)),
-                }
+                (unseen(state, purchase, order_id).await?, true)
             }
         }
     };
     same_purchase(state, purchase, &order).await?;
     Ok(Decision::Replayed { order, committed })
+}
+
+/// An order its key names that neither the store, this instance's writer
+/// nor the engine's outbox held at the looks above: the order if the store
+/// has it now (another instance committed it meanwhile), `order_failed` if
+/// it never will, `ReplayNotCommitted` while it still may.
+///
+/// The engine named it under the purchase's epoch, so it was decided under
+/// that epoch (a rebuild binds keys only to orders the store has). The
+/// sale's epoch is read before the order: once the store no longer accepts
+/// that epoch, every later commit of the order is void, and an earlier one
+/// is in the read that follows.
+async fn unseen(
+    state: &AppState,
+    purchase: &Purchase,
+    order_id: OrderId,
+) -> Result<Order, PurchaseError> {
+    let settled = state
+        .store()
+        .sale_state(purchase.sale_id())
+        .await?
+        .is_none_or(|sale| !sale.accepts(purchase.epoch()));
+    match state.store().stored(order_id).await? {
+        Some(Stored::Order(order)) => Ok(order),
+        Some(Stored::Void) => Err(PurchaseError::OrderFailed(order_id)),
+        None if settled => Err(PurchaseError::OrderFailed(order_id)),
+        None => Err(PurchaseError::ReplayNotCommitted),
+    }
 }
 
 /// `KeyReused` unless `order` is what the purchase its key is replayed

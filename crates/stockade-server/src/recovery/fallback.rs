@@ -52,7 +52,7 @@ pub async fn move_to_fallback(
     sale: &SaleId,
     from: Epoch,
 ) -> Result<FallbackMove, StoreError> {
-    let now = std::time::Instant::now();
+    let now = tokio::time::Instant::now();
     if state.book().fallback_recently_refused(now) {
         return Ok(FallbackMove::Refused);
     }

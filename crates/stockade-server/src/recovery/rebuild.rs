@@ -218,7 +218,7 @@ pub fn request_rebuild(state: &AppState, sale: &SaleId, seen: Epoch, reason: &'s
                     if error.means_unreachable() {
                         // Purchases of the sale may then go to the fallback
                         // rather than wait for this rebuild.
-                        state.breaker().failed(std::time::Instant::now());
+                        state.breaker().failed(tokio::time::Instant::now());
                         state.book().forget_primaries();
                     }
                     metrics::counter!("stockade_rebuild_failures_total").increment(1);

@@ -22,7 +22,9 @@ mod rooms;
 mod routes;
 
 use std::sync::atomic::AtomicU64;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// tokio's: the wall clock in the service, the simulated one in the simulator.
+use tokio::time::Instant;
 
 use dashmap::DashMap;
 use parking_lot::Mutex;
@@ -94,7 +96,7 @@ impl SaleBook {
     /// the engine or the store, the window is still answered from the spec).
     pub fn new(ttl: Duration) -> Self {
         Self {
-            instance: uuid::Uuid::now_v7().to_string(),
+            instance: stockade_core::entropy::uuid_v7().to_string(),
             ttl: ttl.min(MAX_TTL),
             sales: DashMap::new(),
             unknown: quick_cache::sync::Cache::new(UNKNOWN_SALES_CAPACITY),

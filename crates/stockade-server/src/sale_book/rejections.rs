@@ -31,7 +31,9 @@
 //! both say that nothing was sold, and the limit is per buyer, not cached.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// tokio's: the wall clock in the service, the simulated one in the simulator.
+use tokio::time::Instant;
 
 use chrono::{DateTime, Utc};
 use stockade_core::rule;

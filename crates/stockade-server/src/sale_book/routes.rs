@@ -5,7 +5,9 @@
 //! engine or the store answers that the sale has moved on (a wrong epoch,
 //! a stale order).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// tokio's: the wall clock in the service, the simulated one in the simulator.
+use tokio::time::Instant;
 
 use stockade_core::{Epoch, SaleId};
 use stockade_store::authority::Authority;

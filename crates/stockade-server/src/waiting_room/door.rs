@@ -234,7 +234,7 @@ pub async fn check_admission(
         .verify(token, sale, purchase.user_id(), now_ms)
         .map_err(|error| refuse(error.to_string()))?;
     let key = purchase.idempotency_key().map_or("", |k| k.as_str());
-    let nonce: u64 = rand::random();
+    let nonce: u64 = stockade_core::entropy::random();
     let held = format!("held:{nonce:016x}:{key}");
     let until_ms = expires_ms + OUTSTANDING_GRACE.as_millis() as i64;
     let backend = rooms.backend();

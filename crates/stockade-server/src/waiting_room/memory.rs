@@ -114,7 +114,7 @@ impl Room {
         }
         self.drawn = true;
         let mut early = std::mem::take(&mut self.early);
-        early.shuffle(&mut rand::rng());
+        stockade_core::entropy::with_rng(|rng| early.shuffle(rng));
         for id in early {
             self.numbered += 1;
             if let Some(ticket) = self.tickets.get_mut(&id) {

@@ -93,7 +93,7 @@ impl WaitingRooms {
         prequeue: bool,
     ) -> TicketId {
         let place = if prequeue {
-            rand::random_range(0..PREQUEUE_PLACES)
+            stockade_core::entropy::random_below(PREQUEUE_PLACES)
         } else {
             next_place(now_ms)
         };

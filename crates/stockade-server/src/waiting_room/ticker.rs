@@ -27,6 +27,8 @@ pub async fn run_forever(state: AppState) {
     let mut round = 0u64;
     loop {
         let woken = tokio::select! {
+            // In order, so a run is the same each time (the simulator's replays).
+            biased;
             _ = interval.tick() => false,
             () = state.waiting_rooms().woken() => true,
         };

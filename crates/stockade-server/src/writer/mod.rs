@@ -327,7 +327,7 @@ async fn commit_batch(
     let (orders, waiters): (Vec<Order>, Vec<_>) =
         batch.into_iter().map(|job| (job.order, job.done)).unzip();
     metrics::histogram!("stockade_writer_batch_size").record(orders.len() as f64);
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let result = store
         .commit_in_turn(&orders, locked)
         .instrument(span.clone())

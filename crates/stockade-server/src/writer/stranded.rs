@@ -41,6 +41,8 @@ pub(super) async fn recommit_stranded(
             tokio::pin!(wake);
             loop {
                 tokio::select! {
+                    // In order, so a run is the same each time (the simulator's replays).
+                    biased;
                     () = &mut wake => break,
                     more = arriving.recv() => match more {
                         Some(orders) => stranded.extend(orders),

@@ -183,8 +183,12 @@ impl OrderStore {
     /// retried and an outbox replayed safely. Fails only when the store
     /// itself fails (nothing is then committed).
     pub async fn commit(&self, orders: &[Order]) -> Result<Vec<Verdict>, StoreError> {
-        let (locked, _) = oneshot::channel();
-        self.commit_in_turn(orders, locked).await
+        self.calls
+            .run(async {
+                let (locked, _) = oneshot::channel();
+                self.commit_in_turn(orders, locked).await
+            })
+            .await
     }
 
     /// [`OrderStore::commit`], telling `locked` as soon as the transaction
@@ -199,114 +203,119 @@ impl OrderStore {
         orders: &[Order],
         locked: oneshot::Sender<()>,
     ) -> Result<Vec<Verdict>, StoreError> {
-        if orders.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut sale_ids: Vec<&SaleId> = orders.iter().map(|o| &o.sale_id).collect();
-        sale_ids.sort();
-        sale_ids.dedup();
-        let kind = self.kind;
-        let mut tx = self.pool.begin().await?;
-        bulk::plan_for_the_tables_as_they_are(kind, &mut tx).await?;
-        let mut sales = bulk::lock_and_read_sales(kind, &mut tx, &sale_ids).await?;
-        // The receiver may be gone (a plain `commit`): nobody waits then.
-        let _ = locked.send(());
-        let existing = bulk::read_existing(kind, &mut tx, orders).await?;
-        let mut holdings = bulk::read_holdings(kind, &mut tx, orders).await?;
-        let mut owners = bulk::read_key_owners(kind, &mut tx, orders).await?;
-
-        let mut verdicts = Vec::with_capacity(orders.len());
-        let mut rows: Vec<NewRow<'_>> = Vec::new();
-        let mut changes: HashMap<SaleId, SaleChanges> = HashMap::new();
-        let mut decided: HashSet<OrderId> = HashSet::new();
-        for order in orders {
-            if let Some(&void) = existing.get(&order.id) {
-                verdicts.push(if void {
-                    Verdict::Void(VoidReason::Earlier)
-                } else {
-                    Verdict::Committed
-                });
-                continue;
-            }
-            if !decided.insert(order.id) {
-                // The same id twice in one batch: the first one decided it,
-                // as a later commit of the id would find it decided; one of
-                // an unknown sale left no record, so it is unknown again.
-                let first = rows.iter().find(|row| row.order.id == order.id);
-                verdicts.push(match first {
-                    Some(row) if row.status != VOID => Verdict::Committed,
-                    Some(_) => Verdict::Void(VoidReason::Earlier),
-                    None => Verdict::Void(VoidReason::UnknownSale),
-                });
-                continue;
-            }
-            let Some(state) = sales.get_mut(&order.sale_id) else {
-                // No row to attach a void record to: the sale is unknown.
-                verdicts.push(Verdict::Void(VoidReason::UnknownSale));
-                continue;
-            };
-            let held = holdings.entry(order.sale_id.clone()).or_default();
-            let owned = owners.entry(order.sale_id.clone()).or_default();
-            // Whether the buyer's key is still free (a void order keeps it
-            // then; otherwise it names another order already).
-            let key_free = order
-                .idempotency_key
-                .as_ref()
-                .is_none_or(|key| !owned.contains_key(&(order.user_id.clone(), key.clone())));
-            // Committed under its sale's payment hold: only the spec says
-            // whether the sale holds, and only the store has every spec.
-            let (status, expires_at) = Order::terms_under_hold(order.created_at, state.spec.hold());
-            let verdict = judge(state, held, owned, order);
-            if verdict == Verdict::Committed {
-                let change = changes.entry(order.sale_id.clone()).or_default();
-                change
-                    .holdings
-                    .insert(order.user_id.clone(), held[&order.user_id].clone());
-                rows.push(NewRow {
-                    order,
-                    status: status.as_str(),
-                    expires_at,
-                    keeps_key: true,
-                });
-            } else {
-                // The key stays with the void order, unless it already
-                // names another one.
-                let keeps_key = key_free;
-                if keeps_key && let Some(key) = &order.idempotency_key {
-                    owned.insert((order.user_id.clone(), key.clone()), order.id);
+        self.calls
+            .run(async {
+                if orders.is_empty() {
+                    return Ok(Vec::new());
                 }
-                rows.push(NewRow {
-                    order,
-                    status: VOID,
-                    expires_at: None,
-                    keeps_key,
-                });
-            }
-            verdicts.push(verdict);
-        }
-        // Write what the verdicts decided: every table once, in bulk.
-        bulk::insert_orders(kind, &mut tx, &rows).await?;
-        let held: Vec<(&SaleId, &UserId, &Held)> = changes
-            .iter()
-            .flat_map(|(sale, change)| {
-                change
-                    .holdings
+                let mut sale_ids: Vec<&SaleId> = orders.iter().map(|o| &o.sale_id).collect();
+                sale_ids.sort();
+                sale_ids.dedup();
+                let kind = self.kind;
+                let mut tx = self.pool.begin().await?;
+                bulk::plan_for_the_tables_as_they_are(kind, &mut tx).await?;
+                let mut sales = bulk::lock_and_read_sales(kind, &mut tx, &sale_ids).await?;
+                // The receiver may be gone (a plain `commit`): nobody waits then.
+                let _ = locked.send(());
+                let existing = bulk::read_existing(kind, &mut tx, orders).await?;
+                let mut holdings = bulk::read_holdings(kind, &mut tx, orders).await?;
+                let mut owners = bulk::read_key_owners(kind, &mut tx, orders).await?;
+
+                let mut verdicts = Vec::with_capacity(orders.len());
+                let mut rows: Vec<NewRow<'_>> = Vec::new();
+                let mut changes: HashMap<SaleId, SaleChanges> = HashMap::new();
+                let mut decided: HashSet<OrderId> = HashSet::new();
+                for order in orders {
+                    if let Some(&void) = existing.get(&order.id) {
+                        verdicts.push(if void {
+                            Verdict::Void(VoidReason::Earlier)
+                        } else {
+                            Verdict::Committed
+                        });
+                        continue;
+                    }
+                    if !decided.insert(order.id) {
+                        // The same id twice in one batch: the first one decided it,
+                        // as a later commit of the id would find it decided; one of
+                        // an unknown sale left no record, so it is unknown again.
+                        let first = rows.iter().find(|row| row.order.id == order.id);
+                        verdicts.push(match first {
+                            Some(row) if row.status != VOID => Verdict::Committed,
+                            Some(_) => Verdict::Void(VoidReason::Earlier),
+                            None => Verdict::Void(VoidReason::UnknownSale),
+                        });
+                        continue;
+                    }
+                    let Some(state) = sales.get_mut(&order.sale_id) else {
+                        // No row to attach a void record to: the sale is unknown.
+                        verdicts.push(Verdict::Void(VoidReason::UnknownSale));
+                        continue;
+                    };
+                    let held = holdings.entry(order.sale_id.clone()).or_default();
+                    let owned = owners.entry(order.sale_id.clone()).or_default();
+                    // Whether the buyer's key is still free (a void order keeps it
+                    // then; otherwise it names another order already).
+                    let key_free = order.idempotency_key.as_ref().is_none_or(|key| {
+                        !owned.contains_key(&(order.user_id.clone(), key.clone()))
+                    });
+                    // Committed under its sale's payment hold: only the spec says
+                    // whether the sale holds, and only the store has every spec.
+                    let (status, expires_at) =
+                        Order::terms_under_hold(order.created_at, state.spec.hold());
+                    let verdict = judge(state, held, owned, order);
+                    if verdict == Verdict::Committed {
+                        let change = changes.entry(order.sale_id.clone()).or_default();
+                        change
+                            .holdings
+                            .insert(order.user_id.clone(), held[&order.user_id].clone());
+                        rows.push(NewRow {
+                            order,
+                            status: status.as_str(),
+                            expires_at,
+                            keeps_key: true,
+                        });
+                    } else {
+                        // The key stays with the void order, unless it already
+                        // names another one.
+                        let keeps_key = key_free;
+                        if keeps_key && let Some(key) = &order.idempotency_key {
+                            owned.insert((order.user_id.clone(), key.clone()), order.id);
+                        }
+                        rows.push(NewRow {
+                            order,
+                            status: VOID,
+                            expires_at: None,
+                            keeps_key,
+                        });
+                    }
+                    verdicts.push(verdict);
+                }
+                // Write what the verdicts decided: every table once, in bulk.
+                bulk::insert_orders(kind, &mut tx, &rows).await?;
+                let held: Vec<(&SaleId, &UserId, &Held)> = changes
                     .iter()
-                    .map(move |(user, held)| (sale, user, held))
+                    .flat_map(|(sale, change)| {
+                        change
+                            .holdings
+                            .iter()
+                            .map(move |(user, held)| (sale, user, held))
+                    })
+                    .collect();
+                bulk::upsert_holdings(kind, &mut tx, &held).await?;
+                let sold: Vec<&SaleState> =
+                    changes.keys().filter_map(|sale| sales.get(sale)).collect();
+                bulk::write_sold_counts(kind, &mut tx, &sold).await?;
+                tx.commit().await?;
+                let mut entered: HashMap<(&SaleId, &'static str), usize> = HashMap::new();
+                for row in rows.iter().filter(|row| row.status != VOID) {
+                    *entered.entry((&row.order.sale_id, row.status)).or_default() += 1;
+                }
+                for ((sale, status), count) in entered {
+                    crate::order_transitions(sale.as_str(), status, count);
+                }
+                Ok(verdicts)
             })
-            .collect();
-        bulk::upsert_holdings(kind, &mut tx, &held).await?;
-        let sold: Vec<&SaleState> = changes.keys().filter_map(|sale| sales.get(sale)).collect();
-        bulk::write_sold_counts(kind, &mut tx, &sold).await?;
-        tx.commit().await?;
-        let mut entered: HashMap<(&SaleId, &'static str), usize> = HashMap::new();
-        for row in rows.iter().filter(|row| row.status != VOID) {
-            *entered.entry((&row.order.sale_id, row.status)).or_default() += 1;
-        }
-        for ((sale, status), count) in entered {
-            crate::order_transitions(sale.as_str(), status, count);
-        }
-        Ok(verdicts)
+            .await
     }
 }
 

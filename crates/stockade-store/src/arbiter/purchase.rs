@@ -30,50 +30,54 @@ impl OrderStore {
         order_id: OrderId,
         now: DateTime<Utc>,
     ) -> Result<PurchaseOutcome, StoreError> {
-        let sale = purchase.sale_id();
-        // The first look, without a lock.
-        let mut conn = self.pool.acquire().await?;
-        if let Err(outcome) = look(&mut conn, purchase, now).await? {
-            return Ok(outcome);
-        }
-        drop(conn);
-        let mut tx = self.pool.begin().await?;
-        self.lock_sales(&mut tx, &[sale]).await?;
-        let (mut state, mut held, items) = match look(&mut tx, purchase, now).await? {
-            Ok(fits) => fits,
-            Err(outcome) => return Ok(outcome),
-        };
-        let tier = rule::tier(&state.spec, purchase.tier());
-        let order = Order::accepted(
-            purchase,
-            rule::order_items(&state.spec, &items),
-            rule::order_tier(&state.spec, tier),
-            order_id,
-            now,
-        )
-        .under_hold(state.spec.hold());
-        state.take(tier, &items);
-        held.add(&state.spec, &items);
-        bulk::insert_orders(
-            self.kind,
-            &mut tx,
-            &[NewRow {
-                order: &order,
-                status: order.status.as_str(),
-                expires_at: order.expires_at,
-                keeps_key: true,
-            }],
-        )
-        .await?;
-        let holding = HashMap::from([(order.user_id.clone(), held)]);
-        write_holdings(&mut tx, sale, &holding).await?;
-        write_sold(&mut tx, &state).await?;
-        tx.commit().await?;
-        crate::order_transitions(sale.as_str(), order.status.as_str(), 1);
-        Ok(PurchaseOutcome::Purchased {
-            order_id,
-            remaining: state.remaining(),
-        })
+        self.calls
+            .run(async {
+                let sale = purchase.sale_id();
+                // The first look, without a lock.
+                let mut conn = self.pool.acquire().await?;
+                if let Err(outcome) = look(&mut conn, purchase, now).await? {
+                    return Ok(outcome);
+                }
+                drop(conn);
+                let mut tx = self.pool.begin().await?;
+                self.lock_sales(&mut tx, &[sale]).await?;
+                let (mut state, mut held, items) = match look(&mut tx, purchase, now).await? {
+                    Ok(fits) => fits,
+                    Err(outcome) => return Ok(outcome),
+                };
+                let tier = rule::tier(&state.spec, purchase.tier());
+                let order = Order::accepted(
+                    purchase,
+                    rule::order_items(&state.spec, &items),
+                    rule::order_tier(&state.spec, tier),
+                    order_id,
+                    now,
+                )
+                .under_hold(state.spec.hold());
+                state.take(tier, &items);
+                held.add(&state.spec, &items);
+                bulk::insert_orders(
+                    self.kind,
+                    &mut tx,
+                    &[NewRow {
+                        order: &order,
+                        status: order.status.as_str(),
+                        expires_at: order.expires_at,
+                        keeps_key: true,
+                    }],
+                )
+                .await?;
+                let holding = HashMap::from([(order.user_id.clone(), held)]);
+                write_holdings(&mut tx, sale, &holding).await?;
+                write_sold(&mut tx, &state).await?;
+                tx.commit().await?;
+                crate::order_transitions(sale.as_str(), order.status.as_str(), 1);
+                Ok(PurchaseOutcome::Purchased {
+                    order_id,
+                    remaining: state.remaining(),
+                })
+            })
+            .await
     }
 }
 

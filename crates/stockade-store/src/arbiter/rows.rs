@@ -87,8 +87,12 @@ impl Held {
 impl OrderStore {
     /// The sale with its epoch, authority and sold count.
     pub async fn sale_state(&self, sale: &SaleId) -> Result<Option<SaleState>, StoreError> {
-        let mut conn = self.pool.acquire().await?;
-        Ok(read_sales(&mut conn, &[sale]).await?.remove(sale))
+        self.calls
+            .run(async {
+                let mut conn = self.pool.acquire().await?;
+                Ok(read_sales(&mut conn, &[sale]).await?.remove(sale))
+            })
+            .await
     }
 
     /// Every sale with its epoch, authority and sold count; with
@@ -98,16 +102,20 @@ impl OrderStore {
         &self,
         ended_before: Option<DateTime<Utc>>,
     ) -> Result<Vec<SaleState>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {SALE_COLUMNS}, {STATE_COLUMNS} FROM sales
+        self.calls
+            .run(async {
+                sqlx::query(&format!(
+                    "SELECT {SALE_COLUMNS}, {STATE_COLUMNS} FROM sales
               WHERE $1 IS NULL OR ends_at_ms IS NULL OR ends_at_ms > $1 ORDER BY id"
-        ))
-        .bind(ended_before.map(|t| t.timestamp_millis()))
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(sale_state_from_row)
-        .collect()
+                ))
+                .bind(ended_before.map(|t| t.timestamp_millis()))
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(sale_state_from_row)
+                .collect()
+            })
+            .await
     }
 
     /// Takes the row locks of `sales` until the transaction ends, in id

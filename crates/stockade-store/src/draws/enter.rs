@@ -21,37 +21,39 @@ impl OrderStore {
         items: &[Item],
         tier: Option<&TierName>,
     ) -> Result<Entered, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let Some(window) = self.lock_entries(&mut tx, sale).await? else {
-            return Ok(Entered::NotADraw);
-        };
-        let existing = sqlx::query(&format!(
-            "SELECT {ENTRY_COLUMNS} FROM draw_entries WHERE sale_id = $1 AND user_id = $2"
-        ))
-        .bind(sale.as_str())
-        .bind(user.as_str())
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some(row) = existing {
-            return Ok(Entered::Again(entry_from_row(&row)?));
-        }
-        let now = self.draw_clock_ms(&mut *tx).await?;
-        if let Some(refused) = window.refuses_at(now)? {
-            return Ok(refused);
-        }
-        let entry = Entry {
-            id: EntryId::random(),
-            sale_id: sale.clone(),
-            user_id: user.clone(),
-            items: items.to_vec(),
-            tier: tier.cloned(),
-            created_at: millis(now)?,
-            position: None,
-            result: EntryResult::Entered,
-            drawn_result: None,
-            order_id: None,
-        };
-        let inserted = sqlx::query(
+        self.calls
+            .run(async {
+                let mut tx = self.pool.begin().await?;
+                let Some(window) = self.lock_entries(&mut tx, sale).await? else {
+                    return Ok(Entered::NotADraw);
+                };
+                let existing = sqlx::query(&format!(
+                    "SELECT {ENTRY_COLUMNS} FROM draw_entries WHERE sale_id = $1 AND user_id = $2"
+                ))
+                .bind(sale.as_str())
+                .bind(user.as_str())
+                .fetch_optional(&mut *tx)
+                .await?;
+                if let Some(row) = existing {
+                    return Ok(Entered::Again(entry_from_row(&row)?));
+                }
+                let now = self.draw_clock_ms(&mut *tx).await?;
+                if let Some(refused) = window.refuses_at(now)? {
+                    return Ok(refused);
+                }
+                let entry = Entry {
+                    id: EntryId::random(),
+                    sale_id: sale.clone(),
+                    user_id: user.clone(),
+                    items: items.to_vec(),
+                    tier: tier.cloned(),
+                    created_at: millis(now)?,
+                    position: None,
+                    result: EntryResult::Entered,
+                    drawn_result: None,
+                    order_id: None,
+                };
+                let inserted = sqlx::query(
             "INSERT INTO draw_entries (id, sale_id, user_id, items, tier, created_at_ms, result)
              VALUES ($1, $2, $3, $4, $5, $6, $7)
              ON CONFLICT (sale_id, user_id) DO NOTHING",
@@ -65,16 +67,18 @@ impl OrderStore {
         .bind(EntryResult::Entered.as_str())
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
-        if inserted.rows_affected() == 1 {
-            return Ok(Entered::New(entry));
-        }
-        // The same buyer entered at the same moment elsewhere.
-        let existing = self
-            .entry_of(sale, user)
-            .await?
-            .ok_or_else(|| StoreError::Failed(format!("the entry of {user} vanished")))?;
-        Ok(Entered::Again(existing))
+                tx.commit().await?;
+                if inserted.rows_affected() == 1 {
+                    return Ok(Entered::New(entry));
+                }
+                // The same buyer entered at the same moment elsewhere.
+                let existing = self
+                    .entry_of(sale, user)
+                    .await?
+                    .ok_or_else(|| StoreError::Failed(format!("the entry of {user} vanished")))?;
+                Ok(Entered::Again(existing))
+            })
+            .await
     }
 
     /// Locks the draw's row for an entry (shared with other entries on
@@ -120,42 +124,46 @@ impl OrderStore {
         sale: &SaleId,
         entries: &[NewEntry],
     ) -> Result<EnteredMany, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let Some(window) = self.lock_entries(&mut tx, sale).await? else {
-            return Ok(EnteredMany::Refused(Entered::NotADraw));
-        };
-        let now = self.draw_clock_ms(&mut *tx).await?;
-        if let Some(refused) = window.refuses_at(now)? {
-            return Ok(EnteredMany::Refused(refused));
-        }
-        let mut new = 0;
-        for chunk in entries.chunks(INSERT_CHUNK) {
-            let values = (0..chunk.len())
-                .map(|i| {
-                    let at = 4 * i + 4;
-                    format!("(${at}, $1, ${}, ${}, ${}, $2, $3)", at + 1, at + 2, at + 3)
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            let sql = format!(
+        self.calls
+            .run(async {
+                let mut tx = self.pool.begin().await?;
+                let Some(window) = self.lock_entries(&mut tx, sale).await? else {
+                    return Ok(EnteredMany::Refused(Entered::NotADraw));
+                };
+                let now = self.draw_clock_ms(&mut *tx).await?;
+                if let Some(refused) = window.refuses_at(now)? {
+                    return Ok(EnteredMany::Refused(refused));
+                }
+                let mut new = 0;
+                for chunk in entries.chunks(INSERT_CHUNK) {
+                    let values = (0..chunk.len())
+                        .map(|i| {
+                            let at = 4 * i + 4;
+                            format!("(${at}, $1, ${}, ${}, ${}, $2, $3)", at + 1, at + 2, at + 3)
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let sql = format!(
                 "INSERT INTO draw_entries (id, sale_id, user_id, items, tier, created_at_ms, result)
                  VALUES {values} ON CONFLICT (sale_id, user_id) DO NOTHING"
             );
-            let mut query = sqlx::query(&sql)
-                .bind(sale.as_str())
-                .bind(now)
-                .bind(EntryResult::Entered.as_str());
-            for entry in chunk {
-                query = query
-                    .bind(EntryId::random().as_str().to_owned())
-                    .bind(entry.user_id.as_str())
-                    .bind(Item::encode_list(&entry.items))
-                    .bind(entry.tier.as_ref().map(TierName::as_str));
-            }
-            new += query.execute(&mut *tx).await?.rows_affected();
-        }
-        tx.commit().await?;
-        Ok(EnteredMany::New(new))
+                    let mut query = sqlx::query(&sql)
+                        .bind(sale.as_str())
+                        .bind(now)
+                        .bind(EntryResult::Entered.as_str());
+                    for entry in chunk {
+                        query = query
+                            .bind(EntryId::random().as_str().to_owned())
+                            .bind(entry.user_id.as_str())
+                            .bind(Item::encode_list(&entry.items))
+                            .bind(entry.tier.as_ref().map(TierName::as_str));
+                    }
+                    new += query.execute(&mut *tx).await?.rows_affected();
+                }
+                tx.commit().await?;
+                Ok(EnteredMany::New(new))
+            })
+            .await
     }
 }
 

@@ -45,50 +45,53 @@ impl OrderStore {
         owner: &str,
         key: Option<&DrawKey>,
     ) -> Result<Freeze, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        if !self.lock_lease(&mut tx, sale, owner).await? {
-            return Ok(Freeze::LeaseLost);
-        }
-        let draw = sqlx::query(
-            "SELECT entries_close_at_ms, seed, nonce, commitment, entry_digest
+        self.calls
+            .run(async {
+                let mut tx = self.pool.begin().await?;
+                if !self.lock_lease(&mut tx, sale, owner).await? {
+                    return Ok(Freeze::LeaseLost);
+                }
+                let draw = sqlx::query(
+                    "SELECT entries_close_at_ms, seed, nonce, commitment, entry_digest
                FROM draws WHERE sale_id = $1",
-        )
-        .bind(sale.as_str())
-        .fetch_one(&mut *tx)
-        .await?;
-        if let Some(digest) = draw.try_get::<Option<String>, _>("entry_digest")? {
-            return Ok(Freeze::Frozen { digest });
-        }
-        let close: i64 = draw.try_get("entries_close_at_ms")?;
-        let now = self.draw_clock_ms(&mut *tx).await?;
-        if now < close {
-            return Ok(Freeze::NotClosed);
-        }
-        let seed = unseal(sale, &draw, key)?;
-        let ids: Vec<String> = sqlx::query_scalar("SELECT id FROM draw_entries WHERE sale_id = $1")
-            .bind(sale.as_str())
-            .fetch_all(&mut *tx)
-            .await?;
-        let order = draw_order(&seed, &ids).map_err(|e| corrupt("draw entries", e))?;
-        let digest = entry_digest(&ids);
-        let positioned: Vec<(usize, &String)> = order.iter().enumerate().collect();
-        for chunk in positioned.chunks(CHUNK) {
-            let values = (0..chunk.len())
-                .map(|i| format!("(${}, CAST(${} AS BIGINT))", 2 * i + 2, 2 * i + 3))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let sql = format!(
-                "WITH placed (id, position) AS (VALUES {values})
+                )
+                .bind(sale.as_str())
+                .fetch_one(&mut *tx)
+                .await?;
+                if let Some(digest) = draw.try_get::<Option<String>, _>("entry_digest")? {
+                    return Ok(Freeze::Frozen { digest });
+                }
+                let close: i64 = draw.try_get("entries_close_at_ms")?;
+                let now = self.draw_clock_ms(&mut *tx).await?;
+                if now < close {
+                    return Ok(Freeze::NotClosed);
+                }
+                let seed = unseal(sale, &draw, key)?;
+                let ids: Vec<String> =
+                    sqlx::query_scalar("SELECT id FROM draw_entries WHERE sale_id = $1")
+                        .bind(sale.as_str())
+                        .fetch_all(&mut *tx)
+                        .await?;
+                let order = draw_order(&seed, &ids).map_err(|e| corrupt("draw entries", e))?;
+                let digest = entry_digest(&ids);
+                let positioned: Vec<(usize, &String)> = order.iter().enumerate().collect();
+                for chunk in positioned.chunks(CHUNK) {
+                    let values = (0..chunk.len())
+                        .map(|i| format!("(${}, CAST(${} AS BIGINT))", 2 * i + 2, 2 * i + 3))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let sql = format!(
+                        "WITH placed (id, position) AS (VALUES {values})
                  UPDATE draw_entries SET position = placed.position FROM placed
                   WHERE draw_entries.id = placed.id AND draw_entries.sale_id = $1"
-            );
-            let mut query = sqlx::query(&sql).bind(sale.as_str());
-            for (position, id) in chunk {
-                query = query.bind(id.as_str()).bind(*position as i64);
-            }
-            query.execute(&mut *tx).await?;
-        }
-        sqlx::query(
+                    );
+                    let mut query = sqlx::query(&sql).bind(sale.as_str());
+                    for (position, id) in chunk {
+                        query = query.bind(id.as_str()).bind(*position as i64);
+                    }
+                    query.execute(&mut *tx).await?;
+                }
+                sqlx::query(
             "UPDATE draws SET frozen_at_ms = $1, entry_digest = $2, seed = $3 WHERE sale_id = $4",
         )
         .bind(now)
@@ -97,8 +100,10 @@ impl OrderStore {
         .bind(sale.as_str())
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
-        Ok(Freeze::Frozen { digest })
+                tx.commit().await?;
+                Ok(Freeze::Frozen { digest })
+            })
+            .await
     }
 
     /// Writes a run of the draw of `sale`, if `owner` still holds its
@@ -114,67 +119,71 @@ impl OrderStore {
         updates: &[EntryUpdate],
         settled: bool,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        if !self.lock_lease(&mut tx, sale, owner).await? {
-            return Ok(false);
-        }
-        // Many entries per statement: a draw of many entries is written
-        // in a few round trips.
-        for chunk in updates.chunks(CHUNK) {
-            let values = (0..chunk.len())
-                .map(|i| {
-                    let at = 3 * i + 2;
-                    format!(
-                        "(${at}, CAST(${} AS TEXT), CAST(${} AS TEXT))",
-                        at + 1,
-                        at + 2
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            let sql = format!(
-                "WITH decided (id, result, order_id) AS (VALUES {values})
+        self.calls
+            .run(async {
+                let mut tx = self.pool.begin().await?;
+                if !self.lock_lease(&mut tx, sale, owner).await? {
+                    return Ok(false);
+                }
+                // Many entries per statement: a draw of many entries is written
+                // in a few round trips.
+                for chunk in updates.chunks(CHUNK) {
+                    let values = (0..chunk.len())
+                        .map(|i| {
+                            let at = 3 * i + 2;
+                            format!(
+                                "(${at}, CAST(${} AS TEXT), CAST(${} AS TEXT))",
+                                at + 1,
+                                at + 2
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    let sql = format!(
+                        "WITH decided (id, result, order_id) AS (VALUES {values})
                  UPDATE draw_entries SET result = decided.result, order_id = decided.order_id
                    FROM decided
                   WHERE draw_entries.id = decided.id AND draw_entries.sale_id = $1"
-            );
-            let mut query = sqlx::query(&sql).bind(sale.as_str());
-            for update in chunk {
-                query = query
-                    .bind(update.id.as_str())
-                    .bind(update.result.as_str())
-                    .bind(update.order_id.map(|id| id.to_string()));
-            }
-            query.execute(&mut *tx).await?;
-        }
-        let now = self.draw_clock_ms(&mut *tx).await?;
-        if drawn {
-            // What the draw gave each entry, kept apart from where it
-            // stands after roll-downs: published for auditors.
-            sqlx::query(
-                "UPDATE draw_entries SET drawn_result = result
+                    );
+                    let mut query = sqlx::query(&sql).bind(sale.as_str());
+                    for update in chunk {
+                        query = query
+                            .bind(update.id.as_str())
+                            .bind(update.result.as_str())
+                            .bind(update.order_id.map(|id| id.to_string()));
+                    }
+                    query.execute(&mut *tx).await?;
+                }
+                let now = self.draw_clock_ms(&mut *tx).await?;
+                if drawn {
+                    // What the draw gave each entry, kept apart from where it
+                    // stands after roll-downs: published for auditors.
+                    sqlx::query(
+                        "UPDATE draw_entries SET drawn_result = result
                   WHERE sale_id = $1 AND drawn_result IS NULL",
-            )
-            .bind(sale.as_str())
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(
+                    )
+                    .bind(sale.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+                    sqlx::query(
                 "UPDATE draws SET drawn_at_ms = $1 WHERE sale_id = $2 AND drawn_at_ms IS NULL",
             )
             .bind(now)
             .bind(sale.as_str())
             .execute(&mut *tx)
             .await?;
-        }
-        if settled {
-            sqlx::query("UPDATE draws SET settled_at_ms = $1 WHERE sale_id = $2")
-                .bind(now)
-                .bind(sale.as_str())
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(true)
+                }
+                if settled {
+                    sqlx::query("UPDATE draws SET settled_at_ms = $1 WHERE sale_id = $2")
+                        .bind(now)
+                        .bind(sale.as_str())
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await?;
+                Ok(true)
+            })
+            .await
     }
 }
 

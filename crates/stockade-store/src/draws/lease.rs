@@ -8,13 +8,14 @@ use chrono::{DateTime, TimeDelta, Utc};
 use sqlx::{Any, Row, Transaction};
 use stockade_core::SaleId;
 
-use super::super::engine_views::read_clock;
 use super::super::{OrderStore, StoreError, StoreKind, millis};
 
 impl OrderStore {
     /// The store's clock as the draws read it.
     pub async fn draw_clock(&self) -> Result<DateTime<Utc>, StoreError> {
-        millis(self.draw_clock_ms(&self.pool).await?)
+        self.calls
+            .run(async { millis(self.draw_clock_ms(&self.pool).await?) })
+            .await
     }
 
     /// Moves the draws' reading of the store's clock by `by`, for this
@@ -30,7 +31,7 @@ impl OrderStore {
         executor: impl sqlx::Executor<'c, Database = Any>,
     ) -> Result<i64, StoreError> {
         let shift = self.clock_shift_ms.load(Ordering::Relaxed);
-        Ok(read_clock(self.kind, executor).await? + shift)
+        Ok(self.read_clock(executor).await? + shift)
     }
 
     /// Takes (or renews) the lease of the draw of `sale` for `owner` for
@@ -43,33 +44,41 @@ impl OrderStore {
         owner: &str,
         lease: TimeDelta,
     ) -> Result<bool, StoreError> {
-        let now = self.draw_clock_ms(&self.pool).await?;
-        let claimed = sqlx::query(
-            "UPDATE draws SET lease_owner = $1, lease_until_ms = $2
+        self.calls
+            .run(async {
+                let now = self.draw_clock_ms(&self.pool).await?;
+                let claimed = sqlx::query(
+                    "UPDATE draws SET lease_owner = $1, lease_until_ms = $2
               WHERE sale_id = $3
                 AND (lease_owner IS NULL OR lease_owner = $1 OR lease_until_ms <= $4)",
-        )
-        .bind(owner)
-        .bind(now.saturating_add(lease.num_milliseconds()))
-        .bind(sale.as_str())
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
-        Ok(claimed.rows_affected() == 1)
+                )
+                .bind(owner)
+                .bind(now.saturating_add(lease.num_milliseconds()))
+                .bind(sale.as_str())
+                .bind(now)
+                .execute(&self.pool)
+                .await?;
+                Ok(claimed.rows_affected() == 1)
+            })
+            .await
     }
 
     /// Lets the lease of `owner` go (another instance may run the draw's
     /// next step at once).
     pub async fn release_draw(&self, sale: &SaleId, owner: &str) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE draws SET lease_owner = NULL, lease_until_ms = NULL
+        self.calls
+            .run(async {
+                sqlx::query(
+                    "UPDATE draws SET lease_owner = NULL, lease_until_ms = NULL
               WHERE sale_id = $1 AND lease_owner = $2",
-        )
-        .bind(sale.as_str())
-        .bind(owner)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+                )
+                .bind(sale.as_str())
+                .bind(owner)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            })
+            .await
     }
 
     /// Locks the draw's row for the transaction and says whether `owner`

@@ -149,7 +149,9 @@ impl OrderStore {
 
     /// The draw of `sale`, if it is a draw sale.
     pub async fn draw(&self, sale: &SaleId) -> Result<Option<DrawRecord>, StoreError> {
-        sqlx::query(
+        self.calls
+            .run(async {
+                sqlx::query(
             "SELECT entries_open_at_ms, entries_close_at_ms, seed, commitment, entry_digest,
                     drawn_at_ms, settled_at_ms
                FROM draws WHERE sale_id = $1",
@@ -159,6 +161,8 @@ impl OrderStore {
         .await?
         .map(|row| draw_from_row(&row))
         .transpose()
+            })
+            .await
     }
 
     /// The entry of `user` in the draw of `sale`.
@@ -167,21 +171,27 @@ impl OrderStore {
         sale: &SaleId,
         user: &UserId,
     ) -> Result<Option<Entry>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {ENTRY_COLUMNS} FROM draw_entries WHERE sale_id = $1 AND user_id = $2"
-        ))
-        .bind(sale.as_str())
-        .bind(user.as_str())
-        .fetch_optional(&self.pool)
-        .await?
-        .map(|row| entry_from_row(&row))
-        .transpose()
+        self.calls
+            .run(async {
+                sqlx::query(&format!(
+                    "SELECT {ENTRY_COLUMNS} FROM draw_entries WHERE sale_id = $1 AND user_id = $2"
+                ))
+                .bind(sale.as_str())
+                .bind(user.as_str())
+                .fetch_optional(&self.pool)
+                .await?
+                .map(|row| entry_from_row(&row))
+                .transpose()
+            })
+            .await
     }
 
     /// Every entry of the draw of `sale`: in the draw's order once its set
     /// is frozen (then every entry has a position), by id before.
     pub async fn entries(&self, sale: &SaleId) -> Result<Vec<Entry>, StoreError> {
-        sqlx::query(&format!(
+        self.calls
+            .run(async {
+                sqlx::query(&format!(
             "SELECT {ENTRY_COLUMNS} FROM draw_entries WHERE sale_id = $1 ORDER BY position, id"
         ))
         .bind(sale.as_str())
@@ -190,15 +200,22 @@ impl OrderStore {
         .iter()
         .map(entry_from_row)
         .collect()
+            })
+            .await
     }
 
     /// How many entries the draw of `sale` has.
     pub async fn entry_count(&self, sale: &SaleId) -> Result<u64, StoreError> {
-        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM draw_entries WHERE sale_id = $1")
-            .bind(sale.as_str())
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(u64::try_from(count).unwrap_or_default())
+        self.calls
+            .run(async {
+                let count: i64 =
+                    sqlx::query_scalar("SELECT COUNT(*) FROM draw_entries WHERE sale_id = $1")
+                        .bind(sale.as_str())
+                        .fetch_one(&self.pool)
+                        .await?;
+                Ok(u64::try_from(count).unwrap_or_default())
+            })
+            .await
     }
 
     /// Up to `limit` entries of the frozen set of the draw of `sale`, in
@@ -210,18 +227,22 @@ impl OrderStore {
         after: Option<u32>,
         limit: u32,
     ) -> Result<Vec<Entry>, StoreError> {
-        sqlx::query(&format!(
-            "SELECT {ENTRY_COLUMNS} FROM draw_entries
+        self.calls
+            .run(async {
+                sqlx::query(&format!(
+                    "SELECT {ENTRY_COLUMNS} FROM draw_entries
               WHERE sale_id = $1 AND position > $2 ORDER BY position LIMIT $3"
-        ))
-        .bind(sale.as_str())
-        .bind(after.map_or(-1, i64::from))
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(entry_from_row)
-        .collect()
+                ))
+                .bind(sale.as_str())
+                .bind(after.map_or(-1, i64::from))
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(entry_from_row)
+                .collect()
+            })
+            .await
     }
 
     /// Every entry of the draw of `sale` in the draw's order, with what
@@ -230,58 +251,66 @@ impl OrderStore {
         &self,
         sale: &SaleId,
     ) -> Result<Vec<(Entry, EntryOrder)>, StoreError> {
-        let columns = ENTRY_COLUMNS
-            .split(", ")
-            .map(|c| format!("e.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        sqlx::query(&format!(
-            "SELECT {columns}, o.status AS order_status
+        self.calls
+            .run(async {
+                let columns = ENTRY_COLUMNS
+                    .split(", ")
+                    .map(|c| format!("e.{c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                sqlx::query(&format!(
+                    "SELECT {columns}, o.status AS order_status
                FROM draw_entries e LEFT JOIN orders o ON o.id = e.order_id
               WHERE e.sale_id = $1 ORDER BY e.position, e.id"
-        ))
-        .bind(sale.as_str())
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(|row| {
-            let status: Option<String> = row.try_get("order_status")?;
-            let order = match status.as_deref() {
-                None => EntryOrder::Missing,
-                Some(VOID) => EntryOrder::Void,
-                Some(status) => {
-                    EntryOrder::Is(status.parse().map_err(|e| corrupt("order status", e))?)
-                }
-            };
-            Ok((entry_from_row(row)?, order))
-        })
-        .collect()
+                ))
+                .bind(sale.as_str())
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(|row| {
+                    let status: Option<String> = row.try_get("order_status")?;
+                    let order = match status.as_deref() {
+                        None => EntryOrder::Missing,
+                        Some(VOID) => EntryOrder::Void,
+                        Some(status) => {
+                            EntryOrder::Is(status.parse().map_err(|e| corrupt("order status", e))?)
+                        }
+                    };
+                    Ok((entry_from_row(row)?, order))
+                })
+                .collect()
+            })
+            .await
     }
 
     /// The draw sales with work to do now on the store's clock: entries
     /// closed and no draw made yet, or a draw made and not settled (its
     /// roll-down), each with whether it is drawn.
     pub async fn draws_to_run(&self) -> Result<Vec<(SaleId, bool)>, StoreError> {
-        let now = self.draw_clock_ms(&self.pool).await?;
-        sqlx::query(
-            "SELECT sale_id, drawn_at_ms FROM draws
+        self.calls
+            .run(async {
+                let now = self.draw_clock_ms(&self.pool).await?;
+                sqlx::query(
+                    "SELECT sale_id, drawn_at_ms FROM draws
               WHERE (drawn_at_ms IS NULL AND entries_close_at_ms <= $1) OR
                     (drawn_at_ms IS NOT NULL AND settled_at_ms IS NULL)
               ORDER BY sale_id",
-        )
-        .bind(now)
-        .fetch_all(&self.pool)
-        .await?
-        .iter()
-        .map(|row| {
-            let id: String = row.try_get("sale_id")?;
-            let drawn: Option<i64> = row.try_get("drawn_at_ms")?;
-            Ok((
-                SaleId::new(id).map_err(|e| corrupt("sale id", e))?,
-                drawn.is_some(),
-            ))
-        })
-        .collect()
+                )
+                .bind(now)
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(|row| {
+                    let id: String = row.try_get("sale_id")?;
+                    let drawn: Option<i64> = row.try_get("drawn_at_ms")?;
+                    Ok((
+                        SaleId::new(id).map_err(|e| corrupt("sale id", e))?,
+                        drawn.is_some(),
+                    ))
+                })
+                .collect()
+            })
+            .await
     }
 }
 

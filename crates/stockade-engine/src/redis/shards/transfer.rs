@@ -28,7 +28,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// tokio's: the wall clock in the service, the simulated one in the simulator.
+use tokio::time::Instant;
 
 use dashmap::DashMap;
 use stockade_core::{EngineError, Epoch, OrderId, SaleId};

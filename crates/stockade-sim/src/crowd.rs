@@ -1,0 +1,260 @@
+//! The crowd: each buyer a task that arrives, buys (retrying with its key
+//! when the answer leaves the order open), waits for an asynchronous answer,
+//! pays or cancels, and maybe comes back; every request and answer goes
+//! into the history.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::Request;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{Value, json};
+
+use crate::clock::{SimClock, TrueTime};
+use crate::history::{History, Judged, Named};
+use crate::scenario::{AfterOrder, Buyer, Sale};
+use crate::world::{ADMIN_TOKEN, Answer, Gateway, json_request};
+use stockade_core::Clock;
+
+/// What a buyer task shares with the run.
+#[derive(Clone)]
+pub struct Crowd {
+    /// The instances.
+    pub gateway: Gateway,
+    /// The log.
+    pub history: History,
+    /// The run's time.
+    pub time: TrueTime,
+    /// The sale.
+    pub sale: Arc<Sale>,
+    /// Each instance's clock.
+    pub clocks: Vec<SimClock>,
+}
+
+/// Codes a refusal may carry: anything else answered 4xx is unexpected.
+const REFUSALS: &[&str] = &[
+    "sold_out",
+    "insufficient_stock",
+    "limit_exceeded",
+    "not_started",
+    "ended",
+];
+
+impl Crowd {
+    async fn call(
+        &self,
+        who: &str,
+        instance: usize,
+        what: &str,
+        request: Request<Body>,
+    ) -> Option<Answer> {
+        let answer = self.gateway.call(instance, request).await;
+        let shown = match &answer {
+            None => "down".to_owned(),
+            Some((status, body)) => format!("{status} {}", summary(body)),
+        };
+        self.history.log(
+            self.time.millis(),
+            format!("{who} i{instance} {what} -> {shown}"),
+        );
+        if let Some((status, body)) = &answer
+            && (*status >= 500 && *status != 503)
+        {
+            self.history
+                .unexpected(format!("{who} {what}: {status} {body}"));
+        }
+        answer
+    }
+
+    /// Runs `buyer` to the end of their story.
+    pub async fn buyer(self, buyer: Buyer, seed: u64) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        tokio::time::sleep(Duration::from_millis(buyer.arrives_ms)).await;
+        let rounds = if buyer.buys_again { 2 } else { 1 };
+        for round in 0..rounds {
+            // Unkeyed purchases are told apart in the log by their round.
+            let key = format!("{}-{round}", buyer.user);
+            if let Some((order, status)) = self.purchase(&buyer, &key, &mut rng).await {
+                self.follow(&buyer, &order, &status, &mut rng).await;
+            }
+            tokio::time::sleep(Duration::from_millis(rng.random_range(0..5_000))).await;
+        }
+    }
+
+    /// One purchase, repeated with its key while its answer leaves it
+    /// open; the order named and its status, if one was.
+    async fn purchase(
+        &self,
+        buyer: &Buyer,
+        key: &str,
+        rng: &mut ChaCha8Rng,
+    ) -> Option<(String, String)> {
+        let items: Vec<Value> = buyer
+            .items
+            .iter()
+            .map(|(sku, quantity)| json!({"sku": self.sale.skus[*sku].id, "quantity": quantity}))
+            .collect();
+        let mut body = json!({"user_id": buyer.user, "items": items});
+        if let Some(tier) = &buyer.tier {
+            body["tier"] = json!(tier);
+        }
+        let uri = format!("/v1/sales/{}/purchases", self.sale.id);
+        let named_key = if buyer.keyed {
+            key.to_owned()
+        } else {
+            String::new()
+        };
+        let mut named = None;
+        for attempt in 0..=buyer.retries {
+            let instance = rng.random_range(0..self.gateway.instances());
+            let mut request = json_request("POST", &uri, &body, false);
+            if buyer.keyed {
+                request
+                    .headers_mut()
+                    .insert("idempotency-key", key.parse().expect("a header value"));
+            }
+            if buyer.respond_async {
+                request
+                    .headers_mut()
+                    .insert("prefer", "respond-async".parse().expect("a header value"));
+            }
+            let what = format!("buy key={key} attempt={attempt}");
+            let clock = &self.clocks[instance];
+            let sent_ms = clock.now().timestamp_millis();
+            let answer = self.call(&buyer.user, instance, &what, request).await;
+            if let Some((status, body)) = &answer {
+                self.history.judged(Judged {
+                    user: buyer.user.clone(),
+                    status: *status,
+                    code: body["error"]["code"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                    sent_ms,
+                    answered_ms: clock.now().timestamp_millis(),
+                });
+            }
+            let retry = match &answer {
+                None => true,
+                Some((status @ 200..=202, body)) => {
+                    let order = body["order_id"].as_str().unwrap_or_default().to_owned();
+                    let status_text = body["status"].as_str().unwrap_or_default().to_owned();
+                    self.history.named(Named {
+                        user: buyer.user.clone(),
+                        key: named_key.clone(),
+                        order: order.clone(),
+                        status: *status,
+                        order_status: status_text.clone(),
+                    });
+                    return Some((order, status_text));
+                }
+                Some((503, body)) => {
+                    if let Some(order) = body["error"]["order_id"].as_str() {
+                        self.history.named(Named {
+                            user: buyer.user.clone(),
+                            key: named_key.clone(),
+                            order: order.to_owned(),
+                            status: 503,
+                            order_status: String::new(),
+                        });
+                        named = Some((order.to_owned(), String::new()));
+                    }
+                    true
+                }
+                Some((409 | 404, body)) => {
+                    let code = body["error"]["code"].as_str().unwrap_or_default();
+                    if !REFUSALS.contains(&code) {
+                        self.history
+                            .unexpected(format!("{} {what}: refused {code}: {body}", buyer.user));
+                    }
+                    false
+                }
+                Some((status, body)) => {
+                    self.history
+                        .unexpected(format!("{} {what}: {status} {body}", buyer.user));
+                    false
+                }
+            };
+            if !retry {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(rng.random_range(100..2_000))).await;
+        }
+        named
+    }
+
+    /// After an order is named: wait out a pending answer, then pay,
+    /// cancel or do nothing, as the buyer does.
+    async fn follow(&self, buyer: &Buyer, order: &str, status: &str, rng: &mut ChaCha8Rng) {
+        let instance = rng.random_range(0..self.gateway.instances());
+        if status == "pending" {
+            let request = get(&format!("/v1/orders/{order}?wait=10"));
+            self.call(&buyer.user, instance, &format!("poll {order}"), request)
+                .await;
+        }
+        match buyer.after {
+            AfterOrder::Nothing => {}
+            AfterOrder::Pays(after) => {
+                tokio::time::sleep(Duration::from_millis(after)).await;
+                let request = json_request(
+                    "POST",
+                    &format!("/v1/orders/{order}/confirm"),
+                    &json!({}),
+                    true,
+                );
+                let instance = rng.random_range(0..self.gateway.instances());
+                if let Some((200, body)) = self
+                    .call(&buyer.user, instance, &format!("pay {order}"), request)
+                    .await
+                    && body["status"] == "confirmed"
+                {
+                    self.history.confirmed(order);
+                }
+            }
+            AfterOrder::Cancels(after) => {
+                tokio::time::sleep(Duration::from_millis(after)).await;
+                let request = json_request(
+                    "POST",
+                    &format!("/v1/orders/{order}/cancel"),
+                    &json!({}),
+                    true,
+                );
+                let instance = rng.random_range(0..self.gateway.instances());
+                if let Some((200, _)) = self
+                    .call(&buyer.user, instance, &format!("cancel {order}"), request)
+                    .await
+                {
+                    self.history.cancelled(order);
+                }
+            }
+        }
+    }
+}
+
+/// A GET with the admin token.
+pub fn get(uri: &str) -> Request<Body> {
+    Request::get(uri)
+        .header("authorization", format!("Bearer {ADMIN_TOKEN}"))
+        .body(Body::empty())
+        .expect("a well-formed request")
+}
+
+/// The part of an answer the log keeps: the order and its status, or the
+/// error's code.
+fn summary(body: &Value) -> String {
+    if let Some(code) = body["error"]["code"].as_str() {
+        match body["error"]["order_id"].as_str() {
+            Some(order) => format!("{code} order={order}"),
+            None => code.to_owned(),
+        }
+    } else if let Some(order) = body["order_id"].as_str() {
+        format!(
+            "order={order} {}",
+            body["status"].as_str().unwrap_or_default()
+        )
+    } else {
+        String::new()
+    }
+}

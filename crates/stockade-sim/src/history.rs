@@ -1,0 +1,148 @@
+//! What happened in a run, in order: the event log (every request and
+//! answer, every fault, with its simulated instant), hashed to check that a
+//! replay does the same, and the facts the oracle judges.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+
+/// An order some answer named to its buyer, and what the answer promised.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    /// The buyer.
+    pub user: String,
+    /// The idempotency key it was asked with (empty for none).
+    pub key: String,
+    /// The order.
+    pub order: String,
+    /// The answer's status code.
+    pub status: u16,
+    /// The order's status in the answer (`confirmed`, `held`, `pending`).
+    pub order_status: String,
+}
+
+/// A purchase's answer, with the answering instance's clock around it
+/// (ms since the Unix epoch): the window checks judge it by that clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judged {
+    /// The buyer.
+    pub user: String,
+    /// The answer's status code.
+    pub status: u16,
+    /// The error's code, if it is one.
+    pub code: String,
+    /// The instance's clock when the request was sent.
+    pub sent_ms: i64,
+    /// The instance's clock when the answer came.
+    pub answered_ms: i64,
+}
+
+/// The run's log, shared by every task of the run.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    inner: Arc<Mutex<Inner>>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    lines: Vec<String>,
+    hash: Sha256,
+    named: Vec<Named>,
+    judged: Vec<Judged>,
+    /// Orders a confirm answered 200 `confirmed` for.
+    confirmed: Vec<String>,
+    /// Orders a cancel answered 200 for.
+    cancelled: Vec<String>,
+    /// Answers no client may ever get (a 500, a status the API does not
+    /// name): each a line saying what and where.
+    unexpected: Vec<String>,
+}
+
+/// How many lines the log keeps for printing (all are hashed).
+const KEPT: usize = 200_000;
+
+impl History {
+    /// Adds a line at `at_ms` (simulated ms since the start).
+    pub fn log(&self, at_ms: u64, line: impl AsRef<str>) {
+        let mut inner = self.inner.lock();
+        let mut text = String::new();
+        let _ = write!(text, "{at_ms:>9} {}", line.as_ref());
+        inner.hash.update(text.as_bytes());
+        inner.hash.update(b"\n");
+        if inner.lines.len() < KEPT {
+            inner.lines.push(text);
+        }
+    }
+
+    /// Records an order named to a buyer.
+    pub fn named(&self, named: Named) {
+        self.inner.lock().named.push(named);
+    }
+
+    /// Records a purchase's answer for the window checks.
+    pub fn judged(&self, judged: Judged) {
+        self.inner.lock().judged.push(judged);
+    }
+
+    /// Every purchase's answer.
+    pub fn judged_answers(&self) -> Vec<Judged> {
+        self.inner.lock().judged.clone()
+    }
+
+    /// Records a confirm answered `confirmed`.
+    pub fn confirmed(&self, order: &str) {
+        self.inner.lock().confirmed.push(order.to_owned());
+    }
+
+    /// Records a cancel answered 200.
+    pub fn cancelled(&self, order: &str) {
+        self.inner.lock().cancelled.push(order.to_owned());
+    }
+
+    /// Records an answer no client may get.
+    pub fn unexpected(&self, what: String) {
+        self.inner.lock().unexpected.push(what);
+    }
+
+    /// The hash of every line so far, in hex.
+    pub fn hash(&self) -> String {
+        hex::encode(self.inner.lock().hash.clone().finalize())
+    }
+
+    /// The kept lines.
+    pub fn lines(&self) -> Vec<String> {
+        self.inner.lock().lines.clone()
+    }
+
+    /// How many lines were logged (kept or not).
+    pub fn len(&self) -> usize {
+        self.inner.lock().lines.len()
+    }
+
+    /// Whether nothing was logged.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The orders named to buyers.
+    pub fn named_orders(&self) -> Vec<Named> {
+        self.inner.lock().named.clone()
+    }
+
+    /// The orders confirms answered `confirmed`.
+    pub fn confirmed_orders(&self) -> Vec<String> {
+        self.inner.lock().confirmed.clone()
+    }
+
+    /// The orders cancels answered 200.
+    pub fn cancelled_orders(&self) -> Vec<String> {
+        self.inner.lock().cancelled.clone()
+    }
+
+    /// The answers no client may get.
+    pub fn unexpected_answers(&self) -> Vec<String> {
+        self.inner.lock().unexpected.clone()
+    }
+}

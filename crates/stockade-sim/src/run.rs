@@ -1,0 +1,253 @@
+//! One run: a seed's scenario played on a fresh cluster in a fresh,
+//! paused, single-threaded runtime, then judged.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::TimeDelta;
+use rand::SeedableRng;
+use stockade_core::entropy;
+
+use crate::clock::{SimClock, TrueTime};
+use crate::crowd::{Crowd, get};
+use crate::history::History;
+use crate::oracle::{self, Violation};
+use crate::scenario::{Fault, Scenario, Size};
+use crate::world::{World, json_request};
+
+/// What a run found.
+#[derive(Debug)]
+pub struct Report {
+    /// The seed.
+    pub seed: u64,
+    /// The size it ran at.
+    pub size: Size,
+    /// The hash of its event log: equal for every replay of the seed.
+    pub hash: String,
+    /// The broken promises (none: the run passed).
+    pub violations: Vec<Violation>,
+    /// The event log's lines (the first ones, if it is very long).
+    pub log: Vec<String>,
+    /// Simulated time the run covered, in ms.
+    pub simulated_ms: u64,
+    /// What it exercised, for the coverage report.
+    pub features: Vec<&'static str>,
+}
+
+/// How long after the last arrival the run goes on, so holds run out,
+/// payments land and the writer drains, before the end is judged.
+const SETTLE: Duration = Duration::from_secs(70);
+
+/// Runs `seed` at `size`.
+pub fn run(seed: u64, size: Size) -> Report {
+    let scenario = Scenario::draw(seed, size);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime");
+    let dir = scratch_dir();
+    let report = runtime.block_on(play(&scenario, dir.path()));
+    drop(runtime);
+    report
+}
+
+/// A directory on a memory file system when there is one (the store's
+/// syncs cost nothing there).
+fn scratch_dir() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir()
+        && let Ok(dir) = tempfile::Builder::new()
+            .prefix("stockade-sim-")
+            .tempdir_in(shm)
+    {
+        return dir;
+    }
+    tempfile::Builder::new()
+        .prefix("stockade-sim-")
+        .tempdir()
+        .expect("a temporary directory")
+}
+
+async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
+    let time = TrueTime::start();
+    let store_clock = SimClock::new(time, TimeDelta::zero(), 0);
+    let _seeded = entropy::seed_thread(scenario.seed ^ 0x5eed_5eed, Arc::new(store_clock.clone()));
+    let history = History::default();
+    let mut violations = Vec::new();
+    let clocks = scenario
+        .clocks
+        .iter()
+        .map(|(offset, drift)| SimClock::new(time, TimeDelta::milliseconds(*offset), *drift))
+        .collect();
+    let mut world = match World::new(dir, clocks, store_clock) {
+        Ok(world) => world,
+        Err(e) => return failed(scenario, &history, vec![e.to_string()]),
+    };
+    for i in 0..scenario.instances {
+        if let Err(e) = world.start(i).await {
+            return failed(scenario, &history, vec![e.to_string()]);
+        }
+    }
+    let gateway = world.gateway();
+    let sale = Arc::new(scenario.sale.clone());
+    let created = gateway
+        .call(0, json_request("POST", "/v1/sales", &sale.body(), true))
+        .await;
+    history.log(time.millis(), format!("create sale -> {created:?}"));
+    if !matches!(created, Some((201, _))) {
+        return failed(
+            scenario,
+            &history,
+            vec![format!("the sale was not created: {created:?}")],
+        );
+    }
+    let crowd = Crowd {
+        gateway: gateway.clone(),
+        history: history.clone(),
+        time,
+        sale: Arc::clone(&sale),
+        clocks: (0..scenario.instances)
+            .map(|i| world.clock(i).clone())
+            .collect(),
+    };
+    let mut seeds = rand_chacha::ChaCha8Rng::seed_from_u64(scenario.seed);
+    let buyers: Vec<_> = scenario
+        .buyers
+        .iter()
+        .map(|buyer| {
+            let seed = rand::Rng::random(&mut seeds);
+            tokio::spawn(crowd.clone().buyer(buyer.clone(), seed))
+        })
+        .collect();
+    for (at, fault) in &scenario.faults {
+        tokio::time::sleep_until(
+            tokio::time::Instant::now()
+                + Duration::from_millis(*at).saturating_sub(Duration::from_millis(time.millis())),
+        )
+        .await;
+        match *fault {
+            Fault::Restart(i, down_ms) => {
+                history.log(time.millis(), format!("fault: stop i{i}"));
+                world.stop(i).await;
+                tokio::time::sleep(Duration::from_millis(down_ms)).await;
+                history.log(time.millis(), format!("fault: start i{i}"));
+                if let Err(e) = world.start(i).await {
+                    violations.push(format!("instance {i} did not start again: {e}"));
+                }
+            }
+            Fault::ClockJump(i, by) => {
+                history.log(time.millis(), format!("fault: clock of i{i} jumps {by} ms"));
+                world.clock(i).jump(TimeDelta::milliseconds(by));
+            }
+        }
+    }
+    for buyer in buyers {
+        if let Err(e) = buyer.await {
+            violations.push(format!("a buyer's task failed: {e}"));
+        }
+    }
+    tokio::time::sleep(SETTLE).await;
+    let remaining = remaining_of(&gateway, &sale.id).await;
+    history.log(time.millis(), format!("end: remaining {remaining:?}"));
+    let limits: BTreeMap<String, u32> = scenario
+        .buyers
+        .iter()
+        .map(|b| (b.user.clone(), sale.limit_of(b.tier.as_deref())))
+        .collect();
+    match world.store() {
+        Some(store) => {
+            let tiers: BTreeMap<String, Option<String>> = scenario
+                .buyers
+                .iter()
+                .map(|b| (b.user.clone(), b.tier.clone()))
+                .collect();
+            let mut verdict = oracle::judge(&sale, &limits, &history, &store, &remaining).await;
+            verdict
+                .violations
+                .extend(oracle::windows(&sale, &tiers, &history.judged_answers()));
+            violations.extend(verdict.violations);
+        }
+        None => violations.push("no instance is running at the end".into()),
+    }
+    world.stop_all().await;
+    let simulated_ms = time.millis();
+    Report {
+        seed: scenario.seed,
+        size: scenario.size,
+        hash: history.hash(),
+        violations,
+        log: history.lines(),
+        simulated_ms,
+        features: features(scenario),
+    }
+}
+
+/// Each SKU's `remaining`, as the first instance up answers.
+async fn remaining_of(gateway: &crate::world::Gateway, sale: &str) -> BTreeMap<String, i64> {
+    for i in 0..gateway.instances() {
+        if let Some((200, body)) = gateway.call(i, get(&format!("/v1/sales/{sale}"))).await {
+            return body["skus"]
+                .as_array()
+                .map(|skus| {
+                    skus.iter()
+                        .filter_map(|s| {
+                            Some((s["id"].as_str()?.to_owned(), s["remaining"].as_i64()?))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+        }
+    }
+    BTreeMap::new()
+}
+
+fn failed(scenario: &Scenario, history: &History, violations: Vec<String>) -> Report {
+    Report {
+        seed: scenario.seed,
+        size: scenario.size,
+        hash: history.hash(),
+        violations,
+        log: history.lines(),
+        simulated_ms: 0,
+        features: features(scenario),
+    }
+}
+
+/// The sale features and fault kinds a scenario exercises.
+pub fn features(scenario: &Scenario) -> Vec<&'static str> {
+    let sale = &scenario.sale;
+    let mut features = vec![];
+    let mut has = |yes: bool, name: &'static str| {
+        if yes {
+            features.push(name);
+        }
+    };
+    has(sale.skus.len() > 1, "several SKUs");
+    has(scenario.buyers.iter().any(|b| b.items.len() > 1), "bundles");
+    has(sale.per_sku_limit.is_some(), "per-SKU limit");
+    has(sale.hold_seconds.is_some(), "payment holds");
+    has(sale.ends_ms.is_some(), "an end");
+    has(!sale.tiers.is_empty(), "tiers");
+    has(sale.release_reserved_ms.is_some(), "reserve release");
+    has(
+        scenario.buyers.iter().any(|b| b.respond_async),
+        "asynchronous answers",
+    );
+    has(
+        scenario
+            .faults
+            .iter()
+            .any(|(_, f)| matches!(f, Fault::Restart(..))),
+        "fault: restart",
+    );
+    has(
+        scenario
+            .faults
+            .iter()
+            .any(|(_, f)| matches!(f, Fault::ClockJump(..))),
+        "fault: clock jump",
+    );
+    features
+}

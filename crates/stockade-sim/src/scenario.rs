@@ -1,0 +1,311 @@
+//! What a seed draws: the cluster, the sale, the crowd and the faults.
+//! Everything a run does follows from this value and the seed, so a run
+//! is replayed by drawing it again.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{Value, json};
+
+use crate::clock::epoch;
+
+/// How big a run is; the shrinker makes them smaller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Size {
+    /// Buyers in the crowd.
+    pub buyers: usize,
+    /// Faults injected.
+    pub faults: usize,
+    /// Simulated length of the crowd's arrivals, in ms.
+    pub span_ms: u64,
+}
+
+impl Default for Size {
+    /// The standard mix: 1,000 buyers, faults on, 60 simulated seconds.
+    fn default() -> Self {
+        Self {
+            buyers: 1_000,
+            faults: 6,
+            span_ms: 60_000,
+        }
+    }
+}
+
+/// One SKU of the sale.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sku {
+    /// Its id.
+    pub id: String,
+    /// Its stock.
+    pub stock: u32,
+}
+
+/// A tier of the sale: a reserve of the first SKU, its own limit, an
+/// earlier start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tier {
+    /// Its name.
+    pub name: String,
+    /// Items of the first SKU kept for it.
+    pub reserved: u32,
+    /// Its buyers' limit.
+    pub per_user_limit: u32,
+    /// How much earlier than the sale it starts, in ms.
+    pub early_ms: u64,
+}
+
+/// The sale every buyer of the run wants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sale {
+    /// Its id.
+    pub id: String,
+    /// Its SKUs.
+    pub skus: Vec<Sku>,
+    /// Items per buyer, across SKUs.
+    pub per_user_limit: u32,
+    /// Items per buyer of each SKU, if capped.
+    pub per_sku_limit: Option<u32>,
+    /// Payment hold, in seconds, if orders are held.
+    pub hold_seconds: Option<u32>,
+    /// When it opens, ms after the run starts.
+    pub starts_ms: u64,
+    /// When it ends, ms after the run starts, if it does.
+    pub ends_ms: Option<u64>,
+    /// Its tiers.
+    pub tiers: Vec<Tier>,
+    /// When what is left of the reserves goes to everyone, if it does.
+    pub release_reserved_ms: Option<u64>,
+}
+
+impl Sale {
+    /// The body of its `POST /v1/sales`.
+    pub fn body(&self) -> Value {
+        let at = |ms: u64| (epoch() + chrono::TimeDelta::milliseconds(ms as i64)).to_rfc3339();
+        let mut body = json!({
+            "id": self.id,
+            "skus": self.skus.iter().map(|s| json!({"id": s.id, "stock": s.stock})).collect::<Vec<_>>(),
+            "per_user_limit": self.per_user_limit,
+            "starts_at": at(self.starts_ms),
+        });
+        if let Some(limit) = self.per_sku_limit {
+            body["per_sku_limit"] = json!(limit);
+        }
+        if let Some(hold) = self.hold_seconds {
+            body["hold_seconds"] = json!(hold);
+        }
+        if let Some(ends) = self.ends_ms {
+            body["ends_at"] = json!(at(ends));
+        }
+        if !self.tiers.is_empty() {
+            body["tiers"] = self
+                .tiers
+                .iter()
+                .map(|t| {
+                    json!({
+                        "name": t.name,
+                        "reserved": {self.skus[0].id.clone(): t.reserved},
+                        "per_user_limit": t.per_user_limit,
+                        "starts_at": at(self.starts_ms.saturating_sub(t.early_ms)),
+                    })
+                })
+                .collect();
+        }
+        if let Some(release) = self.release_reserved_ms {
+            body["release_reserved_at"] = json!(at(release));
+        }
+        body
+    }
+
+    /// The limit of a buyer of `tier`.
+    pub fn limit_of(&self, tier: Option<&str>) -> u32 {
+        tier.and_then(|name| self.tiers.iter().find(|t| t.name == name))
+            .map_or(self.per_user_limit, |t| t.per_user_limit)
+    }
+}
+
+/// What a buyer does after their order is named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterOrder {
+    /// Nothing (a held order then expires).
+    Nothing,
+    /// The payment arrives this long after the answer (ms).
+    Pays(u64),
+    /// The buyer cancels this long after the answer (ms).
+    Cancels(u64),
+}
+
+/// One buyer of the crowd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Buyer {
+    /// Their id.
+    pub user: String,
+    /// When they first ask, ms after the run starts.
+    pub arrives_ms: u64,
+    /// Their tier, if any.
+    pub tier: Option<String>,
+    /// What they ask for: (SKU index, quantity), a bundle when several.
+    pub items: Vec<(usize, u32)>,
+    /// Whether they ask for an asynchronous answer.
+    pub respond_async: bool,
+    /// Whether their purchases carry an idempotency key (some clients
+    /// send none; their answers come from the instance's caches sooner).
+    pub keyed: bool,
+    /// How many times they repeat a purchase that was not answered for
+    /// sure (503, an instance down), with the same key.
+    pub retries: u32,
+    /// Whether they come back for a second purchase (a new key).
+    pub buys_again: bool,
+    /// What they do once an order is named.
+    pub after: AfterOrder,
+}
+
+/// A fault, at an instant of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Instance `0` is stopped and started again (a deploy) `1` ms later.
+    Restart(usize, u64),
+    /// Instance `0`'s clock jumps by `1` ms.
+    ClockJump(usize, i64),
+}
+
+/// Everything a run does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    /// Its seed.
+    pub seed: u64,
+    /// Its size.
+    pub size: Size,
+    /// How many instances serve the crowd.
+    pub instances: usize,
+    /// Each instance's clock: offset (ms) and drift (ppm).
+    pub clocks: Vec<(i64, i64)>,
+    /// The sale.
+    pub sale: Sale,
+    /// The crowd.
+    pub buyers: Vec<Buyer>,
+    /// The faults, by instant (ms after the start).
+    pub faults: Vec<(u64, Fault)>,
+}
+
+/// The largest clock offset the documentation allows instances (NTP time):
+/// a skew of up to this moves the hold boundary by as much, nothing more.
+pub const MAX_OFFSET_MS: i64 = 500;
+
+impl Scenario {
+    /// The scenario of `seed` at `size`.
+    pub fn draw(seed: u64, size: Size) -> Self {
+        // One stream each for the sale, the crowd and the faults, so that a
+        // smaller size (the shrinker's) keeps the same sale, the first
+        // buyers and the first faults.
+        let stream = |n: u64| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            rng.set_stream(n);
+            rng
+        };
+        let mut rng = stream(0);
+        // The embedded default's memory engine serves one instance.
+        let instances = 1;
+        let clocks = (0..instances)
+            .map(|_| {
+                (
+                    rng.random_range(-MAX_OFFSET_MS..=MAX_OFFSET_MS),
+                    rng.random_range(-200..=200),
+                )
+            })
+            .collect();
+        let sale = draw_sale(&mut rng, size);
+        let mut rng = stream(1);
+        let buyers = (0..size.buyers)
+            .map(|i| draw_buyer(&mut rng, i, &sale, size))
+            .collect();
+        let mut rng = stream(2);
+        let mut faults: Vec<(u64, Fault)> = (0..size.faults)
+            .map(|_| {
+                let at = rng.random_range(0..size.span_ms.max(1));
+                let instance = rng.random_range(0..instances);
+                let fault = if rng.random_bool(0.5) {
+                    Fault::Restart(instance, rng.random_range(0..3_000))
+                } else {
+                    let by = rng.random_range(-MAX_OFFSET_MS..=MAX_OFFSET_MS);
+                    Fault::ClockJump(instance, by)
+                };
+                (at, fault)
+            })
+            .collect();
+        faults.sort_by_key(|(at, _)| *at);
+        Self {
+            seed,
+            size,
+            instances,
+            clocks,
+            sale,
+            buyers,
+            faults,
+        }
+    }
+}
+
+fn draw_sale(rng: &mut ChaCha8Rng, size: Size) -> Sale {
+    let skus: Vec<Sku> = (0..rng.random_range(1..=3))
+        .map(|i| Sku {
+            id: format!("s{i}"),
+            stock: rng.random_range(1..=400),
+        })
+        .collect();
+    let starts_ms = rng.random_range(0..=size.span_ms / 4);
+    let tiers = if rng.random_bool(0.4) {
+        vec![Tier {
+            name: "members".into(),
+            reserved: rng.random_range(1..=skus[0].stock),
+            per_user_limit: rng.random_range(1..=4),
+            early_ms: rng.random_range(0..=5_000),
+        }]
+    } else {
+        Vec::new()
+    };
+    let ends_ms = rng
+        .random_bool(0.3)
+        .then(|| starts_ms + rng.random_range(size.span_ms / 4..=size.span_ms).max(2));
+    // The reserves go to everyone before the sale ends.
+    let release_reserved_ms = (!tiers.is_empty() && rng.random_bool(0.5)).then(|| {
+        let last = ends_ms.map_or(size.span_ms / 2, |ends| ends - starts_ms - 1);
+        starts_ms + rng.random_range(0..=last)
+    });
+    Sale {
+        id: "drop".into(),
+        per_user_limit: rng.random_range(1..=3),
+        per_sku_limit: rng.random_bool(0.3).then(|| rng.random_range(1..=2)),
+        hold_seconds: rng.random_bool(0.5).then(|| rng.random_range(1..=20)),
+        starts_ms,
+        ends_ms,
+        release_reserved_ms,
+        tiers,
+        skus,
+    }
+}
+
+fn draw_buyer(rng: &mut ChaCha8Rng, index: usize, sale: &Sale, size: Size) -> Buyer {
+    let sku = |rng: &mut ChaCha8Rng| rng.random_range(0..sale.skus.len());
+    let items = if sale.skus.len() > 1 && rng.random_bool(0.2) {
+        let first = sku(rng);
+        let second = (first + 1) % sale.skus.len();
+        vec![(first, 1), (second, rng.random_range(1..=2))]
+    } else {
+        vec![(sku(rng), rng.random_range(1..=2))]
+    };
+    let after = match rng.random_range(0..10) {
+        0..=5 => AfterOrder::Pays(rng.random_range(0..30_000)),
+        6 => AfterOrder::Cancels(rng.random_range(0..20_000)),
+        _ => AfterOrder::Nothing,
+    };
+    Buyer {
+        user: format!("u{index}"),
+        arrives_ms: rng.random_range(0..size.span_ms.max(1)),
+        tier: (!sale.tiers.is_empty() && rng.random_bool(0.3)).then(|| "members".into()),
+        items,
+        respond_async: rng.random_bool(0.3),
+        keyed: rng.random_bool(0.7),
+        retries: rng.random_range(0..=3),
+        buys_again: rng.random_bool(0.15),
+        after,
+    }
+}

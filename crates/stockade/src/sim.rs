@@ -1,0 +1,158 @@
+//! `stockade sim`: runs the deterministic simulator (crate `stockade-sim`)
+//! for a number of seeds or minutes, or replays one seed, and prints what
+//! it found: each failure with the command that replays it, the speed, and
+//! what the seeds exercised.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use parking_lot::Mutex;
+use stockade_sim::Size;
+use stockade_sim::batch::{Plan, Summary, replay_command, run_plan};
+
+use crate::cli::SimArgs;
+
+/// Runs `stockade sim`.
+pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
+    if args.jobs == 0 || args.buyers == 0 {
+        anyhow::bail!("--jobs and --buyers must be at least 1");
+    }
+    if args.minutes.is_some_and(|m| !(m > 0.0 && m.is_finite())) {
+        anyhow::bail!("--minutes must be a positive number");
+    }
+    let size = Size {
+        buyers: args.buyers,
+        faults: args.faults,
+        span_ms: args.span_ms,
+    };
+    // Each seed builds its own runtime: run them off this one.
+    tokio::task::spawn_blocking(move || Ok(simulate(&args, size)))
+        .await
+        .map_err(|e| anyhow::anyhow!("the simulator's thread failed: {e}"))?
+}
+
+fn simulate(args: &SimArgs, size: Size) -> ExitCode {
+    if let Some(seed) = args.seed {
+        return replay(seed, size, args);
+    }
+    let count = args.seeds.unwrap_or(if args.minutes.is_some() {
+        u64::MAX
+    } else {
+        100
+    });
+    let for_at_most = args.minutes.map(|m| Duration::from_secs_f64(m * 60.0));
+    let bar = ProgressBar::with_draw_target(
+        (count != u64::MAX).then_some(count),
+        ProgressDrawTarget::stderr_with_hz(4),
+    );
+    if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos} seeds  {msg}  {elapsed}") {
+        bar.set_style(style);
+    }
+    let jobs = args.jobs;
+    let done = Arc::new(Mutex::new(Vec::<Summary>::new()));
+    let seen = Arc::new(Mutex::new((0u64, 0usize)));
+    std::thread::scope(|scope| {
+        for job in 0..jobs {
+            let plan = Plan {
+                fixed: Vec::new(),
+                count: count / jobs + u64::from(job < count % jobs),
+                for_at_most,
+                first: args.first.wrapping_add(job),
+                step: jobs,
+                size,
+                twice: args.twice / jobs + u64::from(job < args.twice % jobs),
+                shrink: args.shrink,
+            };
+            let bar = bar.clone();
+            let done = Arc::clone(&done);
+            let seen = Arc::clone(&seen);
+            scope.spawn(move || {
+                let mut last = (0u64, 0usize);
+                let summary = run_plan(&plan, |summary| {
+                    let mut seen = seen.lock();
+                    seen.0 += summary.seeds - last.0;
+                    seen.1 += summary.failures.len() - last.1;
+                    last = (summary.seeds, summary.failures.len());
+                    bar.set_position(seen.0);
+                    bar.set_message(format!("{} failing", seen.1));
+                });
+                done.lock().push(summary);
+            });
+        }
+    });
+    bar.finish_and_clear();
+    let summaries = std::mem::take(&mut *done.lock());
+    report(&summaries)
+}
+
+/// Prints the batch's findings; exit 1 if any seed failed.
+fn report(summaries: &[Summary]) -> ExitCode {
+    let seeds: u64 = summaries.iter().map(|s| s.seeds).sum();
+    let simulated_ms: u64 = summaries.iter().map(|s| s.simulated_ms).sum();
+    let wall = summaries.iter().map(|s| s.wall).max().unwrap_or_default();
+    let minutes = wall.as_secs_f64() / 60.0;
+    println!(
+        "{seeds} seeds in {:.1} s: {:.1} seeds a minute, {:.0} simulated seconds per second",
+        wall.as_secs_f64(),
+        seeds as f64 / minutes.max(1e-9),
+        simulated_ms as f64 / 1_000.0 / wall.as_secs_f64().max(1e-9),
+    );
+    let mut coverage = std::collections::BTreeMap::new();
+    for summary in summaries {
+        for (feature, n) in &summary.coverage {
+            *coverage.entry(*feature).or_insert(0u64) += n;
+        }
+    }
+    println!("exercised (seeds of {seeds}):");
+    for (feature, n) in &coverage {
+        println!("  {feature:<24} {n}");
+    }
+    let failures: Vec<_> = summaries.iter().flat_map(|s| &s.failures).collect();
+    if failures.is_empty() {
+        println!("every promise kept");
+        return ExitCode::SUCCESS;
+    }
+    for failure in &failures {
+        println!(
+            "\nseed {:#x} broke {} promise(s):",
+            failure.seed,
+            failure.violations.len()
+        );
+        for violation in failure.violations.iter().take(10) {
+            println!("  - {violation}");
+        }
+        println!("  events:");
+        for line in &failure.excerpt {
+            println!("    {line}");
+        }
+        println!("  replay: {}", failure.replay());
+    }
+    ExitCode::from(1)
+}
+
+/// Replays one seed and prints its log (around the violation, or all).
+fn replay(seed: u64, size: Size, args: &SimArgs) -> ExitCode {
+    let report = stockade_sim::run(seed, size);
+    if args.log {
+        for line in &report.log {
+            println!("{line}");
+        }
+    }
+    println!(
+        "seed {seed:#x}: {} events, {:.1} simulated seconds, event log hash {}",
+        report.log.len(),
+        report.simulated_ms as f64 / 1_000.0,
+        report.hash
+    );
+    if report.violations.is_empty() {
+        println!("every promise kept");
+        return ExitCode::SUCCESS;
+    }
+    for violation in &report.violations {
+        println!("  - {violation}");
+    }
+    println!("replay: {}", replay_command(seed, size));
+    ExitCode::from(1)
+}
