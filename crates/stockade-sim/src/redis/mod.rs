@@ -6,6 +6,12 @@
 //! client talks to it over an in-memory pipe ([`SimRedis::connect`]), in
 //! RESP2; tests may also call [`SimRedis::execute`] directly.
 //!
+//! The engine reaches one through its `Connector` seam:
+//! `RedisEngine::connect(&RedisEngineConfig::connected(Arc::new(server.clone())), clock)`,
+//! or `Arc::new(Primary::new(server))` to fail over later with
+//! [`Primary::promote`] and a [`SimRedis::replica_lagging`]. Connections
+//! (and so the server's tasks) live on the tokio runtime that opens them.
+//!
 //! # Implemented
 //! - Data: strings (GET, SET with NX/XX/GET/EX/PX/EXAT/PXAT/KEEPTTL,
 //!   INCR/DECR/INCRBY/DECRBY, MGET), hashes (HGET, HSET, HMSET, HSETNX,
