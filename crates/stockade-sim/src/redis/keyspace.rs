@@ -214,6 +214,14 @@ impl Db {
         self.entries.is_empty()
     }
 
+    /// How many keys have a deadline.
+    pub fn expiring(&self) -> usize {
+        self.entries
+            .values()
+            .filter(|e| e.expires_at.is_some())
+            .count()
+    }
+
     /// Every live key, sorted.
     pub fn keys(&mut self) -> Vec<Vec<u8>> {
         self.sweep();

@@ -184,8 +184,9 @@ impl State {
     /// INFO: the server section, with the run id the engine watches.
     fn info(&mut self) -> Reply {
         let keys = self.db.keys().len();
+        let expires = self.db.expiring();
         Reply::bulk(format!(
-            "# Server\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\nrun_id:{}\r\n\r\n# Keyspace\r\ndb0:keys={keys},expires=0,avg_ttl=0\r\n",
+            "# Server\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\nrun_id:{}\r\n\r\n# Keyspace\r\ndb0:keys={keys},expires={expires},avg_ttl=0\r\n",
             self.run_id
         ))
     }
