@@ -50,4 +50,6 @@ pub mod redis;
 
 pub use batching::{BatchError, BatchRunner, Batcher, link_batches_to};
 pub use memory::MemoryEngine;
-pub use redis::{RedisEngine, RedisEngineConfig, RedisTopology, RedisUrlError, ScriptsMode};
+pub use redis::{
+    Connector, RedisEngine, RedisEngineConfig, RedisTopology, RedisUrlError, ScriptsMode,
+};

@@ -1,9 +1,10 @@
 //! How the Redis engine is set up: where Redis is, its key prefix, the
 //! batch bounds, and how its scripts run.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use super::{RedisTopology, RedisUrlError, ScriptsMode};
+use super::{Connector, RedisTopology, RedisUrlError, ScriptsMode};
 
 /// At most this many entries (holdings, keys, orders) per rebuild script
 /// call, so rebuilding a sale with millions of orders never blocks Redis
@@ -39,6 +40,10 @@ pub struct RedisEngineConfig {
     /// How the scripts run: Functions where the server has them, or
     /// EVALSHA ([`ScriptsMode::Auto`] by default).
     pub scripts: ScriptsMode,
+    /// Connections made by the caller instead of from `topology` (an
+    /// embedding that owns the transport, such as the simulator's
+    /// in-process Redis); None: connect to `topology`.
+    pub connector: Option<Arc<dyn Connector>>,
 }
 
 impl RedisEngineConfig {
@@ -51,6 +56,16 @@ impl RedisEngineConfig {
             connection_timeout: Duration::from_secs(2),
             max_batch: DEFAULT_MAX_BATCH,
             scripts: ScriptsMode::Auto,
+            connector: None,
+        }
+    }
+
+    /// A Redis reached through connections `connector` opens (a new one
+    /// whenever the last broke), with default prefix and timeouts.
+    pub fn connected(connector: Arc<dyn Connector>) -> Self {
+        Self {
+            connector: Some(connector),
+            ..Self::new("")
         }
     }
 

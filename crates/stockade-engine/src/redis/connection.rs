@@ -1,8 +1,9 @@
 //! One multiplexed connection shared by every request: standalone Redis
 //! through a reconnecting [`ConnectionManager`], the primary Redis Sentinel
 //! names through a [`SentinelConnection`] that follows failovers, or Redis
-//! Cluster through a [`ClusterConnection`]. None opens a connection per
-//! request, so a stampede cannot exhaust a pool.
+//! Cluster through a [`ClusterConnection`], or connections a caller makes
+//! ([`Reconnecting`] over a [`Connector`](super::Connector)). None opens
+//! a connection per request, so a stampede cannot exhaust a pool.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 use stockade_core::EngineError;
 
 use super::RedisEngineConfig;
+use super::connector::Reconnecting;
 use super::scripts::redis_error;
 use super::scripts_mode::ScriptRunner;
 use super::sentinel::SentinelConnection;
@@ -49,6 +51,8 @@ enum Link {
     Sentinel(SentinelConnection),
     /// A Redis Cluster.
     Cluster(ClusterConnection),
+    /// Connections a caller's connector makes.
+    Connected(Reconnecting),
 }
 
 impl SharedConnection {
@@ -56,6 +60,27 @@ impl SharedConnection {
     /// run there (`config.scripts`). Errors name hosts and ports, never a
     /// password.
     pub async fn open(config: &RedisEngineConfig) -> Result<Self, EngineError> {
+        if let Some(connector) = &config.connector {
+            let mut link = Link::Connected(
+                Reconnecting::open(
+                    Arc::clone(connector),
+                    config.connection_timeout,
+                    config.response_timeout,
+                )
+                .await
+                .map_err(|error| {
+                    let detail = format!("connecting to Redis through {connector:?}: {error}");
+                    match redis_error(error) {
+                        EngineError::Timeout(_) => EngineError::Timeout(detail),
+                        _ => EngineError::Unavailable(detail.into()),
+                    }
+                })?,
+            );
+            let scripts = ScriptRunner::detect(&mut link, config.scripts)
+                .await
+                .map_err(|reason| EngineError::backend(format!("{connector:?}: {reason}")))?;
+            return Ok(Self { link, scripts });
+        }
         let topology = &config.topology;
         let failed = |error: redis::RedisError| {
             let hint = match error.kind() {
@@ -166,7 +191,7 @@ impl SharedConnection {
                     .map_err(redis_error)?;
                 run_id_of(&info)
             }
-            Link::Standalone(_) => {
+            Link::Standalone(_) | Link::Connected(_) => {
                 let info: String = command
                     .query_async(&mut self.clone())
                     .await
@@ -210,6 +235,7 @@ impl ConnectionLike for Link {
             Self::Standalone(c) => c.req_packed_command(cmd),
             Self::Sentinel(c) => c.req_packed_command(cmd),
             Self::Cluster(c) => c.req_packed_command(cmd),
+            Self::Connected(c) => c.req_packed_command(cmd),
         }
     }
 
@@ -223,6 +249,7 @@ impl ConnectionLike for Link {
             Self::Standalone(c) => c.req_packed_commands(pipeline, offset, count),
             Self::Sentinel(c) => c.req_packed_commands(pipeline, offset, count),
             Self::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Self::Connected(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
@@ -231,6 +258,7 @@ impl ConnectionLike for Link {
             Self::Standalone(c) => c.get_db(),
             Self::Sentinel(c) => c.get_db(),
             Self::Cluster(c) => c.get_db(),
+            Self::Connected(c) => c.get_db(),
         }
     }
 }

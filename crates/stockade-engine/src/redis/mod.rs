@@ -18,7 +18,9 @@
 //!
 //! # Layout
 //! - `config`: [`RedisEngineConfig`]; [`topology`]: standalone, Sentinel or
-//!   Cluster, from a URL; `connection`, `sentinel`: reaching it.
+//!   Cluster, from a URL; `connection`, `sentinel`: reaching it;
+//!   `connector`: reaching it through connections the caller makes
+//!   ([`Connector`]).
 //! - [`keys`]: the key layout; `scripts`: the Lua scripts; `codec`: their
 //!   replies.
 //! - `shards`: a sale's shards, and stock moving between them.
@@ -37,6 +39,7 @@
 mod codec;
 mod config;
 mod connection;
+mod connector;
 pub mod keys;
 pub mod library;
 mod outbox;
@@ -68,6 +71,7 @@ use crate::batching::{BatchedPurchase, Batcher};
 use crate::codes;
 pub use config::{DEFAULT_MAX_BATCH, MAX_BATCH, REBUILD_CHUNK_ENTRIES, RedisEngineConfig};
 pub use connection::SharedConnection;
+pub use connector::Connector;
 pub use keys::SaleKeys;
 pub use library::{Library, LibraryScript, ScriptInvocation};
 use outbox::OutboxIndex;

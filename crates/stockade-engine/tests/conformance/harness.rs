@@ -14,6 +14,7 @@ use std::sync::Arc;
 use chrono::Utc;
 use stockade_core::{Engine, ManualClock};
 use stockade_engine::{MemoryEngine, RedisEngine, RedisEngineConfig, ScriptsMode};
+use stockade_sim::redis::SimRedis;
 use stockade_store::{OrderStore, StoreEngine};
 use stockade_test_support::{PostgresServer, RedisServer};
 
@@ -83,6 +84,47 @@ pub async fn redis_sharded() -> Harness {
     });
     harness.sharded = true;
     harness
+}
+
+/// The Redis engine on the simulator's in-process Redis, reached through
+/// a [`Connector`](stockade_engine::Connector) and sharing the scenario's
+/// clock; its tests run on a current-thread runtime with paused time.
+pub async fn sim() -> Harness {
+    sim_with(ScriptsMode::Auto).await
+}
+
+/// The simulated Redis with the scripts forced to EVALSHA.
+pub async fn sim_eval() -> Harness {
+    sim_with(ScriptsMode::Eval).await
+}
+
+/// The simulated Redis with every sale that can be split spread over
+/// three shards.
+pub async fn sim_sharded() -> Harness {
+    let mut harness = sim().await;
+    harness.engine = Arc::new(crate::sharded::Sharded {
+        inner: harness.engine,
+    });
+    harness.sharded = true;
+    harness
+}
+
+async fn sim_with(scripts: ScriptsMode) -> Harness {
+    let clock = clock();
+    let server = SimRedis::new("conformance", Arc::new(clock.clone()));
+    let engine = RedisEngine::connect(
+        &RedisEngineConfig::connected(Arc::new(server.clone())).scripts(scripts),
+        Arc::new(clock.clone()),
+    )
+    .await
+    .expect("connect to the simulated redis");
+    Harness {
+        engine: Arc::new(engine),
+        clock,
+        store: None,
+        sharded: false,
+        _backend: Box::new(server),
+    }
 }
 
 /// The store engine on `url`, its backend kept alive by `backend`.

@@ -11,7 +11,9 @@
 //!
 //! Redis runs its scripts as a Functions library (Redis 7, the default) in
 //! `redis` and `redis_sharded`, and forced to EVALSHA (as on Redis 6, or
-//! with `--redis-scripts eval`) in `redis_eval`.
+//! with `--redis-scripts eval`) in `redis_eval`. The `sim*` engines are the
+//! same three on the simulator's in-process Redis (`stockade_sim::redis`),
+//! reached through a `Connector`, in one thread with paused time.
 //!
 //! Tests are named `group::engine::scenario`, e.g.
 //! `all_engines::sqlite::release_and_double_release`.
@@ -27,7 +29,23 @@ mod sharded;
 mod suite;
 
 /// One test per scenario on one engine: `mod $engine { $scenario, … }`.
+/// The simulated Redis (`sim*`) runs in one thread with paused time, as
+/// the simulator runs it.
 macro_rules! on_engine {
+    (@sim $engine:ident [$($scenario:ident),* $(,)?]) => {
+        mod $engine {
+            $(
+                #[tokio::test(flavor = "current_thread", start_paused = true)]
+                async fn $scenario() {
+                    let harness = crate::harness::$engine().await;
+                    crate::suite::$scenario(&harness).await;
+                }
+            )*
+        }
+    };
+    (sim $scenarios:tt) => { on_engine!(@sim sim $scenarios); };
+    (sim_eval $scenarios:tt) => { on_engine!(@sim sim_eval $scenarios); };
+    (sim_sharded $scenarios:tt) => { on_engine!(@sim sim_sharded $scenarios); };
     ($engine:ident [$($scenario:ident),* $(,)?]) => {
         mod $engine {
             $(
@@ -52,7 +70,7 @@ macro_rules! conformance {
 }
 
 // Every engine, whatever its durability.
-conformance!(all_engines on [memory, redis, redis_sharded, redis_eval, postgres, sqlite]: [
+conformance!(all_engines on [memory, redis, redis_sharded, redis_eval, sim, sim_sharded, sim_eval, postgres, sqlite]: [
     seed_100_buyers_for_100_items,
     seed_150_buyers_for_100_items,
     crowd_of_10000_buyers_for_1000_items,
@@ -83,7 +101,7 @@ conformance!(all_engines on [memory, redis, redis_sharded, redis_eval, postgres,
 // The engines whose accepted orders wait in an outbox for the store
 // (`Durability::Outbox`): acknowledged once committed, closed and rebuilt
 // from the store.
-conformance!(outbox_engines on [memory, redis, redis_sharded, redis_eval]: [
+conformance!(outbox_engines on [memory, redis, redis_sharded, redis_eval, sim, sim_sharded, sim_eval]: [
     outbox_holds_accepted_orders_until_acknowledged,
     rebuild_from_committed_orders,
     rebuild_refuses_inconsistent_orders,
@@ -99,7 +117,7 @@ conformance!(committed_engines on [postgres, sqlite]: [
 
 // Engines that let an ended sale go (`Engine::retire`): the store engines
 // keep every sale's orders (the store is their only copy).
-conformance!(retiring_engines on [memory, redis, redis_sharded, redis_eval]: [
+conformance!(retiring_engines on [memory, redis, redis_sharded, redis_eval, sim, sim_sharded, sim_eval]: [
     a_retired_sale_is_forgotten,
 ]);
 
@@ -120,6 +138,11 @@ mod random_interleavings_keep_the_invariants {
     #[test]
     fn redis_sharded() {
         crate::properties::check(crate::harness::redis_sharded);
+    }
+
+    #[test]
+    fn sim() {
+        crate::properties::check(crate::harness::sim);
     }
 
     #[test]
@@ -144,6 +167,11 @@ mod random_bundles_keep_every_sku_exact {
     #[test]
     fn redis() {
         crate::bundles::check(crate::harness::redis);
+    }
+
+    #[test]
+    fn sim() {
+        crate::bundles::check(crate::harness::sim);
     }
 
     #[test]

@@ -1,0 +1,60 @@
+//! How the engine reaches a simulated server: SimRedis is a [`Connector`]
+//! (every connection to that one server), and [`Primary`] follows
+//! whichever server is promoted, as clients of a failed-over deployment
+//! end up on the new primary.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use redis::RedisResult;
+use redis::aio::MultiplexedConnection;
+use stockade_engine::Connector;
+
+use super::SimRedis;
+
+#[async_trait]
+impl Connector for SimRedis {
+    async fn connect(&self) -> RedisResult<MultiplexedConnection> {
+        SimRedis::connect(self).await
+    }
+}
+
+/// The current primary of a simulated deployment: new connections go to
+/// whichever server was last promoted.
+#[derive(Debug, Clone)]
+pub struct Primary {
+    current: Arc<std::sync::Mutex<SimRedis>>,
+}
+
+impl Primary {
+    /// A deployment whose primary is `server`.
+    pub fn new(server: SimRedis) -> Self {
+        Self {
+            current: Arc::new(std::sync::Mutex::new(server)),
+        }
+    }
+
+    /// The server new connections go to.
+    pub fn server(&self) -> SimRedis {
+        self.current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Makes `server` the primary; connections open to the old one stay
+    /// until they break (restart it, or drop its replies, to see them go).
+    pub fn promote(&self, server: SimRedis) {
+        *self
+            .current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = server;
+    }
+}
+
+#[async_trait]
+impl Connector for Primary {
+    async fn connect(&self) -> RedisResult<MultiplexedConnection> {
+        self.server().connect().await
+    }
+}
