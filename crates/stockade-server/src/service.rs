@@ -95,6 +95,10 @@ pub struct Parts {
     pub calls: Calls,
     /// The simulated database's outages.
     pub store_outage: Option<Outage>,
+    /// The Redis of `--engine redis`, reached through this instead of its
+    /// URL (the simulator's Redis). No rebuild lock then: rebuilds rely on
+    /// their epoch fencing, as under Sentinel.
+    pub redis: Option<Arc<dyn stockade_engine::redis::Connector>>,
 }
 
 /// A started service: store open, engine connected and recovered, writer
@@ -139,6 +143,7 @@ impl Service {
                 store_clock: None,
                 calls: Calls::Async,
                 store_outage: None,
+                redis: None,
             },
         )
         .await
@@ -151,6 +156,7 @@ impl Service {
             store_clock,
             calls,
             store_outage,
+            redis: connector,
         } = parts;
         let store_options = StoreOptions {
             clock: store_clock,
@@ -195,13 +201,18 @@ impl Service {
                         redact::scrub(&error.to_string(), url)
                     )
                 };
-                let redis_config = RedisEngineConfig::from_url(url)
-                    .map_err(|e| ServeError::Engine(format!("{setting}: {e}")))?
-                    .key_prefix(prefix.engine())
-                    .scripts(*scripts);
+                let redis_config = match &connector {
+                    Some(connector) => RedisEngineConfig::connected(Arc::clone(connector)),
+                    None => RedisEngineConfig::from_url(url)
+                        .map_err(|e| ServeError::Engine(format!("{setting}: {e}")))?,
+                }
+                .key_prefix(prefix.engine())
+                .scripts(*scripts);
                 // A single server is waited for at start; Sentinel and
                 // Cluster URLs name several nodes, left to the driver.
-                if let RedisTopology::Standalone { url } = &redis_config.topology {
+                if connector.is_none()
+                    && let RedisTopology::Standalone { url } = &redis_config.topology
+                {
                     startup::reach(Backend::Redis, url, &setting, config.startup_wait()).await?;
                 }
                 let redis = Arc::new(
@@ -215,6 +226,7 @@ impl Service {
                 // them safe when two instances rebuild one sale at once
                 // (docs/consistency.md); the lock only saves duplicate work.
                 let locks = match &redis_config.topology {
+                    _ if connector.is_some() => None,
                     RedisTopology::Standalone { url } => Some(
                         Locks::builder()
                             .node(url)

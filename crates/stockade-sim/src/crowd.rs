@@ -163,6 +163,14 @@ impl Crowd {
                     }
                     true
                 }
+                Some((409, body)) if body["error"]["code"] == "order_failed" => {
+                    // Nothing was sold under this key: the oracle checks
+                    // that the store never commits the order it names.
+                    if let Some(order) = body["error"]["order_id"].as_str() {
+                        self.history.failed(order);
+                    }
+                    false
+                }
                 Some((409 | 404, body)) => {
                     let code = body["error"]["code"].as_str().unwrap_or_default();
                     if !REFUSALS.contains(&code) {

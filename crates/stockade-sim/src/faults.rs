@@ -68,6 +68,41 @@ async fn one(
             outage.set_down(false);
             None
         }
+        Fault::RedisLoss => {
+            log("fault: Redis restarts empty".into());
+            if let Some(redis) = world.lock().await.redis() {
+                redis.server().restart_empty();
+            }
+            None
+        }
+        Fault::RedisFreeze(for_ms) => {
+            log("fault: Redis freezes".into());
+            let redis = world.lock().await.redis().map(|r| r.server());
+            if let Some(redis) = redis {
+                redis.freeze();
+                down_for(for_ms).await;
+                log("fault: Redis thaws".into());
+                redis.thaw();
+            }
+            None
+        }
+        Fault::RedisDropReplies(n) => {
+            log(format!("fault: Redis drops {n} replies"));
+            if let Some(redis) = world.lock().await.redis() {
+                redis.server().drop_replies(n);
+            }
+            None
+        }
+        Fault::RedisFailover(behind) => {
+            log(format!(
+                "fault: a replica {behind} writes behind takes over"
+            ));
+            if let Some(redis) = world.lock().await.redis() {
+                let replica = redis.server().replica_lagging(behind);
+                redis.promote(replica);
+            }
+            None
+        }
         Fault::ClockJump(i, by) => {
             log(format!("fault: clock of i{i} jumps {by} ms"));
             world
@@ -81,14 +116,25 @@ async fn one(
 }
 
 async fn start_again(world: &Mutex<World>, i: usize, log: &impl Fn(String)) -> Option<String> {
-    let mut world = world.lock().await;
-    if world.is_running(i) {
-        return None;
+    // As a supervisor does: a start that fails (Redis or the store still
+    // down) is tried again a second later, for up to a minute.
+    let mut failed = None;
+    for _ in 0..60 {
+        {
+            let mut world = world.lock().await;
+            if world.is_running(i) {
+                return None;
+            }
+            log(format!("fault: start i{i}"));
+            match world.start(i).await {
+                Ok(()) => return None,
+                Err(e) => {
+                    log(format!("fault: i{i} did not start: {e}"));
+                    failed = Some(e);
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    log(format!("fault: start i{i}"));
-    world
-        .start(i)
-        .await
-        .err()
-        .map(|e| format!("instance {i} did not start again: {e}"))
+    failed.map(|e| format!("instance {i} did not start again within a minute: {e}"))
 }

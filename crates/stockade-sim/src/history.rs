@@ -48,6 +48,8 @@ pub struct History {
 #[derive(Debug, Default)]
 struct Inner {
     lines: Vec<String>,
+    /// The lines of the current instant, not hashed yet.
+    instant: (u64, Vec<String>),
     hash: Sha256,
     named: Vec<Named>,
     judged: Vec<Judged>,
@@ -58,6 +60,30 @@ struct Inner {
     /// Answers no client may ever get (a 500, a status the API does not
     /// name): each a line saying what and where.
     unexpected: Vec<String>,
+    /// Orders a purchase was answered `order_failed` for.
+    failed: Vec<String>,
+}
+
+impl Inner {
+    /// Hashes the current instant's lines, sorted.
+    fn close_instant(&mut self) {
+        let mut lines = std::mem::take(&mut self.instant.1);
+        lines.sort();
+        for line in lines {
+            self.hash.update(line.as_bytes());
+            self.hash.update(b"\n");
+        }
+    }
+
+    fn hash(&self) -> String {
+        let mut this = Inner {
+            hash: self.hash.clone(),
+            instant: self.instant.clone(),
+            ..Inner::default()
+        };
+        this.close_instant();
+        hex::encode(this.hash.finalize())
+    }
 }
 
 /// How many lines the log keeps for printing (all are hashed).
@@ -69,8 +95,11 @@ impl History {
         let mut inner = self.inner.lock();
         let mut text = String::new();
         let _ = write!(text, "{at_ms:>9} {}", line.as_ref());
-        inner.hash.update(text.as_bytes());
-        inner.hash.update(b"\n");
+        if inner.instant.0 != at_ms {
+            inner.close_instant();
+            inner.instant.0 = at_ms;
+        }
+        inner.instant.1.push(text.clone());
         if inner.lines.len() < KEPT {
             inner.lines.push(text);
         }
@@ -101,14 +130,27 @@ impl History {
         self.inner.lock().cancelled.push(order.to_owned());
     }
 
+    /// Records an `order_failed` answer naming `order`.
+    pub fn failed(&self, order: &str) {
+        self.inner.lock().failed.push(order.to_owned());
+    }
+
+    /// The orders answered `order_failed`.
+    pub fn failed_orders(&self) -> Vec<String> {
+        self.inner.lock().failed.clone()
+    }
+
     /// Records an answer no client may get.
     pub fn unexpected(&self, what: String) {
         self.inner.lock().unexpected.push(what);
     }
 
-    /// The hash of every line so far, in hex.
+    /// The hash of every line so far, in hex: of the lines of each
+    /// instant in sorted order, so that two tasks woken at the same instant
+    /// may log in either order (see docs/testing.md), while any other
+    /// difference (an answer, an order id, an instant) changes it.
     pub fn hash(&self) -> String {
-        hex::encode(self.inner.lock().hash.clone().finalize())
+        self.inner.lock().hash()
     }
 
     /// The kept lines.

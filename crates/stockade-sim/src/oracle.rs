@@ -170,6 +170,18 @@ pub async fn judge(
             ));
         }
     }
+    // An order answered `order_failed` ("nothing was sold") never commits.
+    for order in history.failed_orders() {
+        let Ok(id) = order.parse::<OrderId>() else {
+            continue;
+        };
+        if let Ok(Some(Stored::Order(found))) = store.stored(id).await {
+            bad(format!(
+                "order {id} was answered order_failed (nothing sold) but the store has it {:?}",
+                found.status
+            ));
+        }
+    }
     // A confirm answered `confirmed` stays confirmed unless cancelled.
     let cancelled: BTreeSet<String> = history.cancelled_orders().into_iter().collect();
     let statuses: BTreeMap<String, OrderStatus> = orders

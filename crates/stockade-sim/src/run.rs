@@ -82,7 +82,7 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
         .iter()
         .map(|(offset, drift)| SimClock::new(time, TimeDelta::milliseconds(*offset), *drift))
         .collect();
-    let mut world = match World::new(dir, clocks, store_clock) {
+    let mut world = match World::new(dir, scenario.engine, clocks, store_clock) {
         Ok(world) => world,
         Err(e) => return failed(scenario, &history, vec![e.to_string()]),
     };
@@ -216,6 +216,11 @@ pub fn features(scenario: &Scenario) -> Vec<&'static str> {
             features.push(name);
         }
     };
+    has(
+        scenario.engine == crate::scenario::Engine::Redis,
+        "Redis engine",
+    );
+    has(scenario.instances > 1, "several instances");
     has(sale.skus.len() > 1, "several SKUs");
     has(scenario.buyers.iter().any(|b| b.items.len() > 1), "bundles");
     has(sale.per_sku_limit.is_some(), "per-SKU limit");

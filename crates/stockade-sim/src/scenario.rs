@@ -158,6 +158,15 @@ pub struct Buyer {
     pub after: AfterOrder,
 }
 
+/// Which engine the instances sell through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// The embedded default: one instance, stock in its memory.
+    Memory,
+    /// The simulated Redis, shared by every instance.
+    Redis,
+}
+
 /// A fault, at an instant of the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
@@ -170,6 +179,14 @@ pub enum Fault {
     Crash(usize, u64),
     /// The store stops answering for `0` ms.
     StoreOutage(u64),
+    /// Redis restarts without its data (and scripts).
+    RedisLoss,
+    /// Redis stops answering for `0` ms.
+    RedisFreeze(u64),
+    /// Redis applies the next `0` commands and sends no reply.
+    RedisDropReplies(usize),
+    /// A replica `0` writes behind takes over as the primary.
+    RedisFailover(usize),
 }
 
 /// Everything a run does.
@@ -181,6 +198,8 @@ pub struct Scenario {
     pub size: Size,
     /// How many instances serve the crowd.
     pub instances: usize,
+    /// The engine they sell through.
+    pub engine: Engine,
     /// Each instance's clock: offset (ms) and drift (ppm).
     pub clocks: Vec<(i64, i64)>,
     /// The sale.
@@ -208,7 +227,11 @@ impl Scenario {
         };
         let mut rng = stream(0);
         // The embedded default's memory engine serves one instance.
-        let instances = 1;
+        let (engine, instances) = if rng.random_bool(0.3) {
+            (Engine::Memory, 1)
+        } else {
+            (Engine::Redis, rng.random_range(1..=3))
+        };
         let clocks = (0..instances)
             .map(|_| {
                 (
@@ -227,8 +250,13 @@ impl Scenario {
             .map(|_| {
                 let at = rng.random_range(0..size.span_ms.max(1));
                 let instance = rng.random_range(0..instances);
-                let fault = match rng.random_range(0..4) {
+                let kinds = if engine == Engine::Redis { 8 } else { 4 };
+                let fault = match rng.random_range(0..kinds) {
                     3 => Fault::StoreOutage(rng.random_range(100..8_000)),
+                    4 => Fault::RedisLoss,
+                    5 => Fault::RedisFreeze(rng.random_range(100..5_000)),
+                    6 => Fault::RedisDropReplies(rng.random_range(1..4)),
+                    7 => Fault::RedisFailover(rng.random_range(0..20)),
                     0 => Fault::Restart(instance, rng.random_range(0..3_000)),
                     1 => Fault::Crash(instance, rng.random_range(0..3_000)),
                     _ => {
@@ -244,6 +272,7 @@ impl Scenario {
             seed,
             size,
             instances,
+            engine,
             clocks,
             sale,
             buyers,

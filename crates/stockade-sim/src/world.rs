@@ -17,6 +17,8 @@ use stockade_store::{Calls, OrderStore, Outage};
 use tower::ServiceExt;
 
 use crate::clock::SimClock;
+use crate::redis::{Primary, SimRedis};
+use crate::scenario::Engine;
 
 /// The admin token of every simulated instance.
 pub const ADMIN_TOKEN: &str = "sim-admin-token-0123456789abcdef";
@@ -116,6 +118,8 @@ struct Instance {
 /// The cluster.
 pub struct World {
     instances: Vec<Instance>,
+    /// The Redis the instances share, on the Redis engine.
+    redis: Option<Primary>,
     store_clock: SimClock,
     store_outage: Outage,
     gateway: Gateway,
@@ -137,15 +141,19 @@ impl World {
     /// `dir`, one per clock; none started yet.
     pub fn new(
         dir: &std::path::Path,
+        engine: Engine,
         clocks: Vec<SimClock>,
         store_clock: SimClock,
     ) -> Result<Self, WorldError> {
+        let redis = (engine == Engine::Redis)
+            .then(|| Primary::new(SimRedis::new("redis-0", Arc::new(store_clock.clone()))));
+        let store = dir.join("store.db");
         let instances = clocks
             .into_iter()
             .enumerate()
             .map(|(i, clock)| {
                 Ok(Instance {
-                    config: config(&dir.join(format!("instance-{i}")))?,
+                    config: config(&dir.join(format!("instance-{i}")), engine, &store)?,
                     clock,
                     service: None,
                     tasks: Tasks::default(),
@@ -154,6 +162,7 @@ impl World {
             .collect::<Result<_, WorldError>>()?;
         Ok(Self {
             instances,
+            redis,
             store_clock,
             store_outage: Outage::default(),
             gateway: Gateway::default(),
@@ -181,6 +190,10 @@ impl World {
             store_clock: Some(Arc::new(self.store_clock.clone())),
             calls: Calls::Inline,
             store_outage: Some(self.store_outage.clone()),
+            redis: self
+                .redis
+                .clone()
+                .map(|r| Arc::new(r) as Arc<dyn stockade_engine::redis::Connector>),
         };
         instance.tasks = Tasks::default();
         let service = instance
@@ -218,6 +231,11 @@ impl World {
         self.store_outage.clone()
     }
 
+    /// The Redis the instances share, if they sell through Redis.
+    pub fn redis(&self) -> Option<&Primary> {
+        self.redis.as_ref()
+    }
+
     /// Whether instance `i` is running.
     pub fn is_running(&self, i: usize) -> bool {
         self.instances[i].service.is_some()
@@ -239,12 +257,25 @@ impl World {
     }
 }
 
-/// The settings of an instance of the embedded default in `data_dir`.
-fn config(data_dir: &std::path::Path) -> Result<ServerConfig, WorldError> {
+/// The settings of an instance with its data in `data_dir`: the embedded
+/// default, or the Redis engine (the simulator's Redis, whatever the URL)
+/// with the SQLite store `store` every instance shares.
+fn config(
+    data_dir: &std::path::Path,
+    engine: Engine,
+    store: &std::path::Path,
+) -> Result<ServerConfig, WorldError> {
     let mut raw = RawConfig::default();
     raw.http.listen = Some("127.0.0.1:0".into());
     raw.storage.data_dir = Some(data_dir.to_path_buf());
-    raw.storage.engine = Some("memory".into());
+    match engine {
+        Engine::Memory => raw.storage.engine = Some("memory".into()),
+        Engine::Redis => {
+            raw.storage.engine = Some("redis".into());
+            raw.redis.redis_url = Some("redis://simulated:6379".into());
+            raw.storage.database_url = Some(format!("sqlite://{}", store.display()));
+        }
+    }
     raw.access.admin_token = Some(ADMIN_TOKEN.into());
     let env = RawConfig::from_env(|_| None).map_err(|e| WorldError::Config(e.to_string()))?;
     ServerConfig::resolve(raw, env, None).map_err(|e| WorldError::Config(e.to_string()))
