@@ -195,35 +195,33 @@ fn write_group(path: &Path, file: &mut File, group: Vec<Request>, kept: &Mutex<V
             Request::Forget(ids) => forget.extend(ids),
         }
     }
-    {
-        if !forget.is_empty() {
-            let mut all = kept.lock();
-            all.retain(|o| !forget.contains(&o.id));
-            match rewrite(path, &all) {
-                Ok(fresh) => *file = fresh,
-                Err(error) => tracing::warn!(%error, "cannot compact the intake journal; retrying"),
-            }
+    if !forget.is_empty() {
+        let mut all = kept.lock();
+        all.retain(|o| !forget.contains(&o.id));
+        match rewrite(path, &all) {
+            Ok(fresh) => *file = fresh,
+            Err(error) => tracing::warn!(%error, "cannot compact the intake journal; retrying"),
         }
-        if waiting.is_empty() {
-            return;
+    }
+    if waiting.is_empty() {
+        return;
+    }
+    let mut lines = Vec::new();
+    for (order, _) in &waiting {
+        if let Ok(line) = serde_json::to_vec(order) {
+            lines.extend(line);
+            lines.push(b'\n');
         }
-        let mut lines = Vec::new();
-        for (order, _) in &waiting {
-            if let Ok(line) = serde_json::to_vec(order) {
-                lines.extend(line);
-                lines.push(b'\n');
-            }
-        }
-        let written = file
-            .write_all(&lines)
-            .and_then(|()| file.sync_data())
-            .map_err(|e| e.to_string());
-        if written.is_ok() {
-            kept.lock().extend(waiting.iter().map(|(o, _)| o.clone()));
-        }
-        for (_, done) in waiting {
-            let _ = done.send(written.clone());
-        }
+    }
+    let written = file
+        .write_all(&lines)
+        .and_then(|()| file.sync_data())
+        .map_err(|e| e.to_string());
+    if written.is_ok() {
+        kept.lock().extend(waiting.iter().map(|(o, _)| o.clone()));
+    }
+    for (_, done) in waiting {
+        let _ = done.send(written.clone());
     }
 }
 

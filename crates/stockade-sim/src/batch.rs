@@ -40,8 +40,6 @@ pub fn replay_command(seed: u64, size: Size) -> String {
 /// What a batch did.
 #[derive(Debug, Default)]
 pub struct Summary {
-    /// Runs made (replays included).
-    pub runs: u64,
     /// Seeds run.
     pub seeds: u64,
     /// Simulated time covered, ms.
@@ -52,18 +50,6 @@ pub struct Summary {
     pub failures: Vec<Failure>,
     /// How many seeds exercised each feature and fault kind.
     pub coverage: BTreeMap<&'static str, u64>,
-}
-
-impl Summary {
-    /// Seeds per wall minute.
-    pub fn seeds_per_minute(&self) -> f64 {
-        self.seeds as f64 * 60.0 / self.wall.as_secs_f64().max(1e-9)
-    }
-
-    /// Simulated seconds per wall second.
-    pub fn speedup(&self) -> f64 {
-        self.simulated_ms as f64 / 1_000.0 / self.wall.as_secs_f64().max(1e-9)
-    }
 }
 
 /// Which seeds a batch runs.
@@ -110,7 +96,6 @@ pub fn run_plan(plan: &Plan, mut progress: impl FnMut(&Summary)) -> Summary {
             break;
         }
         let report = run(seed, size);
-        summary.runs += 1;
         summary.seeds += 1;
         summary.simulated_ms += report.simulated_ms;
         for feature in &report.features {
@@ -119,7 +104,6 @@ pub fn run_plan(plan: &Plan, mut progress: impl FnMut(&Summary)) -> Summary {
         let mut violations = report.violations.clone();
         if twice {
             let again = run(seed, size);
-            summary.runs += 1;
             summary.simulated_ms += again.simulated_ms;
             if again.hash != report.hash {
                 violations.push(format!(

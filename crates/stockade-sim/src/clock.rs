@@ -74,11 +74,6 @@ impl SimClock {
     pub fn jump(&self, by: TimeDelta) {
         *self.offset.lock() += by;
     }
-
-    /// How far the clock is from true time now.
-    pub fn skew(&self) -> TimeDelta {
-        self.now() - self.time.now()
-    }
 }
 
 impl Clock for SimClock {

@@ -106,6 +106,16 @@ impl Crowd {
         } else {
             String::new()
         };
+        // Records an order an answer named.
+        let name = |order: &str, status: u16, order_status: &str| {
+            self.history.named(Named {
+                user: buyer.user.clone(),
+                key: named_key.clone(),
+                order: order.to_owned(),
+                status,
+                order_status: order_status.to_owned(),
+            });
+        };
         let mut named = None;
         for attempt in 0..=buyer.retries {
             let instance = rng.random_range(0..self.gateway.instances());
@@ -141,24 +151,12 @@ impl Crowd {
                 Some((status @ 200..=202, body)) => {
                     let order = body["order_id"].as_str().unwrap_or_default().to_owned();
                     let status_text = body["status"].as_str().unwrap_or_default().to_owned();
-                    self.history.named(Named {
-                        user: buyer.user.clone(),
-                        key: named_key.clone(),
-                        order: order.clone(),
-                        status: *status,
-                        order_status: status_text.clone(),
-                    });
+                    name(&order, *status, &status_text);
                     return Some((order, status_text));
                 }
                 Some((503, body)) => {
                     if let Some(order) = body["error"]["order_id"].as_str() {
-                        self.history.named(Named {
-                            user: buyer.user.clone(),
-                            key: named_key.clone(),
-                            order: order.to_owned(),
-                            status: 503,
-                            order_status: String::new(),
-                        });
+                        name(order, 503, "");
                         named = Some((order.to_owned(), String::new()));
                     }
                     true

@@ -158,16 +158,6 @@ impl History {
         self.inner.lock().lines.clone()
     }
 
-    /// How many lines were logged (kept or not).
-    pub fn len(&self) -> usize {
-        self.inner.lock().lines.len()
-    }
-
-    /// Whether nothing was logged.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The orders named to buyers.
     pub fn named_orders(&self) -> Vec<Named> {
         self.inner.lock().named.clone()

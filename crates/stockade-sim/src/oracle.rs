@@ -17,10 +17,6 @@ pub type Violation = String;
 pub struct Verdict {
     /// The broken promises.
     pub violations: Vec<Violation>,
-    /// Orders holding stock at the end.
-    pub live_orders: usize,
-    /// Orders named to buyers.
-    pub named: usize,
 }
 
 /// Judges the run: `sale` as specified, `limits` each buyer's limit (by
@@ -69,7 +65,6 @@ pub async fn judge(
         if !order.status.holds_stock() {
             continue;
         }
-        verdict.live_orders += 1;
         *by_buyer.entry(order.user_id.as_str()).or_default() += order.quantity;
         for item in &order.items {
             *taken.entry(item.sku.as_str()).or_default() += i64::from(item.quantity);
@@ -125,7 +120,6 @@ pub async fn judge(
     // Every order named to a buyer ends in the store, under the key it was
     // named for; a 201 or 200 only for a committed one.
     let named = history.named_orders();
-    verdict.named = named.len();
     let mut named_by_key: BTreeMap<(&str, &str), BTreeSet<&str>> = BTreeMap::new();
     for n in &named {
         if !n.key.is_empty() {

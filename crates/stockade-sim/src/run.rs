@@ -14,7 +14,7 @@ use crate::crowd::{Crowd, get};
 use crate::faults;
 use crate::history::History;
 use crate::oracle::{self, Violation};
-use crate::scenario::{Fault, Scenario, Size};
+use crate::scenario::{Scenario, Size};
 use crate::world::{World, json_request};
 
 /// What a run found.
@@ -232,33 +232,9 @@ pub fn features(scenario: &Scenario) -> Vec<&'static str> {
         scenario.buyers.iter().any(|b| b.respond_async),
         "asynchronous answers",
     );
-    has(
-        scenario
-            .faults
-            .iter()
-            .any(|(_, f)| matches!(f, Fault::Restart(..))),
-        "fault: restart",
-    );
-    has(
-        scenario
-            .faults
-            .iter()
-            .any(|(_, f)| matches!(f, Fault::StoreOutage(..))),
-        "fault: store outage",
-    );
-    has(
-        scenario
-            .faults
-            .iter()
-            .any(|(_, f)| matches!(f, Fault::Crash(..))),
-        "fault: crash",
-    );
-    has(
-        scenario
-            .faults
-            .iter()
-            .any(|(_, f)| matches!(f, Fault::ClockJump(..))),
-        "fault: clock jump",
-    );
+    let mut kinds: Vec<&'static str> = scenario.faults.iter().map(|(_, f)| f.label()).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    features.extend(kinds);
     features
 }

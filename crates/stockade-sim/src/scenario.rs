@@ -189,6 +189,22 @@ pub enum Fault {
     RedisFailover(usize),
 }
 
+impl Fault {
+    /// The fault's kind, for the coverage report.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Fault::Restart(..) => "fault: restart",
+            Fault::ClockJump(..) => "fault: clock jump",
+            Fault::Crash(..) => "fault: crash",
+            Fault::StoreOutage(..) => "fault: store outage",
+            Fault::RedisLoss => "fault: Redis loss",
+            Fault::RedisFreeze(..) => "fault: Redis freeze",
+            Fault::RedisDropReplies(..) => "fault: Redis lost replies",
+            Fault::RedisFailover(..) => "fault: Redis failover",
+        }
+    }
+}
+
 /// Everything a run does.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
