@@ -290,3 +290,58 @@ async fn a_roll_down_runner_whose_lease_ran_out_buys_nothing() {
     let (_, view) = server.get("/v1/sales/fenced-pass").await;
     assert_eq!(view["sold"], 0, "a bought without its lease: {view}");
 }
+
+/// A run decided in order (a draw's batch) where one purchase fails before
+/// the engine judges it: the ones after it are not made, so that a retried
+/// run cannot find the failed entry's stock taken by a later entry. (In a
+/// loaded suite a shed or a store error did exactly that: an entry owed
+/// stock in the draw's order came back waitlisted.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_purchase_failing_before_the_engine_stops_the_run_behind_it() {
+    use stockade_server::purchase::{Attempt, PurchaseError, Purchases};
+    use stockade_server::waiting_room::door::AdmissionToken;
+
+    let clock = ManualClock::new(Utc::now());
+    let server = server(&clock).await;
+    let (status, body) = server
+        .create_sale(json!({"id": "run", "skus": [{"id": "a", "stock": 5}]}))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let attempt = |sale: &str, user: &str| Attempt {
+        purchase: stockade_core::Purchase::of_items(
+            SaleId::new(sale).unwrap(),
+            UserId::new(user).unwrap(),
+            vec![stockade_core::WantedItem {
+                sku: Some(SkuId::new("a").unwrap()),
+                quantity: 1,
+            }],
+        )
+        .unwrap(),
+        respond_async: false,
+        admission: AdmissionToken::Drawn,
+    };
+    // The second fails before any engine: its sale is unknown.
+    let answers = Purchases::new(server.state())
+        .decide_in_order(vec![
+            attempt("run", "first"),
+            attempt("nowhere", "second"),
+            attempt("run", "third"),
+            attempt("run", "fourth"),
+        ])
+        .await;
+    assert!(answers[0].is_ok(), "{:?}", answers[0]);
+    // Turned away at the door, before any engine.
+    assert!(
+        matches!(answers[1], Err(PurchaseError::Admission(_))),
+        "{:?}",
+        answers[1]
+    );
+    for later in &answers[2..] {
+        assert!(
+            matches!(later, Err(PurchaseError::RunStopped)),
+            "a purchase after the failed one was made anyway: {later:?}"
+        );
+    }
+    let (_, view) = server.get("/v1/sales/run").await;
+    assert_eq!(view["sold"], 1, "only the first was sold: {view}");
+}

@@ -234,6 +234,10 @@ impl From<PurchaseError> for ApiError {
                 code,
                 "the order made with this Idempotency-Key is not committed yet; retry with the same key shortly",
             ),
+            PurchaseError::RunStopped => Self::new(
+                code,
+                "an earlier purchase of this run failed, so this one was not made; nothing was sold; retry shortly",
+            ),
             PurchaseError::Internal(message) => Self::internal(message),
         }
     }

@@ -57,6 +57,9 @@ pub enum PurchaseError {
     NotDurable,
     /// A replayed key's order is not committed yet; retry with the key.
     ReplayNotCommitted,
+    /// Not made: a purchase before it in a run decided in order (a draw's)
+    /// failed before the engine judged it; the run is tried again.
+    RunStopped,
     /// A defect: an outcome taken for a refusal that is none.
     Internal(String),
 }
@@ -71,6 +74,7 @@ impl PurchaseError {
             Self::Admission(error) => error.code(),
             Self::Overloaded { .. } => ErrorCode::Overloaded,
             Self::Rebuilding | Self::StoreRefused => ErrorCode::Rebuilding,
+            Self::RunStopped => ErrorCode::Overloaded,
             Self::OrderFailed(_) => ErrorCode::OrderFailed,
             Self::KeyReused => ErrorCode::IdempotencyKeyReused,
             Self::EngineUnavailable => ErrorCode::EngineUnavailable,

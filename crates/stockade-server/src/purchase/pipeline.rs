@@ -16,7 +16,7 @@ use tracing::{Instrument as _, Span};
 use super::gate::{decider, gate};
 use super::route::{fresh_route, known_route, to_fallback, while_rebuilding};
 use super::settle::{Accepted, settle};
-use super::turn::Turn;
+use super::turn::{Run, Turn};
 use super::{Answered, Attempt, Decision, PurchaseError, replay};
 use crate::recovery::request_rebuild;
 use crate::state::AppState;
@@ -88,13 +88,17 @@ impl<'a> Purchases<'a> {
         let state = self.state;
         let purchase = &attempt.purchase;
         let sale = purchase.sale_id();
-        if !turn.wait().await {
+        match turn.wait().await {
+            Run::GoesOn => {}
             // A run decided in order met sold_out before this purchase.
-            return Err(PurchaseError::refused(
-                sale,
-                purchase.quantity(),
-                PurchaseOutcome::SoldOut,
-            ));
+            Run::SoldOut => {
+                return Err(PurchaseError::refused(
+                    sale,
+                    purchase.quantity(),
+                    PurchaseOutcome::SoldOut,
+                ));
+            }
+            Run::Stopped => return Err(PurchaseError::RunStopped),
         }
         // One reading of the clock: what this instance knows is judged at
         // it, and an order accepted now is made at it.

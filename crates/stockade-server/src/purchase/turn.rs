@@ -12,7 +12,10 @@
 //!
 //! Once one purchase of the run is answered `sold_out` by the engine, the
 //! rest are refused `sold_out` without calling it: nothing after it may
-//! win in the draw's order, whatever comes back meanwhile.
+//! win in the draw's order, whatever comes back meanwhile. Once one fails
+//! before the engine judged it (shed, rebuilding, the store down), the rest
+//! are not made either ([`PurchaseError::RunStopped`]): made, they would
+//! take stock the failed one was owed when the run is tried again.
 
 use futures::future::join_all;
 use stockade_core::PurchaseOutcome;
@@ -20,17 +23,28 @@ use tokio::sync::oneshot;
 
 use super::{Attempt, Decision, PurchaseError, Purchases};
 
+/// Where a run decided in order stands, as one purchase tells the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Run {
+    /// The purchase before had its engine's answer: this one may go.
+    GoesOn,
+    /// A purchase before was answered `sold_out`: nothing after may win.
+    SoldOut,
+    /// A purchase before failed before the engine judged it: nothing after
+    /// may be made, or it would jump the queue.
+    Stopped,
+}
+
 /// A purchase's place in a run decided in order. Dropped without a word
-/// (the purchase failed before the engine answered), it lets the next go.
+/// (the purchase failed before the engine answered), it stops the run.
 #[derive(Debug)]
 pub(super) struct Turn {
-    /// Answers once the purchase before has its engine's answer: whether
-    /// the run goes on (false: it met `sold_out`).
-    before: Option<oneshot::Receiver<bool>>,
+    /// Answers once the purchase before has its engine's answer.
+    before: Option<oneshot::Receiver<Run>>,
     /// Tells the next purchase.
-    after: Option<oneshot::Sender<bool>>,
-    /// Whether the run goes on, as this purchase will tell the next.
-    goes_on: bool,
+    after: Option<oneshot::Sender<Run>>,
+    /// How the run stands, as this purchase will tell the next.
+    run: Run,
 }
 
 impl Turn {
@@ -39,7 +53,7 @@ impl Turn {
         Self {
             before: None,
             after: None,
-            goes_on: true,
+            run: Run::GoesOn,
         }
     }
 
@@ -52,32 +66,42 @@ impl Turn {
             turns.push(Self {
                 before: before.replace(told),
                 after: Some(tell),
-                goes_on: true,
+                run: Run::Stopped,
             });
         }
         turns
     }
 
-    /// Waits for the purchase before; false if the run stopped at a
-    /// `sold_out` (this purchase must not be made).
-    pub(super) async fn wait(&mut self) -> bool {
-        if let Some(before) = self.before.take() {
-            // A sender dropped without a word failed before the engine:
-            // the run goes on.
-            self.goes_on = before.await.unwrap_or(true);
+    /// Waits for the purchase before; anything but [`Run::GoesOn`] means
+    /// this purchase must not be made. Until it is answered, this turn
+    /// tells the next the run stopped.
+    pub(super) async fn wait(&mut self) -> Run {
+        let run = match self.before.take() {
+            // A sender dropped without a word failed before the engine.
+            Some(before) => before.await.unwrap_or(Run::Stopped),
+            None => Run::GoesOn,
+        };
+        // Not made (sold out or stopped before it): the next hears why.
+        self.run = run;
+        if run == Run::GoesOn {
+            self.run = Run::Stopped;
         }
-        self.goes_on
+        run
     }
 
-    /// The engine answered this purchase `outcome`: the next may go.
+    /// The engine answered this purchase `outcome`: the next may go, unless
+    /// it was `sold_out`.
     pub(super) fn answered(&mut self, outcome: &PurchaseOutcome) {
-        self.goes_on &= !matches!(outcome, PurchaseOutcome::SoldOut);
+        self.run = match outcome {
+            PurchaseOutcome::SoldOut => Run::SoldOut,
+            _ => Run::GoesOn,
+        };
         self.pass();
     }
 
     fn pass(&mut self) {
         if let Some(after) = self.after.take() {
-            let _ = after.send(self.goes_on);
+            let _ = after.send(self.run);
         }
     }
 }
@@ -92,8 +116,9 @@ impl Purchases<'_> {
     /// Decides `attempts` as [`Purchases::decide`] does each, with the
     /// engine judging them in the order given (each after the one before
     /// has its answer) and their commits in flight together; once one is
-    /// answered `sold_out`, the rest are refused `sold_out` unmade. The
-    /// answers are in the order given.
+    /// answered `sold_out`, the rest are refused `sold_out` unmade; once one
+    /// fails before the engine's answer, the rest fail unmade
+    /// ([`PurchaseError::RunStopped`]). The answers are in the order given.
     pub async fn decide_in_order(
         &self,
         attempts: Vec<Attempt>,
@@ -121,24 +146,47 @@ mod tests {
             turns.next().unwrap(),
             turns.next().unwrap(),
         );
-        assert!(first.wait().await, "the first waits for nobody");
+        assert_eq!(
+            first.wait().await,
+            Run::GoesOn,
+            "the first waits for nobody"
+        );
         let waiting = tokio::spawn(async move { (second.wait().await, second) });
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished(), "the second went before the first");
         first.answered(&PurchaseOutcome::SoldOut);
-        let (goes_on, second) = waiting.await.unwrap();
-        assert!(!goes_on, "the run went on after sold_out");
-        // Dropped unmade, the second tells the third the run stopped.
+        let (run, second) = waiting.await.unwrap();
+        assert_eq!(run, Run::SoldOut, "the run went on after sold_out");
+        // Dropped unmade, the second passes sold_out on to the third.
         drop(second);
-        assert!(!third.wait().await);
+        assert_eq!(third.wait().await, Run::SoldOut);
     }
 
     #[tokio::test]
-    async fn a_turn_dropped_before_the_engine_lets_the_next_go() {
-        let mut turns = Turn::chain(2).into_iter();
-        let first = turns.next().unwrap();
+    async fn a_turn_dropped_before_the_engine_stops_the_run() {
+        let mut turns = Turn::chain(3).into_iter();
+        let mut first = turns.next().unwrap();
         let mut second = turns.next().unwrap();
+        let mut third = turns.next().unwrap();
+        assert_eq!(first.wait().await, Run::GoesOn);
+        // Failed before the engine (shed, rebuilding, store down).
         drop(first);
-        assert!(second.wait().await);
+        assert_eq!(second.wait().await, Run::Stopped);
+        drop(second);
+        assert_eq!(third.wait().await, Run::Stopped);
+    }
+
+    #[tokio::test]
+    async fn an_answered_turn_lets_the_next_go() {
+        let mut turns = Turn::chain(2).into_iter();
+        let mut first = turns.next().unwrap();
+        let mut second = turns.next().unwrap();
+        assert_eq!(first.wait().await, Run::GoesOn);
+        first.answered(&PurchaseOutcome::InsufficientStock {
+            sku: stockade_core::SkuId::new("a").unwrap(),
+            remaining: 0,
+        });
+        drop(first);
+        assert_eq!(second.wait().await, Run::GoesOn);
     }
 }
