@@ -1,12 +1,95 @@
 //! Many runs: seeds in turn (or for a while), some twice to check that a
 //! replay does the same, the failures shrunk and printed with the one
 //! command that replays them, and what the seeds exercised counted.
+//!
+//! A batch runs each seed in a process of its own ([`in_child`]), the way
+//! its replay command runs it: state a process keeps from one run to the
+//! next (tokio seeds each new runtime's scheduler from a process-wide
+//! counter, which orders the waiters a `watch` wakes) would otherwise make
+//! a seed's run depend on the seeds before it.
 
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::run::{Report, run};
+use crate::run::Report;
 use crate::scenario::Size;
+
+/// Runs one seed at one size.
+pub type Runner<'a> = &'a (dyn Fn(u64, Size) -> Report + Sync);
+
+/// Runs `seed` at `size` in a child process: `program` with `args`, then
+/// `--seed <seed> --buyers .. --faults .. --span-ms .. --report`, which
+/// prints the run's [`Report`] as one JSON line (`stockade sim` does).
+pub fn in_child(program: &Path, args: &[&str], seed: u64, size: Size) -> Report {
+    let output = Command::new(program)
+        .args(args)
+        .args(["--seed", &format!("{seed:#x}")])
+        .args(["--buyers", &size.buyers.to_string()])
+        .args(["--faults", &size.faults.to_string()])
+        .args(["--span-ms", &size.span_ms.to_string(), "--report"])
+        .output();
+    let broken = |why: String| Report {
+        seed,
+        size,
+        hash: String::new(),
+        violations: vec![why],
+        log: Vec::new(),
+        simulated_ms: 0,
+        features: Vec::new(),
+    };
+    let output = match output {
+        Ok(output) => output,
+        Err(e) => return broken(format!("{} did not start: {e}", program.display())),
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    match stdout.lines().rev().find_map(|line| serde_json::from_str(line).ok()) {
+        Some(report) => report,
+        None => {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
+            broken(format!(
+                "the run's process ended ({}) without a report; its last lines:\n{}",
+                output.status,
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            ))
+        }
+    }
+}
+
+/// The regression corpus's seeds and sizes: one `seed buyers faults
+/// span_ms` per line (seeds in decimal or 0x-hex), `#` starts a comment.
+pub fn parse_corpus(text: &str) -> Result<Vec<(u64, Size)>, String> {
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| (i + 1, line.split('#').next().unwrap_or_default().trim()))
+        .filter(|(_, line)| !line.is_empty())
+        .map(|(n, line)| {
+            let fields = line
+                .split_whitespace()
+                .map(|f| match f.strip_prefix("0x") {
+                    Some(hex) => u64::from_str_radix(hex, 16),
+                    None => f.parse(),
+                })
+                .collect::<Result<Vec<u64>, _>>()
+                .map_err(|e| format!("line {n} ({line:?}): {e}"))?;
+            let [seed, buyers, faults, span_ms] = fields[..] else {
+                return Err(format!(
+                    "line {n} ({line:?}): want four numbers: seed buyers faults span_ms"
+                ));
+            };
+            Ok((
+                seed,
+                Size {
+                    buyers: buyers as usize,
+                    faults: faults as usize,
+                    span_ms,
+                },
+            ))
+        })
+        .collect()
+}
 
 /// A seed that broke a promise, or did not replay the same.
 #[derive(Debug, Clone)]
@@ -49,7 +132,7 @@ pub struct Summary {
     /// The failures.
     pub failures: Vec<Failure>,
     /// How many seeds exercised each feature and fault kind.
-    pub coverage: BTreeMap<&'static str, u64>,
+    pub coverage: BTreeMap<String, u64>,
 }
 
 /// Which seeds a batch runs.
@@ -76,8 +159,8 @@ pub struct Plan {
     pub shrink: bool,
 }
 
-/// Runs `plan`, calling `progress` after each seed.
-pub fn run_plan(plan: &Plan, mut progress: impl FnMut(&Summary)) -> Summary {
+/// Runs `plan`, each seed with `run`, calling `progress` after each seed.
+pub fn run_plan(plan: &Plan, run: Runner<'_>, mut progress: impl FnMut(&Summary)) -> Summary {
     let started = Instant::now();
     let mut summary = Summary::default();
     let sequence = (0..plan.count).map(|i| {
@@ -99,7 +182,7 @@ pub fn run_plan(plan: &Plan, mut progress: impl FnMut(&Summary)) -> Summary {
         summary.seeds += 1;
         summary.simulated_ms += report.simulated_ms;
         for feature in &report.features {
-            *summary.coverage.entry(feature).or_default() += 1;
+            *summary.coverage.entry(feature.clone()).or_default() += 1;
         }
         let mut violations = report.violations.clone();
         if twice {
@@ -116,7 +199,7 @@ pub fn run_plan(plan: &Plan, mut progress: impl FnMut(&Summary)) -> Summary {
         }
         if !violations.is_empty() {
             let (size, report) = if plan.shrink {
-                shrink(seed, size, report)
+                shrink(run, seed, size, report)
             } else {
                 (size, report)
             };
@@ -141,7 +224,7 @@ pub fn run_plan(plan: &Plan, mut progress: impl FnMut(&Summary)) -> Summary {
 
 /// The smallest size (fewer buyers, fewer faults) at which `seed` still
 /// breaks a promise, and that run.
-pub fn shrink(seed: u64, size: Size, report: Report) -> (Size, Report) {
+pub fn shrink(run: Runner<'_>, seed: u64, size: Size, report: Report) -> (Size, Report) {
     let mut best = (size, report);
     loop {
         let current = best.0;
@@ -209,4 +292,43 @@ fn excerpt(log: &[String], violation: &str) -> Vec<String> {
     lines.push("…".into());
     lines.extend(log.iter().rev().take(10).rev().cloned());
     lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_corpus_reads_seeds_sizes_and_comments() {
+        let corpus = "# found by hand\n0x5eed0001 10 1 60000  # a comment\n\n42 1 0 1000\n";
+        assert_eq!(
+            parse_corpus(corpus).unwrap(),
+            vec![
+                (
+                    0x5eed_0001,
+                    Size {
+                        buyers: 10,
+                        faults: 1,
+                        span_ms: 60_000
+                    }
+                ),
+                (
+                    42,
+                    Size {
+                        buyers: 1,
+                        faults: 0,
+                        span_ms: 1_000
+                    }
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_bad_corpus_line_is_refused_with_its_number() {
+        let error = parse_corpus("1 2 3 4\n0x5eed 10 1\n").unwrap_err();
+        assert!(error.contains("line 2") && error.contains("four numbers"), "{error}");
+        let error = parse_corpus("seven 1 1 1\n").unwrap_err();
+        assert!(error.contains("line 1"), "{error}");
+    }
 }

@@ -16,6 +16,7 @@ pub mod crowd;
 pub mod faults;
 pub mod history;
 pub mod oracle;
+pub mod os_random;
 pub mod redis;
 pub mod run;
 pub mod scenario;

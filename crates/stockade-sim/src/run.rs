@@ -18,7 +18,7 @@ use crate::scenario::{Scenario, Size};
 use crate::world::{World, json_request};
 
 /// What a run found.
-#[derive(Debug)]
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Report {
     /// The seed.
     pub seed: u64,
@@ -33,15 +33,31 @@ pub struct Report {
     /// Simulated time the run covered, in ms.
     pub simulated_ms: u64,
     /// What it exercised, for the coverage report.
-    pub features: Vec<&'static str>,
+    pub features: Vec<String>,
 }
 
 /// How long after the last arrival the run goes on, so holds run out,
 /// payments land and the writer drains, before the end is judged.
 const SETTLE: Duration = Duration::from_secs(70);
 
-/// Runs `seed` at `size`.
+/// Runs `seed` at `size`, on a thread of its own whose OS randomness (its
+/// hash maps' order among it) comes from the seed (see
+/// [`crate::os_random`]).
 pub fn run(seed: u64, size: Size) -> Report {
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name(format!("sim-{seed:#x}"))
+            .spawn_scoped(scope, || {
+                crate::os_random::seed_this_thread(seed ^ 0x05_0a_4d_0b);
+                run_here(seed, size)
+            })
+            .expect("a thread for the run")
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
+fn run_here(seed: u64, size: Size) -> Report {
     let scenario = Scenario::draw(seed, size);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -208,12 +224,12 @@ fn failed(scenario: &Scenario, history: &History, violations: Vec<String>) -> Re
 }
 
 /// The sale features and fault kinds a scenario exercises.
-pub fn features(scenario: &Scenario) -> Vec<&'static str> {
+pub fn features(scenario: &Scenario) -> Vec<String> {
     let sale = &scenario.sale;
     let mut features = vec![];
     let mut has = |yes: bool, name: &'static str| {
         if yes {
-            features.push(name);
+            features.push(name.to_owned());
         }
     };
     has(
@@ -235,6 +251,6 @@ pub fn features(scenario: &Scenario) -> Vec<&'static str> {
     let mut kinds: Vec<&'static str> = scenario.faults.iter().map(|(_, f)| f.label()).collect();
     kinds.sort_unstable();
     kinds.dedup();
-    features.extend(kinds);
+    features.extend(kinds.into_iter().map(String::from));
     features
 }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::clock::epoch;
 
 /// How big a run is; the shrinker makes them smaller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Size {
     /// Buyers in the crowd.
     pub buyers: usize,

@@ -94,6 +94,14 @@ pub struct SimArgs {
     /// With --seed: print the whole event log.
     #[arg(long, requires = "seed")]
     pub log: bool,
+    /// With --seed: print the run's report as one JSON line (how a batch
+    /// runs each seed in a process of its own).
+    #[arg(long, requires = "seed", conflicts_with = "log")]
+    pub report: bool,
+    /// Run the seeds of this regression corpus first, each at its size
+    /// (lines of `seed buyers faults span_ms`; `#` comments).
+    #[arg(long, conflicts_with = "seed")]
+    pub corpus: Option<std::path::PathBuf>,
 }
 
 #[cfg(feature = "bench")]

@@ -10,7 +10,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use parking_lot::Mutex;
 use stockade_sim::Size;
-use stockade_sim::batch::{Plan, Summary, replay_command, run_plan};
+use stockade_sim::batch::{Plan, Summary, in_child, parse_corpus, replay_command, run_plan};
 
 use crate::cli::SimArgs;
 
@@ -51,12 +51,35 @@ fn simulate(args: &SimArgs, size: Size) -> ExitCode {
         bar.set_style(style);
     }
     let jobs = args.jobs;
+    let corpus = match &args.corpus {
+        Some(path) => match std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| parse_corpus(&text))
+        {
+            Ok(corpus) => corpus,
+            Err(e) => {
+                eprintln!("the corpus {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        },
+        None => Vec::new(),
+    };
+    bar.inc_length(corpus.len() as u64);
+    // Each seed in a process of its own, as its replay command runs it.
+    let program = match std::env::current_exe() {
+        Ok(program) => program,
+        Err(e) => {
+            eprintln!("cannot find this program to run each seed in: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runner = move |seed, size| in_child(&program, &["sim"], seed, size);
     let done = Arc::new(Mutex::new(Vec::<Summary>::new()));
     let seen = Arc::new(Mutex::new((0u64, 0usize)));
     std::thread::scope(|scope| {
         for job in 0..jobs {
             let plan = Plan {
-                fixed: Vec::new(),
+                fixed: if job == 0 { corpus.clone() } else { Vec::new() },
                 count: count / jobs + u64::from(job < count % jobs),
                 for_at_most,
                 first: args.first.wrapping_add(job),
@@ -68,9 +91,10 @@ fn simulate(args: &SimArgs, size: Size) -> ExitCode {
             let bar = bar.clone();
             let done = Arc::clone(&done);
             let seen = Arc::clone(&seen);
+            let runner = &runner;
             scope.spawn(move || {
                 let mut last = (0u64, 0usize);
-                let summary = run_plan(&plan, |summary| {
+                let summary = run_plan(&plan, runner, |summary| {
                     let mut seen = seen.lock();
                     seen.0 += summary.seeds - last.0;
                     seen.1 += summary.failures.len() - last.1;
@@ -102,7 +126,7 @@ fn report(summaries: &[Summary]) -> ExitCode {
     let mut coverage = std::collections::BTreeMap::new();
     for summary in summaries {
         for (feature, n) in &summary.coverage {
-            *coverage.entry(*feature).or_insert(0u64) += n;
+            *coverage.entry(feature.as_str()).or_insert(0u64) += n;
         }
     }
     println!("exercised (seeds of {seeds}):");
@@ -135,6 +159,16 @@ fn report(summaries: &[Summary]) -> ExitCode {
 /// Replays one seed and prints its log (around the violation, or all).
 fn replay(seed: u64, size: Size, args: &SimArgs) -> ExitCode {
     let report = stockade_sim::run(seed, size);
+    if args.report {
+        match serde_json::to_string(&report) {
+            Ok(line) => println!("{line}"),
+            Err(e) => {
+                eprintln!("the report of seed {seed:#x} did not serialize: {e}");
+                return ExitCode::from(2);
+            }
+        }
+        return ExitCode::SUCCESS;
+    }
     if args.log {
         for line in &report.log {
             println!("{line}");

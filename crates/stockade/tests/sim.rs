@@ -1,0 +1,155 @@
+//! The simulator in the suite, run as a user runs it (`stockade sim`, each
+//! seed in a process of its own): the standard mix's seeds in four shards
+//! that run side by side, each shard replaying its first seeds (their event
+//! logs must hash the same); a seed of each kind replayed; and the
+//! regression corpus. A failure prints each failing seed, shrunk, with the
+//! command that replays it.
+#![cfg(feature = "bench")]
+
+use std::path::Path;
+use std::process::Command;
+
+use stockade_sim::batch::in_child;
+use stockade_sim::scenario::{Engine, Fault};
+use stockade_sim::{Scenario, Size};
+
+/// Seeds of the standard mix per shard (four shards: 40 seeds).
+const PER_SHARD: u64 = 10;
+/// Seeds of each shard run twice for the determinism check.
+const TWICE: u64 = 2;
+/// The first seed of the suite's sequence.
+const FIRST: u64 = 0x5eed_0000;
+
+fn stockade() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_stockade"))
+}
+
+/// `stockade sim` with `args`; panics with its output unless every
+/// promise was kept.
+fn sim(args: &[String]) {
+    let output = Command::new(stockade())
+        .arg("sim")
+        .args(args)
+        .output()
+        .expect("stockade sim runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("every promise kept"),
+        "stockade sim {} ({}):\n{stdout}\n{}",
+        args.join(" "),
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn shard(n: u64) {
+    sim(&[
+        "--seeds".into(),
+        PER_SHARD.to_string(),
+        "--first".into(),
+        format!("{:#x}", FIRST + n * PER_SHARD),
+        "--twice".into(),
+        TWICE.to_string(),
+        "--shrink".into(),
+    ]);
+}
+
+#[test]
+fn standard_mix_shard_0() {
+    shard(0);
+}
+
+#[test]
+fn standard_mix_shard_1() {
+    shard(1);
+}
+
+#[test]
+fn standard_mix_shard_2() {
+    shard(2);
+}
+
+#[test]
+fn standard_mix_shard_3() {
+    shard(3);
+}
+
+/// The first seed from `FIRST` whose scenario at `size` is `kind`.
+fn first_seed(size: Size, kind: impl Fn(&Scenario) -> bool) -> u64 {
+    (FIRST..FIRST + 10_000)
+        .find(|seed| kind(&Scenario::draw(*seed, size)))
+        .expect("a seed of the kind within 10,000")
+}
+
+fn has_outage(scenario: &Scenario) -> bool {
+    scenario
+        .faults
+        .iter()
+        .any(|(_, f)| matches!(f, Fault::StoreOutage(_)))
+}
+
+/// A run is a function of its seed, on every engine and with the faults
+/// whose waiters wake together (a store outage ending, a Redis failover):
+/// the same seed logs the same events (the hash covers every request,
+/// answer, order id and instant), another seed logs others.
+#[test]
+fn a_seed_of_each_kind_replays_the_same_events() {
+    let size = Size {
+        buyers: 300,
+        ..Size::default()
+    };
+    let kinds: [(&str, &dyn Fn(&Scenario) -> bool); 4] = [
+        ("embedded default", &|s| {
+            s.engine == Engine::Memory && !has_outage(s)
+        }),
+        ("embedded default, store outage", &|s| {
+            s.engine == Engine::Memory && has_outage(s)
+        }),
+        ("Redis, one instance, store outage", &|s| {
+            s.engine == Engine::Redis && s.instances == 1 && has_outage(s)
+        }),
+        ("Redis, several instances, failover", &|s| {
+            s.engine == Engine::Redis
+                && s.instances > 1
+                && s.faults
+                    .iter()
+                    .any(|(_, f)| matches!(f, Fault::RedisFailover(_)))
+        }),
+    ];
+    let mut hashes = Vec::new();
+    for (kind, is) in kinds {
+        let seed = first_seed(size, is);
+        let first = in_child(stockade(), &["sim"], seed, size);
+        let again = in_child(stockade(), &["sim"], seed, size);
+        assert!(
+            first.violations.is_empty(),
+            "{kind} seed {seed:#x}: {:?}",
+            first.violations
+        );
+        assert!(
+            first.log.len() > 300,
+            "{kind} seed {seed:#x}: a run of 300 buyers logs their requests: {} lines",
+            first.log.len()
+        );
+        assert_eq!(
+            first.hash, again.hash,
+            "{kind} seed {seed:#x} logged other events when replayed"
+        );
+        hashes.push(first.hash);
+    }
+    hashes.sort();
+    hashes.dedup();
+    assert_eq!(hashes.len(), 4, "two seeds logged the same events");
+}
+
+/// Every seed of the corpus, at its shrunk size.
+#[test]
+fn the_regression_corpus() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../stockade-sim/corpus.txt");
+    sim(&[
+        "--corpus".into(),
+        corpus.display().to_string(),
+        "--seeds".into(),
+        "0".into(),
+    ]);
+}
