@@ -137,6 +137,7 @@ impl Crowd {
             if let Some((status, body)) = &answer {
                 self.history.judged(Judged {
                     user: buyer.user.clone(),
+                    key: named_key.clone(),
                     status: *status,
                     code: body["error"]["code"]
                         .as_str()

@@ -29,6 +29,8 @@ pub struct Named {
 pub struct Judged {
     /// The buyer.
     pub user: String,
+    /// The idempotency key sent ("" when none was).
+    pub key: String,
     /// The answer's status code.
     pub status: u16,
     /// The error's code, if it is one.

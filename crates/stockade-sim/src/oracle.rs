@@ -19,6 +19,17 @@ pub struct Verdict {
     pub violations: Vec<Violation>,
 }
 
+/// The sale's refusals: each says nothing was sold.
+const REFUSALS: [&str; 7] = [
+    "sold_out",
+    "insufficient_stock",
+    "limit_exceeded",
+    "not_started",
+    "ended",
+    "unknown_sku",
+    "sku_required",
+];
+
 /// Judges the run: `sale` as specified, `limits` each buyer's limit (by
 /// their tier), `history` as the buyers saw it, `store` as it ends,
 /// `remaining` the sale's `remaining` of each SKU as the service answered
@@ -164,6 +175,20 @@ pub async fn judge(
             ));
         }
     }
+    // A refusal by the sale ("nothing was sold") to a keyed purchase never
+    // stands beside an order the store has under that key: a repeat of the
+    // key must find its order (or say to retry), not judge it anew.
+    for answer in history.judged_answers() {
+        if answer.key.is_empty() || !REFUSALS.contains(&answer.code.as_str()) {
+            continue;
+        }
+        if let Some(ids) = by_key.get(&(answer.user.as_str(), answer.key.as_str())) {
+            bad(format!(
+                "{} key {}: answered {} {} (nothing sold), but the store has {ids:?} under that key",
+                answer.user, answer.key, answer.status, answer.code
+            ));
+        }
+    }
     // An order answered `order_failed` ("nothing was sold") never commits.
     for order in history.failed_orders() {
         let Ok(id) = order.parse::<OrderId>() else {
@@ -297,6 +322,7 @@ mod tests {
         let at = crate::clock::epoch().timestamp_millis() + at_ms;
         Judged {
             user: user.into(),
+            key: String::new(),
             status,
             code: code.into(),
             sent_ms: at,
