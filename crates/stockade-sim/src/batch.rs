@@ -44,7 +44,11 @@ pub fn in_child(program: &Path, args: &[&str], seed: u64, size: Size) -> Report 
         Err(e) => return broken(format!("{} did not start: {e}", program.display())),
     };
     let stdout = String::from_utf8_lossy(&output.stdout);
-    match stdout.lines().rev().find_map(|line| serde_json::from_str(line).ok()) {
+    match stdout
+        .lines()
+        .rev()
+        .find_map(|line| serde_json::from_str(line).ok())
+    {
         Some(report) => report,
         None => {
             let stderr = String::from_utf8_lossy(&output.stderr);
@@ -327,7 +331,10 @@ mod tests {
     #[test]
     fn a_bad_corpus_line_is_refused_with_its_number() {
         let error = parse_corpus("1 2 3 4\n0x5eed 10 1\n").unwrap_err();
-        assert!(error.contains("line 2") && error.contains("four numbers"), "{error}");
+        assert!(
+            error.contains("line 2") && error.contains("four numbers"),
+            "{error}"
+        );
         let error = parse_corpus("seven 1 1 1\n").unwrap_err();
         assert!(error.contains("line 1"), "{error}");
     }

@@ -40,10 +40,12 @@ const REFUSALS: &[&str] = &[
     "limit_exceeded",
     "not_started",
     "ended",
+    // A purchase of a draw sale.
+    "draw_sale",
 ];
 
 impl Crowd {
-    async fn call(
+    pub(crate) async fn call(
         &self,
         who: &str,
         instance: usize,
@@ -72,6 +74,12 @@ impl Crowd {
     pub async fn buyer(self, buyer: Buyer, seed: u64) {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         tokio::time::sleep(Duration::from_millis(buyer.arrives_ms)).await;
+        if let Some(close) = self.sale.draw_close_ms {
+            self.enter(&buyer, close, &mut rng).await;
+            if !buyer.buys_again {
+                return;
+            }
+        }
         let rounds = if buyer.buys_again { 2 } else { 1 };
         for round in 0..rounds {
             // Unkeyed purchases are told apart in the log by their round.
@@ -194,7 +202,13 @@ impl Crowd {
 
     /// After an order is named: wait out a pending answer, then pay,
     /// cancel or do nothing, as the buyer does.
-    async fn follow(&self, buyer: &Buyer, order: &str, status: &str, rng: &mut ChaCha8Rng) {
+    pub(crate) async fn follow(
+        &self,
+        buyer: &Buyer,
+        order: &str,
+        status: &str,
+        rng: &mut ChaCha8Rng,
+    ) {
         let instance = rng.random_range(0..self.gateway.instances());
         if status == "pending" {
             let request = get(&format!("/v1/orders/{order}?wait=10"));
@@ -256,6 +270,13 @@ fn summary(body: &Value) -> String {
             Some(order) => format!("{code} order={order}"),
             None => code.to_owned(),
         }
+    } else if let Some(result) = body["result"].as_str() {
+        // A draw entry: where it stands, and its order once won.
+        let order = body["order_id"].as_str().unwrap_or_default();
+        format!(
+            "entry={} {result} {order}",
+            body["entry_id"].as_str().unwrap_or_default()
+        )
     } else if let Some(order) = body["order_id"].as_str() {
         format!(
             "order={order} {}",

@@ -64,6 +64,8 @@ struct Inner {
     unexpected: Vec<String>,
     /// Orders a purchase was answered `order_failed` for.
     failed: Vec<String>,
+    /// Draw entries an answer named to their buyer.
+    entered: Vec<String>,
 }
 
 impl Inner {
@@ -135,6 +137,16 @@ impl History {
     /// Records an `order_failed` answer naming `order`.
     pub fn failed(&self, order: &str) {
         self.inner.lock().failed.push(order.to_owned());
+    }
+
+    /// Records a draw entry named to its buyer.
+    pub fn entered(&self, entry: &str) {
+        self.inner.lock().entered.push(entry.to_owned());
+    }
+
+    /// The draw entries named to buyers.
+    pub fn entries(&self) -> Vec<String> {
+        self.inner.lock().entered.clone()
     }
 
     /// The orders answered `order_failed`.

@@ -13,6 +13,8 @@
 pub mod batch;
 pub mod clock;
 pub mod crowd;
+pub mod draw_check;
+mod entries;
 pub mod faults;
 pub mod history;
 pub mod oracle;

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use chrono::{DateTime, TimeDelta, Utc};
 use stockade_core::{OrderId, OrderStatus, SaleId};
 use stockade_store::{OrderStore, Stored};
 
@@ -30,15 +31,19 @@ const REFUSALS: [&str; 7] = [
     "sku_required",
 ];
 
+/// How long after its `expires_at` a hold may still be held: the
+/// documented second, and the instances' clock offsets.
+const HOLD_BOUND_MS: i64 = 1_000 + crate::scenario::MAX_OFFSET_MS;
+
 /// Judges the run: `sale` as specified, `limits` each buyer's limit (by
-/// their tier), `history` as the buyers saw it, `store` as it ends,
-/// `remaining` the sale's `remaining` of each SKU as the service answered
-/// at the end.
+/// their tier), `history` as the buyers saw it, `store` as it ends at
+/// `now` (true time), `remaining` the sale's `remaining` of each SKU as
+/// the service answered at the end.
 pub async fn judge(
     sale: &Sale,
     limits: &BTreeMap<String, u32>,
     history: &History,
-    store: &OrderStore,
+    (store, now): (&OrderStore, DateTime<Utc>),
     remaining: &BTreeMap<String, i64>,
 ) -> Verdict {
     let mut verdict = Verdict::default();
@@ -215,9 +220,13 @@ pub async fn judge(
             ));
         }
     }
-    // Holds end: none is still held once every deadline and its bound passed.
+    // Holds end: none is still held once its deadline and the bound passed
+    // (a draw's roll-down may have made one shortly before the end).
     for order in &orders {
-        if order.status == OrderStatus::Held {
+        let overdue = order
+            .expires_at
+            .is_none_or(|at| at + TimeDelta::milliseconds(HOLD_BOUND_MS) < now);
+        if order.status == OrderStatus::Held && overdue {
             bad(format!(
                 "order {} is still held at the end (expires_at {:?})",
                 order.id, order.expires_at
@@ -315,6 +324,7 @@ mod tests {
                 early_ms: 4_000,
             }],
             release_reserved_ms: None,
+            draw_close_ms: None,
         }
     }
 

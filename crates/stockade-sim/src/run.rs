@@ -113,6 +113,11 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
         .call(0, json_request("POST", "/v1/sales", &sale.body(), true))
         .await;
     history.log(time.millis(), format!("create sale -> {created:?}"));
+    let commitment = created
+        .as_ref()
+        .and_then(|(_, body)| body["draw"]["seed_commitment"].as_str())
+        .unwrap_or_default()
+        .to_owned();
     if !matches!(created, Some((201, _))) {
         return failed(
             scenario,
@@ -171,13 +176,20 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
                 .iter()
                 .map(|b| (b.user.clone(), b.tier.clone()))
                 .collect();
-            let mut verdict = oracle::judge(&sale, &limits, &history, &store, &remaining).await;
+            let now = crate::clock::epoch() + TimeDelta::milliseconds(time.millis() as i64);
+            let mut verdict =
+                oracle::judge(&sale, &limits, &history, (&store, now), &remaining).await;
             verdict
                 .violations
                 .extend(oracle::windows(&sale, &tiers, &history.judged_answers()));
             violations.extend(verdict.violations);
         }
         None => violations.push("no instance is running at the end".into()),
+    }
+    if sale.draw_close_ms.is_some() {
+        violations.extend(
+            crate::draw_check::judge(&gateway, &sale.id, &commitment, &history.entries()).await,
+        );
     }
     world.stop_all().await;
     let simulated_ms = time.millis();
@@ -244,6 +256,7 @@ pub fn features(scenario: &Scenario) -> Vec<String> {
     has(sale.ends_ms.is_some(), "an end");
     has(!sale.tiers.is_empty(), "tiers");
     has(sale.release_reserved_ms.is_some(), "reserve release");
+    has(sale.draw_close_ms.is_some(), "a draw");
     has(
         scenario.buyers.iter().any(|b| b.respond_async),
         "asynchronous answers",

@@ -74,6 +74,9 @@ pub struct Sale {
     pub tiers: Vec<Tier>,
     /// When what is left of the reserves goes to everyone, if it does.
     pub release_reserved_ms: Option<u64>,
+    /// When entries to its draw close, ms after the run starts, if it is
+    /// drawn (entries open at the start).
+    pub draw_close_ms: Option<u64>,
 }
 
 impl Sale {
@@ -111,6 +114,11 @@ impl Sale {
         }
         if let Some(release) = self.release_reserved_ms {
             body["release_reserved_at"] = json!(at(release));
+        }
+        if let Some(close) = self.draw_close_ms {
+            body["allocation"] = json!("draw");
+            body["entries_open_at"] = json!(at(0));
+            body["entries_close_at"] = json!(at(close));
         }
         body
     }
@@ -256,7 +264,13 @@ impl Scenario {
                 )
             })
             .collect();
-        let sale = draw_sale(&mut rng, size);
+        let mut sale = draw_sale(&mut rng, size);
+        // Whether the sale is drawn, from a stream of its own, so that the
+        // other seeds' sales stay as they were.
+        let mut rng = stream(3);
+        if rng.random_bool(0.25) {
+            make_draw(&mut sale, &mut rng, size);
+        }
         let mut rng = stream(1);
         let buyers = (0..size.buyers)
             .map(|i| draw_buyer(&mut rng, i, &sale, size))
@@ -333,7 +347,24 @@ fn draw_sale(rng: &mut ChaCha8Rng, size: Size) -> Sale {
         release_reserved_ms,
         tiers,
         skus,
+        draw_close_ms: None,
     }
+}
+
+/// Makes `sale` a draw: entries close within the crowd's span, the sale is
+/// open then (it starts before and ends well after).
+fn make_draw(sale: &mut Sale, rng: &mut ChaCha8Rng, size: Size) {
+    let close = rng
+        .random_range(size.span_ms / 4..=size.span_ms * 3 / 4)
+        .max(1_000);
+    sale.starts_ms = sale.starts_ms.min(close - 1);
+    if let Some(ends) = &mut sale.ends_ms {
+        *ends = (*ends).max(close + size.span_ms / 2);
+    }
+    if let Some(release) = &mut sale.release_reserved_ms {
+        *release = (*release).max(sale.starts_ms);
+    }
+    sale.draw_close_ms = Some(close);
 }
 
 fn draw_buyer(rng: &mut ChaCha8Rng, index: usize, sale: &Sale, size: Size) -> Buyer {

@@ -260,6 +260,9 @@ impl World {
 /// The settings of an instance with its data in `data_dir`: the embedded
 /// default, or the Redis engine (the simulator's Redis, whatever the URL)
 /// with the SQLite store `store` every instance shares.
+/// The deployment's draw key (at least 32 characters).
+const DRAW_KEY: &str = "the-simulated-deployment-draw-key-0001";
+
 fn config(
     data_dir: &std::path::Path,
     engine: Engine,
@@ -277,6 +280,8 @@ fn config(
         }
     }
     raw.access.admin_token = Some(ADMIN_TOKEN.into());
+    // One key for every instance: any of them may make the draw.
+    raw.access.draw_key = Some(DRAW_KEY.into());
     let env = RawConfig::from_env(|_| None).map_err(|e| WorldError::Config(e.to_string()))?;
     ServerConfig::resolve(raw, env, None).map_err(|e| WorldError::Config(e.to_string()))
 }

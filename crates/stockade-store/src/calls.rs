@@ -78,11 +78,15 @@ impl Calls {
             return work.await;
         }
         let started = tokio::time::Instant::now();
+        // The call's random choices (an entry's id) follow the caller's seed.
+        let seeded = stockade_core::entropy::fork();
         // On a thread of its own, driven by the store's runtime, while the
         // caller's thread (and with it the caller's runtime) waits.
         std::thread::scope(|scope| {
             scope
                 .spawn(|| {
+                    let _seeded = seeded
+                        .map(|(seed, clock)| stockade_core::entropy::seed_thread(seed, clock));
                     let _inside = Inside::enter(started);
                     own_runtime().block_on(work)
                 })
