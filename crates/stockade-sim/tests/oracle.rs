@@ -1,0 +1,130 @@
+//! The oracle's checks that read the store, each shown to report the
+//! broken promise it names: a real instance sells, and the history the
+//! buyers "saw" is written by hand to contradict the store.
+
+use std::collections::BTreeMap;
+
+use chrono::TimeDelta;
+use serde_json::json;
+use stockade_sim::clock::{SimClock, TrueTime};
+use stockade_sim::history::{History, Judged, Named};
+use stockade_sim::oracle;
+use stockade_sim::scenario::{Engine, Sale, Sku};
+use stockade_sim::world::{World, json_request};
+
+fn sale() -> Sale {
+    Sale {
+        id: "drop".into(),
+        skus: vec![Sku {
+            id: "s0".into(),
+            stock: 10,
+        }],
+        per_user_limit: 2,
+        per_sku_limit: None,
+        hold_seconds: None,
+        starts_ms: 0,
+        ends_ms: None,
+        tiers: Vec::new(),
+        release_reserved_ms: None,
+        draw_close_ms: None,
+    }
+}
+
+/// Sells one item to `alice` under key `k1` on a fresh embedded instance,
+/// then judges `history` against the store: the violations.
+async fn judged_after_one_sale(history: impl FnOnce(&str) -> History) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let time = TrueTime::start();
+    let clock = SimClock::new(time, TimeDelta::zero(), 0);
+    let mut world = World::new(dir.path(), Engine::Memory, vec![clock.clone()], clock).unwrap();
+    world.start(0).await.unwrap();
+    let gateway = world.gateway();
+    let sale = sale();
+    let created = gateway
+        .call(0, json_request("POST", "/v1/sales", &sale.body(), true))
+        .await;
+    assert!(matches!(created, Some((201, _))), "{created:?}");
+    let mut buy = json_request(
+        "POST",
+        "/v1/sales/drop/purchases",
+        &json!({"user_id": "alice", "items": [{"sku": "s0", "quantity": 1}]}),
+        false,
+    );
+    buy.headers_mut()
+        .insert("idempotency-key", "k1".parse().unwrap());
+    let bought = gateway.call(0, buy).await;
+    let Some((201, body)) = bought else {
+        panic!("the purchase: {bought:?}");
+    };
+    let order = body["order_id"].as_str().unwrap().to_owned();
+    let history = history(&order);
+    let limits = BTreeMap::from([("alice".to_owned(), 2)]);
+    let remaining = BTreeMap::from([("s0".to_owned(), 9)]);
+    let store = world.store().unwrap();
+    let now = stockade_sim::clock::epoch() + TimeDelta::seconds(60);
+    let verdict = oracle::judge(&sale, &limits, &history, (&store, now), &remaining).await;
+    world.stop_all().await;
+    verdict.violations
+}
+
+fn named(history: &History, order: &str) {
+    history.named(Named {
+        user: "alice".into(),
+        key: "k1".into(),
+        order: order.to_owned(),
+        status: 201,
+        order_status: "confirmed".into(),
+    });
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_history_the_store_agrees_with_passes() {
+    let violations = judged_after_one_sale(|order| {
+        let history = History::default();
+        named(&history, order);
+        history
+    })
+    .await;
+    assert_eq!(violations, Vec::<String>::new());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_of_a_key_the_store_has_an_order_under_is_reported() {
+    let violations = judged_after_one_sale(|order| {
+        let history = History::default();
+        named(&history, order);
+        // A repeat of the key answered as if nothing was sold.
+        history.judged(Judged {
+            user: "alice".into(),
+            key: "k1".into(),
+            status: 409,
+            code: "limit_exceeded".into(),
+            sent_ms: 0,
+            answered_ms: 0,
+        });
+        history
+    })
+    .await;
+    assert!(
+        violations
+            .iter()
+            .any(|v| v.contains("alice key k1: answered 409 limit_exceeded")),
+        "{violations:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_order_failed_answer_for_a_committed_order_is_reported() {
+    let violations = judged_after_one_sale(|order| {
+        let history = History::default();
+        history.failed(order);
+        history
+    })
+    .await;
+    assert!(
+        violations
+            .iter()
+            .any(|v| v.contains("answered order_failed (nothing sold) but the store has it")),
+        "{violations:?}"
+    );
+}
