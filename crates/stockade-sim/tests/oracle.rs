@@ -30,16 +30,46 @@ fn sale() -> Sale {
     }
 }
 
+/// What the oracle is told besides the history.
+struct Told {
+    /// Alice's limit.
+    limit: u32,
+    /// The sale's `remaining` at the end, as the service answered it.
+    remaining: i64,
+    /// The sale's payment hold, in seconds.
+    hold_seconds: Option<u32>,
+    /// When the end is judged, seconds after the run's start.
+    end_s: i64,
+}
+
+const TRUE: Told = Told {
+    limit: 2,
+    remaining: 9,
+    hold_seconds: None,
+    end_s: 60,
+};
+
 /// Sells one item to `alice` under key `k1` on a fresh embedded instance,
 /// then judges `history` against the store: the violations.
 async fn judged_after_one_sale(history: impl FnOnce(&str) -> History) -> Vec<String> {
+    judged_after_one_sale_told(TRUE, history).await
+}
+
+/// [`judged_after_one_sale`] with the limit and the remaining `told`.
+async fn judged_after_one_sale_told(
+    told: Told,
+    history: impl FnOnce(&str) -> History,
+) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let time = TrueTime::start();
     let clock = SimClock::new(time, TimeDelta::zero(), 0);
     let mut world = World::new(dir.path(), Engine::Memory, vec![clock.clone()], clock).unwrap();
     world.start(0).await.unwrap();
     let gateway = world.gateway();
-    let sale = sale();
+    let sale = Sale {
+        hold_seconds: told.hold_seconds,
+        ..sale()
+    };
     let created = gateway
         .call(0, json_request("POST", "/v1/sales", &sale.body(), true))
         .await;
@@ -58,10 +88,10 @@ async fn judged_after_one_sale(history: impl FnOnce(&str) -> History) -> Vec<Str
     };
     let order = body["order_id"].as_str().unwrap().to_owned();
     let history = history(&order);
-    let limits = BTreeMap::from([("alice".to_owned(), 2)]);
-    let remaining = BTreeMap::from([("s0".to_owned(), 9)]);
+    let limits = BTreeMap::from([("alice".to_owned(), told.limit)]);
+    let remaining = BTreeMap::from([("s0".to_owned(), told.remaining)]);
     let store = world.store().unwrap();
-    let now = stockade_sim::clock::epoch() + TimeDelta::seconds(60);
+    let now = stockade_sim::clock::epoch() + TimeDelta::seconds(told.end_s);
     let verdict = oracle::judge(&sale, &limits, &history, (&store, now), &remaining).await;
     world.stop_all().await;
     verdict.violations
@@ -127,4 +157,64 @@ async fn an_order_failed_answer_for_a_committed_order_is_reported() {
             .any(|v| v.contains("answered order_failed (nothing sold) but the store has it")),
         "{violations:?}"
     );
+}
+
+/// Reported violations containing `what`, or a panic listing them all.
+fn reported(violations: &[String], what: &str) {
+    assert!(
+        violations.iter().any(|v| v.contains(what)),
+        "no violation says {what:?}: {violations:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_remaining_that_does_not_add_up_is_reported() {
+    let told = Told {
+        remaining: 8,
+        ..TRUE
+    };
+    let violations = judged_after_one_sale_told(told, |_| History::default()).await;
+    reported(
+        &violations,
+        "SKU s0: remaining 8 + held or confirmed 1 is not its stock 10",
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_buyer_over_their_limit_is_reported() {
+    let told = Told { limit: 0, ..TRUE };
+    let violations = judged_after_one_sale_told(told, |_| History::default()).await;
+    reported(&violations, "buyer alice holds 1 items, over their limit 0");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_order_named_but_never_committed_is_reported() {
+    let violations = judged_after_one_sale(|_| {
+        let history = History::default();
+        named(&history, "01a23179-de33-7f67-a702-ed0f18941835");
+        history
+    })
+    .await;
+    reported(&violations, "which the store never committed");
+}
+
+/// The end judged with no time passed in the store: the order is still
+/// held. Within its deadline that is no violation; past it and the bound,
+/// it is.
+#[tokio::test(start_paused = true)]
+async fn a_hold_past_its_deadline_is_reported_and_one_within_it_is_not() {
+    let within = Told {
+        hold_seconds: Some(10),
+        end_s: 10,
+        ..TRUE
+    };
+    let violations = judged_after_one_sale_told(within, |_| History::default()).await;
+    assert_eq!(violations, Vec::<String>::new());
+    let past = Told {
+        hold_seconds: Some(10),
+        end_s: 12,
+        ..TRUE
+    };
+    let violations = judged_after_one_sale_told(past, |_| History::default()).await;
+    reported(&violations, "is still held at the end");
 }
