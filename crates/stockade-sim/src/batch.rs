@@ -52,18 +52,35 @@ pub fn in_child(program: &Path, args: &[&str], seed: u64, size: Size) -> Report 
         Some(report) => report,
         None => {
             let stderr = String::from_utf8_lossy(&output.stderr);
-            let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
+            let lines: Vec<&str> = stderr.lines().collect();
             broken(format!(
                 "the run's process ended ({}) without a report; its last lines:\n{}",
                 output.status,
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                lines[lines.len().saturating_sub(20)..].join("\n")
             ))
         }
     }
 }
 
+/// A number (a seed, a size) in decimal or 0x-hex.
+pub fn parse_number(text: &str) -> Result<u64, String> {
+    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    parsed.map_err(|e| format!("{text:?} is not a number (decimal or 0x-hex): {e}"))
+}
+
+/// The regression corpus in the file at `path` (see [`parse_corpus`]).
+pub fn read_corpus(path: &Path) -> Result<Vec<(u64, Size)>, String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|text| parse_corpus(&text))
+        .map_err(|e| format!("the corpus {}: {e}", path.display()))
+}
+
 /// The regression corpus's seeds and sizes: one `seed buyers faults
-/// span_ms` per line (seeds in decimal or 0x-hex), `#` starts a comment.
+/// span_ms` per line (numbers in decimal or 0x-hex), `#` starts a comment.
 pub fn parse_corpus(text: &str) -> Result<Vec<(u64, Size)>, String> {
     text.lines()
         .enumerate()
@@ -72,10 +89,7 @@ pub fn parse_corpus(text: &str) -> Result<Vec<(u64, Size)>, String> {
         .map(|(n, line)| {
             let fields = line
                 .split_whitespace()
-                .map(|f| match f.strip_prefix("0x") {
-                    Some(hex) => u64::from_str_radix(hex, 16),
-                    None => f.parse(),
-                })
+                .map(parse_number)
                 .collect::<Result<Vec<u64>, _>>()
                 .map_err(|e| format!("line {n} ({line:?}): {e}"))?;
             let [seed, buyers, faults, span_ms] = fields[..] else {

@@ -33,8 +33,9 @@ pub struct Crowd {
     pub clocks: Vec<SimClock>,
 }
 
-/// Codes a refusal may carry: anything else answered 4xx is unexpected.
-const REFUSALS: &[&str] = &[
+/// The sale's refusals a buyer may be answered, each saying nothing was
+/// sold: anything else answered 4xx is unexpected.
+pub(crate) const REFUSALS: &[&str] = &[
     "sold_out",
     "insufficient_stock",
     "limit_exceeded",

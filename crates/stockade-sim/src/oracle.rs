@@ -7,6 +7,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use stockade_core::{OrderId, OrderStatus, SaleId};
 use stockade_store::{OrderStore, Stored};
 
+use crate::crowd::REFUSALS;
 use crate::history::History;
 use crate::scenario::Sale;
 
@@ -19,17 +20,6 @@ pub struct Verdict {
     /// The broken promises.
     pub violations: Vec<Violation>,
 }
-
-/// The sale's refusals: each says nothing was sold.
-const REFUSALS: [&str; 7] = [
-    "sold_out",
-    "insufficient_stock",
-    "limit_exceeded",
-    "not_started",
-    "ended",
-    "unknown_sku",
-    "sku_required",
-];
 
 /// How long after its `expires_at` a hold may still be held: the
 /// documented second, and the instances' clock offsets.

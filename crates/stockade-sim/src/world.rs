@@ -257,12 +257,12 @@ impl World {
     }
 }
 
-/// The settings of an instance with its data in `data_dir`: the embedded
-/// default, or the Redis engine (the simulator's Redis, whatever the URL)
-/// with the SQLite store `store` every instance shares.
 /// The deployment's draw key (at least 32 characters).
 const DRAW_KEY: &str = "the-simulated-deployment-draw-key-0001";
 
+/// The settings of an instance with its data in `data_dir`: the embedded
+/// default, or the Redis engine (the simulator's Redis, whatever the URL)
+/// with the SQLite store `store` every instance shares.
 fn config(
     data_dir: &std::path::Path,
     engine: Engine,

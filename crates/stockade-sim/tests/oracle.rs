@@ -50,16 +50,9 @@ const TRUE: Told = Told {
 };
 
 /// Sells one item to `alice` under key `k1` on a fresh embedded instance,
-/// then judges `history` against the store: the violations.
-async fn judged_after_one_sale(history: impl FnOnce(&str) -> History) -> Vec<String> {
-    judged_after_one_sale_told(TRUE, history).await
-}
-
-/// [`judged_after_one_sale`] with the limit and the remaining `told`.
-async fn judged_after_one_sale_told(
-    told: Told,
-    history: impl FnOnce(&str) -> History,
-) -> Vec<String> {
+/// then judges `history` (given the order's id) against the store, with
+/// what else the oracle is `told`: the violations.
+async fn judged_after_one_sale(told: Told, history: impl FnOnce(&str) -> History) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let time = TrueTime::start();
     let clock = SimClock::new(time, TimeDelta::zero(), 0);
@@ -109,7 +102,7 @@ fn named(history: &History, order: &str) {
 
 #[tokio::test(start_paused = true)]
 async fn a_history_the_store_agrees_with_passes() {
-    let violations = judged_after_one_sale(|order| {
+    let violations = judged_after_one_sale(TRUE, |order| {
         let history = History::default();
         named(&history, order);
         history
@@ -120,7 +113,7 @@ async fn a_history_the_store_agrees_with_passes() {
 
 #[tokio::test(start_paused = true)]
 async fn a_refusal_of_a_key_the_store_has_an_order_under_is_reported() {
-    let violations = judged_after_one_sale(|order| {
+    let violations = judged_after_one_sale(TRUE, |order| {
         let history = History::default();
         named(&history, order);
         // A repeat of the key answered as if nothing was sold.
@@ -145,7 +138,7 @@ async fn a_refusal_of_a_key_the_store_has_an_order_under_is_reported() {
 
 #[tokio::test(start_paused = true)]
 async fn an_order_failed_answer_for_a_committed_order_is_reported() {
-    let violations = judged_after_one_sale(|order| {
+    let violations = judged_after_one_sale(TRUE, |order| {
         let history = History::default();
         history.failed(order);
         history
@@ -173,7 +166,7 @@ async fn a_remaining_that_does_not_add_up_is_reported() {
         remaining: 8,
         ..TRUE
     };
-    let violations = judged_after_one_sale_told(told, |_| History::default()).await;
+    let violations = judged_after_one_sale(told, |_| History::default()).await;
     reported(
         &violations,
         "SKU s0: remaining 8 + held or confirmed 1 is not its stock 10",
@@ -183,13 +176,13 @@ async fn a_remaining_that_does_not_add_up_is_reported() {
 #[tokio::test(start_paused = true)]
 async fn a_buyer_over_their_limit_is_reported() {
     let told = Told { limit: 0, ..TRUE };
-    let violations = judged_after_one_sale_told(told, |_| History::default()).await;
+    let violations = judged_after_one_sale(told, |_| History::default()).await;
     reported(&violations, "buyer alice holds 1 items, over their limit 0");
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_order_named_but_never_committed_is_reported() {
-    let violations = judged_after_one_sale(|_| {
+    let violations = judged_after_one_sale(TRUE, |_| {
         let history = History::default();
         named(&history, "01a23179-de33-7f67-a702-ed0f18941835");
         history
@@ -208,13 +201,13 @@ async fn a_hold_past_its_deadline_is_reported_and_one_within_it_is_not() {
         end_s: 10,
         ..TRUE
     };
-    let violations = judged_after_one_sale_told(within, |_| History::default()).await;
+    let violations = judged_after_one_sale(within, |_| History::default()).await;
     assert_eq!(violations, Vec::<String>::new());
     let past = Told {
         hold_seconds: Some(10),
         end_s: 12,
         ..TRUE
     };
-    let violations = judged_after_one_sale_told(past, |_| History::default()).await;
+    let violations = judged_after_one_sale(past, |_| History::default()).await;
     reported(&violations, "is still held at the end");
 }

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 #[cfg(feature = "bench")]
 use std::time::Duration;
 
+#[cfg(feature = "bench")]
+pub use crate::sim::SimArgs;
 use clap::{Args, Parser, Subcommand};
 #[cfg(feature = "bench")]
 use stockade_bench::scenario::{Overrides, Scenario};
@@ -53,65 +55,6 @@ pub enum Command {
     /// a crowd and faults drawn from each seed, every promise of the README
     /// checked. A failing seed prints the one command that replays it.
     Sim(SimArgs),
-}
-
-#[cfg(feature = "bench")]
-/// `stockade sim`.
-#[derive(Debug, Args)]
-pub struct SimArgs {
-    /// Replay this one seed (decimal or 0x-hex), printing its event log
-    /// around any violation (all of it with --log).
-    #[arg(long, value_parser = parse_seed, conflicts_with_all = ["seeds", "minutes"])]
-    pub seed: Option<u64>,
-    /// Run this many seeds (default 100 unless --minutes is given).
-    #[arg(long)]
-    pub seeds: Option<u64>,
-    /// Run seeds for this many minutes.
-    #[arg(long)]
-    pub minutes: Option<f64>,
-    /// The first seed of the sequence (decimal or 0x-hex).
-    #[arg(long, value_parser = parse_seed, default_value = "1")]
-    pub first: u64,
-    /// Buyers per run.
-    #[arg(long, default_value_t = 1_000)]
-    pub buyers: usize,
-    /// Faults per run.
-    #[arg(long, default_value_t = 6)]
-    pub faults: usize,
-    /// Simulated span of the crowd's arrivals, in ms.
-    #[arg(long, default_value_t = 60_000)]
-    pub span_ms: u64,
-    /// Run the first N seeds twice and fail if their event logs differ.
-    #[arg(long, default_value_t = 0)]
-    pub twice: u64,
-    /// Threads running seeds side by side (each seed runs on one thread).
-    #[arg(long, default_value_t = 1)]
-    pub jobs: u64,
-    /// Shrink each failing seed (fewer buyers, fewer faults) before
-    /// reporting it.
-    #[arg(long)]
-    pub shrink: bool,
-    /// With --seed: print the whole event log.
-    #[arg(long, requires = "seed")]
-    pub log: bool,
-    /// With --seed: print the run's report as one JSON line (how a batch
-    /// runs each seed in a process of its own).
-    #[arg(long, requires = "seed", conflicts_with = "log")]
-    pub report: bool,
-    /// Run the seeds of this regression corpus first, each at its size
-    /// (lines of `seed buyers faults span_ms`; `#` comments).
-    #[arg(long, conflicts_with = "seed")]
-    pub corpus: Option<std::path::PathBuf>,
-}
-
-#[cfg(feature = "bench")]
-/// A seed in decimal or 0x-hex.
-fn parse_seed(text: &str) -> Result<u64, String> {
-    let parsed = match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16),
-        None => text.parse(),
-    };
-    parsed.map_err(|e| format!("{text:?} is not a seed (a number, decimal or 0x-hex): {e}"))
 }
 
 #[cfg(feature = "bench")]

@@ -3,16 +3,66 @@
 //! it found: each failure with the command that replays it, the speed, and
 //! what the seeds exercised.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use parking_lot::Mutex;
 use stockade_sim::Size;
-use stockade_sim::batch::{Plan, Summary, in_child, parse_corpus, replay_command, run_plan};
+use stockade_sim::batch::{
+    Plan, Summary, in_child, parse_number, read_corpus, replay_command, run_plan,
+};
 
-use crate::cli::SimArgs;
+/// `stockade sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Replay this one seed (decimal or 0x-hex), printing its event log
+    /// around any violation (all of it with --log).
+    #[arg(long, value_parser = parse_number, conflicts_with_all = ["seeds", "minutes"])]
+    pub seed: Option<u64>,
+    /// Run this many seeds (default 100 unless --minutes is given).
+    #[arg(long)]
+    pub seeds: Option<u64>,
+    /// Run seeds for this many minutes.
+    #[arg(long)]
+    pub minutes: Option<f64>,
+    /// The first seed of the sequence (decimal or 0x-hex).
+    #[arg(long, value_parser = parse_number, default_value = "1")]
+    pub first: u64,
+    /// Buyers per run.
+    #[arg(long, default_value_t = 1_000)]
+    pub buyers: usize,
+    /// Faults per run.
+    #[arg(long, default_value_t = 6)]
+    pub faults: usize,
+    /// Simulated span of the crowd's arrivals, in ms.
+    #[arg(long, default_value_t = 60_000)]
+    pub span_ms: u64,
+    /// Run the first N seeds twice and fail if their event logs differ.
+    #[arg(long, default_value_t = 0)]
+    pub twice: u64,
+    /// Threads running seeds side by side (each seed runs on one thread).
+    #[arg(long, default_value_t = 1)]
+    pub jobs: u64,
+    /// Shrink each failing seed (fewer buyers, fewer faults) before
+    /// reporting it.
+    #[arg(long)]
+    pub shrink: bool,
+    /// With --seed: print the whole event log.
+    #[arg(long, requires = "seed")]
+    pub log: bool,
+    /// With --seed: print the run's report as one JSON line (how a batch
+    /// runs each seed in a process of its own).
+    #[arg(long, requires = "seed", conflicts_with = "log")]
+    pub report: bool,
+    /// Run the seeds of this regression corpus first, each at its size
+    /// (lines of `seed buyers faults span_ms`; `#` comments).
+    #[arg(long, conflicts_with = "seed")]
+    pub corpus: Option<PathBuf>,
+}
 
 /// Runs `stockade sim`.
 pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
@@ -51,20 +101,16 @@ fn simulate(args: &SimArgs, size: Size) -> ExitCode {
         bar.set_style(style);
     }
     let jobs = args.jobs;
-    let corpus = match &args.corpus {
-        Some(path) => match std::fs::read_to_string(path)
-            .map_err(|e| e.to_string())
-            .and_then(|text| parse_corpus(&text))
-        {
-            Ok(corpus) => corpus,
-            Err(e) => {
-                eprintln!("the corpus {}: {e}", path.display());
-                return ExitCode::from(2);
-            }
-        },
-        None => Vec::new(),
+    let corpus = match args.corpus.as_deref().map(read_corpus).transpose() {
+        Ok(corpus) => corpus.unwrap_or_default(),
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
     };
-    bar.inc_length(corpus.len() as u64);
+    if count != u64::MAX {
+        bar.inc_length(corpus.len() as u64);
+    }
     // Each seed in a process of its own, as its replay command runs it.
     let program = match std::env::current_exe() {
         Ok(program) => program,

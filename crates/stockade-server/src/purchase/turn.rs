@@ -53,7 +53,7 @@ impl Turn {
         Self {
             before: None,
             after: None,
-            run: Run::GoesOn,
+            run: Run::Stopped,
         }
     }
 
@@ -81,11 +81,11 @@ impl Turn {
             Some(before) => before.await.unwrap_or(Run::Stopped),
             None => Run::GoesOn,
         };
-        // Not made (sold out or stopped before it): the next hears why.
-        self.run = run;
-        if run == Run::GoesOn {
-            self.run = Run::Stopped;
-        }
+        // Not made, the next hears why; made, `answered` says how it went.
+        self.run = match run {
+            Run::GoesOn => Run::Stopped,
+            stopped => stopped,
+        };
         run
     }
 
