@@ -48,18 +48,6 @@ pub fn seed_thread(seed: u64, clock: Arc<dyn Clock>) -> SeededThread {
     SeededThread(())
 }
 
-/// A seed for another thread that works for this one (a store call run on
-/// a thread of its own), drawn from this thread's seeded source, with its
-/// clock; None when this thread is not seeded.
-pub fn fork() -> Option<(u64, Arc<dyn Clock>)> {
-    SEEDED.with(|seeded| {
-        seeded
-            .borrow_mut()
-            .as_mut()
-            .map(|seeded| (seeded.rng.next_u64(), Arc::clone(&seeded.clock)))
-    })
-}
-
 /// Runs `f` with this thread's source: the seeded one, or the system's.
 pub fn with_rng<T>(f: impl FnOnce(&mut dyn RngCore) -> T) -> T {
     SEEDED.with(|seeded| match seeded.borrow_mut().as_mut() {

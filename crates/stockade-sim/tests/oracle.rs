@@ -211,3 +211,21 @@ async fn a_hold_past_its_deadline_is_reported_and_one_within_it_is_not() {
     let violations = judged_after_one_sale(past, |_| History::default()).await;
     reported(&violations, "is still held at the end");
 }
+
+/// One order per idempotency key, as the buyer saw it: a key answered
+/// with two different order ids is reported (the store's own unique index
+/// keeps it from holding two, so the history is where a twin would show).
+#[tokio::test(start_paused = true)]
+async fn a_key_named_two_different_orders_is_reported() {
+    let violations = judged_after_one_sale(TRUE, |order| {
+        let history = History::default();
+        named(&history, order);
+        named(&history, "01a23179-de33-7f67-a702-ed0f18941835");
+        history
+    })
+    .await;
+    reported(
+        &violations,
+        "buyer alice key k1 was named 2 different orders",
+    );
+}

@@ -32,7 +32,7 @@ thread_local! {
     static INSIDE: Cell<Option<tokio::time::Instant>> = const { Cell::new(None) };
 }
 
-/// Where inline calls run: sqlx's own tasks (a connection handed back to
+/// Where inline calls' own tasks run: sqlx's (a connection handed back to
 /// its pool, a timer of the pool) must not wait for the caller's runtime,
 /// which is blocked in the call. One worker thread, started on first use.
 fn own_runtime() -> &'static tokio::runtime::Runtime {
@@ -66,7 +66,7 @@ impl Drop for Inside {
 
 /// The instant (on the caller's runtime) the inline call running on this
 /// thread started, if one is: the caller's time stands still during the
-/// call, and its clock cannot be read from the thread that runs it.
+/// call, and its clock cannot be read while the store's runtime is current.
 pub fn inline_call_started() -> Option<tokio::time::Instant> {
     INSIDE.with(Cell::get)
 }
@@ -78,21 +78,15 @@ impl Calls {
             return work.await;
         }
         let started = tokio::time::Instant::now();
-        // The call's random choices (an entry's id) follow the caller's seed.
-        let seeded = stockade_core::entropy::fork();
-        // On a thread of its own, driven by the store's runtime, while the
-        // caller's thread (and with it the caller's runtime) waits.
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    let _seeded = seeded
-                        .map(|(seed, clock)| stockade_core::entropy::seed_thread(seed, clock));
-                    let _inside = Inside::enter(started);
-                    own_runtime().block_on(work)
-                })
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        })
+        // On the caller's own thread, with the store's runtime current:
+        // sqlx's tasks and timers run on that runtime's worker while this
+        // thread (and with it the caller's runtime) waits for the call, and
+        // the call's random choices (an entry's id) follow the caller's
+        // seed. Unconstrained: the caller's task may have spent its
+        // cooperative budget, which no other task could refill meanwhile.
+        let _inside = Inside::enter(started);
+        let _store = own_runtime().enter();
+        futures::executor::block_on(tokio::task::unconstrained(work))
     }
 }
 

@@ -1,7 +1,7 @@
 //! The simulator in the suite, run as a user runs it (`stockade sim`, each
-//! seed in a process of its own): the standard mix's seeds in eight shards
-//! that run side by side, each shard replaying its first seed (their event
-//! logs must hash the same); a seed of each kind replayed; and the
+//! seed in a process of its own): 104 seeds of the standard mix in eight
+//! shards that run side by side, 20 of them replayed (their event logs must
+//! hash the same); a seed of each kind replayed; and the
 //! regression corpus. A failure prints each failing seed with the command
 //! that replays it (add `--shrink` there to make it smaller: shrinking
 //! here could outlast the test's time limit).
@@ -14,10 +14,12 @@ use stockade_sim::batch::in_child;
 use stockade_sim::scenario::{Engine, Fault};
 use stockade_sim::{Scenario, Size};
 
-/// Seeds of the standard mix per shard (eight shards: 40 seeds).
-const PER_SHARD: u64 = 5;
-/// Seeds of each shard run twice for the determinism check.
-const TWICE: u64 = 1;
+/// Seeds of the standard mix per shard (eight shards: 104 seeds).
+const PER_SHARD: u64 = 13;
+/// Seeds of shard `n` run twice for the determinism check: 20 in all.
+fn twice(n: u64) -> u64 {
+    if n < 4 { 3 } else { 2 }
+}
 /// The first seed of the suite's sequence.
 const FIRST: u64 = 0x5eed_0000;
 
@@ -50,7 +52,7 @@ fn shard(n: u64) {
         "--first".into(),
         format!("{:#x}", FIRST + n * PER_SHARD),
         "--twice".into(),
-        TWICE.to_string(),
+        twice(n).to_string(),
     ]);
 }
 

@@ -8,8 +8,10 @@
 //!
 //! Run it with
 //! `cargo nextest run -p stockade --test multi_instance` (it starts its own
-//! throwaway `redis-server` and PostgreSQL). Each scenario runs three rounds
-//! on the same servers and instances, a fresh sale each.
+//! throwaway `redis-server` and PostgreSQL). Each scenario runs one round in
+//! the suite (the simulator repeats its crowds and faults over many seeds),
+//! three with `scripts/test --long` (`STOCKADE_SCENARIO_ROUNDS=3`), on the
+//! same servers and instances, a fresh sale each.
 //!
 //! # Layout
 //! - `flags`: the engine flags of `stockade serve` per scenario.

@@ -333,9 +333,9 @@ fn order_ids_in(violations: &[String]) -> Vec<String> {
 }
 
 /// The rounds to run: the scenario's, or more when
-/// `STOCKADE_SCENARIO_ROUNDS` asks for more (race windows are narrow, so a
-/// fault is hunted over many rounds outside CI).
-fn rounds(at_least: usize) -> usize {
+/// `STOCKADE_SCENARIO_ROUNDS` asks for more (`scripts/test --long` asks for
+/// 3; race windows are narrow, so a fault is hunted over many rounds).
+pub fn rounds(at_least: usize) -> usize {
     match std::env::var("STOCKADE_SCENARIO_ROUNDS") {
         Ok(value) => value
             .parse::<usize>()
