@@ -90,10 +90,12 @@ pub async fn run(scenario: Scenario) {
         );
         primaries.sort_unstable();
         primaries.dedup();
+        // Each round's sale on another primary: all three from the third
+        // round on (`scripts/test --long`).
         assert_eq!(
             primaries.len(),
-            stockade_test_support::redis_cluster::PRIMARIES,
-            "the sales must spread over every primary of the Redis Cluster"
+            rounds.min(stockade_test_support::redis_cluster::PRIMARIES),
+            "the rounds' sales must each be on another primary of the Redis Cluster"
         );
     }
     if !heal_times.is_empty() {
