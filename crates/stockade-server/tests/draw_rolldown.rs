@@ -180,6 +180,71 @@ async fn a_draw_of_several_batches_buys_in_the_draws_order() {
     assert_eq!(view["sold"], 500 - left[0].1 - left[1].1, "{view}");
 }
 
+/// Two runs of one instance's draws at once (the instance's own loop and
+/// a call, or two calls) take turns: the store's lease is the instance's,
+/// so it cannot tell them apart, and two runners buying one draw at once
+/// sold an entry's items to a later one (seen in the suite as `entry at
+/// Some(431): Waitlisted, Won in the draw's order` in the test above).
+/// Here, on one thread, the second call starts while the first waits on
+/// its first store call: it must find the draw made, and buy nothing.
+#[tokio::test]
+async fn two_runs_of_one_instances_draws_take_turns() {
+    let clock = ManualClock::new(Utc::now());
+    let server = server(&clock).await;
+    let now = clock.now();
+    let (status, body) = server
+        .create_sale(json!({
+            "id": "twice", "skus": [{"id": "a", "stock": 100}],
+            "per_user_limit": 5, "allocation": "draw",
+            "entries_open_at": now - TimeDelta::seconds(1),
+            "entries_close_at": now + TimeDelta::seconds(10),
+        }))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let sale = SaleId::new("twice").unwrap();
+    let store = server.state().store();
+    let count = BATCH + 100;
+    let entries: Vec<NewEntry> = (0..count)
+        .map(|b| NewEntry {
+            user_id: UserId::new(format!("t{b}")).unwrap(),
+            items: one("a", 1),
+            tier: None,
+        })
+        .collect();
+    store.enter_draw_many(&sale, &entries).await.unwrap();
+    let close = store.draw(&sale).await.unwrap().unwrap().config.close_at;
+    server.move_to(&clock, close).await;
+    let before = purchases_decided(&server).await;
+    let (first, second) = tokio::join!(run_due(server.state()), run_due(server.state()));
+    first.unwrap();
+    second.unwrap();
+    assert!(
+        store.draw(&sale).await.unwrap().unwrap().drawn_at.is_some(),
+        "not drawn"
+    );
+    // One run bought, in the draw's order: the 100 winners and the first
+    // entry refused `sold_out` (none after it is bought).
+    let decided = purchases_decided(&server).await - before;
+    assert_eq!(
+        decided, 101.0,
+        "{decided} purchases decided for a stock of 100: two runners bought"
+    );
+    let drawn = store.entries(&sale).await.unwrap();
+    for (at, entry) in drawn.iter().enumerate() {
+        let want = if at < 100 {
+            EntryResult::Won
+        } else {
+            EntryResult::Waitlisted
+        };
+        assert!(
+            entry.result == want || (at >= 100 && entry.result == EntryResult::Lost),
+            "entry at {:?}: {:?}, {want:?} in the draw's order",
+            entry.position,
+            entry.result
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_roll_down_pass_tries_only_the_waitlisted_the_stores_stock_fits() {
     let clock = ManualClock::new(Utc::now());

@@ -75,6 +75,11 @@ pub const BACKSTOP: Duration = Duration::from_secs(10);
 pub struct Woken {
     sales: Mutex<HashSet<SaleId>>,
     notify: tokio::sync::Notify,
+    /// Held by the run under way: one at a time per instance. The store's
+    /// lease names the instance, so it cannot keep two runs of one
+    /// instance (its loop and a [`run_due`] call) from buying one draw at
+    /// once, out of the draw's order.
+    running: tokio::sync::Mutex<()>,
 }
 
 impl Woken {
@@ -153,6 +158,7 @@ async fn run_where(
     state: &AppState,
     wants_pass: impl Fn(&SaleId) -> bool,
 ) -> Result<Ran, DrawError> {
+    let _running = state.draws_woken().running.lock().await;
     let mut ran = Ran {
         unsettled: HashSet::new(),
         passes: Vec::new(),
