@@ -52,32 +52,50 @@ fn one(sku: &str, quantity: u32) -> Vec<Item> {
     }]
 }
 
-/// A draw sale made of `sale` (its JSON without the window), `buyers`
-/// entries of one `sku` each (`{prefix}0`, `{prefix}1`, ...), drawn: the
-/// sale's id and its entries in the draw's order.
-async fn drawn_sale(
+/// Creates `sale` (its JSON without the allocation and the window) as a
+/// draw sale whose entries are open and close 10 s from now on `clock`.
+async fn create_draw(
     server: &TestServer,
     clock: &ManualClock,
     mut sale: serde_json::Value,
-    buyers: usize,
-    (prefix, sku): (&str, &str),
-) -> (SaleId, Vec<Entry>) {
+) -> SaleId {
     let now = clock.now();
     sale["allocation"] = json!("draw");
     sale["entries_open_at"] = json!(now - TimeDelta::seconds(1));
     sale["entries_close_at"] = json!(now + TimeDelta::seconds(10));
     let (status, body) = server.create_sale(sale.clone()).await;
     assert_eq!(status, 201, "{body}");
-    let sale = SaleId::new(sale["id"].as_str().unwrap()).unwrap();
-    let store = server.state().store();
-    let entries: Vec<NewEntry> = (0..buyers)
+    SaleId::new(sale["id"].as_str().unwrap()).unwrap()
+}
+
+/// `buyers` entries of one item of `sku` each, by `{prefix}0`,
+/// `{prefix}1`, ...
+fn single_entries(prefix: &str, sku: &str, buyers: usize) -> Vec<NewEntry> {
+    (0..buyers)
         .map(|b| NewEntry {
             user_id: UserId::new(format!("{prefix}{b}")).unwrap(),
             items: one(sku, 1),
             tier: None,
         })
-        .collect();
-    store.enter_draw_many(&sale, &entries).await.unwrap();
+        .collect()
+}
+
+/// A draw sale made of `sale` (its JSON without the window), `buyers`
+/// entries of one `sku` each (`{prefix}0`, `{prefix}1`, ...), drawn: the
+/// sale's id and its entries in the draw's order.
+async fn drawn_sale(
+    server: &TestServer,
+    clock: &ManualClock,
+    sale: serde_json::Value,
+    buyers: usize,
+    (prefix, sku): (&str, &str),
+) -> (SaleId, Vec<Entry>) {
+    let sale = create_draw(server, clock, sale).await;
+    let store = server.state().store();
+    store
+        .enter_draw_many(&sale, &single_entries(prefix, sku, buyers))
+        .await
+        .unwrap();
     close_and_draw(server, clock, &sale).await;
     let drawn = store.entries(&sale).await.unwrap();
     (sale, drawn)
@@ -111,17 +129,15 @@ async fn purchases_decided(server: &TestServer) -> f64 {
 async fn a_draw_of_several_batches_buys_in_the_draws_order() {
     let clock = ManualClock::new(Utc::now());
     let server = server(&clock).await;
-    let now = clock.now();
-    let (status, body) = server
-        .create_sale(json!({
+    let sale = create_draw(
+        &server,
+        &clock,
+        json!({
             "id": "big", "skus": [{"id": "a", "stock": 300}, {"id": "b", "stock": 200}],
-            "per_user_limit": 5, "allocation": "draw",
-            "entries_open_at": now - TimeDelta::seconds(1),
-            "entries_close_at": now + TimeDelta::seconds(10),
-        }))
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let sale = SaleId::new("big").unwrap();
+            "per_user_limit": 5,
+        }),
+    )
+    .await;
     let store = server.state().store();
     // More entries than two batches, loaded at once; one or two of a or
     // b each, so that which entry wins depends on who went before it.
@@ -191,27 +207,17 @@ async fn a_draw_of_several_batches_buys_in_the_draws_order() {
 async fn two_runs_of_one_instances_draws_take_turns() {
     let clock = ManualClock::new(Utc::now());
     let server = server(&clock).await;
-    let now = clock.now();
-    let (status, body) = server
-        .create_sale(json!({
-            "id": "twice", "skus": [{"id": "a", "stock": 100}],
-            "per_user_limit": 5, "allocation": "draw",
-            "entries_open_at": now - TimeDelta::seconds(1),
-            "entries_close_at": now + TimeDelta::seconds(10),
-        }))
-        .await;
-    assert_eq!(status, 201, "{body}");
-    let sale = SaleId::new("twice").unwrap();
+    let sale = create_draw(
+        &server,
+        &clock,
+        json!({"id": "twice", "skus": [{"id": "a", "stock": 100}], "per_user_limit": 5}),
+    )
+    .await;
     let store = server.state().store();
-    let count = BATCH + 100;
-    let entries: Vec<NewEntry> = (0..count)
-        .map(|b| NewEntry {
-            user_id: UserId::new(format!("t{b}")).unwrap(),
-            items: one("a", 1),
-            tier: None,
-        })
-        .collect();
-    store.enter_draw_many(&sale, &entries).await.unwrap();
+    store
+        .enter_draw_many(&sale, &single_entries("t", "a", BATCH + 100))
+        .await
+        .unwrap();
     let close = store.draw(&sale).await.unwrap().unwrap().config.close_at;
     server.move_to(&clock, close).await;
     let before = purchases_decided(&server).await;

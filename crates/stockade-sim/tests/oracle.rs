@@ -100,6 +100,14 @@ fn named(history: &History, order: &str) {
     });
 }
 
+/// Reported violations containing `what`, or a panic listing them all.
+fn reported(violations: &[String], what: &str) {
+    assert!(
+        violations.iter().any(|v| v.contains(what)),
+        "no violation says {what:?}: {violations:?}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_history_the_store_agrees_with_passes() {
     let violations = judged_after_one_sale(TRUE, |order| {
@@ -128,12 +136,7 @@ async fn a_refusal_of_a_key_the_store_has_an_order_under_is_reported() {
         history
     })
     .await;
-    assert!(
-        violations
-            .iter()
-            .any(|v| v.contains("alice key k1: answered 409 limit_exceeded")),
-        "{violations:?}"
-    );
+    reported(&violations, "alice key k1: answered 409 limit_exceeded");
 }
 
 #[tokio::test(start_paused = true)]
@@ -144,19 +147,9 @@ async fn an_order_failed_answer_for_a_committed_order_is_reported() {
         history
     })
     .await;
-    assert!(
-        violations
-            .iter()
-            .any(|v| v.contains("answered order_failed (nothing sold) but the store has it")),
-        "{violations:?}"
-    );
-}
-
-/// Reported violations containing `what`, or a panic listing them all.
-fn reported(violations: &[String], what: &str) {
-    assert!(
-        violations.iter().any(|v| v.contains(what)),
-        "no violation says {what:?}: {violations:?}"
+    reported(
+        &violations,
+        "answered order_failed (nothing sold) but the store has it",
     );
 }
 

@@ -32,9 +32,6 @@ use sqlx::postgres::PgPoolOptions;
 use crate::cluster::{Cluster, INSTANCES};
 use crate::flags::Engine;
 
-/// One round in the suite (the one with both takeovers), more with
-/// `STOCKADE_SCENARIO_ROUNDS`.
-const ROUNDS: usize = 1;
 /// The draw sale's stock: the first 200 entries of the order win.
 const STOCK: u64 = 200;
 /// Buyers entering each round.
@@ -89,7 +86,7 @@ async fn a_draw_survives_an_instance_killed_mid_draw() {
         .connect(cluster.database_url())
         .await
         .expect("connect to the instances' PostgreSQL database");
-    let rounds = crate::round::rounds(ROUNDS);
+    let rounds = crate::round::rounds();
     for round in 1..=rounds {
         round_of(&cluster, &db, round).await;
     }

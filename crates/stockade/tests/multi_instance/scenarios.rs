@@ -14,10 +14,6 @@ use crate::flags::Engine;
 use crate::plan::STOCK;
 use crate::round::{Holds, Scenario, run};
 
-/// Rounds per scenario (same servers, a fresh sale each): one real-process
-/// round in the suite, whose crowds and faults the simulator repeats over
-/// its seeds; `scripts/test --long` runs three.
-const ROUNDS: usize = 1;
 /// How long Redis or PostgreSQL stays away.
 const OUTAGE: Duration = Duration::from_secs(3);
 /// The stock of the Redis high-availability scenarios: more than the crowd
@@ -57,7 +53,6 @@ async fn baseline_without_faults() {
         engine: Engine::Redis,
         extra_args: Vec::new(),
         holds: None,
-        rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
         shards: 1,
@@ -76,7 +71,6 @@ async fn redis_restarted_with_its_data_lost() {
         engine: Engine::Redis,
         extra_args: Vec::new(),
         holds: None,
-        rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
         shards: 1,
@@ -95,7 +89,6 @@ async fn redis_restarted_from_a_stale_snapshot() {
         engine: Engine::Redis,
         extra_args: Vec::new(),
         holds: None,
-        rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
         shards: 1,
@@ -119,7 +112,6 @@ async fn redis_unreachable_without_fallback() {
         engine: Engine::Redis,
         extra_args: Vec::new(),
         holds: None,
-        rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
         shards: 1,
@@ -138,7 +130,6 @@ async fn redis_unreachable_with_postgres_fallback() {
         engine: Engine::RedisWithPostgresFallback,
         extra_args: Vec::new(),
         holds: None,
-        rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
         shards: 1,
@@ -161,7 +152,6 @@ async fn one_instance_partitioned_from_redis_with_postgres_fallback() {
         engine: Engine::RedisWithPostgresFallback,
         extra_args: Vec::new(),
         holds: None,
-        rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
         shards: 1,
@@ -180,7 +170,6 @@ async fn postgres_stopped_mid_crowd() {
         engine: Engine::Redis,
         extra_args: Vec::new(),
         holds: None,
-        rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
         shards: 1,
@@ -199,7 +188,6 @@ async fn one_instance_killed_and_restarted() {
         engine: Engine::Redis,
         extra_args: Vec::new(),
         holds: None,
-        rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
         shards: 1,
@@ -226,7 +214,6 @@ async fn every_fault_in_sequence() {
         engine: Engine::Redis,
         extra_args: Vec::new(),
         holds: None,
-        rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
         shards: 1,
@@ -260,7 +247,6 @@ async fn postgres_engine_with_a_killed_instance_and_a_stopped_postgres() {
         engine: Engine::Postgres,
         extra_args: Vec::new(),
         holds: None,
-        rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
         shards: 1,
@@ -297,7 +283,6 @@ async fn payment_holds_expire_through_a_killed_instance_and_a_lost_redis() {
             seconds: 2,
             paying_percent: 60,
         }),
-        rounds: ROUNDS,
         stock: STOCK,
         skus: &[],
         shards: 1,
@@ -336,7 +321,6 @@ async fn redis_sentinel_failover_mid_crowd() {
         engine: Engine::RedisSentinel,
         extra_args: Vec::new(),
         holds: None,
-        rounds: ROUNDS,
         stock: HA_STOCK,
         skus: &[],
         shards: 1,
@@ -359,7 +343,6 @@ async fn redis_cluster_slot_migrated_mid_crowd() {
         engine: Engine::RedisCluster,
         extra_args: Vec::new(),
         holds: None,
-        rounds: ROUNDS,
         stock: HA_STOCK,
         skus: &[],
         shards: 1,
@@ -391,7 +374,6 @@ async fn redis_cluster_sharded_sale_with_a_slot_migrated_and_an_instance_killed(
         engine: Engine::RedisCluster,
         extra_args: Vec::new(),
         holds: None,
-        rounds: ROUNDS,
         stock: HA_STOCK,
         skus: &[],
         shards: 3,
@@ -430,7 +412,6 @@ async fn bundles_with_redis_restarted_and_an_instance_killed() {
         engine: Engine::Redis,
         extra_args: Vec::new(),
         holds: None,
-        rounds: ROUNDS,
         stock: STOCK,
         skus: BUNDLE_SKUS,
         shards: 1,
