@@ -42,7 +42,8 @@ impl Cut {
 /// Half the seeds with several instances on Redis cut one of them (from
 /// Redis, the store or both) once or twice, as many as the size's faults
 /// allow: one instance alone loses the data tier while the crowd still
-/// reaches it. One instance cut is no more than a freeze or an outage.
+/// reaches it. Not with one instance: cutting the only one is no more
+/// than a freeze or an outage.
 pub(crate) fn draw_partitions(
     rng: &mut ChaCha8Rng,
     engine: Engine,
