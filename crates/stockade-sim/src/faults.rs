@@ -1,16 +1,19 @@
 //! Playing the scenario's faults: each at its instant, in a task of its
 //! own, so that they overlap as they come (a crash during a store outage).
+//! Those that end by healing (an outage, a partition) heal through
+//! [`Links`] or a server handle, never the world's lock, which a start
+//! waiting on them holds.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::TimeDelta;
-use stockade_store::Outage;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
 use crate::clock::TrueTime;
 use crate::history::History;
+use crate::links::Links;
 use crate::scenario::Fault;
 use crate::world::World;
 
@@ -19,7 +22,7 @@ use crate::world::World;
 pub fn play(
     faults: &[(u64, Fault)],
     world: &Arc<Mutex<World>>,
-    outage: &Outage,
+    links: &Links,
     history: &History,
     time: TrueTime,
 ) -> Vec<JoinHandle<Option<String>>> {
@@ -27,12 +30,12 @@ pub fn play(
         .iter()
         .map(|&(at, fault)| {
             let world = Arc::clone(world);
-            let outage = outage.clone();
+            let links = links.clone();
             let history = history.clone();
             tokio::spawn(async move {
                 let wait = Duration::from_millis(at.saturating_sub(time.millis()));
                 tokio::time::sleep(wait).await;
-                one(fault, &world, &outage, &history, time).await
+                one(fault, &world, &links, &history, time).await
             })
         })
         .collect()
@@ -41,7 +44,7 @@ pub fn play(
 async fn one(
     fault: Fault,
     world: &Mutex<World>,
-    outage: &Outage,
+    links: &Links,
     history: &History,
     time: TrueTime,
 ) -> Option<String> {
@@ -62,10 +65,18 @@ async fn one(
         }
         Fault::StoreOutage(for_ms) => {
             log("fault: store down".into());
-            outage.set_down(true);
+            links.set_store_down(true);
             down_for(for_ms).await;
             log("fault: store up".into());
-            outage.set_down(false);
+            links.set_store_down(false);
+            None
+        }
+        Fault::Partition(i, cut, for_ms) => {
+            log(format!("fault: i{i} cut from {}", cut.name()));
+            links.cut(i, cut, true);
+            down_for(for_ms).await;
+            log(format!("fault: i{i} reaches {} again", cut.name()));
+            links.cut(i, cut, false);
             None
         }
         Fault::RedisLoss => {

@@ -143,9 +143,9 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
             tokio::spawn(crowd.clone().buyer(buyer.clone(), seed))
         })
         .collect();
-    let outage = world.store_outage();
+    let links = world.links();
     let world = Arc::new(tokio::sync::Mutex::new(world));
-    let faults = faults::play(&scenario.faults, &world, &outage, &history, time);
+    let faults = faults::play(&scenario.faults, &world, &links, &history, time);
     for buyer in buyers {
         if let Err(e) = buyer.await {
             violations.push(format!("a buyer's task failed: {e}"));

@@ -7,6 +7,8 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
 use crate::clock::epoch;
+pub use crate::partition::Cut;
+use crate::partition::draw_partitions;
 
 /// How big a run is; the shrinker makes them smaller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -195,6 +197,8 @@ pub enum Fault {
     RedisDropReplies(usize),
     /// A replica `0` writes behind takes over as the primary.
     RedisFailover(usize),
+    /// Instance `0` is cut from `1` for `2` ms; the crowd still reaches it.
+    Partition(usize, Cut, u64),
 }
 
 impl Fault {
@@ -209,6 +213,9 @@ impl Fault {
             Fault::RedisFreeze(..) => "fault: Redis freeze",
             Fault::RedisDropReplies(..) => "fault: Redis lost replies",
             Fault::RedisFailover(..) => "fault: Redis failover",
+            Fault::Partition(_, Cut::Redis, _) => "fault: partition from Redis",
+            Fault::Partition(_, Cut::Store, _) => "fault: partition from the store",
+            Fault::Partition(_, Cut::Both, _) => "fault: partition from Redis and the store",
         }
     }
 }
@@ -297,6 +304,10 @@ impl Scenario {
                 (at, fault)
             })
             .collect();
+        // Partitions of one instance, from a stream of their own, so that
+        // the seeds without one keep their faults.
+        faults.extend(draw_partitions(&mut stream(4), engine, instances, size));
+        // Stable: the other faults keep their order.
         faults.sort_by_key(|(at, _)| *at);
         Self {
             seed,

@@ -13,10 +13,11 @@ use serde_json::Value;
 use stockade_server::config::{RawConfig, ServerConfig};
 use stockade_server::tasks::Tasks;
 use stockade_server::{Parts, Service};
-use stockade_store::{Calls, OrderStore, Outage};
+use stockade_store::{Calls, OrderStore};
 use tower::ServiceExt;
 
 use crate::clock::SimClock;
+use crate::links::Links;
 use crate::redis::{Primary, SimRedis};
 use crate::scenario::Engine;
 
@@ -121,7 +122,8 @@ pub struct World {
     /// The Redis the instances share, on the Redis engine.
     redis: Option<Primary>,
     store_clock: SimClock,
-    store_outage: Outage,
+    /// Each instance's network to Redis and the store.
+    links: Links,
     gateway: Gateway,
 }
 
@@ -159,12 +161,12 @@ impl World {
                     tasks: Tasks::default(),
                 })
             })
-            .collect::<Result<_, WorldError>>()?;
+            .collect::<Result<Vec<_>, WorldError>>()?;
         Ok(Self {
+            links: Links::new(instances.len(), redis.as_ref()),
             instances,
             redis,
             store_clock,
-            store_outage: Outage::default(),
             gateway: Gateway::default(),
         })
     }
@@ -189,11 +191,11 @@ impl World {
             clock: Arc::new(instance.clock.clone()),
             store_clock: Some(Arc::new(self.store_clock.clone())),
             calls: Calls::Inline,
-            store_outage: Some(self.store_outage.clone()),
+            store_outage: Some(self.links.store(i)),
             redis: self
-                .redis
-                .clone()
-                .map(|r| Arc::new(r) as Arc<dyn stockade_engine::redis::Connector>),
+                .links
+                .redis(i)
+                .map(|link| Arc::new(link) as Arc<dyn stockade_engine::redis::Connector>),
         };
         instance.tasks = Tasks::default();
         let service = instance
@@ -225,10 +227,9 @@ impl World {
         drop(self.instances[i].service.take());
     }
 
-    /// The switch that takes the store down (every call waits) and
-    /// brings it back.
-    pub fn store_outage(&self) -> Outage {
-        self.store_outage.clone()
+    /// The switches on each instance's network to Redis and the store.
+    pub fn links(&self) -> Links {
+        self.links.clone()
     }
 
     /// The Redis the instances share, if they sell through Redis.

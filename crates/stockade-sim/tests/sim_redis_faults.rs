@@ -1,6 +1,7 @@
 //! SimRedis's faults seen from the real client: a restart breaks the
-//! connections and loses everything, a freeze holds answers, a dropped
-//! reply hangs its connection, and a lagging replica holds exactly the
+//! connections and loses everything, a freeze holds answers, a cut link
+//! holds its own connections' answers, a dropped reply hangs its
+//! connection, and a lagging replica holds exactly the
 //! write effects it was sent, deadlines and stream ids as the primary had
 //! them.
 
@@ -10,7 +11,8 @@ use std::time::Duration;
 use chrono::{TimeDelta, TimeZone, Utc};
 use redis::AsyncCommands;
 use stockade_core::ManualClock;
-use stockade_sim::redis::{Reply, SimRedis};
+use stockade_engine::Connector;
+use stockade_sim::redis::{Link, Primary, Reply, SimRedis};
 
 fn server() -> (SimRedis, ManualClock) {
     let clock = ManualClock::new(Utc.timestamp_millis_opt(1_700_000_000_000).unwrap());
@@ -73,6 +75,39 @@ async fn a_frozen_server_runs_nothing_until_thawed_then_answers_in_order() {
     redis.thaw();
     assert_eq!(incr.await.unwrap().unwrap(), 1);
     assert_eq!(connection.incr::<_, _, i64>("n", 1).await.unwrap(), 2);
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_cut_link_answers_nothing_until_healed_while_another_link_is_answered() {
+    let (redis, _) = server();
+    let primary = Primary::new(redis.clone());
+    let (cut, other) = (Link::new(primary.clone()), Link::new(primary));
+    let mut open = cut.connect().await.unwrap();
+    assert_eq!(open.incr::<_, _, i64>("n", 1).await.unwrap(), 1);
+
+    cut.cut(true);
+    let incr = tokio::spawn(async move { open.incr::<_, _, i64>("n", 1).await });
+    let opened_while_cut = cut.clone();
+    let fresh = tokio::spawn(async move {
+        let mut fresh = opened_while_cut.connect().await?;
+        fresh.incr::<_, _, i64>("n", 1).await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !incr.is_finished() && !fresh.is_finished(),
+        "no reply while cut"
+    );
+    assert_eq!(
+        redis.execute(&[b"GET", b"n"]),
+        Reply::bulk("1"),
+        "nothing ran while cut"
+    );
+    let mut meanwhile = other.connect().await.unwrap();
+    assert_eq!(meanwhile.incr::<_, _, i64>("m", 1).await.unwrap(), 1);
+
+    cut.cut(false);
+    assert_eq!(incr.await.unwrap().unwrap(), 2);
+    assert_eq!(fresh.await.unwrap().unwrap(), 3);
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 
 use stockade_sim::batch::in_child;
-use stockade_sim::scenario::{Engine, Fault};
+use stockade_sim::scenario::{Cut, Engine, Fault};
 use stockade_sim::{Scenario, Size};
 
 /// Seeds of the standard mix per shard (eight shards: 104 seeds).
@@ -114,7 +114,8 @@ fn has_outage(scenario: &Scenario) -> bool {
 }
 
 /// A run is a function of its seed, on every engine and with the faults
-/// whose waiters wake together (a store outage ending, a Redis failover):
+/// whose waiters wake together (a store outage ending, a Redis failover,
+/// a partition healing):
 /// the same seed logs the same events (the hash covers every request,
 /// answer, order id and instant), another seed logs others.
 #[test]
@@ -123,7 +124,7 @@ fn a_seed_of_each_kind_replays_the_same_events() {
         buyers: 300,
         ..Size::default()
     };
-    let kinds: [(&str, Kind); 5] = [
+    let kinds: [(&str, Kind); 6] = [
         ("embedded default", |s| {
             s.engine == Engine::Memory && !has_outage(s)
         }),
@@ -140,6 +141,15 @@ fn a_seed_of_each_kind_replays_the_same_events() {
                     .iter()
                     .any(|(_, f)| matches!(f, Fault::RedisFailover(_)))
         }),
+        (
+            "Redis, several instances, one cut from Redis and the store",
+            |s| {
+                s.instances > 1
+                    && s.faults
+                        .iter()
+                        .any(|(_, f)| matches!(f, Fault::Partition(_, Cut::Both, _)))
+            },
+        ),
         ("a draw on Redis, several instances", |s| {
             s.sale.draw_close_ms.is_some() && s.engine == Engine::Redis && s.instances > 1
         }),

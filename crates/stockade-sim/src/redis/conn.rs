@@ -1,24 +1,29 @@
 //! A client's connection: the real `redis` client on one end of an
 //! in-memory duplex pipe, a task reading RESP2 requests on the other and
-//! answering them in order.
+//! answering them in order, while neither its server is frozen nor its
+//! link cut (one gate for both: what is read waits, then is answered in
+//! order).
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, RedisConnectionInfo, RedisResult};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::sync::watch;
 
-use super::SimRedis;
 use super::resp::{Reply, parse_request};
+use super::{SimRedis, Status};
 
 /// Bytes the pipe buffers each way.
 const PIPE_BYTES: usize = 256 * 1024;
 
-/// Opens a connection of the real client to `server`.
+/// Opens a connection of the real client to `server`, over a link that
+/// delivers while `cut` is false (a closed `cut` delivers).
 pub async fn connect(
     server: &SimRedis,
     config: AsyncConnectionConfig,
+    cut: watch::Receiver<bool>,
 ) -> RedisResult<MultiplexedConnection> {
     let (client, server_end) = tokio::io::duplex(PIPE_BYTES);
-    tokio::spawn(serve(server.clone(), server_end));
+    tokio::spawn(serve(server.clone(), server_end, cut));
     let (connection, driver) =
         MultiplexedConnection::new_with_config(&RedisConnectionInfo::default(), client, config)
             .await?;
@@ -27,8 +32,9 @@ pub async fn connect(
 }
 
 /// Answers the requests of one connection until the client goes away or
-/// the server restarts (which drops the pipe: the client sees it broken).
-async fn serve(server: SimRedis, mut stream: DuplexStream) {
+/// the server restarts (which drops the pipe: the client sees it broken,
+/// once its link delivers).
+async fn serve(server: SimRedis, mut stream: DuplexStream, mut cut: watch::Receiver<bool>) {
     let mut status = server.status();
     let generation = status.borrow().generation;
     let mut buffer = Vec::new();
@@ -50,12 +56,7 @@ async fn serve(server: SimRedis, mut stream: DuplexStream) {
             if args.is_empty() {
                 continue;
             }
-            // A frozen server reads but does not answer until thawed.
-            let live = status
-                .wait_for(|s| s.generation != generation || !s.frozen)
-                .await
-                .map(|s| s.generation == generation);
-            if !matches!(live, Ok(true)) {
+            if !delivering(&mut status, &mut cut, generation).await {
                 return;
             }
             if hung {
@@ -74,16 +75,43 @@ async fn serve(server: SimRedis, mut stream: DuplexStream) {
                 return;
             }
         }
-        tokio::select! {
+        let restarted = tokio::select! {
             read = stream.read_buf(&mut buffer) => {
                 if !matches!(read, Ok(n) if n > 0) {
                     return;
                 }
+                false
             }
-            changed = status.wait_for(|s| s.generation != generation) => {
-                let _ = changed;
-                return;
-            }
+            _ = status.wait_for(|s| s.generation != generation) => true,
+        };
+        if restarted {
+            // The client learns of it once its link delivers.
+            let _ = cut.wait_for(|cut| !cut).await;
+            return;
+        }
+    }
+}
+
+/// Waits until the connection delivers: its server not frozen and its
+/// link not cut (what was read meanwhile is answered after, in order).
+/// False if the server restarted: the connection is gone.
+async fn delivering(
+    status: &mut watch::Receiver<Status>,
+    cut: &mut watch::Receiver<bool>,
+    generation: u64,
+) -> bool {
+    loop {
+        // A cut link hides a restart too, until it delivers again.
+        let _ = cut.wait_for(|cut| !cut).await;
+        let live = status
+            .wait_for(|s| s.generation != generation || !s.frozen)
+            .await
+            .map(|s| s.generation == generation);
+        if !matches!(live, Ok(true)) {
+            return false;
+        }
+        if !*cut.borrow() {
+            return true;
         }
     }
 }

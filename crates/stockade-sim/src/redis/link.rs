@@ -1,14 +1,17 @@
 //! How the engine reaches a simulated server: SimRedis is a [`Connector`]
-//! (every connection to that one server), and [`Primary`] follows
+//! (every connection to that one server), [`Primary`] follows
 //! whichever server is promoted, as clients of a failed-over deployment
-//! end up on the new primary.
+//! end up on the new primary, and a [`Link`] is one client's network path
+//! to the primary, which a partition cuts.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use redis::AsyncConnectionConfig;
 use redis::RedisResult;
 use redis::aio::MultiplexedConnection;
 use stockade_engine::Connector;
+use tokio::sync::watch;
 
 use super::SimRedis;
 
@@ -56,5 +59,37 @@ impl Primary {
 impl Connector for Primary {
     async fn connect(&self) -> RedisResult<MultiplexedConnection> {
         self.server().connect().await
+    }
+}
+
+/// One client's (an instance's) path to a deployment: while cut, its
+/// connections read requests and answer none, new ones included; healed,
+/// they answer what they read, in order. Other links are not affected.
+#[derive(Debug, Clone)]
+pub struct Link {
+    primary: Primary,
+    cut: Arc<watch::Sender<bool>>,
+}
+
+impl Link {
+    /// A link, not cut, to `primary`.
+    pub fn new(primary: Primary) -> Self {
+        Self {
+            primary,
+            cut: Arc::new(watch::Sender::new(false)),
+        }
+    }
+
+    /// Cuts the link (`true`) or heals it (`false`).
+    pub fn cut(&self, cut: bool) {
+        self.cut.send_replace(cut);
+    }
+}
+
+#[async_trait]
+impl Connector for Link {
+    async fn connect(&self) -> RedisResult<MultiplexedConnection> {
+        let server = self.primary.server();
+        super::conn::connect(&server, AsyncConnectionConfig::new(), self.cut.subscribe()).await
     }
 }

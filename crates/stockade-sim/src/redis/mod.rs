@@ -36,8 +36,9 @@
 //!   (write effects as Redis 7 replicates them: a script's writes, relative
 //!   deadlines made absolute, the ids XADD chose, expired keys as DEL).
 //! - The engine's seam (`link`): SimRedis is a
-//!   [`Connector`](stockade_engine::Connector), and [`Primary`] follows a
-//!   promoted replica. [`SimRedis::record`] keeps a client's traffic to
+//!   [`Connector`](stockade_engine::Connector), [`Primary`] follows a
+//!   promoted replica, and a [`Link`] is one client's network path to it,
+//!   which a partition cuts. [`SimRedis::record`] keeps a client's traffic to
 //!   replay it elsewhere.
 //!
 //! # Not implemented
@@ -71,7 +72,7 @@ use stockade_core::Clock;
 use tokio::sync::watch;
 
 pub use keyspace::{Entry, Value};
-pub use link::Primary;
+pub use link::{Link, Primary};
 pub use resp::Reply;
 use server::State;
 
@@ -138,7 +139,7 @@ impl SimRedis {
     /// A connection of the real client, with the client's default
     /// settings.
     pub async fn connect(&self) -> RedisResult<MultiplexedConnection> {
-        conn::connect(self, AsyncConnectionConfig::new()).await
+        conn::connect(self, AsyncConnectionConfig::new(), never_cut()).await
     }
 
     /// A connection of the real client with `config` (response timeout...).
@@ -146,7 +147,7 @@ impl SimRedis {
         &self,
         config: AsyncConnectionConfig,
     ) -> RedisResult<MultiplexedConnection> {
-        conn::connect(self, config).await
+        conn::connect(self, config, never_cut()).await
     }
 
     /// Runs one command directly (no connection, no fault but a restart's
@@ -227,6 +228,11 @@ impl SimRedis {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// The cut of a direct connection: none, ever.
+fn never_cut() -> watch::Receiver<bool> {
+    watch::channel(false).1
 }
 
 /// The run id of start `start` of server `name`: 40 hex digits, as Redis's.
