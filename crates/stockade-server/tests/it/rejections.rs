@@ -21,7 +21,11 @@ use stockade_core::ManualClock;
 /// sold_out or unknown_sale after stock came back or the sale was created.
 const BOUND: Duration = Duration::from_secs(1);
 
-/// `count` purchases of `sale` by distinct buyers (no key), 16 at a time.
+/// How many purchases of a crowd are in flight at once.
+const CROWD_AT_ONCE: usize = 16;
+
+/// `count` purchases of `sale` by distinct buyers (no key),
+/// [`CROWD_AT_ONCE`] at a time.
 async fn crowd(
     instance: &Arc<Instance>,
     sale: &str,
@@ -35,7 +39,7 @@ async fn crowd(
         let sale = sale.to_owned();
         let user = format!("{prefix}-{i}");
         pending.spawn(async move { instance.buy(&sale, &user, None).await });
-        if pending.len() >= 16 {
+        if pending.len() >= CROWD_AT_ONCE {
             answers.push(pending.join_next().await.unwrap().unwrap());
         }
     }
@@ -189,9 +193,12 @@ async fn an_unknown_sale_flood_reads_the_store_a_few_times_and_a_creation_elsewh
         assert_eq!(body["error"]["code"], "unknown_sale");
     }
     eprintln!("1000 purchases of an unknown sale in {elapsed:?}: {statements} store statements");
-    // Two reconcilers read the store a few times a second each.
+    // Two reconcilers read the store a few times a second each, and each
+    // purchase of the first wave may read it before the first answer is
+    // learned (no single flight): on a loaded machine 28 statements in
+    // 0.85 s, over the 24 the background alone is allowed.
     assert!(
-        statements <= background_allowance(elapsed, 12) as i64,
+        statements <= (background_allowance(elapsed, 12) + CROWD_AT_ONCE as u64) as i64,
         "{statements} store statements for 1000 purchases of an unknown sale in {elapsed:?}"
     );
 
