@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::common::{Setup, TestServer};
-use crate::faults::helpers::{acknowledged, buyers, metric, settled};
+use crate::faults::helpers::{acknowledged, buyers, metric, settled, until_not_503};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_restarted_mid_sale_is_rebuilt_from_the_store() {
@@ -96,22 +96,15 @@ async fn a_redis_restart_seen_while_the_store_is_down_is_rebuilt_once_it_is_back
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // And it sells what the store has left. The sale's hash is back from
-    // the rebuild's first step, before its last one: until then a purchase
-    // is 503 `rebuilding` (nothing sold, retry), as a client retries (the
+    // the rebuild's first step, before its last: until then a purchase is
+    // 503 `rebuilding` (nothing sold, retry), as a client retries (the
     // suite once bought in between).
-    loop {
-        let (status, body) = server.buy(sale, "second", 1, None).await;
-        if status == 503 && body["error"]["code"] == "rebuilding" {
-            assert!(
-                Instant::now() < deadline,
-                "20 s after the store came back, the rebuild is still under way"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            continue;
-        }
-        assert!(status == 201 || status == 202, "{status} {body}");
-        break;
-    }
+    let (status, body) = until_not_503(
+        deadline.saturating_duration_since(Instant::now()),
+        async || server.buy(sale, "second", 1, None).await,
+    )
+    .await;
+    assert!(status == 201 || status == 202, "{status} {body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
