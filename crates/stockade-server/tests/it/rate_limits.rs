@@ -297,8 +297,11 @@ async fn two_instances_on_one_redis_share_a_buyers_limit_and_limited_requests_co
         commands <= 2 * limited + background_commands,
         "{commands} Redis commands for {limited} limited requests"
     );
+    // Counted from whole seconds, rounded up, with three more: a loaded
+    // machine runs passes that were due before the count began late, inside
+    // it (25 statements once for 200 requests in under a second).
     assert!(
-        statements <= 12 * (elapsed.as_secs() as i64 + 2),
+        statements <= 12 * (elapsed.as_secs_f64().ceil() as i64 + 3),
         "{statements} store statements for {limited} limited requests"
     );
     assert_eq!(decided_in(&a.metrics_text().await), decided_before);

@@ -10,21 +10,42 @@ use std::time::{Duration, Instant};
 use common::{Setup, TestServer, Timing};
 use futures::StreamExt;
 use serde_json::json;
-use stockade_core::{SaleId, SystemClock};
+use stockade_core::{Clock, ManualClock, SaleId};
 
 const RETENTION: Duration = Duration::from_secs(1);
 
-async fn server(setup: Setup) -> TestServer {
-    TestServer::start_adjusted(setup, Timing::default(), Arc::new(SystemClock), |config| {
-        config.operations.ended_sale_retention_s = Some(RETENTION.as_secs());
-    })
-    .await
+/// How long each sale is open on the server's clock, which moves only
+/// when [`end_sales`] moves it: the buyers finish however slow the machine
+/// is (on the wall clock, a loaded machine once ended a sale before its
+/// last buyer).
+const OPEN: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
+
+async fn server(setup: Setup) -> (TestServer, ManualClock) {
+    let clock = ManualClock::new(chrono::Utc::now());
+    let server = TestServer::start_adjusted(
+        setup,
+        Timing::default(),
+        Arc::new(clock.clone()),
+        |config| {
+            config.operations.ended_sale_retention_s = Some(RETENTION.as_secs());
+        },
+    )
+    .await;
+    (server, clock)
 }
 
-/// Creates two sales ending in `ends_in`: one sold (half its stock), one
+/// Moves the server's clock past the end of the sales opened last and
+/// their retention: the next retirement pass lets them go.
+fn end_sales(clock: &ManualClock) {
+    clock.advance(
+        OPEN + chrono::TimeDelta::from_std(RETENTION).unwrap() + chrono::TimeDelta::seconds(1),
+    );
+}
+
+/// Creates two sales open for [`OPEN`]: one sold (half its stock), one
 /// with a waiting room that 200 buyers join.
-async fn busy_sales(server: &TestServer, ends_in: Duration) {
-    let ends_at = chrono::Utc::now() + chrono::TimeDelta::from_std(ends_in).unwrap();
+async fn busy_sales(server: &TestServer, clock: &ManualClock) {
+    let ends_at = clock.now() + OPEN;
     server
         .create_sale(json!({"id": "brief", "stock": 400, "ends_at": ends_at}))
         .await;
@@ -72,18 +93,16 @@ fn dbsize(redis: &stockade_test_support::RedisServer) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_ended_sale_leaves_redis_as_it_found_it() {
-    let server = server(Setup::RedisPostgres).await;
+    let (server, clock) = server(Setup::RedisPostgres).await;
     let redis = server.redis.as_ref().unwrap();
     // A first sale loads the scripts and sets up what every sale shares.
-    busy_sales(&server, Duration::from_secs(6)).await;
+    busy_sales(&server, &clock).await;
+    end_sales(&clock);
     wait_until_gone(redis, 0).await;
     let (keys_before, memory_before) = (dbsize(redis), info_used_memory(redis));
 
     // The same again, under other ids: Redis must come back to the baseline.
-    // Long enough for 1,500 purchases on the debug build while the rest of
-    // the suite loads the machine (10 s once ended the sale before its last
-    // buyers, with a build running beside the suite).
-    let ends_at = chrono::Utc::now() + chrono::TimeDelta::seconds(20);
+    let ends_at = clock.now() + OPEN;
     server
         .create_sale(json!({"id": "brief-2", "stock": 1500, "ends_at": ends_at}))
         .await;
@@ -125,6 +144,7 @@ async fn an_ended_sale_leaves_redis_as_it_found_it() {
         ttl.contains("-1"),
         "no time to live while the sale runs: {ttl}"
     );
+    end_sales(&clock);
     wait_until_gone(redis, keys_before).await;
     let memory_after = info_used_memory(redis);
     eprintln!("used_memory: {memory_before} before, {grown} with the sale, {memory_after} after");
@@ -167,11 +187,12 @@ async fn wait_until_gone(redis: &stockade_test_support::RedisServer, keys: u64) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_embedded_default_forgets_an_ended_sale_but_keeps_its_orders() {
-    let server = server(Setup::Embedded).await;
-    busy_sales(&server, Duration::from_secs(5)).await;
+    let (server, clock) = server(Setup::Embedded).await;
+    busy_sales(&server, &clock).await;
     let engine = server.state().engine().clone();
     let brief = SaleId::new("brief").unwrap();
     assert!(engine.snapshot(&brief).await.unwrap().is_some());
+    end_sales(&clock);
     let deadline = Instant::now() + Duration::from_secs(20);
     while engine.snapshot(&brief).await.unwrap().is_some() {
         assert!(
