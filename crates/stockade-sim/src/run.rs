@@ -92,13 +92,21 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
     let store_clock = SimClock::new(time, TimeDelta::zero(), 0);
     let _seeded = entropy::seed_thread(scenario.seed ^ 0x5eed_5eed, Arc::new(store_clock.clone()));
     let history = History::default();
+    let _events = crate::events::capture(&history, time);
     let mut violations = Vec::new();
     let clocks = scenario
         .clocks
         .iter()
         .map(|(offset, drift)| SimClock::new(time, TimeDelta::milliseconds(*offset), *drift))
         .collect();
-    let mut world = match World::new(dir, scenario.engine, clocks, store_clock) {
+    let world = World::new(dir, scenario.engine, clocks, store_clock);
+    let mut world = match world.and_then(|w| {
+        if scenario.fallback {
+            w.with_fallback()
+        } else {
+            Ok(w)
+        }
+    }) {
         Ok(world) => world,
         Err(e) => return failed(scenario, &history, vec![e.to_string()]),
     };
@@ -107,6 +115,19 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
             return failed(scenario, &history, vec![e.to_string()]);
         }
     }
+    history.log(
+        0,
+        format!(
+            "cluster: {} instance(s), {:?} engine{}",
+            scenario.instances,
+            scenario.engine,
+            if scenario.fallback {
+                " with the fallback"
+            } else {
+                ""
+            }
+        ),
+    );
     let gateway = world.gateway();
     let sale = Arc::new(scenario.sale.clone());
     let created = gateway
@@ -248,6 +269,7 @@ pub fn features(scenario: &Scenario) -> Vec<String> {
         scenario.engine == crate::scenario::Engine::Redis,
         "Redis engine",
     );
+    has(scenario.fallback, "fallback");
     has(scenario.instances > 1, "several instances");
     has(sale.skus.len() > 1, "several SKUs");
     has(scenario.buyers.iter().any(|b| b.items.len() > 1), "bundles");
