@@ -20,6 +20,11 @@ pub struct Size {
     pub faults: usize,
     /// Simulated length of the crowd's arrivals, in ms.
     pub span_ms: u64,
+    /// Whether every seed is the standard seed: 3 instances on
+    /// Redis with the fallback, the sale, the crowd and the faults still
+    /// the seed's (`stockade sim --standard`).
+    #[serde(default)]
+    pub standard: bool,
 }
 
 impl Default for Size {
@@ -29,6 +34,7 @@ impl Default for Size {
             buyers: 1_000,
             faults: 6,
             span_ms: 60_000,
+            standard: false,
         }
     }
 }
@@ -249,6 +255,17 @@ pub struct Scenario {
 /// a skew of up to this moves the hold boundary by as much, nothing more.
 pub const MAX_OFFSET_MS: i64 = 500;
 
+/// The instances of the standard seed.
+pub const STANDARD_INSTANCES: usize = 3;
+
+/// An instance's clock: offset (ms) and drift (ppm).
+fn draw_clock(rng: &mut ChaCha8Rng) -> (i64, i64) {
+    (
+        rng.random_range(-MAX_OFFSET_MS..=MAX_OFFSET_MS),
+        rng.random_range(-200..=200),
+    )
+}
+
 impl Scenario {
     /// The scenario of `seed` at `size`.
     pub fn draw(seed: u64, size: Size) -> Self {
@@ -262,23 +279,25 @@ impl Scenario {
         };
         let mut rng = stream(0);
         // The embedded default's memory engine serves one instance.
-        let (engine, instances) = if rng.random_bool(0.3) {
+        let (mut engine, mut instances) = if rng.random_bool(0.3) {
             (Engine::Memory, 1)
         } else {
             (Engine::Redis, rng.random_range(1..=3))
         };
         // Whether Redis has the fallback, from a stream of its own, so that
         // the other seeds keep their scenarios.
-        let fallback = engine == Engine::Redis && stream(5).random_bool(0.5);
-        let clocks = (0..instances)
-            .map(|_| {
-                (
-                    rng.random_range(-MAX_OFFSET_MS..=MAX_OFFSET_MS),
-                    rng.random_range(-200..=200),
-                )
-            })
-            .collect();
+        let mut fallback = engine == Engine::Redis && stream(5).random_bool(0.5);
+        let mut clocks: Vec<(i64, i64)> = (0..instances).map(|_| draw_clock(&mut rng)).collect();
         let mut sale = draw_sale(&mut rng, size);
+        if size.standard {
+            // The standard seed: its sale and crowd are the seed's, the
+            // clocks it lacks come from a stream of their own.
+            (engine, instances, fallback) = (Engine::Redis, STANDARD_INSTANCES, true);
+            let mut rng = stream(6);
+            while clocks.len() < instances {
+                clocks.push(draw_clock(&mut rng));
+            }
+        }
         // Whether the sale is drawn, from a stream of its own, so that the
         // other seeds' sales stay as they were.
         let mut rng = stream(3);

@@ -57,3 +57,23 @@ fn about_half_the_seeds_on_redis_have_the_fallback() {
         "{fallback} of {redis} seeds on Redis have the fallback"
     );
 }
+
+#[test]
+fn the_standard_seed_is_three_instances_on_redis_with_the_fallback_and_the_seeds_sale() {
+    let standard = Size {
+        standard: true,
+        ..size()
+    };
+    for seed in 0x5eed_0000..0x5eed_0000 + 50u64 {
+        let mixed = Scenario::draw(seed, size());
+        let forced = Scenario::draw(seed, standard);
+        assert_eq!(
+            (forced.engine, forced.instances, forced.fallback),
+            (Engine::Redis, 3, true)
+        );
+        assert_eq!(forced.clocks.len(), 3);
+        assert_eq!(forced.clocks[..mixed.clocks.len()], mixed.clocks[..]);
+        assert_eq!((&forced.sale, &forced.buyers), (&mixed.sale, &mixed.buyers));
+        assert!(forced.faults.len() >= forced.size.faults);
+    }
+}
