@@ -45,6 +45,23 @@ pub(crate) fn draw_sale(rng: &mut ChaCha8Rng, size: Size) -> Sale {
     }
 }
 
+/// Makes about a third of the sales plain, the commonest sale: one SKU
+/// (half of them created with `stock` alone, so it is `default`), no
+/// tiers, no per-SKU limit. Whether it did.
+pub(crate) fn make_plain(sale: &mut Sale, rng: &mut ChaCha8Rng) -> bool {
+    if !rng.random_bool(1.0 / 3.0) {
+        return false;
+    }
+    sale.skus.truncate(1);
+    if rng.random_bool(0.5) {
+        sale.skus[0].id = stockade_core::sku::DEFAULT_SKU.into();
+    }
+    sale.tiers.clear();
+    sale.release_reserved_ms = None;
+    sale.per_sku_limit = None;
+    true
+}
+
 /// Makes `sale` a draw: entries close within the crowd's span, the sale is
 /// open then (it starts before and ends well after).
 pub(crate) fn make_draw(sale: &mut Sale, rng: &mut ChaCha8Rng, size: Size) {

@@ -154,6 +154,7 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
         clocks: (0..scenario.instances)
             .map(|i| world.clock(i).clone())
             .collect(),
+        plain: scenario.plain,
     };
     let mut seeds = rand_chacha::ChaCha8Rng::seed_from_u64(scenario.seed);
     let buyers: Vec<_> = scenario
@@ -270,6 +271,11 @@ pub fn features(scenario: &Scenario) -> Vec<String> {
         "Redis engine",
     );
     has(scenario.fallback, "fallback");
+    has(scenario.plain, "a plain sale");
+    has(
+        scenario.plain && sale.skus[0].id == "default",
+        "a sale created with stock alone",
+    );
     has(scenario.instances > 1, "several instances");
     has(sale.skus.len() > 1, "several SKUs");
     has(scenario.buyers.iter().any(|b| b.items.len() > 1), "bundles");

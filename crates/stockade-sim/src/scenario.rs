@@ -7,7 +7,7 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
 use crate::clock::epoch;
-use crate::draws::{draw_buyer, draw_sale, make_draw};
+use crate::draws::{draw_buyer, draw_sale, make_draw, make_plain};
 pub use crate::partition::Cut;
 use crate::partition::draw_partitions;
 
@@ -94,10 +94,21 @@ impl Sale {
         let at = |ms: u64| (epoch() + chrono::TimeDelta::milliseconds(ms as i64)).to_rfc3339();
         let mut body = json!({
             "id": self.id,
-            "skus": self.skus.iter().map(|s| json!({"id": s.id, "stock": s.stock})).collect::<Vec<_>>(),
             "per_user_limit": self.per_user_limit,
             "starts_at": at(self.starts_ms),
         });
+        match &self.skus[..] {
+            // A sale of `stock` alone has one SKU, `default`.
+            [only] if only.id == stockade_core::sku::DEFAULT_SKU => {
+                body["stock"] = json!(only.stock);
+            }
+            skus => {
+                body["skus"] = skus
+                    .iter()
+                    .map(|s| json!({"id": s.id, "stock": s.stock}))
+                    .collect();
+            }
+        }
         if let Some(limit) = self.per_sku_limit {
             body["per_sku_limit"] = json!(limit);
         }
@@ -241,6 +252,10 @@ pub struct Scenario {
     /// Whether, on Redis, sales move to the store's own engine while Redis
     /// is unavailable (and back once it is healthy).
     pub fallback: bool,
+    /// Whether the sale is plain: one SKU (named `default` when the sale
+    /// is created with `stock` alone), no tiers, no per-SKU limit, so no
+    /// bundles; most of its buyers name no SKU.
+    pub plain: bool,
     /// Each instance's clock: offset (ms) and drift (ppm).
     pub clocks: Vec<(i64, i64)>,
     /// The sale.
@@ -298,6 +313,9 @@ impl Scenario {
                 clocks.push(draw_clock(&mut rng));
             }
         }
+        // Whether the sale is plain, the commonest sale, from a stream of
+        // its own, so that the other seeds' sales stay as they were.
+        let plain = make_plain(&mut sale, &mut stream(7));
         // Whether the sale is drawn, from a stream of its own, so that the
         // other seeds' sales stay as they were.
         let mut rng = stream(3);
@@ -341,6 +359,7 @@ impl Scenario {
             instances,
             engine,
             fallback,
+            plain,
             clocks,
             sale,
             buyers,

@@ -1,4 +1,4 @@
-//! Each draw added after the first ones (the fallback, ...) comes from a
+//! Each draw added after the first ones (the fallback, plain sales) comes from a
 //! stream of its own: the seeds it does not apply to keep the scenario
 //! they had, and the suite's seeds keep meaning what they meant.
 
@@ -28,16 +28,46 @@ fn fingerprint(s: &Scenario) -> String {
 }
 
 #[test]
-fn the_fallback_draw_changes_no_other_part_of_a_scenario() {
+fn the_fallback_and_plain_draws_change_no_other_part_of_a_scenario() {
     let mut hash = Sha256::new();
-    for scenario in drawn() {
-        hash.update(fingerprint(&scenario).as_bytes());
+    for scenario in drawn().iter().filter(|s| !s.plain) {
+        hash.update(fingerprint(scenario).as_bytes());
     }
-    // The digest of these 200 scenarios before the fallback was drawn
-    // (at 5ce1df7).
+    // The digest of the same scenarios before plain sales were drawn (at
+    // b67b199; over all 200, before the fallback was drawn, at 5ce1df7:
+    // bdd9d90d...).
     assert_eq!(
         hex::encode(hash.finalize()),
-        "bdd9d90dd12a52d086f9593ce73163a62520629a3fe58dc99d5c1d03e74ee68f"
+        "6cb2ad679e122962665e22118b3f4dc71d7156d858af6572e60aa4d216e48621"
+    );
+}
+
+#[test]
+fn about_a_third_of_the_sales_are_plain() {
+    let drawn = drawn();
+    let plain: Vec<&Scenario> = drawn.iter().filter(|s| s.plain).collect();
+    assert!(
+        (50..=85).contains(&plain.len()),
+        "{} of 200 sales are plain",
+        plain.len()
+    );
+    for s in &plain {
+        assert!(s.sale.skus.len() == 1 && s.sale.tiers.is_empty());
+        assert!(s.sale.per_sku_limit.is_none() && s.sale.release_reserved_ms.is_none());
+        assert!(
+            s.buyers
+                .iter()
+                .all(|b| b.items.len() == 1 && b.tier.is_none())
+        );
+    }
+    let stock_alone = plain
+        .iter()
+        .filter(|s| s.sale.skus[0].id == "default")
+        .count();
+    assert!(
+        stock_alone > 10 && stock_alone < plain.len() - 10,
+        "{stock_alone} of {} plain sales are created with stock alone",
+        plain.len()
     );
 }
 
