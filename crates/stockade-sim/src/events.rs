@@ -80,7 +80,7 @@ impl<S: Subscriber> Layer<S> for Capture {
             if let Some(epoch) = epoch {
                 self.history.epoch(epoch);
             }
-        } else if message == REFUSED {
+        } else if message.starts_with(REFUSED) {
             self.history
                 .log(at_ms, line("the store refused an accepted order"));
             self.history.voided(Voided {

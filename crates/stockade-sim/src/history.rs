@@ -183,10 +183,20 @@ impl History {
     /// Something that may leave the engine out of line with the store
     /// happened under the sale's current epoch.
     pub fn disturbed(&self, why: &str) {
-        let mut inner = self.inner.lock();
         // A sale starts under the first epoch, before any rebuild logs one.
-        let epoch = inner.epoch.max(stockade_core::Epoch::FIRST.get());
-        inner
+        let epoch = self
+            .inner
+            .lock()
+            .epoch
+            .max(stockade_core::Epoch::FIRST.get());
+        self.disturbed_epoch(epoch, why);
+    }
+
+    /// Something that may leave the engine out of line with the store
+    /// happened under `epoch`.
+    pub fn disturbed_epoch(&self, epoch: u64, why: &str) {
+        self.inner
+            .lock()
             .disturbed
             .entry(epoch)
             .or_insert_with(|| why.to_owned());

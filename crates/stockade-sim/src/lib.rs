@@ -10,6 +10,7 @@
 //! the README. Every request and answer goes into an event log whose hash
 //! is the same on every replay of the seed.
 
+pub mod agreement;
 pub mod batch;
 pub mod clock;
 pub mod crowd;

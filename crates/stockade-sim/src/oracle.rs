@@ -223,6 +223,11 @@ pub async fn judge(
             ));
         }
     }
+    // The engine and the store's arbiter agree where no fault explains
+    // otherwise.
+    verdict
+        .violations
+        .extend(crate::agreement::engine_and_arbiter(history));
     verdict
 }
 

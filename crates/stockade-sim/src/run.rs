@@ -191,6 +191,15 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
         .iter()
         .map(|b| (b.user.clone(), sale.limit_of(b.tier.as_deref())))
         .collect();
+    if let Some(redis) = world.redis() {
+        // Two primaries (see `agreement`): the epochs the old one sold or
+        // rebuilt under, and the ones before them.
+        for epoch in redis.deposed_epochs() {
+            for epoch in [epoch, epoch.saturating_sub(1)] {
+                history.disturbed_epoch(epoch, "the primary a failover replaced still sold");
+            }
+        }
+    }
     match world.store() {
         Some(store) => {
             let tiers: BTreeMap<String, Option<String>> = scenario
