@@ -85,6 +85,7 @@ impl<S: Subscriber> Layer<S> for Capture {
                 .log(at_ms, line("the store refused an accepted order"));
             self.history.voided(Voided {
                 order: fields.get("order").unwrap_or_default().to_owned(),
+                user: fields.get("user").unwrap_or_default().to_owned(),
                 epoch: epoch.unwrap_or_default(),
                 reason: fields.get("reason").unwrap_or_default().to_owned(),
                 at_ms,

@@ -47,6 +47,8 @@ pub struct Judged {
 pub struct Voided {
     /// The order.
     pub order: String,
+    /// Its buyer.
+    pub user: String,
     /// The epoch the engine accepted it under.
     pub epoch: u64,
     /// Why the store refused it (`stockade_store::arbiter::VoidReason`'s

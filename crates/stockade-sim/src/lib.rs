@@ -25,6 +25,7 @@ pub mod oracle;
 pub mod os_random;
 mod partition;
 pub mod redis;
+pub mod refusals;
 pub mod run;
 pub mod scenario;
 pub mod world;

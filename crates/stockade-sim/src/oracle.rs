@@ -231,7 +231,8 @@ pub async fn judge(
     verdict
 }
 
-async fn all_orders(
+/// Every order of `sale` the store has (none it refused).
+pub async fn all_orders(
     store: &OrderStore,
     sale: &SaleId,
 ) -> Result<Vec<stockade_core::Order>, stockade_store::StoreError> {

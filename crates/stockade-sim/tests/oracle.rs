@@ -227,6 +227,7 @@ async fn a_key_named_two_different_orders_is_reported() {
 fn voided(history: &History, epoch: u64, reason: &str) {
     history.voided(Voided {
         order: "01a23179-de33-7f67-a702-ed0f18941835".into(),
+        user: "bob".into(),
         epoch,
         reason: reason.into(),
         at_ms: 1_000,
@@ -284,7 +285,8 @@ async fn the_services_refusals_and_moves_are_kept_from_its_log() {
     let history = History::default();
     let _capture = events::capture(&history, TrueTime::start());
     tracing::warn!(target: "stockade_server::writer", sale = "drop",
-        order = "01a23179-de33-7f67-a702-ed0f18941835", epoch = 1u64, reason = "over_limit",
+        order = "01a23179-de33-7f67-a702-ed0f18941835", user = "bob", epoch = 1u64,
+        reason = "over_limit",
         "the store refused an order the engine had accepted; nothing was sold");
     tracing::warn!(target: "stockade_server::recovery::fallback", sale = "drop", epoch = 2u64,
         "no instance has reached the engine lately: the sale moves to the PostgreSQL fallback");
@@ -296,6 +298,7 @@ async fn the_services_refusals_and_moves_are_kept_from_its_log() {
         history.voided_orders(),
         vec![Voided {
             order: "01a23179-de33-7f67-a702-ed0f18941835".into(),
+            user: "bob".into(),
             epoch: 1,
             reason: "over_limit".into(),
             at_ms: 0,
