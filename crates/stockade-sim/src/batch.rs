@@ -29,6 +29,7 @@ pub fn in_child(program: &Path, args: &[&str], seed: u64, size: Size) -> Report 
         .args(["--buyers", &size.buyers.to_string()])
         .args(["--faults", &size.faults.to_string()])
         .args(["--span-ms", &size.span_ms.to_string(), "--report"])
+        .args(size.standard.then_some("--standard"))
         .output();
     let broken = |why: String| Report {
         seed,
@@ -103,6 +104,7 @@ pub fn parse_corpus(text: &str) -> Result<Vec<(u64, Size)>, String> {
                     buyers: buyers as usize,
                     faults: faults as usize,
                     span_ms,
+                    standard: false,
                 },
             ))
         })
@@ -133,8 +135,11 @@ impl Failure {
 /// The command that replays `seed` at `size`.
 pub fn replay_command(seed: u64, size: Size) -> String {
     format!(
-        "cargo run --release --features bench -- sim --seed {seed:#x} --buyers {} --faults {} --span-ms {}",
-        size.buyers, size.faults, size.span_ms
+        "cargo run --release --features bench -- sim --seed {seed:#x} --buyers {} --faults {} --span-ms {}{}",
+        size.buyers,
+        size.faults,
+        size.span_ms,
+        if size.standard { " --standard" } else { "" }
     )
 }
 
@@ -327,7 +332,8 @@ mod tests {
                     Size {
                         buyers: 10,
                         faults: 1,
-                        span_ms: 60_000
+                        span_ms: 60_000,
+                        standard: false,
                     }
                 ),
                 (
@@ -335,7 +341,8 @@ mod tests {
                     Size {
                         buyers: 1,
                         faults: 0,
-                        span_ms: 1_000
+                        span_ms: 1_000,
+                        standard: false,
                     }
                 ),
             ]

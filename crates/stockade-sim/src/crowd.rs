@@ -31,6 +31,9 @@ pub struct Crowd {
     pub sale: Arc<Sale>,
     /// Each instance's clock.
     pub clocks: Vec<SimClock>,
+    /// Whether the sale is plain (see [`crate::scenario::Scenario::plain`]):
+    /// most of its buyers then name no SKU.
+    pub plain: bool,
 }
 
 /// The sale's refusals a buyer may be answered, each saying nothing was
@@ -105,7 +108,14 @@ impl Crowd {
             .iter()
             .map(|(sku, quantity)| json!({"sku": self.sale.skus[*sku].id, "quantity": quantity}))
             .collect();
-        let mut body = json!({"user_id": buyer.user, "items": items});
+        // On a plain sale most clients name no SKU, as most do: the
+        // engine's shortest path (the same body on every retry of a key).
+        let mut body = match buyer.items[..] {
+            [(_, quantity)] if self.plain && rng.random_bool(0.75) => {
+                json!({"user_id": buyer.user, "quantity": quantity})
+            }
+            _ => json!({"user_id": buyer.user, "items": items}),
+        };
         if let Some(tier) = &buyer.tier {
             body["tier"] = json!(tier);
         }

@@ -81,6 +81,7 @@ async fn one(
         }
         Fault::RedisLoss => {
             log("fault: Redis restarts empty".into());
+            history.disturbed("a Redis loss");
             if let Some(redis) = world.lock().await.redis() {
                 redis.server().restart_empty();
             }
@@ -99,6 +100,7 @@ async fn one(
         }
         Fault::RedisDropReplies(n) => {
             log(format!("fault: Redis drops {n} replies"));
+            history.disturbed("lost Redis replies");
             if let Some(redis) = world.lock().await.redis() {
                 redis.server().drop_replies(n);
             }
@@ -108,6 +110,7 @@ async fn one(
             log(format!(
                 "fault: a replica {behind} writes behind takes over"
             ));
+            history.disturbed("a Redis failover");
             if let Some(redis) = world.lock().await.redis() {
                 let replica = redis.server().replica_lagging(behind);
                 redis.promote(replica);

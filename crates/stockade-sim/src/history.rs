@@ -41,6 +41,23 @@ pub struct Judged {
     pub answered_ms: i64,
 }
 
+/// An order the store's arbiter refused after an engine had accepted it,
+/// as the service logged it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Voided {
+    /// The order.
+    pub order: String,
+    /// Its buyer.
+    pub user: String,
+    /// The epoch the engine accepted it under.
+    pub epoch: u64,
+    /// Why the store refused it (`stockade_store::arbiter::VoidReason`'s
+    /// label: `oversold`, `over_limit`, `stale_epoch`, ...).
+    pub reason: String,
+    /// When, in simulated ms since the start.
+    pub at_ms: u64,
+}
+
 /// The run's log, shared by every task of the run.
 #[derive(Debug, Clone, Default)]
 pub struct History {
@@ -66,6 +83,15 @@ struct Inner {
     failed: Vec<String>,
     /// Draw entries an answer named to their buyer.
     entered: Vec<String>,
+    /// The epoch the sale is under, as the service last logged it (0
+    /// before its first).
+    epoch: u64,
+    /// Epochs during which a fault or a move could leave the engine out of
+    /// line with the store (a Redis loss, failover or lost replies, a move
+    /// to the fallback), each with the first such cause.
+    disturbed: std::collections::BTreeMap<u64, String>,
+    /// Orders the store refused after an engine had accepted them.
+    voided: Vec<Voided>,
 }
 
 impl Inner {
@@ -147,6 +173,50 @@ impl History {
     /// The draw entries named to buyers.
     pub fn entries(&self) -> Vec<String> {
         self.inner.lock().entered.clone()
+    }
+
+    /// The sale is under `epoch` from now (a rebuild, a move to the
+    /// fallback): the latest epoch logged counts.
+    pub fn epoch(&self, epoch: u64) {
+        let mut inner = self.inner.lock();
+        inner.epoch = inner.epoch.max(epoch);
+    }
+
+    /// Something that may leave the engine out of line with the store
+    /// happened under the sale's current epoch.
+    pub fn disturbed(&self, why: &str) {
+        // A sale starts under the first epoch, before any rebuild logs one.
+        let epoch = self
+            .inner
+            .lock()
+            .epoch
+            .max(stockade_core::Epoch::FIRST.get());
+        self.disturbed_epoch(epoch, why);
+    }
+
+    /// Something that may leave the engine out of line with the store
+    /// happened under `epoch`.
+    pub fn disturbed_epoch(&self, epoch: u64, why: &str) {
+        self.inner
+            .lock()
+            .disturbed
+            .entry(epoch)
+            .or_insert_with(|| why.to_owned());
+    }
+
+    /// The epochs something disturbed, each with its first cause.
+    pub fn disturbed_epochs(&self) -> std::collections::BTreeMap<u64, String> {
+        self.inner.lock().disturbed.clone()
+    }
+
+    /// Records an order the store refused after an engine accepted it.
+    pub fn voided(&self, voided: Voided) {
+        self.inner.lock().voided.push(voided);
+    }
+
+    /// The orders the store refused after an engine accepted them.
+    pub fn voided_orders(&self) -> Vec<Voided> {
+        self.inner.lock().voided.clone()
     }
 
     /// The orders answered `order_failed`.

@@ -10,11 +10,14 @@
 //! the README. Every request and answer goes into an event log whose hash
 //! is the same on every replay of the seed.
 
+pub mod agreement;
 pub mod batch;
 pub mod clock;
 pub mod crowd;
 pub mod draw_check;
+mod draws;
 mod entries;
+pub mod events;
 pub mod faults;
 pub mod history;
 pub mod links;
@@ -22,6 +25,7 @@ pub mod oracle;
 pub mod os_random;
 mod partition;
 pub mod redis;
+pub mod refusals;
 pub mod run;
 pub mod scenario;
 pub mod world;

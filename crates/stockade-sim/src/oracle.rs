@@ -223,10 +223,16 @@ pub async fn judge(
             ));
         }
     }
+    // The engine and the store's arbiter agree where no fault explains
+    // otherwise.
+    verdict
+        .violations
+        .extend(crate::agreement::engine_and_arbiter(history));
     verdict
 }
 
-async fn all_orders(
+/// Every order of `sale` the store has (none it refused).
+pub async fn all_orders(
     store: &OrderStore,
     sale: &SaleId,
 ) -> Result<Vec<stockade_core::Order>, stockade_store::StoreError> {

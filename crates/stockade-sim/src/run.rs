@@ -92,13 +92,21 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
     let store_clock = SimClock::new(time, TimeDelta::zero(), 0);
     let _seeded = entropy::seed_thread(scenario.seed ^ 0x5eed_5eed, Arc::new(store_clock.clone()));
     let history = History::default();
+    let _events = crate::events::capture(&history, time);
     let mut violations = Vec::new();
     let clocks = scenario
         .clocks
         .iter()
         .map(|(offset, drift)| SimClock::new(time, TimeDelta::milliseconds(*offset), *drift))
         .collect();
-    let mut world = match World::new(dir, scenario.engine, clocks, store_clock) {
+    let world = World::new(dir, scenario.engine, clocks, store_clock);
+    let mut world = match world.and_then(|w| {
+        if scenario.fallback {
+            w.with_fallback()
+        } else {
+            Ok(w)
+        }
+    }) {
         Ok(world) => world,
         Err(e) => return failed(scenario, &history, vec![e.to_string()]),
     };
@@ -107,6 +115,19 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
             return failed(scenario, &history, vec![e.to_string()]);
         }
     }
+    history.log(
+        0,
+        format!(
+            "cluster: {} instance(s), {:?} engine{}",
+            scenario.instances,
+            scenario.engine,
+            if scenario.fallback {
+                " with the fallback"
+            } else {
+                ""
+            }
+        ),
+    );
     let gateway = world.gateway();
     let sale = Arc::new(scenario.sale.clone());
     let created = gateway
@@ -133,6 +154,7 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
         clocks: (0..scenario.instances)
             .map(|i| world.clock(i).clone())
             .collect(),
+        plain: scenario.plain,
     };
     let mut seeds = rand_chacha::ChaCha8Rng::seed_from_u64(scenario.seed);
     let buyers: Vec<_> = scenario
@@ -169,6 +191,15 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
         .iter()
         .map(|b| (b.user.clone(), sale.limit_of(b.tier.as_deref())))
         .collect();
+    if let Some(redis) = world.redis() {
+        // Two primaries (see `agreement`): the epochs the old one sold or
+        // rebuilt under, and the ones before them.
+        for epoch in redis.deposed_epochs() {
+            for epoch in [epoch, epoch.saturating_sub(1)] {
+                history.disturbed_epoch(epoch, "the primary a failover replaced still sold");
+            }
+        }
+    }
     match world.store() {
         Some(store) => {
             let tiers: BTreeMap<String, Option<String>> = scenario
@@ -182,6 +213,9 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
             verdict
                 .violations
                 .extend(oracle::windows(&sale, &tiers, &history.judged_answers()));
+            verdict
+                .violations
+                .extend(limit_refusals(scenario, &store, &history).await);
             violations.extend(verdict.violations);
         }
         None => violations.push("no instance is running at the end".into()),
@@ -202,6 +236,56 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
         simulated_ms,
         features: features(scenario),
     }
+}
+
+/// The `limit_exceeded` answers no limit explains (see [`crate::refusals`]).
+async fn limit_refusals(
+    scenario: &Scenario,
+    store: &stockade_store::OrderStore,
+    history: &History,
+) -> Vec<oracle::Violation> {
+    use crate::refusals::{Asker, Had, wrongful_limit_refusals};
+    let sale = &scenario.sale;
+    let Ok(id) = stockade_core::SaleId::new(sale.id.clone()) else {
+        return Vec::new();
+    };
+    let orders = match oracle::all_orders(store, &id).await {
+        Ok(orders) => orders,
+        Err(e) => return vec![format!("cannot read the store's orders: {e}")],
+    };
+    let mut had: BTreeMap<String, Had> = BTreeMap::new();
+    for order in &orders {
+        let had = had.entry(order.user_id.to_string()).or_default();
+        had.items += order.quantity;
+        for item in &order.items {
+            *had.of_sku.entry(item.sku.to_string()).or_default() += item.quantity;
+        }
+    }
+    let askers = scenario
+        .buyers
+        .iter()
+        .map(|b| {
+            let asks = b
+                .items
+                .iter()
+                .map(|(sku, q)| (sale.skus[*sku].id.clone(), *q))
+                .collect();
+            let limit = sale.limit_of(b.tier.as_deref());
+            (b.user.clone(), Asker { limit, asks })
+        })
+        .collect();
+    let voided = history
+        .voided_orders()
+        .into_iter()
+        .map(|v| v.user)
+        .collect();
+    wrongful_limit_refusals(
+        &askers,
+        sale.per_sku_limit,
+        &had,
+        &voided,
+        &history.judged_answers(),
+    )
 }
 
 /// Each SKU's `remaining`, as the first instance up answers.
@@ -247,6 +331,12 @@ pub fn features(scenario: &Scenario) -> Vec<String> {
     has(
         scenario.engine == crate::scenario::Engine::Redis,
         "Redis engine",
+    );
+    has(scenario.fallback, "fallback");
+    has(scenario.plain, "a plain sale");
+    has(
+        scenario.plain && sale.skus[0].id == "default",
+        "a sale created with stock alone",
     );
     has(scenario.instances > 1, "several instances");
     has(sale.skus.len() > 1, "several SKUs");

@@ -7,6 +7,7 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
 use crate::clock::epoch;
+use crate::draws::{draw_buyer, draw_sale, make_draw, make_plain};
 pub use crate::partition::Cut;
 use crate::partition::draw_partitions;
 
@@ -19,6 +20,11 @@ pub struct Size {
     pub faults: usize,
     /// Simulated length of the crowd's arrivals, in ms.
     pub span_ms: u64,
+    /// Whether every seed is the standard seed: 3 instances on
+    /// Redis with the fallback, the sale, the crowd and the faults still
+    /// the seed's (`stockade sim --standard`).
+    #[serde(default)]
+    pub standard: bool,
 }
 
 impl Default for Size {
@@ -28,6 +34,7 @@ impl Default for Size {
             buyers: 1_000,
             faults: 6,
             span_ms: 60_000,
+            standard: false,
         }
     }
 }
@@ -87,10 +94,21 @@ impl Sale {
         let at = |ms: u64| (epoch() + chrono::TimeDelta::milliseconds(ms as i64)).to_rfc3339();
         let mut body = json!({
             "id": self.id,
-            "skus": self.skus.iter().map(|s| json!({"id": s.id, "stock": s.stock})).collect::<Vec<_>>(),
             "per_user_limit": self.per_user_limit,
             "starts_at": at(self.starts_ms),
         });
+        match &self.skus[..] {
+            // A sale of `stock` alone has one SKU, `default`.
+            [only] if only.id == stockade_core::sku::DEFAULT_SKU => {
+                body["stock"] = json!(only.stock);
+            }
+            skus => {
+                body["skus"] = skus
+                    .iter()
+                    .map(|s| json!({"id": s.id, "stock": s.stock}))
+                    .collect();
+            }
+        }
         if let Some(limit) = self.per_sku_limit {
             body["per_sku_limit"] = json!(limit);
         }
@@ -231,6 +249,13 @@ pub struct Scenario {
     pub instances: usize,
     /// The engine they sell through.
     pub engine: Engine,
+    /// Whether, on Redis, sales move to the store's own engine while Redis
+    /// is unavailable (and back once it is healthy).
+    pub fallback: bool,
+    /// Whether the sale is plain: one SKU (named `default` when the sale
+    /// is created with `stock` alone), no tiers, no per-SKU limit, so no
+    /// bundles; most of its buyers name no SKU.
+    pub plain: bool,
     /// Each instance's clock: offset (ms) and drift (ppm).
     pub clocks: Vec<(i64, i64)>,
     /// The sale.
@@ -245,6 +270,17 @@ pub struct Scenario {
 /// a skew of up to this moves the hold boundary by as much, nothing more.
 pub const MAX_OFFSET_MS: i64 = 500;
 
+/// The instances of the standard seed.
+pub const STANDARD_INSTANCES: usize = 3;
+
+/// An instance's clock: offset (ms) and drift (ppm).
+fn draw_clock(rng: &mut ChaCha8Rng) -> (i64, i64) {
+    (
+        rng.random_range(-MAX_OFFSET_MS..=MAX_OFFSET_MS),
+        rng.random_range(-200..=200),
+    )
+}
+
 impl Scenario {
     /// The scenario of `seed` at `size`.
     pub fn draw(seed: u64, size: Size) -> Self {
@@ -258,20 +294,28 @@ impl Scenario {
         };
         let mut rng = stream(0);
         // The embedded default's memory engine serves one instance.
-        let (engine, instances) = if rng.random_bool(0.3) {
+        let (mut engine, mut instances) = if rng.random_bool(0.3) {
             (Engine::Memory, 1)
         } else {
             (Engine::Redis, rng.random_range(1..=3))
         };
-        let clocks = (0..instances)
-            .map(|_| {
-                (
-                    rng.random_range(-MAX_OFFSET_MS..=MAX_OFFSET_MS),
-                    rng.random_range(-200..=200),
-                )
-            })
-            .collect();
+        // Whether Redis has the fallback, from a stream of its own, so that
+        // the other seeds keep their scenarios.
+        let mut fallback = engine == Engine::Redis && stream(5).random_bool(0.5);
+        let mut clocks: Vec<(i64, i64)> = (0..instances).map(|_| draw_clock(&mut rng)).collect();
         let mut sale = draw_sale(&mut rng, size);
+        if size.standard {
+            // The standard seed: its sale and crowd are the seed's, the
+            // clocks it lacks come from a stream of their own.
+            (engine, instances, fallback) = (Engine::Redis, STANDARD_INSTANCES, true);
+            let mut rng = stream(6);
+            while clocks.len() < instances {
+                clocks.push(draw_clock(&mut rng));
+            }
+        }
+        // Whether the sale is plain, the commonest sale, from a stream of
+        // its own, so that the other seeds' sales stay as they were.
+        let plain = make_plain(&mut sale, &mut stream(7));
         // Whether the sale is drawn, from a stream of its own, so that the
         // other seeds' sales stay as they were.
         let mut rng = stream(3);
@@ -314,93 +358,12 @@ impl Scenario {
             size,
             instances,
             engine,
+            fallback,
+            plain,
             clocks,
             sale,
             buyers,
             faults,
         }
-    }
-}
-
-fn draw_sale(rng: &mut ChaCha8Rng, size: Size) -> Sale {
-    let skus: Vec<Sku> = (0..rng.random_range(1..=3))
-        .map(|i| Sku {
-            id: format!("s{i}"),
-            stock: rng.random_range(1..=400),
-        })
-        .collect();
-    let starts_ms = rng.random_range(0..=size.span_ms / 4);
-    let tiers = if rng.random_bool(0.4) {
-        vec![Tier {
-            name: "members".into(),
-            reserved: rng.random_range(1..=skus[0].stock),
-            per_user_limit: rng.random_range(1..=4),
-            early_ms: rng.random_range(0..=5_000),
-        }]
-    } else {
-        Vec::new()
-    };
-    let ends_ms = rng
-        .random_bool(0.3)
-        .then(|| starts_ms + rng.random_range(size.span_ms / 4..=size.span_ms).max(2));
-    // The reserves go to everyone before the sale ends.
-    let release_reserved_ms = (!tiers.is_empty() && rng.random_bool(0.5)).then(|| {
-        let last = ends_ms.map_or(size.span_ms / 2, |ends| ends - starts_ms - 1);
-        starts_ms + rng.random_range(0..=last)
-    });
-    Sale {
-        id: "drop".into(),
-        per_user_limit: rng.random_range(1..=3),
-        per_sku_limit: rng.random_bool(0.3).then(|| rng.random_range(1..=2)),
-        hold_seconds: rng.random_bool(0.5).then(|| rng.random_range(1..=20)),
-        starts_ms,
-        ends_ms,
-        release_reserved_ms,
-        tiers,
-        skus,
-        draw_close_ms: None,
-    }
-}
-
-/// Makes `sale` a draw: entries close within the crowd's span, the sale is
-/// open then (it starts before and ends well after).
-fn make_draw(sale: &mut Sale, rng: &mut ChaCha8Rng, size: Size) {
-    let close = rng
-        .random_range(size.span_ms / 4..=size.span_ms * 3 / 4)
-        .max(1_000);
-    sale.starts_ms = sale.starts_ms.min(close - 1);
-    if let Some(ends) = &mut sale.ends_ms {
-        *ends = (*ends).max(close + size.span_ms / 2);
-    }
-    if let Some(release) = &mut sale.release_reserved_ms {
-        *release = (*release).max(sale.starts_ms);
-    }
-    sale.draw_close_ms = Some(close);
-}
-
-fn draw_buyer(rng: &mut ChaCha8Rng, index: usize, sale: &Sale, size: Size) -> Buyer {
-    let sku = |rng: &mut ChaCha8Rng| rng.random_range(0..sale.skus.len());
-    let items = if sale.skus.len() > 1 && rng.random_bool(0.2) {
-        let first = sku(rng);
-        let second = (first + 1) % sale.skus.len();
-        vec![(first, 1), (second, rng.random_range(1..=2))]
-    } else {
-        vec![(sku(rng), rng.random_range(1..=2))]
-    };
-    let after = match rng.random_range(0..10) {
-        0..=5 => AfterOrder::Pays(rng.random_range(0..30_000)),
-        6 => AfterOrder::Cancels(rng.random_range(0..20_000)),
-        _ => AfterOrder::Nothing,
-    };
-    Buyer {
-        user: format!("u{index}"),
-        arrives_ms: rng.random_range(0..size.span_ms.max(1)),
-        tier: (!sale.tiers.is_empty() && rng.random_bool(0.3)).then(|| "members".into()),
-        items,
-        respond_async: rng.random_bool(0.3),
-        keyed: rng.random_bool(0.7),
-        retries: rng.random_range(0..=3),
-        buys_again: rng.random_bool(0.15),
-        after,
     }
 }

@@ -171,6 +171,20 @@ impl World {
         })
     }
 
+    /// The same instances with the fallback on: while Redis is
+    /// unavailable, sales move to the shared store's own engine, and back
+    /// once Redis is healthy. Only on the Redis engine.
+    pub fn with_fallback(mut self) -> Result<Self, WorldError> {
+        for instance in &mut self.instances {
+            instance.config = instance
+                .config
+                .clone()
+                .with_fallback_on_a_shared_store()
+                .ok_or_else(|| WorldError::Config("a fallback needs the Redis engine".into()))?;
+        }
+        Ok(self)
+    }
+
     /// What the crowd calls.
     pub fn gateway(&self) -> Gateway {
         self.gateway.clone()

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use chrono::TimeDelta;
 use serde_json::json;
 use stockade_sim::clock::{SimClock, TrueTime};
-use stockade_sim::history::{History, Judged, Named};
+use stockade_sim::events;
+use stockade_sim::history::{History, Judged, Named, Voided};
 use stockade_sim::oracle;
 use stockade_sim::scenario::{Engine, Sale, Sku};
 use stockade_sim::world::{World, json_request};
@@ -220,5 +221,101 @@ async fn a_key_named_two_different_orders_is_reported() {
     reported(
         &violations,
         "buyer alice key k1 was named 2 different orders",
+    );
+}
+
+fn voided(history: &History, epoch: u64, reason: &str) {
+    history.voided(Voided {
+        order: "01a23179-de33-7f67-a702-ed0f18941835".into(),
+        user: "bob".into(),
+        epoch,
+        reason: reason.into(),
+        at_ms: 1_000,
+    });
+}
+
+/// The store's arbiter refusing an order the engine accepted is the
+/// engine out of line, unless a fault under the order's epoch explains
+/// it; a commit of an order already refused is no disagreement.
+#[tokio::test(start_paused = true)]
+async fn an_order_the_store_refused_with_no_fault_to_explain_it_is_reported() {
+    let disagreement = "the store refused order 01a23179-de33-7f67-a702-ed0f18941835 (oversold)";
+    let violations = judged_after_one_sale(TRUE, |_| {
+        let history = History::default();
+        voided(&history, 1, "oversold");
+        history
+    })
+    .await;
+    reported(&violations, disagreement);
+    // A failover under epoch 1 explains the refusals of epoch 1 only.
+    let violations = judged_after_one_sale(TRUE, |_| {
+        let history = History::default();
+        history.disturbed("a Redis failover");
+        voided(&history, 1, "oversold");
+        history
+    })
+    .await;
+    assert_eq!(violations, Vec::<String>::new());
+    let violations = judged_after_one_sale(TRUE, |_| {
+        let history = History::default();
+        history.disturbed("a Redis failover");
+        history.epoch(2);
+        voided(&history, 2, "oversold");
+        history
+    })
+    .await;
+    reported(
+        &violations,
+        "the store refused order 01a23179-de33-7f67-a702-ed0f18941835 (oversold) that the engine accepted under epoch 2",
+    );
+    let violations = judged_after_one_sale(TRUE, |_| {
+        let history = History::default();
+        voided(&history, 1, "earlier");
+        history
+    })
+    .await;
+    assert_eq!(violations, Vec::<String>::new());
+}
+
+/// The service's log events reach the history: a refusal (as
+/// `stockade_server::writer::log_voids` logs it), a move to the fallback
+/// (which disturbs the epoch it leaves) and a rebuild.
+#[tokio::test(start_paused = true)]
+async fn the_services_refusals_and_moves_are_kept_from_its_log() {
+    let history = History::default();
+    let _capture = events::capture(&history, TrueTime::start());
+    tracing::warn!(target: "stockade_server::writer", sale = "drop",
+        order = "01a23179-de33-7f67-a702-ed0f18941835", user = "bob", epoch = 1u64,
+        reason = "over_limit",
+        "the store refused an order the engine had accepted; nothing was sold");
+    tracing::warn!(target: "stockade_server::recovery::fallback", sale = "drop", epoch = 2u64,
+        "no instance has reached the engine lately: the sale moves to the PostgreSQL fallback");
+    tracing::info!(target: "stockade_server::recovery::rebuild", sale = "drop", epoch = 3u64,
+        reason = "fallback_over", "engine rebuilt from the store");
+    // Not the service's: not kept.
+    tracing::warn!(target: "stockade_store", "the store refused an order the engine had accepted");
+    assert_eq!(
+        history.voided_orders(),
+        vec![Voided {
+            order: "01a23179-de33-7f67-a702-ed0f18941835".into(),
+            user: "bob".into(),
+            epoch: 1,
+            reason: "over_limit".into(),
+            at_ms: 0,
+        }]
+    );
+    assert_eq!(
+        history.disturbed_epochs(),
+        BTreeMap::from([(1, "a move to the fallback".to_owned())])
+    );
+    let lines = history.lines();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(
+        lines[2].contains("service: engine rebuilt") && lines[2].contains("reason=fallback_over")
+    );
+    // Refused under epoch 1, which the move left: explained.
+    assert_eq!(
+        stockade_sim::agreement::engine_and_arbiter(&history),
+        Vec::<String>::new()
     );
 }

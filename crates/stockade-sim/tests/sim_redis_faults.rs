@@ -203,3 +203,26 @@ fn keys_found_expired_reach_the_replica_as_deletions() {
         Reply::Int(0)
     );
 }
+
+/// A failover leaves the old primary serving its open connections: the
+/// epochs it writes after it was replaced (a rebuild's, an outbox
+/// entry's) are what the oracle excuses (`stockade_sim::agreement`), and
+/// none it wrote before.
+#[test]
+fn the_epochs_a_replaced_primary_writes_after_a_failover_are_known() {
+    let (old, _) = server();
+    let primary = Primary::new(old.clone());
+    old.execute(&[b"HSET", b"sale", b"epoch", b"1"]);
+    primary.promote(old.replica_lagging(0));
+    assert!(primary.deposed_epochs().is_empty());
+    old.execute(&[b"HSET", b"sale", b"epoch", b"3", b"newest", b"3"]);
+    old.execute(&[b"XADD", b"outbox", b"*", b"epoch", b"4", b"at", b"17"]);
+    // The new primary's own writes are not the old one's.
+    primary
+        .server()
+        .execute(&[b"HSET", b"sale", b"epoch", b"5"]);
+    assert_eq!(
+        primary.deposed_epochs().into_iter().collect::<Vec<_>>(),
+        vec![3, 4]
+    );
+}

@@ -41,6 +41,11 @@ pub struct SimArgs {
     /// Simulated span of the crowd's arrivals, in ms.
     #[arg(long, default_value_t = 60_000)]
     pub span_ms: u64,
+    /// Make every seed the standard seed of issue 37: 3 instances on
+    /// Redis with the fallback (the sale, the crowd and the faults still
+    /// drawn from the seed).
+    #[arg(long)]
+    pub standard: bool,
     /// Run the first N seeds twice and fail if their event logs differ.
     #[arg(long, default_value_t = 0)]
     pub twice: u64,
@@ -76,6 +81,7 @@ pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         buyers: args.buyers,
         faults: args.faults,
         span_ms: args.span_ms,
+        standard: args.standard,
     };
     // Each seed builds its own runtime: run them off this one.
     tokio::task::spawn_blocking(move || Ok(simulate(&args, size)))

@@ -96,6 +96,9 @@ fn standard_mix_shard_7() {
     shard(7);
 }
 
+/// The kind whose sale moves to the fallback and back.
+const MOVES_TO_THE_FALLBACK: &str = "Redis with the fallback, a freeze over 4 s";
+
 /// A kind of scenario.
 type Kind = fn(&Scenario) -> bool;
 
@@ -124,7 +127,7 @@ fn a_seed_of_each_kind_replays_the_same_events() {
         buyers: 300,
         ..Size::default()
     };
-    let kinds: [(&str, Kind); 6] = [
+    let kinds: [(&str, Kind); 7] = [
         ("embedded default", |s| {
             s.engine == Engine::Memory && !has_outage(s)
         }),
@@ -153,6 +156,13 @@ fn a_seed_of_each_kind_replays_the_same_events() {
         ("a draw on Redis, several instances", |s| {
             s.sale.draw_close_ms.is_some() && s.engine == Engine::Redis && s.instances > 1
         }),
+        // Longer than the fallback's quiet period (4 s): the sale moves.
+        (MOVES_TO_THE_FALLBACK, |s| {
+            s.fallback
+                && s.faults
+                    .iter()
+                    .any(|(_, f)| matches!(f, Fault::RedisFreeze(ms) if *ms > 4_000))
+        }),
     ];
     let mut hashes = Vec::new();
     for (kind, is) in kinds {
@@ -173,6 +183,13 @@ fn a_seed_of_each_kind_replays_the_same_events() {
             first.hash, again.hash,
             "{kind} seed {seed:#x} logged other events when replayed"
         );
+        if kind == MOVES_TO_THE_FALLBACK {
+            let logged = |what: &str| first.log.iter().any(|line| line.contains(what));
+            assert!(
+                logged("service: the sale moves to the fallback") && logged("reason=fallback_over"),
+                "{kind} seed {seed:#x}: the sale moves to the fallback and back"
+            );
+        }
         hashes.push(first.hash);
     }
     hashes.sort();

@@ -76,6 +76,26 @@ impl ServerConfig {
         &self.engine
     }
 
+    /// This configuration with the fallback on (sales move to the store's
+    /// own engine while Redis is unavailable) whatever the store is: None
+    /// unless the engine is Redis.
+    ///
+    /// For an embedder that runs every instance in one process over one
+    /// SQLite file: the simulator (`stockade-sim`). The store is one
+    /// implementation over sqlx's Any driver, so its engine decides on
+    /// SQLite as on PostgreSQL. `stockade serve` never calls this:
+    /// [`ServerConfig::resolve`] still refuses `--fallback postgres`
+    /// without a postgres:// store, because instances on several machines
+    /// cannot share a SQLite file, and a fallback over a file of each
+    /// would sell the stock once per instance.
+    pub fn with_fallback_on_a_shared_store(mut self) -> Option<Self> {
+        match &mut self.engine {
+            Engine::Redis { fallback, .. } => *fallback = Some(super::Fallback::Postgres),
+            Engine::Memory | Engine::Postgres => return None,
+        }
+        Some(self)
+    }
+
     /// How long start waits for an unreachable database or Redis.
     pub fn startup_wait(&self) -> Duration {
         self.startup_wait

@@ -433,6 +433,7 @@ pub(crate) fn log_voids(orders: &[Order], verdicts: &[Verdict]) {
             tracing::warn!(
                 sale = %order.sale_id,
                 order = %order.id,
+                user = %order.user_id,
                 epoch = %order.epoch,
                 reason = reason.label(),
                 "the store refused an order the engine had accepted; nothing was sold"

@@ -27,6 +27,9 @@ impl Connector for SimRedis {
 #[derive(Debug, Clone)]
 pub struct Primary {
     current: Arc<std::sync::Mutex<SimRedis>>,
+    /// The servers failovers replaced, each with the writes it had logged
+    /// then: its open connections still reach it.
+    deposed: Arc<std::sync::Mutex<Vec<(SimRedis, usize)>>>,
 }
 
 impl Primary {
@@ -34,6 +37,7 @@ impl Primary {
     pub fn new(server: SimRedis) -> Self {
         Self {
             current: Arc::new(std::sync::Mutex::new(server)),
+            deposed: Arc::default(),
         }
     }
 
@@ -48,10 +52,30 @@ impl Primary {
     /// Makes `server` the primary; connections open to the old one stay
     /// until they break (restart it, or drop its replies, to see them go).
     pub fn promote(&self, server: SimRedis) {
-        *self
-            .current
+        let old = std::mem::replace(
+            &mut *self
+                .current
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            server,
+        );
+        let writes = old.writes();
+        self.deposed
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = server;
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((old, writes));
+    }
+
+    /// The epochs a server a failover replaced wrote after it was replaced
+    /// (an outbox entry's, a rebuild's): a connection opened before the
+    /// failover still sold or rebuilt through it.
+    pub fn deposed_epochs(&self) -> std::collections::BTreeSet<u64> {
+        self.deposed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .flat_map(|(server, from)| server.numbers_written_since(*from, &[b"epoch", b"newest"]))
+            .collect()
     }
 }
 

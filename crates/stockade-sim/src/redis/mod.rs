@@ -182,6 +182,20 @@ impl SimRedis {
         shared.state.db.dump()
     }
 
+    /// The numbers that follow any of `fields` in the write effects after
+    /// the first `from` (a hash's field and its value, a stream entry's).
+    pub fn numbers_written_since(&self, from: usize, fields: &[&[u8]]) -> Vec<u64> {
+        let shared = self.shared();
+        let log = &shared.state.log;
+        log.get(from..)
+            .unwrap_or_default()
+            .iter()
+            .flat_map(|effect| effect.windows(2))
+            .filter(|pair| fields.contains(&pair[0].as_slice()))
+            .filter_map(|pair| std::str::from_utf8(&pair[1]).ok()?.parse().ok())
+            .collect()
+    }
+
     /// How many write effects the server logged since it started.
     pub fn writes(&self) -> usize {
         self.shared().state.log.len()

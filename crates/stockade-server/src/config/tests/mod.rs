@@ -365,6 +365,19 @@ fn invalid_settings_name_the_setting() {
         ("fallback", "postgres"),
     ]));
     assert!(err.to_string().contains("--fallback"), "{err}");
+    // Only an embedder sharing one SQLite store asks for it there.
+    let sqlite = ServerConfig::resolve(
+        flags(&[("engine", "redis"), ("redis_url", "redis://x")]),
+        RawConfig::default(),
+        None,
+    )
+    .unwrap();
+    assert!(sqlite.engine().fallback().is_none());
+    let shared = sqlite.with_fallback_on_a_shared_store().unwrap();
+    assert_eq!(shared.engine().fallback(), Some(Fallback::Postgres));
+    assert_eq!(shared.store().kind_name(), "sqlite");
+    let memory = ServerConfig::resolve(flags(&[]), RawConfig::default(), None).unwrap();
+    assert!(memory.with_fallback_on_a_shared_store().is_none());
     let err = bad(flags(&[("fallback", "mysql")]));
     assert!(err.to_string().contains("--fallback"), "{err}");
     let ok = ServerConfig::resolve(

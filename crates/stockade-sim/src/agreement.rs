@@ -1,0 +1,43 @@
+//! The engine and the store's arbiter agree: the arbiter judges again
+//! every order an engine accepted (stock, limits, the epoch, the key), so a
+//! refusal of one is a second judge disagreeing with the first. Some
+//! faults explain a disagreement: after a Redis loss, a failover to a
+//! replica behind, or replies lost after their commands ran, the engine
+//! decides from state the store never saw, and after a move to the
+//! fallback the orders accepted under the epoch it left commit beside the
+//! store's own decisions. Each explains the refusals of orders accepted
+//! under the epoch the sale was under when it happened (the next rebuild
+//! puts the sale under a new one, from the store's state). A failover
+//! also leaves the old primary serving the connections opened before it
+//! (see [`crate::redis::Primary::promote`]): two primaries, each rebuilt
+//! in turn by the instances that reach it, each rebuild voiding the other
+//! side's orders as stale, for as long as the old one still sells: each
+//! epoch it sold or rebuilt under after the failover is disturbed, and the
+//! epoch before it (its rebuild voids the other side's orders of that
+//! one). Any other refusal is the engine out of line with nothing to
+//! excuse it.
+
+use crate::history::History;
+use crate::oracle::Violation;
+
+/// The refusals that are not a disagreement: a commit of an order an
+/// earlier commit already refused (a retried batch, a replayed outbox).
+const NOT_A_DISAGREEMENT: &[&str] = &["earlier"];
+
+/// Each order the store refused after an engine accepted it, under an
+/// epoch no fault disturbed.
+pub fn engine_and_arbiter(history: &History) -> Vec<Violation> {
+    let disturbed = history.disturbed_epochs();
+    history
+        .voided_orders()
+        .into_iter()
+        .filter(|v| !NOT_A_DISAGREEMENT.contains(&v.reason.as_str()))
+        .filter(|v| !disturbed.contains_key(&v.epoch))
+        .map(|v| {
+            format!(
+                "the store refused order {} ({}) that the engine accepted under epoch {}, at {} ms, with no fault under that epoch to explain it (disturbed epochs: {disturbed:?})",
+                v.order, v.reason, v.epoch, v.at_ms
+            )
+        })
+        .collect()
+}

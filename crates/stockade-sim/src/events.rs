@@ -1,0 +1,127 @@
+//! The service's own events a run keeps (as the instances log them, through
+//! `tracing`, on the run's thread): the sale's moves to the fallback, the
+//! engine's rebuilds (a move back among them), and each order the store's
+//! arbiter refused after an engine had accepted it. They go into the event
+//! log (so `stockade sim --seed X --log` shows them) and into the
+//! [`History`] the oracle judges (see [`crate::agreement`]).
+
+use std::fmt::Write as _;
+
+use tracing::field::{Field, Visit};
+use tracing::subscriber::{DefaultGuard, Interest};
+use tracing::{Event, Metadata, Subscriber};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
+
+use crate::clock::TrueTime;
+use crate::history::{History, Voided};
+
+/// What the service logs when a sale moves to the fallback.
+const TO_FALLBACK: &str = "the sale moves to the PostgreSQL fallback";
+/// What it logs when a rebuild puts the sale under a new epoch.
+const REBUILT: &str = "engine rebuilt from the store";
+/// What it logs for each order the store refused after an engine had
+/// accepted it (`stockade_server::writer::log_voids`).
+const REFUSED: &str = "the store refused an order the engine had accepted";
+
+/// Keeps the service's events in `history` while the guard lives (on this
+/// thread only: the run's).
+pub fn capture(history: &History, time: TrueTime) -> DefaultGuard {
+    let layer = Capture {
+        history: history.clone(),
+        time,
+    };
+    tracing::subscriber::set_default(tracing_subscriber::registry().with(layer))
+}
+
+struct Capture {
+    history: History,
+    time: TrueTime,
+}
+
+/// Only the service's events at info or above: every other callsite (its
+/// spans, the libraries') stays off and costs nothing.
+fn wanted(meta: &Metadata<'_>) -> bool {
+    meta.is_event()
+        && meta.target().starts_with("stockade_server")
+        && *meta.level() <= tracing::Level::INFO
+}
+
+impl<S: Subscriber> Layer<S> for Capture {
+    fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
+        if wanted(meta) {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
+    }
+
+    fn enabled(&self, meta: &Metadata<'_>, _: Context<'_, S>) -> bool {
+        wanted(meta)
+    }
+
+    fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        let epoch = fields.get("epoch").and_then(|e| e.parse::<u64>().ok());
+        let message = fields.get("message").unwrap_or_default().to_owned();
+        let at_ms = self.time.millis();
+        let line = |what: &str| format!("service: {what} {}", fields.rest());
+        if message.ends_with(TO_FALLBACK) {
+            self.history
+                .log(at_ms, line("the sale moves to the fallback"));
+            if let Some(epoch) = epoch {
+                // Orders the engine accepted under the epoch it leaves
+                // still commit, against the fallback's own decisions.
+                self.history.disturbed("a move to the fallback");
+                self.history.epoch(epoch);
+            }
+        } else if message == REBUILT {
+            self.history.log(at_ms, line("engine rebuilt"));
+            if let Some(epoch) = epoch {
+                self.history.epoch(epoch);
+            }
+        } else if message.starts_with(REFUSED) {
+            self.history
+                .log(at_ms, line("the store refused an accepted order"));
+            self.history.voided(Voided {
+                order: fields.get("order").unwrap_or_default().to_owned(),
+                user: fields.get("user").unwrap_or_default().to_owned(),
+                epoch: epoch.unwrap_or_default(),
+                reason: fields.get("reason").unwrap_or_default().to_owned(),
+                at_ms,
+            });
+        }
+    }
+}
+
+/// An event's fields as text, in the order logged.
+#[derive(Default)]
+struct Fields(Vec<(&'static str, String)>);
+
+impl Fields {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every field but the message, `name=value` each.
+    fn rest(&self) -> String {
+        let mut text = String::new();
+        for (name, value) in self.0.iter().filter(|(n, _)| *n != "message") {
+            let _ = write!(text, "{name}={value} ");
+        }
+        text.trim_end().to_owned()
+    }
+}
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.push((field.name(), value.to_owned()));
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.push((field.name(), format!("{value:?}")));
+    }
+}
