@@ -269,7 +269,10 @@ pub fn windows(
             .map_or(0, |t| t.early_ms);
         let starts = at(sale.starts_ms.saturating_sub(early));
         let ends = sale.ends_ms.map(at);
-        let sold = matches!(answer.status, 200..=202);
+        // A new order: 201 or 202. A 200 replays an order its key named
+        // before, made when that first answer was (which the network may
+        // have lost: `--lost-answers`).
+        let sold = matches!(answer.status, 201 | 202);
         let wrong = match answer.code.as_str() {
             "not_started" if answer.sent_ms >= starts => {
                 Some(format!("not_started, though its start {starts} had passed"))
@@ -349,6 +352,9 @@ mod tests {
             answer("p", 409, "ended", 20_000),
         ];
         assert_eq!(windows(&sale(), &tiers, &right), Vec::<String>::new());
+        // A replay after the end names an order made before it.
+        let replay = answer("p", 200, "", 20_000);
+        assert!(windows(&sale(), &tiers, &[replay]).is_empty());
         for wrong in [
             answer("m", 409, "not_started", 6_000),
             answer("p", 201, "", 9_999),
