@@ -181,6 +181,7 @@ impl Crowd {
                         .to_owned(),
                     sent_ms,
                     answered_ms: clock.now().timestamp_millis(),
+                    repeat: buyer.keyed && attempt > 0,
                 });
             }
             let retry = match &answer {
