@@ -11,11 +11,10 @@
 //! also leaves the old primary serving the connections opened before it
 //! (see [`crate::redis::Primary::promote`]): two primaries, each rebuilt
 //! in turn by the instances that reach it, each rebuild voiding the other
-//! side's orders as stale, for as long as the old one still sells: each
-//! epoch it sold or rebuilt under after the failover is disturbed, and the
-//! epoch before it (its rebuild voids the other side's orders of that
-//! one). Any other refusal is the engine out of line with nothing to
-//! excuse it.
+//! side's orders as stale, and a key or a holding one recorded is unknown
+//! to the other: every epoch from the one before the first the old primary
+//! wrote after the failover to the one after its last is disturbed. Any
+//! other refusal is the engine out of line with nothing to excuse it.
 
 use crate::history::History;
 use crate::oracle::Violation;

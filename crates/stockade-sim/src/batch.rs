@@ -30,6 +30,7 @@ pub fn in_child(program: &Path, args: &[&str], seed: u64, size: Size) -> Report 
         .args(["--faults", &size.faults.to_string()])
         .args(["--span-ms", &size.span_ms.to_string(), "--report"])
         .args(size.standard.then_some("--standard"))
+        .args(size.lost_answers.then_some("--lost-answers"))
         .output();
     let broken = |why: String| Report {
         seed,
@@ -105,6 +106,7 @@ pub fn parse_corpus(text: &str) -> Result<Vec<(u64, Size)>, String> {
                     faults: faults as usize,
                     span_ms,
                     standard: false,
+                    lost_answers: false,
                 },
             ))
         })
@@ -135,11 +137,16 @@ impl Failure {
 /// The command that replays `seed` at `size`.
 pub fn replay_command(seed: u64, size: Size) -> String {
     format!(
-        "cargo run --release --features bench -- sim --seed {seed:#x} --buyers {} --faults {} --span-ms {}{}",
+        "cargo run --release --features bench -- sim --seed {seed:#x} --buyers {} --faults {} --span-ms {}{}{}",
         size.buyers,
         size.faults,
         size.span_ms,
-        if size.standard { " --standard" } else { "" }
+        if size.standard { " --standard" } else { "" },
+        if size.lost_answers {
+            " --lost-answers"
+        } else {
+            ""
+        }
     )
 }
 
@@ -334,6 +341,7 @@ mod tests {
                         faults: 1,
                         span_ms: 60_000,
                         standard: false,
+                        lost_answers: false,
                     }
                 ),
                 (
@@ -343,6 +351,7 @@ mod tests {
                         faults: 0,
                         span_ms: 1_000,
                         standard: false,
+                        lost_answers: false,
                     }
                 ),
             ]

@@ -34,6 +34,9 @@ pub struct Crowd {
     /// Whether the sale is plain (see [`crate::scenario::Scenario::plain`]):
     /// most of its buyers then name no SKU.
     pub plain: bool,
+    /// Whether the network loses some answers to keyed purchases (see
+    /// [`crate::scenario::Scenario::lost_answers`]).
+    pub lost_answers: bool,
 }
 
 /// The sale's refusals a buyer may be answered, each saying nothing was
@@ -152,7 +155,21 @@ impl Crowd {
             let what = format!("buy key={key} attempt={attempt}");
             let clock = &self.clocks[instance];
             let sent_ms = clock.now().timestamp_millis();
-            let answer = self.call(&buyer.user, instance, &what, request).await;
+            let mut answer = self.call(&buyer.user, instance, &what, request).await;
+            // The network loses the answer after the service made it: the
+            // buyer cannot tell, and sends the key again.
+            if answer.is_some()
+                && self.lost_answers
+                && buyer.keyed
+                && attempt < buyer.retries
+                && rng.random_bool(0.1)
+            {
+                self.history.log(
+                    self.time.millis(),
+                    format!("{} {what}: the answer is lost", buyer.user),
+                );
+                answer = None;
+            }
             if let Some((status, body)) = &answer {
                 self.history.judged(Judged {
                     user: buyer.user.clone(),
@@ -164,6 +181,7 @@ impl Crowd {
                         .to_owned(),
                     sent_ms,
                     answered_ms: clock.now().timestamp_millis(),
+                    repeat: buyer.keyed && attempt > 0,
                 });
             }
             let retry = match &answer {

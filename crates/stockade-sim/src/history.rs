@@ -39,6 +39,9 @@ pub struct Judged {
     pub sent_ms: i64,
     /// The instance's clock when the answer came.
     pub answered_ms: i64,
+    /// Whether the purchase sent a key it had sent before: its 200 or 202
+    /// may replay an order made then.
+    pub repeat: bool,
 }
 
 /// An order the store's arbiter refused after an engine had accepted it,

@@ -269,7 +269,11 @@ pub fn windows(
             .map_or(0, |t| t.early_ms);
         let starts = at(sale.starts_ms.saturating_sub(early));
         let ends = sale.ends_ms.map(at);
-        let sold = matches!(answer.status, 200..=202);
+        // A new order: 201, or 202 to a key's first sending. A 200 replays
+        // an order its key named before, made when that first answer was
+        // (which the network may have lost: `--lost-answers`), and so may a
+        // 202 to a key sent again (the order is still being committed).
+        let sold = answer.status == 201 || (answer.status == 202 && !answer.repeat);
         let wrong = match answer.code.as_str() {
             "not_started" if answer.sent_ms >= starts => {
                 Some(format!("not_started, though its start {starts} had passed"))
@@ -333,6 +337,7 @@ mod tests {
             code: code.into(),
             sent_ms: at,
             answered_ms: at,
+            repeat: false,
         }
     }
 
@@ -349,6 +354,15 @@ mod tests {
             answer("p", 409, "ended", 20_000),
         ];
         assert_eq!(windows(&sale(), &tiers, &right), Vec::<String>::new());
+        // A replay after the end names an order made before it.
+        let replay = answer("p", 200, "", 20_000);
+        let pending = Judged {
+            repeat: true,
+            ..answer("p", 202, "", 20_000)
+        };
+        assert!(windows(&sale(), &tiers, &[replay, pending]).is_empty());
+        let new = answer("p", 202, "", 20_000);
+        assert_eq!(windows(&sale(), &tiers, &[new]).len(), 1);
         for wrong in [
             answer("m", 409, "not_started", 6_000),
             answer("p", 201, "", 9_999),

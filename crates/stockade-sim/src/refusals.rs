@@ -74,6 +74,7 @@ mod tests {
             code: "limit_exceeded".into(),
             sent_ms: 0,
             answered_ms: 0,
+            repeat: false,
         }
     }
 

@@ -155,6 +155,7 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
             .map(|i| world.clock(i).clone())
             .collect(),
         plain: scenario.plain,
+        lost_answers: scenario.lost_answers,
     };
     let mut seeds = rand_chacha::ChaCha8Rng::seed_from_u64(scenario.seed);
     let buyers: Vec<_> = scenario
@@ -192,11 +193,13 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
         .map(|b| (b.user.clone(), sale.limit_of(b.tier.as_deref())))
         .collect();
     if let Some(redis) = world.redis() {
-        // Two primaries (see `agreement`): the epochs the old one sold or
-        // rebuilt under, and the ones before them.
-        for epoch in redis.deposed_epochs() {
-            for epoch in [epoch, epoch.saturating_sub(1)] {
-                history.disturbed_epoch(epoch, "the primary a failover replaced still sold");
+        // Two primaries (see `agreement`): every epoch from the one before
+        // the first the old one wrote after the failover to the one after
+        // its last.
+        let deposed = redis.deposed_epochs();
+        if let (Some(first), Some(last)) = (deposed.first(), deposed.last()) {
+            for epoch in first.saturating_sub(1)..=last + 1 {
+                history.disturbed_epoch(epoch, "two primaries after a failover");
             }
         }
     }
@@ -334,6 +337,7 @@ pub fn features(scenario: &Scenario) -> Vec<String> {
     );
     has(scenario.fallback, "fallback");
     has(scenario.plain, "a plain sale");
+    has(scenario.lost_answers, "lost answers");
     has(
         scenario.plain && sale.skus[0].id == "default",
         "a sale created with stock alone",

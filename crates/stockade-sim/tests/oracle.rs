@@ -133,6 +133,7 @@ async fn a_refusal_of_a_key_the_store_has_an_order_under_is_reported() {
             code: "limit_exceeded".into(),
             sent_ms: 0,
             answered_ms: 0,
+            repeat: false,
         });
         history
     })
