@@ -99,14 +99,14 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
         .iter()
         .map(|(offset, drift)| SimClock::new(time, TimeDelta::milliseconds(*offset), *drift))
         .collect();
-    let world = World::new(dir, scenario.engine, clocks, store_clock);
-    let mut world = match world.and_then(|w| {
+    let world = World::new(dir, scenario.engine, clocks, store_clock).and_then(|w| {
         if scenario.fallback {
             w.with_fallback()
         } else {
             Ok(w)
         }
-    }) {
+    });
+    let mut world = match world {
         Ok(world) => world,
         Err(e) => return failed(scenario, &history, vec![e.to_string()]),
     };
@@ -155,7 +155,7 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
             .map(|i| world.clock(i).clone())
             .collect(),
         plain: scenario.plain,
-        lost_answers: scenario.lost_answers,
+        lost_answers: scenario.size.lost_answers,
     };
     let mut seeds = rand_chacha::ChaCha8Rng::seed_from_u64(scenario.seed);
     let buyers: Vec<_> = scenario
@@ -337,7 +337,7 @@ pub fn features(scenario: &Scenario) -> Vec<String> {
     );
     has(scenario.fallback, "fallback");
     has(scenario.plain, "a plain sale");
-    has(scenario.lost_answers, "lost answers");
+    has(scenario.size.lost_answers, "lost answers");
     has(
         scenario.plain && sale.skus[0].id == "default",
         "a sale created with stock alone",

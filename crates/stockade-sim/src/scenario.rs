@@ -261,10 +261,6 @@ pub struct Scenario {
     /// is created with `stock` alone), no tiers, no per-SKU limit, so no
     /// bundles; most of its buyers name no SKU.
     pub plain: bool,
-    /// Whether the network loses about one answer in ten to a keyed
-    /// purchase its buyer will retry: the buyer sends the key again
-    /// (`Size::lost_answers`).
-    pub lost_answers: bool,
     /// Each instance's clock: offset (ms) and drift (ppm).
     pub clocks: Vec<(i64, i64)>,
     /// The sale.
@@ -331,9 +327,6 @@ impl Scenario {
         if rng.random_bool(0.25) {
             make_draw(&mut sale, &mut rng, size);
         }
-        // Lost answers only when asked for (`stockade sim --lost-answers`):
-        // the standard mix does not lose answers yet (see docs/testing.md).
-        let lost_answers = size.lost_answers;
         let mut rng = stream(1);
         let buyers = (0..size.buyers)
             .map(|i| draw_buyer(&mut rng, i, &sale, size))
@@ -372,7 +365,6 @@ impl Scenario {
             engine,
             fallback,
             plain,
-            lost_answers,
             clocks,
             sale,
             buyers,
