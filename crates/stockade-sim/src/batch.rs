@@ -82,16 +82,20 @@ pub fn read_corpus(path: &Path) -> Result<Vec<(u64, Size)>, String> {
 }
 
 /// The regression corpus's seeds and sizes: one `seed buyers faults
-/// span_ms` per line (numbers in decimal or 0x-hex), `#` starts a comment.
+/// span_ms` per line (numbers in decimal or 0x-hex), then the flags the
+/// seed failed with, if any (`standard`, `lost-answers`, as `stockade sim`
+/// spells them without the dashes in front); `#` starts a comment.
 pub fn parse_corpus(text: &str) -> Result<Vec<(u64, Size)>, String> {
     text.lines()
         .enumerate()
         .map(|(i, line)| (i + 1, line.split('#').next().unwrap_or_default().trim()))
         .filter(|(_, line)| !line.is_empty())
         .map(|(n, line)| {
-            let fields = line
-                .split_whitespace()
-                .map(parse_number)
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let (numbers, flags) = words.split_at(words.len().min(4));
+            let fields = numbers
+                .iter()
+                .map(|word| parse_number(word))
                 .collect::<Result<Vec<u64>, _>>()
                 .map_err(|e| format!("line {n} ({line:?}): {e}"))?;
             let [seed, buyers, faults, span_ms] = fields[..] else {
@@ -99,16 +103,26 @@ pub fn parse_corpus(text: &str) -> Result<Vec<(u64, Size)>, String> {
                     "line {n} ({line:?}): want four numbers: seed buyers faults span_ms"
                 ));
             };
-            Ok((
-                seed,
-                Size {
-                    buyers: buyers as usize,
-                    faults: faults as usize,
-                    span_ms,
-                    standard: false,
-                    lost_answers: false,
-                },
-            ))
+            let mut size = Size {
+                buyers: buyers as usize,
+                faults: faults as usize,
+                span_ms,
+                standard: false,
+                lost_answers: false,
+            };
+            for flag in flags {
+                match *flag {
+                    "standard" => size.standard = true,
+                    "lost-answers" => size.lost_answers = true,
+                    other => {
+                        return Err(format!(
+                            "line {n} ({line:?}): {other:?} is not a flag; \
+                             want standard or lost-answers after the four numbers"
+                        ));
+                    }
+                }
+            }
+            Ok((seed, size))
         })
         .collect()
 }
@@ -330,7 +344,7 @@ mod tests {
 
     #[test]
     fn the_corpus_reads_seeds_sizes_and_comments() {
-        let corpus = "# found by hand\n0x5eed0001 10 1 60000  # a comment\n\n42 1 0 1000\n";
+        let corpus = "# found by hand\n0x5eed0001 10 1 60000  # a comment\n\n42 1 0 1000 standard lost-answers\n";
         assert_eq!(
             parse_corpus(corpus).unwrap(),
             vec![
@@ -350,8 +364,8 @@ mod tests {
                         buyers: 1,
                         faults: 0,
                         span_ms: 1_000,
-                        standard: false,
-                        lost_answers: false,
+                        standard: true,
+                        lost_answers: true,
                     }
                 ),
             ]
@@ -367,5 +381,10 @@ mod tests {
         );
         let error = parse_corpus("seven 1 1 1\n").unwrap_err();
         assert!(error.contains("line 1"), "{error}");
+        let error = parse_corpus("1 2 3 4 lost_answers\n").unwrap_err();
+        assert!(
+            error.contains("line 1") && error.contains("\"lost_answers\" is not a flag"),
+            "{error}"
+        );
     }
 }

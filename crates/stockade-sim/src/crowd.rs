@@ -35,8 +35,7 @@ pub struct Crowd {
     /// most of its buyers then name no SKU.
     pub plain: bool,
     /// Whether the network loses some answers to keyed purchases (see
-    /// [`crate::scenario::Size::lost_answers`]: only when asked for, the
-    /// standard mix does not lose answers yet).
+    /// [`crate::scenario::Scenario::lost_answers`]).
     pub lost_answers: bool,
 }
 

@@ -155,7 +155,7 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
             .map(|i| world.clock(i).clone())
             .collect(),
         plain: scenario.plain,
-        lost_answers: scenario.size.lost_answers,
+        lost_answers: scenario.lost_answers,
     };
     let mut seeds = rand_chacha::ChaCha8Rng::seed_from_u64(scenario.seed);
     let buyers: Vec<_> = scenario
@@ -337,7 +337,7 @@ pub fn features(scenario: &Scenario) -> Vec<String> {
     );
     has(scenario.fallback, "fallback");
     has(scenario.plain, "a plain sale");
-    has(scenario.size.lost_answers, "lost answers");
+    has(scenario.lost_answers, "lost answers");
     has(
         scenario.plain && sale.skus[0].id == "default",
         "a sale created with stock alone",

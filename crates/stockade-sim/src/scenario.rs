@@ -25,8 +25,8 @@ pub struct Size {
     /// the seed's (`stockade sim --standard`).
     #[serde(default)]
     pub standard: bool,
-    /// Whether the network loses some answers to keyed purchases, which
-    /// their buyers then send again (`stockade sim --lost-answers`).
+    /// Whether every seed's network loses some answers to keyed purchases
+    /// (`stockade sim --lost-answers`), not only a third of them.
     #[serde(default)]
     pub lost_answers: bool,
 }
@@ -257,6 +257,10 @@ pub struct Scenario {
     /// Whether, on Redis, sales move to the store's own engine while Redis
     /// is unavailable (and back once it is healthy).
     pub fallback: bool,
+    /// Whether the network loses some answers to keyed purchases, which
+    /// their buyers send again: a third of the seeds, every one with
+    /// [`Size::lost_answers`].
+    pub lost_answers: bool,
     /// Whether the sale is plain: one SKU (named `default` when the sale
     /// is created with `stock` alone), no tiers, no per-SKU limit, so no
     /// bundles; most of its buyers name no SKU.
@@ -321,6 +325,9 @@ impl Scenario {
         // Whether the sale is plain, the commonest sale, from a stream of
         // its own, so that the other seeds' sales stay as they were.
         let plain = make_plain(&mut sale, &mut stream(7));
+        // Whether answers get lost, from a stream of its own, so that the
+        // other seeds' crowds do as they did.
+        let lost_answers = size.lost_answers || stream(8).random_bool(1.0 / 3.0);
         // Whether the sale is drawn, from a stream of its own, so that the
         // other seeds' sales stay as they were.
         let mut rng = stream(3);
@@ -364,6 +371,7 @@ impl Scenario {
             instances,
             engine,
             fallback,
+            lost_answers,
             plain,
             clocks,
             sale,

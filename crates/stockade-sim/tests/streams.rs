@@ -1,6 +1,7 @@
-//! Each draw added after the first ones (the fallback, plain sales) comes from a
-//! stream of its own: the seeds it does not apply to keep the scenario
-//! they had, and the suite's seeds keep meaning what they meant.
+//! Each draw added after the first ones (the fallback, plain sales, lost
+//! answers) comes from a stream of its own: the seeds it does not apply to
+//! keep the scenario they had, and the suite's seeds keep meaning what
+//! they meant.
 
 use sha2::{Digest, Sha256};
 use stockade_sim::scenario::Engine;
@@ -105,5 +106,22 @@ fn the_standard_seed_is_three_instances_on_redis_with_the_fallback_and_the_seeds
         assert_eq!(forced.clocks[..mixed.clocks.len()], mixed.clocks[..]);
         assert_eq!((&forced.sale, &forced.buyers), (&mixed.sale, &mixed.buyers));
         assert!(forced.faults.len() >= forced.size.faults);
+    }
+}
+
+#[test]
+fn about_a_third_of_the_seeds_lose_answers_and_every_one_when_asked() {
+    let drawn = drawn();
+    let lost = drawn.iter().filter(|s| s.lost_answers).count();
+    assert!(
+        (45..=90).contains(&lost),
+        "{lost} of 200 seeds lose answers"
+    );
+    let asked = Size {
+        lost_answers: true,
+        ..size()
+    };
+    for seed in 0x5eed_0000..0x5eed_0000 + 20u64 {
+        assert!(Scenario::draw(seed, asked).lost_answers, "{seed:#x}");
     }
 }

@@ -47,8 +47,8 @@ pub struct SimArgs {
     #[arg(long)]
     pub standard: bool,
     /// Lose about one answer in ten to a keyed purchase its buyer will
-    /// retry (the buyer sends the key again). Not in the standard mix yet:
-    /// see docs/testing.md.
+    /// retry (the buyer sends the key again) in every seed, not only in
+    /// the third of the seeds that lose answers anyway.
     #[arg(long)]
     pub lost_answers: bool,
     /// Run the first N seeds twice and fail if their event logs differ.

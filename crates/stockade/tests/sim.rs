@@ -205,6 +205,12 @@ fn a_seed_of_each_kind_replays_the_same_events() {
 #[test]
 fn the_regression_corpus() {
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../stockade-sim/corpus.txt");
+    let seeds = std::fs::read_to_string(&corpus)
+        .expect("the corpus")
+        .lines()
+        .filter(|line| !line.split('#').next().unwrap_or_default().trim().is_empty())
+        .count();
+    assert!(seeds > 0, "the corpus {} names no seed", corpus.display());
     sim(&[
         "--corpus".into(),
         corpus.display().to_string(),

@@ -248,8 +248,15 @@ impl<'a> Purchases<'a> {
                         .instrument(tracing::debug_span!("replay", order_id = %order_id))
                         .await;
                 }
-                refused => {
+                // The store decided it and read the key first.
+                refused if durability == Durability::Committed => {
                     return Err(PurchaseError::refused(&sale, purchase.quantity(), refused));
+                }
+                refused => {
+                    let span = tracing::debug_span!("replay", refused = refused.label());
+                    return replay::refused(state, &purchase, refused, request)
+                        .instrument(span)
+                        .await;
                 }
             }
         }

@@ -15,7 +15,7 @@
 //! until the store has it or no longer accepts the epoch it was decided
 //! under (then it never will: 409 `order_failed`).
 
-use stockade_core::{Item, Order, OrderId, Purchase};
+use stockade_core::{Item, Order, OrderId, Purchase, PurchaseOutcome};
 use stockade_store::Stored;
 use tracing::Span;
 
@@ -48,6 +48,34 @@ pub(super) async fn replay(
     };
     same_purchase(state, purchase, &order).await?;
     Ok(Decision::Replayed { order, committed })
+}
+
+/// The answer to a purchase an engine apart from the store refused with
+/// `outcome`. A keyed one is a replay if the store has an order under its
+/// key: that engine can lack the key (a failover to a replica without its
+/// write, or a primary the failover deposed still serving), and a buyer
+/// whose answer was lost must not read `sold_out` for an order they have.
+/// One indexed store read per refused keyed purchase; unkeyed ones cost
+/// nothing more.
+pub(super) async fn refused(
+    state: &AppState,
+    purchase: &Purchase,
+    outcome: PurchaseOutcome,
+    request: &Span,
+) -> Result<Decision, PurchaseError> {
+    if let Some(key) = purchase.idempotency_key()
+        && let Some(order_id) = state
+            .store()
+            .key_owner(purchase.sale_id(), purchase.user_id(), key)
+            .await?
+    {
+        return replay(state, purchase, order_id, request).await;
+    }
+    Err(PurchaseError::refused(
+        purchase.sale_id(),
+        purchase.quantity(),
+        outcome,
+    ))
 }
 
 /// An order its key names that neither the store, this instance's writer

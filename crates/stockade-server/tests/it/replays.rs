@@ -381,3 +381,50 @@ async fn a_replay_of_an_order_no_epoch_accepts_is_order_failed() {
         "{verdicts:?}"
     );
 }
+
+/// A buyer whose 201 was lost retries with the key and reaches an engine
+/// that lacks it (a failover promoted a replica without the write, or the
+/// instance still reaches a primary the failover deposed) after the sale
+/// sold out: the store has the key's order, so the retry is answered with
+/// it, not refused (409 `limit_exceeded` here, the engine's first check;
+/// `sold_out` in the simulator). Found by the simulator: `stockade sim
+/// --seed 0x5eed0104 --lost-answers`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_keyed_retry_an_engine_forgot_is_answered_with_the_stores_order() {
+    let bare = Bare::start("forgot").await;
+    let first = match bare.replay("forgot", "bob", "k-bob").await {
+        Ok(Decision::Committed { order, .. }) => order,
+        other => panic!("bob buys the first item: {other:?}"),
+    };
+    for buyer in ["ann", "cy", "di", "ed"] {
+        let bought = bare.replay("forgot", buyer, &format!("k-{buyer}")).await;
+        assert!(
+            matches!(bought, Ok(Decision::Committed { .. })),
+            "{buyer}: {bought:?}"
+        );
+    }
+    // The engine forgets every key, as a replica promoted before the
+    // writes of the keys reached it.
+    let keys = bare.redis_engine.keys(&SaleId::new("forgot").unwrap()).keys;
+    bare.redis.command(&["DEL", keys.as_str()]).unwrap();
+
+    match bare.replay("forgot", "bob", "k-bob").await {
+        Ok(Decision::Replayed {
+            order,
+            committed: true,
+        }) => assert_eq!(order.id, first.id),
+        other => panic!("bob's retry names the order the store has: {other:?}"),
+    }
+    // A keyed purchase the store has no order for is still refused.
+    let late = bare.replay("forgot", "fay", "k-fay").await;
+    assert!(
+        matches!(
+            late,
+            Err(PurchaseError::Refused {
+                outcome: PurchaseOutcome::SoldOut,
+                ..
+            })
+        ),
+        "{late:?}"
+    );
+}

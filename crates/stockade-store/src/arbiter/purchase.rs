@@ -131,6 +131,25 @@ async fn look(
     }
 }
 
+impl OrderStore {
+    /// The order (committed or void) that `user`'s idempotency `key` names
+    /// in `sale`, in one index probe. An engine apart from the store can
+    /// lack a key the store has (a failover to a replica without the
+    /// write), so a keyed purchase that engine refuses asks here first.
+    pub async fn key_owner(
+        &self,
+        sale: &SaleId,
+        user: &UserId,
+        key: &IdempotencyKey,
+    ) -> Result<Option<OrderId>, StoreError> {
+        self.call(async {
+            let mut conn = self.pool.acquire().await?;
+            read_key_owner(&mut conn, sale, user, key).await
+        })
+        .await
+    }
+}
+
 /// The order (committed or void) that the buyer's `key` names in `sale`.
 /// By (sale, buyer, key), the unique index's columns, so the lookup is one
 /// index probe however many orders the sale has.
