@@ -34,6 +34,17 @@ pub trait Engine: Send + Sync + 'static {
         Durability::Outbox
     }
 
+    /// Whether this engine can lack an order the store has, because its
+    /// state lives in a server that can lose writes (a failover to a
+    /// replica behind, a restart without persistence, two primaries for a
+    /// moment). A keyed purchase it refuses is then looked up in the
+    /// store, which may hold the key's order. An engine in the process,
+    /// rebuilt from the store and the intake journal at start, or the
+    /// store itself, cannot.
+    fn can_lag_the_store(&self) -> bool {
+        false
+    }
+
     /// Creates a sale with all its stock available. Creating the same spec
     /// again is a no-op ([`CreateOutcome::AlreadyExists`]); a different spec
     /// under an existing id is [`EngineError::SaleConflict`].

@@ -186,6 +186,10 @@ impl Engine for RedisEngine {
         "redis"
     }
 
+    fn can_lag_the_store(&self) -> bool {
+        true
+    }
+
     async fn create_sale(&self, spec: &SaleSpec) -> Result<CreateOutcome, EngineError> {
         let layout = self.layouts.of_spec(spec);
         let parts = shards::shares(spec.total_stock(), layout.len());

@@ -50,13 +50,13 @@ pub(super) async fn replay(
     Ok(Decision::Replayed { order, committed })
 }
 
-/// The answer to a purchase an engine apart from the store refused with
-/// `outcome`. A keyed one is a replay if the store has an order under its
-/// key: that engine can lack the key (a failover to a replica without its
-/// write, or a primary the failover deposed still serving), and a buyer
-/// whose answer was lost must not read `sold_out` for an order they have.
-/// One indexed store read per refused keyed purchase; unkeyed ones cost
-/// nothing more.
+/// The answer to a purchase refused with `outcome` by an engine that can
+/// lag the store (Redis). A keyed one is a replay if the store has an
+/// order under its key: that engine can lack the key (a failover to a
+/// replica without its write, or a primary the failover deposed still
+/// serving), and a buyer whose answer was lost must not read `sold_out`
+/// for an order they have. One indexed store read per such refusal;
+/// unkeyed ones cost nothing more.
 pub(super) async fn refused(
     state: &AppState,
     purchase: &Purchase,
