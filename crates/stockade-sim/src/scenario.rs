@@ -327,7 +327,7 @@ impl Scenario {
         let plain = make_plain(&mut sale, &mut stream(7));
         // Whether answers get lost, from a stream of its own, so that the
         // other seeds' crowds do as they did.
-        let lost_answers = size.lost_answers || stream(8).random_bool(1.0 / 3.0);
+        let lost_answers = size.lost_answers || stream(10).random_bool(1.0 / 3.0);
         // Whether the sale is drawn, from a stream of its own, so that the
         // other seeds' sales stay as they were.
         let mut rng = stream(3);
