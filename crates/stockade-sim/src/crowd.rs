@@ -37,6 +37,11 @@ pub struct Crowd {
     /// Whether the network loses some answers to keyed purchases (see
     /// [`crate::scenario::Scenario::lost_answers`]).
     pub lost_answers: bool,
+    /// Whether the sale has a waiting room: each purchase needs an
+    /// admission (see [`crate::rooms`]).
+    pub room: bool,
+    /// The order each admission named.
+    pub spent: crate::rooms::Spent,
 }
 
 /// The sale's refusals a buyer may be answered, each saying nothing was
@@ -138,6 +143,11 @@ impl Crowd {
                 order_status: order_status.to_owned(),
             });
         };
+        // Admitted once for the purchase and its retries.
+        let token = match self.room {
+            true => Some(self.admission(buyer, rng).await?),
+            false => None,
+        };
         let mut named = None;
         for attempt in 0..=buyer.retries {
             let instance = rng.random_range(0..self.gateway.instances());
@@ -146,6 +156,11 @@ impl Crowd {
                 request
                     .headers_mut()
                     .insert("idempotency-key", key.parse().expect("a header value"));
+            }
+            if let Some(token) = &token {
+                request
+                    .headers_mut()
+                    .insert("admission-token", token.parse().expect("a header value"));
             }
             if buyer.respond_async {
                 request
@@ -190,11 +205,17 @@ impl Crowd {
                     let order = body["order_id"].as_str().unwrap_or_default().to_owned();
                     let status_text = body["status"].as_str().unwrap_or_default().to_owned();
                     name(&order, *status, &status_text);
+                    if let Some(token) = &token {
+                        self.spent.record(&self.history, &buyer.user, token, &order);
+                    }
                     return Some((order, status_text));
                 }
                 Some((503, body)) => {
                     if let Some(order) = body["error"]["order_id"].as_str() {
                         name(order, 503, "");
+                        if let Some(token) = &token {
+                            self.spent.record(&self.history, &buyer.user, token, order);
+                        }
                         named = Some((order.to_owned(), String::new()));
                     }
                     true
@@ -213,6 +234,13 @@ impl Crowd {
                         self.history
                             .unexpected(format!("{} {what}: refused {code}: {body}", buyer.user));
                     }
+                    false
+                }
+                // The admission named an order already (an answer lost, an
+                // instance down): the order is the first purchase's.
+                Some((403, body))
+                    if token.is_some() && body["error"]["code"] == "admission_spent" =>
+                {
                     false
                 }
                 Some((status, body)) => {

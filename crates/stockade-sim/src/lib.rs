@@ -26,6 +26,7 @@ pub mod os_random;
 mod partition;
 pub mod redis;
 pub mod refusals;
+pub mod rooms;
 pub mod run;
 pub mod scenario;
 pub mod world;

@@ -131,7 +131,10 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
     let gateway = world.gateway();
     let sale = Arc::new(scenario.sale.clone());
     let created = gateway
-        .call(0, json_request("POST", "/v1/sales", &sale.body(), true))
+        .call(
+            0,
+            json_request("POST", "/v1/sales", &sale_body(scenario), true),
+        )
         .await;
     history.log(time.millis(), format!("create sale -> {created:?}"));
     let commitment = created
@@ -155,6 +158,8 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
             .map(|i| world.clock(i).clone())
             .collect(),
         plain: scenario.plain,
+        room: scenario.room.is_some(),
+        spent: crate::rooms::Spent::default(),
         lost_answers: scenario.lost_answers,
     };
     let mut seeds = rand_chacha::ChaCha8Rng::seed_from_u64(scenario.seed);
@@ -337,6 +342,7 @@ pub fn features(scenario: &Scenario) -> Vec<String> {
     );
     has(scenario.fallback, "fallback");
     has(scenario.plain, "a plain sale");
+    has(scenario.room.is_some(), "a waiting room");
     has(scenario.lost_answers, "lost answers");
     has(
         scenario.plain && sale.skus[0].id == "default",
@@ -360,4 +366,13 @@ pub fn features(scenario: &Scenario) -> Vec<String> {
     kinds.dedup();
     features.extend(kinds.into_iter().map(String::from));
     features
+}
+
+/// The sale's creation body, with its waiting room if it has one.
+fn sale_body(scenario: &Scenario) -> serde_json::Value {
+    let mut body = scenario.sale.body();
+    if let Some(admit_per_second) = scenario.room {
+        body["waiting_room"] = crate::rooms::room_body(admit_per_second);
+    }
+    body
 }

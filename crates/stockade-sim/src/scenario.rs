@@ -261,6 +261,8 @@ pub struct Scenario {
     /// their buyers send again: a third of the seeds, every one with
     /// [`Size::lost_answers`].
     pub lost_answers: bool,
+    /// The sale's waiting room, if it has one: buyers admitted a second.
+    pub room: Option<u32>,
     /// Whether the sale is plain: one SKU (named `default` when the sale
     /// is created with `stock` alone), no tiers, no per-SKU limit, so no
     /// bundles; most of its buyers name no SKU.
@@ -334,6 +336,9 @@ impl Scenario {
         if rng.random_bool(0.25) {
             make_draw(&mut sale, &mut rng, size);
         }
+        // Whether it has a waiting room, from a stream of its own, so that
+        // the other seeds' sales stay as they were.
+        let room = crate::rooms::draw_room(&sale, &mut stream(11));
         let mut rng = stream(1);
         let buyers = (0..size.buyers)
             .map(|i| draw_buyer(&mut rng, i, &sale, size))
@@ -372,6 +377,7 @@ impl Scenario {
             engine,
             fallback,
             lost_answers,
+            room,
             plain,
             clocks,
             sale,

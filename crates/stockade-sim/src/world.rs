@@ -272,6 +272,9 @@ impl World {
     }
 }
 
+/// The deployment's admission secret (at least 32 characters).
+const ADMISSION_SECRET: &str = "the-simulated-deployment-admission-secret";
+
 /// The deployment's draw key (at least 32 characters).
 const DRAW_KEY: &str = "the-simulated-deployment-draw-key-0001";
 
@@ -297,6 +300,9 @@ fn config(
     raw.access.admin_token = Some(ADMIN_TOKEN.into());
     // One key for every instance: any of them may make the draw.
     raw.access.draw_key = Some(DRAW_KEY.into());
+    // One secret for every instance: a ticket or an admission made by one
+    // is good at the others.
+    raw.access.admission_secret = Some(ADMISSION_SECRET.into());
     let env = RawConfig::from_env(|_| None).map_err(|e| WorldError::Config(e.to_string()))?;
     ServerConfig::resolve(raw, env, None).map_err(|e| WorldError::Config(e.to_string()))
 }

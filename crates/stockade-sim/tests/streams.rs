@@ -125,3 +125,22 @@ fn about_a_third_of_the_seeds_lose_answers_and_every_one_when_asked() {
         assert!(Scenario::draw(seed, asked).lost_answers, "{seed:#x}");
     }
 }
+
+#[test]
+fn about_a_quarter_of_the_sales_that_are_not_draws_have_a_waiting_room() {
+    let drawn = drawn();
+    let draws = drawn.iter().filter(|s| s.sale.draw_close_ms.is_some());
+    assert!(
+        draws.clone().all(|s| s.room.is_none()),
+        "a draw has no room"
+    );
+    let others = drawn.len() - draws.count();
+    let rooms = drawn.iter().filter(|s| s.room.is_some()).count();
+    assert!(
+        rooms * 6 > others && rooms * 5 < others * 2,
+        "{rooms} of {others} sales that are not draws have a room"
+    );
+    for s in drawn.iter().filter(|s| s.room.is_some()) {
+        assert!((5..=200).contains(&s.room.unwrap_or_default()));
+    }
+}
