@@ -1,5 +1,5 @@
-//! Each draw added after the first ones (the fallback, plain sales) comes from a
-//! stream of its own: the seeds it does not apply to keep the scenario
+//! Each draw added after the first ones (the fallback, plain sales, big
+//! bundles, the rush at the reserve release) comes from a stream of its own: the seeds it does not apply to keep the scenario
 //! they had, and the suite's seeds keep meaning what they meant.
 
 use sha2::{Digest, Sha256};
@@ -28,9 +28,13 @@ fn fingerprint(s: &Scenario) -> String {
 }
 
 #[test]
-fn the_fallback_and_plain_draws_change_no_other_part_of_a_scenario() {
+fn the_fallback_plain_bundles_and_release_rush_draws_change_no_other_part_of_a_scenario() {
     let mut hash = Sha256::new();
-    for scenario in drawn().iter().filter(|s| !s.plain) {
+    let others = drawn();
+    let others = others
+        .iter()
+        .filter(|s| !s.plain && s.bundles.is_none() && s.release_rush.is_none());
+    for scenario in others {
         hash.update(fingerprint(scenario).as_bytes());
     }
     // The digest of the same scenarios before plain sales were drawn (at
@@ -105,5 +109,74 @@ fn the_standard_seed_is_three_instances_on_redis_with_the_fallback_and_the_seeds
         assert_eq!(forced.clocks[..mixed.clocks.len()], mixed.clocks[..]);
         assert_eq!((&forced.sale, &forced.buyers), (&mixed.sale, &mixed.buyers));
         assert!(forced.faults.len() >= forced.size.faults);
+    }
+}
+
+#[test]
+fn some_sales_are_big_bundles_bought_in_a_rush() {
+    use stockade_sim::bundles::{RUSH, SKUS};
+    let size = Size::default();
+    let drawn: Vec<Scenario> = (0x5eed_0000..0x5eed_0000 + 200u64)
+        .map(|seed| Scenario::draw(seed, size))
+        .collect();
+    let eligible = drawn
+        .iter()
+        .filter(|s| !s.plain && s.sale.draw_close_ms.is_none())
+        .count();
+    let bundles: Vec<&Scenario> = drawn.iter().filter(|s| s.bundles.is_some()).collect();
+    assert!(
+        (eligible / 12..=eligible / 3).contains(&bundles.len()),
+        "{} of {eligible} sales are big bundles",
+        bundles.len()
+    );
+    for s in bundles {
+        let at = s.bundles.unwrap();
+        assert!(!s.plain && s.sale.draw_close_ms.is_none());
+        assert_eq!(s.sale.skus.len(), SKUS);
+        assert!(s.sale.skus.iter().all(|sku| sku.stock >= 200));
+        assert!(s.sale.per_sku_limit.is_some() && s.sale.per_user_limit >= SKUS as u32);
+        assert!(at > s.sale.starts_ms && s.sale.ends_ms.is_none_or(|ends| at < ends));
+        let rush: Vec<_> = s.buyers.iter().filter(|b| b.arrives_ms == at).collect();
+        assert!(rush.len() >= RUSH, "{} buyers in the rush", rush.len());
+        assert!(
+            rush.iter()
+                .all(|b| b.items == (0..SKUS).map(|i| (i, 1u32)).collect::<Vec<_>>())
+        );
+    }
+}
+
+#[test]
+fn some_crowds_rush_the_reserve_release_on_a_loaded_redis() {
+    let size = Size::default();
+    let drawn: Vec<Scenario> = (0x5eed_0000..0x5eed_0000 + 300u64)
+        .map(|seed| Scenario::draw(seed, size))
+        .collect();
+    let releasing = drawn
+        .iter()
+        .filter(|s| {
+            s.sale.release_reserved_ms.is_some()
+                && s.sale.draw_close_ms.is_none()
+                && s.bundles.is_none()
+        })
+        .count();
+    let rushed: Vec<&Scenario> = drawn.iter().filter(|s| s.release_rush.is_some()).collect();
+    assert!(
+        rushed.len() * 3 >= releasing && rushed.len() < releasing,
+        "{} of {releasing} sales releasing reserves are rushed",
+        rushed.len()
+    );
+    for s in rushed {
+        let rush = s.release_rush.as_ref().unwrap();
+        let release = s.sale.release_reserved_ms.unwrap();
+        assert!((2..=20).contains(&rush.script_ms));
+        assert_eq!(rush.arrivals.len(), stockade_sim::release::RUSH);
+        for (buyer, at) in s.buyers.iter().zip(&rush.arrivals) {
+            assert_eq!(buyer.arrives_ms, *at);
+            assert!(buyer.arrives_ms.abs_diff(release) <= 1_000);
+            assert!(buyer.tier.is_none() && buyer.items.len() == 1 && buyer.items[0].0 == 0);
+        }
+        // Some before the release and some after, by true time.
+        assert!(rush.arrivals.iter().any(|at| *at < release));
+        assert!(rush.arrivals.iter().any(|at| *at > release));
     }
 }
