@@ -3,7 +3,7 @@
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::scenario::{AfterOrder, Buyer, Sale, Size, Sku, Tier};
+use crate::scenario::{AfterOrder, Buyer, Engine, Fault, MAX_OFFSET_MS, Sale, Size, Sku, Tier};
 
 pub(crate) fn draw_sale(rng: &mut ChaCha8Rng, size: Size) -> Sale {
     let skus: Vec<Sku> = (0..rng.random_range(1..=3))
@@ -103,4 +103,35 @@ pub(crate) fn draw_buyer(rng: &mut ChaCha8Rng, index: usize, sale: &Sale, size: 
         buys_again: rng.random_bool(0.15),
         after,
     }
+}
+
+/// The seed's faults (`size.faults` of them, by instant, not sorted) for
+/// `instances` instances on `engine`.
+pub(crate) fn draw_faults(
+    rng: &mut ChaCha8Rng,
+    engine: Engine,
+    instances: usize,
+    size: Size,
+) -> Vec<(u64, Fault)> {
+    (0..size.faults)
+        .map(|_| {
+            let at = rng.random_range(0..size.span_ms.max(1));
+            let instance = rng.random_range(0..instances);
+            let kinds = if engine == Engine::Redis { 8 } else { 4 };
+            let fault = match rng.random_range(0..kinds) {
+                3 => Fault::StoreOutage(rng.random_range(100..8_000)),
+                4 => Fault::RedisLoss,
+                5 => Fault::RedisFreeze(rng.random_range(100..5_000)),
+                6 => Fault::RedisDropReplies(rng.random_range(1..4)),
+                7 => Fault::RedisFailover(rng.random_range(0..20)),
+                0 => Fault::Restart(instance, rng.random_range(0..3_000)),
+                1 => Fault::Crash(instance, rng.random_range(0..3_000)),
+                _ => {
+                    let by = rng.random_range(-MAX_OFFSET_MS..=MAX_OFFSET_MS);
+                    Fault::ClockJump(instance, by)
+                }
+            };
+            (at, fault)
+        })
+        .collect()
 }

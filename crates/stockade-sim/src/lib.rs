@@ -12,6 +12,7 @@
 
 pub mod agreement;
 pub mod batch;
+pub mod bundles;
 pub mod clock;
 pub mod crowd;
 pub mod draw_check;
@@ -26,6 +27,7 @@ pub mod os_random;
 mod partition;
 pub mod redis;
 pub mod refusals;
+pub mod release;
 pub mod rooms;
 pub mod run;
 pub mod scenario;

@@ -55,6 +55,15 @@ impl Links {
         self.inner.redis.get(i).cloned()
     }
 
+    /// Makes each script call on every instance's link to Redis take `ms`
+    /// of simulated time (see [`Link::slow_scripts`]); before the
+    /// instances start.
+    pub fn slow_scripts(&self, ms: u64) {
+        for link in &self.inner.redis {
+            link.slow_scripts(ms);
+        }
+    }
+
     /// Instance `i`'s switch on the store: it keeps its state across the
     /// instance's restarts, so one started during an outage waits too.
     pub fn store(&self, i: usize) -> Outage {

@@ -110,6 +110,9 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
         Ok(world) => world,
         Err(e) => return failed(scenario, &history, vec![e.to_string()]),
     };
+    if let Some(rush) = &scenario.release_rush {
+        world.links().slow_scripts(rush.script_ms);
+    }
     for i in 0..scenario.instances {
         if let Err(e) = world.start(i).await {
             return failed(scenario, &history, vec![e.to_string()]);
@@ -235,6 +238,10 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
     }
     world.stop_all().await;
     let simulated_ms = time.millis();
+    let mut features = features(scenario);
+    if crate::release::crossed(&sale, &history.judged_answers()) {
+        features.push("an order asked before the reserve release, answered after".into());
+    }
     Report {
         seed: scenario.seed,
         size: scenario.size,
@@ -242,7 +249,7 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
         violations,
         log: history.lines(),
         simulated_ms,
-        features: features(scenario),
+        features,
     }
 }
 
@@ -342,6 +349,11 @@ pub fn features(scenario: &Scenario) -> Vec<String> {
     );
     has(scenario.fallback, "fallback");
     has(scenario.plain, "a plain sale");
+    has(scenario.bundles.is_some(), "big bundles in a rush");
+    has(
+        scenario.release_rush.is_some(),
+        "a rush at the reserve release",
+    );
     has(scenario.room.is_some(), "a waiting room");
     has(scenario.lost_answers, "lost answers");
     has(

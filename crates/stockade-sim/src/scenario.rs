@@ -6,10 +6,13 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
+use crate::bundles::{make_bundles, rush};
 use crate::clock::epoch;
-use crate::draws::{draw_buyer, draw_sale, make_draw, make_plain};
+use crate::draws::{draw_buyer, draw_faults, draw_sale, make_draw, make_plain};
 pub use crate::partition::Cut;
 use crate::partition::draw_partitions;
+pub use crate::release::ReleaseRush;
+use crate::release::draw_release_rush;
 
 /// How big a run is; the shrinker makes them smaller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -267,6 +270,13 @@ pub struct Scenario {
     /// is created with `stock` alone), no tiers, no per-SKU limit, so no
     /// bundles; most of its buyers name no SKU.
     pub plain: bool,
+    /// When the rush of big bundles comes (ms after the start), if the
+    /// sale is one of many SKUs bought whole in a rush (see
+    /// [`crate::bundles`]).
+    pub bundles: Option<u64>,
+    /// The rush at the reserve release, on a loaded Redis, if the sale
+    /// has one (see [`crate::release`]).
+    pub release_rush: Option<ReleaseRush>,
     /// Each instance's clock: offset (ms) and drift (ppm).
     pub clocks: Vec<(i64, i64)>,
     /// The sale.
@@ -295,6 +305,18 @@ fn draw_clock(rng: &mut ChaCha8Rng) -> (i64, i64) {
 impl Scenario {
     /// The scenario of `seed` at `size`.
     pub fn draw(seed: u64, size: Size) -> Self {
+        Self::drawn(seed, size, true)
+    }
+
+    /// The scenario of `seed` at `size` as it was drawn before big bundles
+    /// and the rush at the release (`tests/streams.rs`: the seeds neither
+    /// of them picks draw the same scenario either way).
+    #[doc(hidden)]
+    pub fn draw_before_workloads(seed: u64, size: Size) -> Self {
+        Self::drawn(seed, size, false)
+    }
+
+    fn drawn(seed: u64, size: Size, workloads: bool) -> Self {
         // One stream each for the sale, the crowd and the faults, so that a
         // smaller size (the shrinker's) keeps the same sale, the first
         // buyers and the first faults.
@@ -336,35 +358,35 @@ impl Scenario {
         if rng.random_bool(0.25) {
             make_draw(&mut sale, &mut rng, size);
         }
-        // Whether it has a waiting room, from a stream of its own, so that
-        // the other seeds' sales stay as they were.
-        let room = crate::rooms::draw_room(&sale, &mut stream(11));
+        // Whether a sale neither plain nor drawn is one of big bundles
+        // bought in a rush, from a stream of its own, so that the other
+        // seeds' sales and crowds stay as they were.
+        let bundles = (workloads && !plain && sale.draw_close_ms.is_none())
+            .then(|| make_bundles(&mut sale, &mut stream(8)))
+            .flatten();
         let mut rng = stream(1);
-        let buyers = (0..size.buyers)
+        let mut buyers: Vec<Buyer> = (0..size.buyers)
             .map(|i| draw_buyer(&mut rng, i, &sale, size))
             .collect();
-        let mut rng = stream(2);
-        let mut faults: Vec<(u64, Fault)> = (0..size.faults)
-            .map(|_| {
-                let at = rng.random_range(0..size.span_ms.max(1));
-                let instance = rng.random_range(0..instances);
-                let kinds = if engine == Engine::Redis { 8 } else { 4 };
-                let fault = match rng.random_range(0..kinds) {
-                    3 => Fault::StoreOutage(rng.random_range(100..8_000)),
-                    4 => Fault::RedisLoss,
-                    5 => Fault::RedisFreeze(rng.random_range(100..5_000)),
-                    6 => Fault::RedisDropReplies(rng.random_range(1..4)),
-                    7 => Fault::RedisFailover(rng.random_range(0..20)),
-                    0 => Fault::Restart(instance, rng.random_range(0..3_000)),
-                    1 => Fault::Crash(instance, rng.random_range(0..3_000)),
-                    _ => {
-                        let by = rng.random_range(-MAX_OFFSET_MS..=MAX_OFFSET_MS);
-                        Fault::ClockJump(instance, by)
-                    }
-                };
-                (at, fault)
-            })
-            .collect();
+        if let Some(at) = bundles {
+            rush(&mut buyers, at);
+        }
+        // Whether the crowd rushes the reserve release, from a stream of
+        // its own, so that the other seeds' crowds stay as they were.
+        let mut rng = stream(9);
+        let release_rush = (workloads && bundles.is_none())
+            .then(|| draw_release_rush(&sale, buyers.len(), &mut rng))
+            .flatten();
+        if let Some(release_rush) = &release_rush {
+            crate::release::rush(&mut buyers, release_rush, &mut rng);
+        }
+        // Whether it has a waiting room, from a stream of its own, so that
+        // the other seeds' sales stay as they were; not for the rushes,
+        // which a room would meter.
+        let room = (workloads && bundles.is_none() && release_rush.is_none())
+            .then(|| crate::rooms::draw_room(&sale, &mut stream(11)))
+            .flatten();
+        let mut faults = draw_faults(&mut stream(2), engine, instances, size);
         // Partitions of one instance, from a stream of their own, so that
         // the seeds without one keep their faults.
         faults.extend(draw_partitions(&mut stream(4), engine, instances, size));
@@ -379,6 +401,8 @@ impl Scenario {
             lost_answers,
             room,
             plain,
+            bundles,
+            release_rush,
             clocks,
             sale,
             buyers,

@@ -1,7 +1,7 @@
-//! Each draw added after the first ones (the fallback, plain sales, lost
-//! answers) comes from a stream of its own: the seeds it does not apply to
-//! keep the scenario they had, and the suite's seeds keep meaning what
-//! they meant.
+//! Each draw added after the first ones (the fallback, plain sales, big
+//! bundles, the rush at the reserve release, lost answers, waiting rooms)
+//! comes from a stream of its own: the seeds it does not apply to keep the
+//! scenario they had, and the suite's seeds keep meaning what they meant.
 
 use sha2::{Digest, Sha256};
 use stockade_sim::scenario::Engine;
@@ -29,10 +29,23 @@ fn fingerprint(s: &Scenario) -> String {
 }
 
 #[test]
-fn the_fallback_and_plain_draws_change_no_other_part_of_a_scenario() {
+fn the_fallback_plain_bundles_and_release_rush_draws_change_no_other_part_of_a_scenario() {
     let mut hash = Sha256::new();
-    for scenario in drawn().iter().filter(|s| !s.plain) {
+    // Drawn as before big bundles and the rush at the release, which the
+    // seeds neither of them picks are (below).
+    let before: Vec<Scenario> = (0x5eed_0000..0x5eed_0000 + 200u64)
+        .map(|seed| Scenario::draw_before_workloads(seed, size()))
+        .collect();
+    for scenario in before.iter().filter(|s| !s.plain) {
         hash.update(fingerprint(scenario).as_bytes());
+    }
+    for (now, before) in drawn().iter().zip(&before) {
+        if now.bundles.is_none() && now.release_rush.is_none() {
+            // A waiting room changes the sale's creation only.
+            let mut now = now.clone();
+            now.room = None;
+            assert_eq!(&now, before, "seed {:#x}", now.seed);
+        }
     }
     // The digest of the same scenarios before plain sales were drawn (at
     // b67b199; over all 200, before the fallback was drawn, at 5ce1df7:
@@ -110,6 +123,75 @@ fn the_standard_seed_is_three_instances_on_redis_with_the_fallback_and_the_seeds
 }
 
 #[test]
+fn some_sales_are_big_bundles_bought_in_a_rush() {
+    use stockade_sim::bundles::{RUSH, SKUS};
+    let size = Size::default();
+    let drawn: Vec<Scenario> = (0x5eed_0000..0x5eed_0000 + 200u64)
+        .map(|seed| Scenario::draw(seed, size))
+        .collect();
+    let eligible = drawn
+        .iter()
+        .filter(|s| !s.plain && s.sale.draw_close_ms.is_none())
+        .count();
+    let bundles: Vec<&Scenario> = drawn.iter().filter(|s| s.bundles.is_some()).collect();
+    assert!(
+        (eligible / 12..=eligible / 3).contains(&bundles.len()),
+        "{} of {eligible} sales are big bundles",
+        bundles.len()
+    );
+    for s in bundles {
+        let at = s.bundles.unwrap();
+        assert!(!s.plain && s.sale.draw_close_ms.is_none());
+        assert_eq!(s.sale.skus.len(), SKUS);
+        assert!(s.sale.skus.iter().all(|sku| sku.stock >= 200));
+        assert!(s.sale.per_sku_limit.is_some() && s.sale.per_user_limit >= SKUS as u32);
+        assert!(at > s.sale.starts_ms && s.sale.ends_ms.is_none_or(|ends| at < ends));
+        let rush: Vec<_> = s.buyers.iter().filter(|b| b.arrives_ms == at).collect();
+        assert!(rush.len() >= RUSH, "{} buyers in the rush", rush.len());
+        assert!(
+            rush.iter()
+                .all(|b| b.items == (0..SKUS).map(|i| (i, 1u32)).collect::<Vec<_>>())
+        );
+    }
+}
+
+#[test]
+fn some_crowds_rush_the_reserve_release_on_a_loaded_redis() {
+    let size = Size::default();
+    let drawn: Vec<Scenario> = (0x5eed_0000..0x5eed_0000 + 300u64)
+        .map(|seed| Scenario::draw(seed, size))
+        .collect();
+    let releasing = drawn
+        .iter()
+        .filter(|s| {
+            s.sale.release_reserved_ms.is_some()
+                && s.sale.draw_close_ms.is_none()
+                && s.bundles.is_none()
+        })
+        .count();
+    let rushed: Vec<&Scenario> = drawn.iter().filter(|s| s.release_rush.is_some()).collect();
+    assert!(
+        rushed.len() * 3 >= releasing && rushed.len() < releasing,
+        "{} of {releasing} sales releasing reserves are rushed",
+        rushed.len()
+    );
+    for s in rushed {
+        let rush = s.release_rush.as_ref().unwrap();
+        let release = s.sale.release_reserved_ms.unwrap();
+        assert!((2..=20).contains(&rush.script_ms));
+        assert_eq!(rush.arrivals.len(), stockade_sim::release::RUSH);
+        for (buyer, at) in s.buyers.iter().zip(&rush.arrivals) {
+            assert_eq!(buyer.arrives_ms, *at);
+            assert!(buyer.arrives_ms.abs_diff(release) <= 1_000);
+            assert!(buyer.tier.is_none() && buyer.items.len() == 1 && buyer.items[0].0 == 0);
+        }
+        // Some before the release and some after, by true time.
+        assert!(rush.arrivals.iter().any(|at| *at < release));
+        assert!(rush.arrivals.iter().any(|at| *at > release));
+    }
+}
+
+#[test]
 fn about_a_third_of_the_seeds_lose_answers_and_every_one_when_asked() {
     let drawn = drawn();
     let lost = drawn.iter().filter(|s| s.lost_answers).count();
@@ -127,20 +209,19 @@ fn about_a_third_of_the_seeds_lose_answers_and_every_one_when_asked() {
 }
 
 #[test]
-fn about_a_quarter_of_the_sales_that_are_not_draws_have_a_waiting_room() {
+fn about_a_quarter_of_the_sales_without_a_draw_or_a_rush_have_a_waiting_room() {
     let drawn = drawn();
-    let draws = drawn.iter().filter(|s| s.sale.draw_close_ms.is_some());
+    let (eligible, others): (Vec<&Scenario>, Vec<&Scenario>) = drawn.iter().partition(|s| {
+        s.sale.draw_close_ms.is_none() && s.bundles.is_none() && s.release_rush.is_none()
+    });
+    assert!(others.iter().all(|s| s.room.is_none()));
+    let rooms = eligible.iter().filter(|s| s.room.is_some()).count();
     assert!(
-        draws.clone().all(|s| s.room.is_none()),
-        "a draw has no room"
+        rooms * 6 > eligible.len() && rooms * 5 < eligible.len() * 2,
+        "{rooms} of {} sales without a draw or a rush have a room",
+        eligible.len()
     );
-    let others = drawn.len() - draws.count();
-    let rooms = drawn.iter().filter(|s| s.room.is_some()).count();
-    assert!(
-        rooms * 6 > others && rooms * 5 < others * 2,
-        "{rooms} of {others} sales that are not draws have a room"
-    );
-    for s in drawn.iter().filter(|s| s.room.is_some()) {
+    for s in eligible.iter().filter(|s| s.room.is_some()) {
         assert!((5..=200).contains(&s.room.unwrap_or_default()));
     }
 }

@@ -205,6 +205,11 @@ fn report(summaries: &[Summary]) -> ExitCode {
         for violation in failure.violations.iter().take(10) {
             println!("  - {violation}");
         }
+        let scenario = stockade_sim::Scenario::draw(failure.seed, failure.size);
+        println!(
+            "  exercised: {}",
+            stockade_sim::run::features(&scenario).join(", ")
+        );
         println!("  events:");
         for line in &failure.excerpt {
             println!("    {line}");

@@ -15,15 +15,23 @@ use super::{SimRedis, Status};
 /// Bytes the pipe buffers each way.
 const PIPE_BYTES: usize = 256 * 1024;
 
-/// Opens a connection of the real client to `server`, over a link that
-/// delivers while `cut` is false (a closed `cut` delivers).
+/// How a connection's link delivers.
+pub struct Delivery {
+    /// It delivers while this is false (a closed one delivers).
+    pub cut: watch::Receiver<bool>,
+    /// Each script call's answer comes this many ms after the call is
+    /// read (and delivered), as from a loaded server; 0: at once.
+    pub script_ms: u64,
+}
+
+/// Opens a connection of the real client to `server`, over `link`.
 pub async fn connect(
     server: &SimRedis,
     config: AsyncConnectionConfig,
-    cut: watch::Receiver<bool>,
+    link: Delivery,
 ) -> RedisResult<MultiplexedConnection> {
     let (client, server_end) = tokio::io::duplex(PIPE_BYTES);
-    tokio::spawn(serve(server.clone(), server_end, cut));
+    tokio::spawn(serve(server.clone(), server_end, link));
     let (connection, driver) =
         MultiplexedConnection::new_with_config(&RedisConnectionInfo::default(), client, config)
             .await?;
@@ -34,7 +42,8 @@ pub async fn connect(
 /// Answers the requests of one connection until the client goes away or
 /// the server restarts (which drops the pipe: the client sees it broken,
 /// once its link delivers).
-async fn serve(server: SimRedis, mut stream: DuplexStream, mut cut: watch::Receiver<bool>) {
+async fn serve(server: SimRedis, mut stream: DuplexStream, link: Delivery) {
+    let Delivery { mut cut, script_ms } = link;
     let mut status = server.status();
     let generation = status.borrow().generation;
     let mut buffer = Vec::new();
@@ -61,6 +70,13 @@ async fn serve(server: SimRedis, mut stream: DuplexStream, mut cut: watch::Recei
             }
             if hung {
                 continue;
+            }
+            if script_ms > 0 && is_script(&args[0]) {
+                // The call runs after the wait, as the server gets to it.
+                tokio::time::sleep(std::time::Duration::from_millis(script_ms)).await;
+                if !delivering(&mut status, &mut cut, generation).await {
+                    return;
+                }
             }
             let Some(reply) = server.answer(&args) else {
                 hung = true;
@@ -114,4 +130,18 @@ async fn delivering(
             return true;
         }
     }
+}
+
+/// Whether `command` runs a script (a function or an EVAL).
+fn is_script(command: &[u8]) -> bool {
+    [
+        &b"EVALSHA"[..],
+        b"EVAL",
+        b"FCALL",
+        b"EVALSHA_RO",
+        b"EVAL_RO",
+        b"FCALL_RO",
+    ]
+    .iter()
+    .any(|name| command.eq_ignore_ascii_case(name))
 }

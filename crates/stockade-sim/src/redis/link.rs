@@ -5,6 +5,7 @@
 //! to the primary, which a partition cuts.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use redis::AsyncConnectionConfig;
@@ -93,6 +94,8 @@ impl Connector for Primary {
 pub struct Link {
     primary: Primary,
     cut: Arc<watch::Sender<bool>>,
+    /// How long (ms) each script call it carries takes the server.
+    script_ms: Arc<AtomicU64>,
 }
 
 impl Link {
@@ -101,7 +104,15 @@ impl Link {
         Self {
             primary,
             cut: Arc::new(watch::Sender::new(false)),
+            script_ms: Arc::default(),
         }
+    }
+
+    /// Makes each script call of the connections opened from now on take
+    /// `ms` of simulated time before its answer, as a loaded server does
+    /// (their other commands are answered at once).
+    pub fn slow_scripts(&self, ms: u64) {
+        self.script_ms.store(ms, Ordering::Relaxed);
     }
 
     /// Cuts the link (`true`) or heals it (`false`).
@@ -114,6 +125,11 @@ impl Link {
 impl Connector for Link {
     async fn connect(&self) -> RedisResult<MultiplexedConnection> {
         let server = self.primary.server();
-        super::conn::connect(&server, AsyncConnectionConfig::new(), self.cut.subscribe()).await
+        let script_ms = self.script_ms.load(Ordering::Relaxed);
+        let link = super::conn::Delivery {
+            cut: self.cut.subscribe(),
+            script_ms,
+        };
+        super::conn::connect(&server, AsyncConnectionConfig::new(), link).await
     }
 }

@@ -139,7 +139,7 @@ impl SimRedis {
     /// A connection of the real client, with the client's default
     /// settings.
     pub async fn connect(&self) -> RedisResult<MultiplexedConnection> {
-        conn::connect(self, AsyncConnectionConfig::new(), never_cut()).await
+        conn::connect(self, AsyncConnectionConfig::new(), at_once()).await
     }
 
     /// A connection of the real client with `config` (response timeout...).
@@ -147,7 +147,7 @@ impl SimRedis {
         &self,
         config: AsyncConnectionConfig,
     ) -> RedisResult<MultiplexedConnection> {
-        conn::connect(self, config, never_cut()).await
+        conn::connect(self, config, at_once()).await
     }
 
     /// Runs one command directly (no connection, no fault but a restart's
@@ -244,9 +244,12 @@ impl SimRedis {
     }
 }
 
-/// The cut of a direct connection: none, ever.
-fn never_cut() -> watch::Receiver<bool> {
-    watch::channel(false).1
+/// How a direct connection delivers: never cut, scripts answered at once.
+fn at_once() -> conn::Delivery {
+    conn::Delivery {
+        cut: watch::channel(false).1,
+        script_ms: 0,
+    }
 }
 
 /// The run id of start `start` of server `name`: 40 hex digits, as Redis's.
