@@ -157,8 +157,13 @@ fn a_seed_of_each_kind_replays_the_same_events() {
             s.sale.draw_close_ms.is_some() && s.engine == Engine::Redis && s.instances > 1
         }),
         // Longer than the fallback's quiet period (4 s): the sale moves.
+        // Without a waiting room or a rush, which spread the crowd out or
+        // sell it before the freeze.
         (MOVES_TO_THE_FALLBACK, |s| {
             s.fallback
+                && s.room.is_none()
+                && s.bundles.is_none()
+                && s.release_rush.is_none()
                 && s.faults
                     .iter()
                     .any(|(_, f)| matches!(f, Fault::RedisFreeze(ms) if *ms > 4_000))
