@@ -1,0 +1,117 @@
+//! The simulator as `cargo mutants`' test (`scripts/mutants`,
+//! `.cargo/mutants.toml`): a fixed list of seeds, chosen for what they
+//! exercise, run in this process through the library; the first broken
+//! promise (the oracle, the engine/arbiter agreement, the limit refusals,
+//! the draw's checks) or panic fails the test, which catches the mutant.
+//!
+//! Ignored, so the suite does not run it (the suite runs the simulator
+//! through `stockade sim`, `crates/stockade/tests/sim.rs`): `cargo mutants`
+//! runs it with `--ignored`. A run in a process after another does not
+//! replay the seed exactly (tokio seeds each runtime's scheduler from a
+//! process-wide counter, see `stockade_sim::batch`), which does not matter
+//! here: a mutant is caught by the oracle's verdict, not by a replay.
+//!
+//! By hand: `cargo test -p stockade-sim --test mutation -- --ignored
+//! --nocapture` (on the unmutated code every seed must pass).
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use stockade_sim::{Size, run};
+
+/// The seeds, each with its buyers (1,000 is the standard mix's), and what
+/// it exercises (`stockade_sim::run::features`), so that together they
+/// reach every engine, the fallback, draws, plain sales, tiers, holds and
+/// every fault kind. The order puts the cheapest, most telling seeds first:
+/// a failure ends the test.
+const SEEDS: &[(u64, usize, &str)] = &[
+    (
+        0x5eed_0005,
+        1_000,
+        "embedded: several SKUs, bundles, per-SKU limit, holds, tiers, reserve release; crash, restart, store outage",
+    ),
+    (
+        0x5eed_0009,
+        1_000,
+        "embedded: plain sale, holds, an end; crash, store outage",
+    ),
+    (
+        0x5eed_001e,
+        1_000,
+        "Redis, the fallback: bundles, tiers; failover, Redis loss, store outage",
+    ),
+    (
+        0x5eed_0006,
+        1_000,
+        "Redis: plain sale created with stock alone; freeze, Redis loss, crash",
+    ),
+    (
+        0x5eed_0003,
+        1_000,
+        "Redis, 2 instances: bundles; Redis loss, lost replies, partitions from Redis and the store, store outage",
+    ),
+    (
+        0x5eed_002e,
+        1_000,
+        "Redis, 3 instances, the fallback (moves there and back): plain sale created with stock alone, an end; freeze, lost replies, crash, store outage",
+    ),
+];
+
+/// Threads running seeds side by side (`STOCKADE_MUTANTS_THREADS`, else 1;
+/// `scripts/mutants` sets 2: one mutant at a time, its seeds on two cores).
+fn threads() -> usize {
+    std::env::var("STOCKADE_MUTANTS_THREADS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+        .clamp(1, SEEDS.len().max(1))
+}
+
+#[test]
+#[ignore = "the simulator as cargo mutants' test: scripts/mutants"]
+fn the_mutation_seeds_keep_every_promise() {
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let failures = Mutex::new(Vec::new());
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..threads() {
+            scope.spawn(|| {
+                while !failed.load(Ordering::Relaxed) {
+                    let Some(&(seed, buyers, what)) =
+                        SEEDS.get(next.fetch_add(1, Ordering::Relaxed))
+                    else {
+                        return;
+                    };
+                    let size = Size {
+                        buyers,
+                        ..Size::default()
+                    };
+                    let began = Instant::now();
+                    let report = run(seed, size);
+                    eprintln!(
+                        "seed {seed:#x} ({what}): {} violation(s), {:.1} s",
+                        report.violations.len(),
+                        began.elapsed().as_secs_f64()
+                    );
+                    if !report.violations.is_empty() {
+                        failed.store(true, Ordering::Relaxed);
+                        failures.lock().unwrap().push(format!(
+                            "seed {seed:#x} ({what}), replay: {}\n  {}",
+                            stockade_sim::batch::replay_command(seed, size),
+                            report.violations.join("\n  ")
+                        ));
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    eprintln!(
+        "{} seed(s) in {:.1} s",
+        next.load(Ordering::Relaxed).min(SEEDS.len()),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
