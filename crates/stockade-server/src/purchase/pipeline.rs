@@ -248,10 +248,10 @@ impl<'a> Purchases<'a> {
                         .instrument(tracing::debug_span!("replay", order_id = %order_id))
                         .await;
                 }
-                // The engine had every key the store has (the store read
-                // it first when it decided itself): a plain refusal, with
-                // no store work (see `replay::refused`).
-                refused if !engine.can_lag_the_store() => {
+                // Unkeyed, or the engine had every key the store has (the
+                // store read it first when it decided itself): a plain
+                // refusal, no span and no store work (see `replay::refused`).
+                refused if !engine.can_lag_the_store() || purchase.idempotency_key().is_none() => {
                     return Err(PurchaseError::refused(&sale, purchase.quantity(), refused));
                 }
                 refused => {
