@@ -37,11 +37,22 @@ pub struct Crowd {
     /// Whether the network loses some answers to keyed purchases (see
     /// [`crate::scenario::Scenario::lost_answers`]).
     pub lost_answers: bool,
-    /// Whether the sale has a waiting room: each purchase needs an
+    /// The sale's waiting room, if it has one: each purchase then needs an
     /// admission (see [`crate::rooms`]).
-    pub room: bool,
+    pub room: Option<Room>,
     /// The order each admission named.
     pub spent: crate::rooms::Spent,
+}
+
+/// Where a sale's waiting room keeps its queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Room {
+    /// In Redis, shared by the instances: it keeps every genuine ticket
+    /// through a loss or failover (a ticket polled is put back).
+    Shared,
+    /// In the one instance's memory (the embedded default): a restart
+    /// loses it, and its tickets with it.
+    InProcess,
 }
 
 /// The sale's refusals a buyer may be answered, each saying nothing was
@@ -144,10 +155,11 @@ impl Crowd {
             });
         };
         // Admitted once for the purchase and its retries.
-        let token = match self.room {
-            true => Some(self.admission(buyer, rng).await?),
-            false => None,
+        let admission = match self.room {
+            Some(room) => Some(self.admission(buyer, room, rng).await?),
+            None => None,
         };
+        let token = admission.as_ref().map(|a| a.token.clone());
         let mut named = None;
         for attempt in 0..=buyer.retries {
             let instance = rng.random_range(0..self.gateway.instances());
@@ -199,6 +211,13 @@ impl Crowd {
                     repeat: buyer.keyed && attempt > 0,
                 });
             }
+            if matches!(&answer, None | Some((503, _)))
+                && answer
+                    .as_ref()
+                    .is_none_or(|(_, body)| body["error"]["order_id"].is_null())
+            {
+                self.history.uncertain(&buyer.user);
+            }
             let retry = match &answer {
                 None => true,
                 Some((status @ 200..=202, body)) => {
@@ -240,6 +259,17 @@ impl Crowd {
                 // instance down): the order is the first purchase's.
                 Some((403, body))
                     if token.is_some() && body["error"]["code"] == "admission_spent" =>
+                {
+                    false
+                }
+                // The admission expired before this attempt was answered (on
+                // the clock of the instance that judged it): the buyer would
+                // queue again.
+                Some((403, body))
+                    if admission
+                        .as_ref()
+                        .is_some_and(|a| a.expires_ms <= clock.now().timestamp_millis())
+                        && body["error"]["code"] == "admission_required" =>
                 {
                     false
                 }

@@ -95,6 +95,11 @@ struct Inner {
     disturbed: std::collections::BTreeMap<u64, String>,
     /// Orders the store refused after an engine had accepted them.
     voided: Vec<Voided>,
+    /// Buyers with a purchase whose outcome they never learned (no answer,
+    /// or a 503 naming no order): an engine may have taken it.
+    uncertain: std::collections::BTreeSet<String>,
+    /// Buyers whose latest queue ticket was answered 404 `unknown_ticket`.
+    unknown_tickets: Vec<String>,
 }
 
 impl Inner {
@@ -210,6 +215,37 @@ impl History {
     /// The epochs something disturbed, each with its first cause.
     pub fn disturbed_epochs(&self) -> std::collections::BTreeMap<u64, String> {
         self.inner.lock().disturbed.clone()
+    }
+
+    /// Whether Redis lost writes in this run (a loss, or a failover to a
+    /// replica behind): what it held of orders not yet in the store (their
+    /// outbox entries, holdings, keys) and of admissions went with them.
+    pub fn redis_lost_writes(&self) -> bool {
+        self.inner
+            .lock()
+            .disturbed
+            .values()
+            .any(|why| why == "a Redis loss" || why == "a Redis failover")
+    }
+
+    /// Records that the ticket of `user`'s latest join was answered 404.
+    pub fn unknown_ticket(&self, user: &str) {
+        self.inner.lock().unknown_tickets.push(user.to_owned());
+    }
+
+    /// The buyers whose latest ticket was answered 404, once per answer.
+    pub fn unknown_tickets(&self) -> Vec<String> {
+        self.inner.lock().unknown_tickets.clone()
+    }
+
+    /// Records that `user` never learned how a purchase of theirs ended.
+    pub fn uncertain(&self, user: &str) {
+        self.inner.lock().uncertain.insert(user.to_owned());
+    }
+
+    /// The buyers with a purchase whose outcome they never learned.
+    pub fn uncertain_buyers(&self) -> std::collections::BTreeSet<String> {
+        self.inner.lock().uncertain.clone()
     }
 
     /// Records an order the store refused after an engine accepted it.

@@ -7,7 +7,9 @@
 //! fit was refused by an engine out of line (a tier's limit read as the
 //! sale's, a holding counted twice). A buyer with an order the store
 //! refused is not judged: an engine counts such an order until it is
-//! rebuilt, and the store has none of it.
+//! rebuilt, and the store has none of it. Nor is a buyer who never learned
+//! how a purchase ended, in a run where Redis lost writes: the engine may
+//! have taken it and counted it, then lost it before the store had it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -38,13 +40,13 @@ pub fn wrongful_limit_refusals(
     askers: &BTreeMap<String, Asker>,
     cap: Option<u32>,
     had: &BTreeMap<String, Had>,
-    voided_buyers: &BTreeSet<String>,
+    unjudged: &BTreeSet<String>,
     answers: &[Judged],
 ) -> Vec<Violation> {
     let nothing = Had::default();
     answers
         .iter()
-        .filter(|a| a.code == "limit_exceeded" && !voided_buyers.contains(&a.user))
+        .filter(|a| a.code == "limit_exceeded" && !unjudged.contains(&a.user))
         .filter_map(|answer| {
             let asker = askers.get(&answer.user)?;
             let had = had.get(&answer.user).unwrap_or(&nothing);

@@ -15,7 +15,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::json;
 
-use crate::crowd::{Crowd, get};
+use crate::crowd::{Crowd, Room, get};
 use crate::history::History;
 use crate::scenario::{Buyer, Sale};
 use crate::world::json_request;
@@ -45,17 +45,27 @@ pub struct Spent(Arc<Mutex<HashMap<String, String>>>);
 
 impl Crowd {
     /// Joins the sale's queue and polls the ticket until admitted: the
-    /// admission token, or `None` when the queue closed (sold out, ended)
-    /// or the buyer gave up.
-    pub(crate) async fn admission(&self, buyer: &Buyer, rng: &mut ChaCha8Rng) -> Option<String> {
+    /// admission, or `None` when the queue closed (sold out, ended) or the
+    /// buyer gave up.
+    pub(crate) async fn admission(
+        &self,
+        buyer: &Buyer,
+        room: Room,
+        rng: &mut ChaCha8Rng,
+    ) -> Option<Admission> {
         let deadline = self.time.millis() + PATIENCE_MS;
         while self.time.millis() <= deadline {
             let ticket = self.join(buyer, deadline, rng).await?;
             match self.wait_in_line(buyer, &ticket, deadline, rng).await {
-                // The room no longer knows the ticket: join again, as the
-                // answer says (see docs/testing.md: an open question).
-                Line::Unknown => continue,
-                Line::Admitted(token) => return Some(token),
+                // Judged at the end (`unknown_tickets`). The buyer joins
+                // again, as the answer says.
+                Line::Unknown => {
+                    if room == Room::Shared {
+                        self.history.unknown_ticket(&buyer.user);
+                    }
+                    continue;
+                }
+                Line::Admitted(admission) => return Some(admission),
                 Line::Out => return None,
             }
         }
@@ -104,9 +114,16 @@ impl Crowd {
                 Some((200, body)) => {
                     match body["status"].as_str() {
                         Some("admitted") => {
-                            return match body["admission_token"].as_str() {
-                                Some(token) => Line::Admitted(token.to_owned()),
-                                None => Line::Out,
+                            let expires_ms = body["admission_expires_at"]
+                                .as_str()
+                                .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
+                                .map(|at| at.timestamp_millis());
+                            return match (body["admission_token"].as_str(), expires_ms) {
+                                (Some(token), Some(expires_ms)) => Line::Admitted(Admission {
+                                    token: token.to_owned(),
+                                    expires_ms,
+                                }),
+                                _ => Line::Out,
                             };
                         }
                         Some("closed") => return Line::Out,
@@ -129,9 +146,37 @@ impl Crowd {
     }
 }
 
+/// The ticket of a buyer's latest join is never superseded, and a shared
+/// room puts back one Redis lost at its place (`status.lua`): each such
+/// ticket answered 404 `unknown_ticket` broke a promise. Unless two
+/// primaries served at once after a failover: a buyer whose joins and
+/// polls reach both holds a ticket on each, and each primary answers the
+/// other's ticket 404 (a later one superseded, or an earlier one while a
+/// live admission is held). A room in the one instance's memory dies with
+/// it (docs/consistency.md), and is not judged here.
+pub fn unknown_tickets(history: &History, two_primaries: bool) -> Vec<String> {
+    if two_primaries {
+        return Vec::new();
+    }
+    history
+        .unknown_tickets()
+        .into_iter()
+        .map(|user| {
+            format!("{user}: the ticket of their latest join was answered 404 unknown_ticket")
+        })
+        .collect()
+}
+
+/// An admission to buy: its token, and when it expires (on the clock of
+/// the instance that answered; each instance judges it on its own).
+pub(crate) struct Admission {
+    pub token: String,
+    pub expires_ms: i64,
+}
+
 /// Where a ticket's wait ended.
 enum Line {
-    Admitted(String),
+    Admitted(Admission),
     Unknown,
     Out,
 }
@@ -145,24 +190,15 @@ impl Spent {
             // A Redis loss or failover loses the spend records, and each
             // admission may buy once more (docs/consistency.md, "What a
             // Redis data loss does cost").
-            Some(first) if first != order && !redis_lost(history) => history.unexpected(format!(
-                "{user}: one admission named two orders, {first} and {order}"
-            )),
+            Some(first) if first != order && !history.redis_lost_writes() => history.unexpected(
+                format!("{user}: one admission named two orders, {first} and {order}"),
+            ),
             Some(_) => {}
             None => {
                 spent.insert(token.to_owned(), order.to_owned());
             }
         }
     }
-}
-
-/// Whether Redis lost writes in this run (a loss, or a failover to a
-/// replica behind).
-fn redis_lost(history: &History) -> bool {
-    history
-        .disturbed_epochs()
-        .values()
-        .any(|why| why == "a Redis loss" || why == "a Redis failover")
 }
 
 #[cfg(test)]
@@ -189,5 +225,17 @@ mod tests {
         spent.record(&history, "u1", "t1", "o1");
         spent.record(&history, "u1", "t1", "o3");
         assert!(history.unexpected_answers().is_empty());
+    }
+
+    #[test]
+    fn a_latest_ticket_answered_unknown_is_reported_unless_two_primaries_served() {
+        let history = History::default();
+        assert!(unknown_tickets(&history, false).is_empty());
+        history.unknown_ticket("u7");
+        assert_eq!(
+            unknown_tickets(&history, false),
+            vec!["u7: the ticket of their latest join was answered 404 unknown_ticket".to_owned()]
+        );
+        assert!(unknown_tickets(&history, true).is_empty());
     }
 }

@@ -1,7 +1,7 @@
 //! One run: a seed's scenario played on a fresh cluster in a fresh,
 //! paused, single-threaded runtime, then judged.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use rand::SeedableRng;
 use stockade_core::entropy;
 
 use crate::clock::{SimClock, TrueTime};
-use crate::crowd::{Crowd, get};
+use crate::crowd::{Crowd, Room, get};
 use crate::faults;
 use crate::history::History;
 use crate::oracle::{self, Violation};
@@ -161,7 +161,10 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
             .map(|i| world.clock(i).clone())
             .collect(),
         plain: scenario.plain,
-        room: scenario.room.is_some(),
+        room: scenario.room.map(|_| match scenario.engine {
+            crate::scenario::Engine::Redis => Room::Shared,
+            crate::scenario::Engine::Memory => Room::InProcess,
+        }),
         spent: crate::rooms::Spent::default(),
         lost_answers: scenario.lost_answers,
     };
@@ -200,6 +203,8 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
         .iter()
         .map(|b| (b.user.clone(), sale.limit_of(b.tier.as_deref())))
         .collect();
+    let two_primaries = world.redis().is_some_and(|r| r.two_primaries_served());
+    violations.extend(crate::rooms::unknown_tickets(&history, two_primaries));
     if let Some(redis) = world.redis() {
         // Two primaries (see `agreement`): every epoch from the one before
         // the first the old one wrote after the failover to the one after
@@ -289,16 +294,23 @@ async fn limit_refusals(
             (b.user.clone(), Asker { limit, asks })
         })
         .collect();
-    let voided = history
+    let mut unjudged: BTreeSet<String> = history
         .voided_orders()
         .into_iter()
         .map(|v| v.user)
         .collect();
+    // An engine may have taken a purchase whose buyer never learned its
+    // outcome, and counted it against their limit until Redis lost it with
+    // its outbox entry, before the store ever had it (seed 0x5eed00ba: a
+    // keyless purchase whose reply Redis dropped, then a Redis loss).
+    if history.redis_lost_writes() {
+        unjudged.extend(history.uncertain_buyers());
+    }
     wrongful_limit_refusals(
         &askers,
         sale.per_sku_limit,
         &had,
-        &voided,
+        &unjudged,
         &history.judged_answers(),
     )
 }

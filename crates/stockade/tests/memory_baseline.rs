@@ -24,9 +24,12 @@ const STOCK: usize = 1_500;
 /// the noise of the allocator.
 const LONG: &str =
     "buyer-id-from-the-identity-provider-0123456789abcdef-0123456789abcdef-0123456789";
-/// How long each sale is open: long enough for a round's 6,000 purchases
-/// on the debug build while the rest of the suite loads the machine (10 s
-/// once ended a sale before its last buyers).
+/// How long each sale is open at least: long enough for a round's 6,000
+/// purchases on the debug build while the rest of the suite loads the
+/// machine (10 s once ended a sale before its last buyers). A round is open
+/// for three times the longest earlier round's purchases if that is more:
+/// a machine loaded more than that once ended round 6's sales before its
+/// last buyers (a CI run of 2,632 s).
 const OPEN: Duration = Duration::from_secs(20);
 
 /// How long `stockade serve` may take to print its URL.
@@ -91,9 +94,10 @@ impl Serve {
             .unwrap_or(0.0)
     }
 
-    /// One round: sales created, sold out by keyed buyers, ended, let go.
-    async fn cycle(&self, cycle: usize) {
-        let ends_at = chrono::Utc::now() + OPEN;
+    /// One round, open for `open`: sales created, sold out by keyed
+    /// buyers, ended, let go. Returns how long its purchases took.
+    async fn cycle(&self, cycle: usize, open: Duration) -> Duration {
+        let ends_at = chrono::Utc::now() + open;
         let sales: Vec<String> = (0..SALES_PER_CYCLE)
             .map(|i| format!("c{cycle}-s{i}"))
             .collect();
@@ -112,6 +116,7 @@ impl Serve {
         let purchases = sales
             .iter()
             .flat_map(|sale| (0..STOCK).map(move |n| (sale.clone(), n)));
+        let buying = Instant::now();
         let statuses: Vec<(u16, Value)> = futures::stream::iter(purchases)
             .map(|(sale, n)| async move {
                 let response = self
@@ -128,6 +133,7 @@ impl Serve {
             .buffer_unordered(32)
             .collect()
             .await;
+        let bought_in = buying.elapsed();
         let sold = statuses.iter().filter(|(status, _)| *status == 201).count();
         assert_eq!(
             sold,
@@ -136,7 +142,7 @@ impl Serve {
             statuses.iter().find(|(status, _)| *status != 201)
         );
         let retired = (cycle * SALES_PER_CYCLE) as f64;
-        let deadline = Instant::now() + OPEN + Duration::from_secs(30);
+        let deadline = Instant::now() + open + Duration::from_secs(30);
         while self.metric("stockade_sales_retired_total").await < retired {
             assert!(
                 Instant::now() < deadline,
@@ -144,6 +150,7 @@ impl Serve {
             );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
+        bought_in
     }
 }
 
@@ -159,8 +166,9 @@ async fn resident_memory_returns_to_its_baseline_as_sales_come_and_go() {
     let serve = Serve::start(dir.path());
     let started = serve.rss_kib();
     let mut after = Vec::new();
+    let mut longest = Duration::ZERO;
     for cycle in 1..=CYCLES {
-        serve.cycle(cycle).await;
+        longest = longest.max(serve.cycle(cycle, OPEN.max(3 * longest)).await);
         after.push(serve.rss_kib());
         eprintln!(
             "round {cycle}: {} sales of {STOCK} sold and let go; resident memory {} KiB (at start {started} KiB)",

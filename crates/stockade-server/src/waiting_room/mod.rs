@@ -313,7 +313,9 @@ pub trait QueueBackend: Send + Sync + fmt::Debug {
     /// A ticket, or None if no such ticket was issued. With `restore` (the
     /// caller checked that this service minted it), a ticket its queue
     /// lost (Redis lost the room's keys) is put back at its own place,
-    /// unless its buyer holds another ticket there already.
+    /// unless its buyer holds a later ticket there (this one was
+    /// superseded) or a live admission; an earlier ticket it holds is
+    /// superseded by this one, as the lost join did.
     async fn ticket(
         &self,
         ticket: &TicketId,

@@ -67,6 +67,16 @@ impl Primary {
             .push((old, writes));
     }
 
+    /// Whether a server a failover replaced was written after it was
+    /// replaced: two primaries served at once, each with its own keys.
+    pub fn two_primaries_served(&self) -> bool {
+        self.deposed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .any(|(server, from)| server.writes() > *from)
+    }
+
     /// The epochs a server a failover replaced wrote after it was replaced
     /// (an outbox entry's, a rebuild's): a connection opened before the
     /// failover still sold or rebuilt through it.

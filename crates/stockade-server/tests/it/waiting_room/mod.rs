@@ -82,3 +82,73 @@ async fn in_redis_a_crowd_of_joins_and_polls_shares_calls() {
         "{crowd} joins took {join_calls} calls and {crowd} polls {poll_calls}"
     );
 }
+
+/// A buyer's later join answered by a primary that was then deposed (or
+/// that lost the write) left its ticket unknown to the new primary, which
+/// still holds the buyer's earlier ticket: the later ticket, polled, is put
+/// back and supersedes the earlier one, as the lost join did. The earlier
+/// ticket stays unknown, and a live admission is never superseded (the
+/// buyer's next join is answered with it). Simulator seed `0x5eed0018`
+/// (buyer u844), where every poll was 404 `unknown_ticket` before.
+#[tokio::test]
+async fn in_redis_a_later_ticket_only_a_lost_primary_saw_is_put_back() {
+    use stockade_server::waiting_room::{JoinOutcome, QueueBackend, TicketState};
+    use suite::helpers::{T0, fresh, join, room, sale, state, tick};
+
+    let server = stockade_test_support::RedisServer::start().unwrap();
+    let backend =
+        stockade_server::waiting_room::redis::RedisQueues::connect(&server.url(), "test:wr:")
+            .await
+            .unwrap();
+    let drop = sale("lost-later-join");
+    let (first, _) = join(&backend, &drop, 7, T0).await;
+    let (behind, _) = join(&backend, &drop, 8, T0 + 10).await;
+    // Buyer 7's second join, at a later place, seen only by the lost writes.
+    let later = fresh(&drop, 7, T0 + 20, false);
+    assert!(later.place() > first.ticket.place());
+    assert_eq!(backend.ticket(&later, T0 + 30, false).await.unwrap(), None);
+    let restored = backend.ticket(&later, T0 + 30, true).await.unwrap();
+    assert_eq!(
+        restored.map(|v| v.state),
+        Some(TicketState::Waiting { position: 2 }),
+        "the later ticket is put back at its own place, behind buyer 8"
+    );
+    assert_eq!(
+        state(&backend, &behind.ticket, T0 + 30).await,
+        TicketState::Waiting { position: 1 }
+    );
+    // The earlier ticket is superseded, and stays so when polled.
+    assert_eq!(
+        backend.ticket(&first.ticket, T0 + 40, true).await.unwrap(),
+        None
+    );
+    match backend
+        .join(&fresh(&drop, 7, T0 + 50, false), T0 + 50, false)
+        .await
+        .unwrap()
+    {
+        JoinOutcome::Joined { view, created } => {
+            assert!(!created);
+            assert_eq!(
+                view.ticket, later,
+                "the buyer keeps one ticket: the later one"
+            );
+        }
+        JoinOutcome::Closed(reason) => panic!("closed: {reason:?}"),
+    }
+
+    // A live admission is never superseded by a ticket polled later.
+    let admitted = sale("lost-later-join-admitted");
+    let (front, _) = join(&backend, &admitted, 1, T0).await;
+    let report = backend
+        .tick(&admitted, &tick(T0, 100, room(1_000, 60)))
+        .await
+        .unwrap();
+    assert_eq!(report.admitted, vec![front.ticket.clone()]);
+    let later = fresh(&admitted, 1, T0 + 20, false);
+    assert_eq!(backend.ticket(&later, T0 + 30, true).await.unwrap(), None);
+    assert!(matches!(
+        state(&backend, &front.ticket, T0 + 30).await,
+        TicketState::Admitted { .. }
+    ));
+}
