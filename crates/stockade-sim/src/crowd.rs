@@ -152,6 +152,7 @@ impl Crowd {
                 order: order.to_owned(),
                 status,
                 order_status: order_status.to_owned(),
+                at_ms: self.time.millis(),
             });
         };
         // Admitted once for the purchase and its retries.

@@ -125,6 +125,7 @@ impl Crowd {
             order: order.to_owned(),
             status: 200,
             order_status: status.clone(),
+            at_ms: self.time.millis(),
         });
         self.follow(buyer, order, &status, rng).await;
     }

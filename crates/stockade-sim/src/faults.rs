@@ -53,12 +53,14 @@ async fn one(
     match fault {
         Fault::Restart(i, down_ms) => {
             log(format!("fault: stop i{i}"));
+            history.instance_down(time.millis());
             world.lock().await.stop(i).await;
             down_for(down_ms).await;
             start_again(world, i, &log).await
         }
         Fault::Crash(i, down_ms) => {
             log(format!("fault: crash i{i}"));
+            history.instance_down(time.millis());
             world.lock().await.crash(i);
             down_for(down_ms).await;
             start_again(world, i, &log).await
@@ -81,7 +83,7 @@ async fn one(
         }
         Fault::RedisLoss => {
             log("fault: Redis restarts empty".into());
-            history.disturbed("a Redis loss");
+            history.redis_lost_writes_now("a Redis loss");
             if let Some(redis) = world.lock().await.redis() {
                 redis.server().restart_empty();
             }
@@ -110,7 +112,7 @@ async fn one(
             log(format!(
                 "fault: a replica {behind} writes behind takes over"
             ));
-            history.disturbed("a Redis failover");
+            history.redis_lost_writes_now("a Redis failover");
             if let Some(redis) = world.lock().await.redis() {
                 let replica = redis.server().replica_lagging(behind);
                 redis.promote(replica);

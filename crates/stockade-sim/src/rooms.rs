@@ -219,8 +219,10 @@ mod tests {
             vec!["u1: one admission named two orders, o1 and o3".to_owned()]
         );
         // Once Redis lost writes, an admission may buy once more.
+        // Lost replies first disturbed the epoch (seed 0x5eed037b).
         let history = History::default();
-        history.disturbed("a Redis failover");
+        history.disturbed("lost Redis replies");
+        history.redis_lost_writes_now("a Redis failover");
         let spent = Spent::default();
         spent.record(&history, "u1", "t1", "o1");
         spent.record(&history, "u1", "t1", "o3");
