@@ -13,8 +13,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::history::Judged;
+use crate::history::{History, Judged};
 use crate::oracle::Violation;
+use crate::scenario::Scenario;
 
 /// What a buyer ever had, of every order the store has of them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -62,6 +63,63 @@ pub fn wrongful_limit_refusals(
             })
         })
         .collect()
+}
+
+/// The `limit_exceeded` answers of a run no limit explains, judged
+/// against every order the store has of each buyer.
+pub(crate) async fn limit_refusals(
+    scenario: &Scenario,
+    store: &stockade_store::OrderStore,
+    history: &History,
+) -> Vec<Violation> {
+    let sale = &scenario.sale;
+    let Ok(id) = stockade_core::SaleId::new(sale.id.clone()) else {
+        return Vec::new();
+    };
+    let orders = match crate::oracle::all_orders(store, &id).await {
+        Ok(orders) => orders,
+        Err(e) => return vec![format!("cannot read the store's orders: {e}")],
+    };
+    let mut had: BTreeMap<String, Had> = BTreeMap::new();
+    for order in &orders {
+        let had = had.entry(order.user_id.to_string()).or_default();
+        had.items += order.quantity;
+        for item in &order.items {
+            *had.of_sku.entry(item.sku.to_string()).or_default() += item.quantity;
+        }
+    }
+    let askers = scenario
+        .buyers
+        .iter()
+        .map(|b| {
+            let asks = b
+                .items
+                .iter()
+                .map(|(sku, q)| (sale.skus[*sku].id.clone(), *q))
+                .collect();
+            let limit = sale.limit_of(b.tier.as_deref());
+            (b.user.clone(), Asker { limit, asks })
+        })
+        .collect();
+    let mut unjudged: BTreeSet<String> = history
+        .voided_orders()
+        .into_iter()
+        .map(|v| v.user)
+        .collect();
+    // An engine may have taken a purchase whose buyer never learned its
+    // outcome, and counted it against their limit until Redis lost it with
+    // its outbox entry, before the store ever had it (seed 0x5eed00ba: a
+    // keyless purchase whose reply Redis dropped, then a Redis loss).
+    if history.redis_lost_writes() {
+        unjudged.extend(history.uncertain_buyers());
+    }
+    wrongful_limit_refusals(
+        &askers,
+        sale.per_sku_limit,
+        &had,
+        &unjudged,
+        &history.judged_answers(),
+    )
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! One run: a seed's scenario played on a fresh cluster in a fresh,
 //! paused, single-threaded runtime, then judged.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -231,7 +231,7 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
                 .extend(oracle::windows(&sale, &tiers, &history.judged_answers()));
             verdict
                 .violations
-                .extend(limit_refusals(scenario, &store, &history).await);
+                .extend(crate::refusals::limit_refusals(scenario, &store, &history).await);
             violations.extend(verdict.violations);
         }
         None => violations.push("no instance is running at the end".into()),
@@ -256,63 +256,6 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
         simulated_ms,
         features,
     }
-}
-
-/// The `limit_exceeded` answers no limit explains (see [`crate::refusals`]).
-async fn limit_refusals(
-    scenario: &Scenario,
-    store: &stockade_store::OrderStore,
-    history: &History,
-) -> Vec<oracle::Violation> {
-    use crate::refusals::{Asker, Had, wrongful_limit_refusals};
-    let sale = &scenario.sale;
-    let Ok(id) = stockade_core::SaleId::new(sale.id.clone()) else {
-        return Vec::new();
-    };
-    let orders = match oracle::all_orders(store, &id).await {
-        Ok(orders) => orders,
-        Err(e) => return vec![format!("cannot read the store's orders: {e}")],
-    };
-    let mut had: BTreeMap<String, Had> = BTreeMap::new();
-    for order in &orders {
-        let had = had.entry(order.user_id.to_string()).or_default();
-        had.items += order.quantity;
-        for item in &order.items {
-            *had.of_sku.entry(item.sku.to_string()).or_default() += item.quantity;
-        }
-    }
-    let askers = scenario
-        .buyers
-        .iter()
-        .map(|b| {
-            let asks = b
-                .items
-                .iter()
-                .map(|(sku, q)| (sale.skus[*sku].id.clone(), *q))
-                .collect();
-            let limit = sale.limit_of(b.tier.as_deref());
-            (b.user.clone(), Asker { limit, asks })
-        })
-        .collect();
-    let mut unjudged: BTreeSet<String> = history
-        .voided_orders()
-        .into_iter()
-        .map(|v| v.user)
-        .collect();
-    // An engine may have taken a purchase whose buyer never learned its
-    // outcome, and counted it against their limit until Redis lost it with
-    // its outbox entry, before the store ever had it (seed 0x5eed00ba: a
-    // keyless purchase whose reply Redis dropped, then a Redis loss).
-    if history.redis_lost_writes() {
-        unjudged.extend(history.uncertain_buyers());
-    }
-    wrongful_limit_refusals(
-        &askers,
-        sale.per_sku_limit,
-        &had,
-        &unjudged,
-        &history.judged_answers(),
-    )
 }
 
 /// Each SKU's `remaining`, as the first instance up answers.
