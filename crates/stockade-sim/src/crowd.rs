@@ -37,22 +37,11 @@ pub struct Crowd {
     /// Whether the network loses some answers to keyed purchases (see
     /// [`crate::scenario::Scenario::lost_answers`]).
     pub lost_answers: bool,
-    /// The sale's waiting room, if it has one: each purchase then needs an
+    /// Whether the sale has a waiting room: each purchase needs an
     /// admission (see [`crate::rooms`]).
-    pub room: Option<Room>,
+    pub room: bool,
     /// The order each admission named.
     pub spent: crate::rooms::Spent,
-}
-
-/// Where a sale's waiting room keeps its queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Room {
-    /// In Redis, shared by the instances: it keeps every genuine ticket
-    /// through a loss or failover (a ticket polled is put back).
-    Shared,
-    /// In the one instance's memory (the embedded default): a restart
-    /// loses it, and its tickets with it.
-    InProcess,
 }
 
 /// The sale's refusals a buyer may be answered, each saying nothing was
@@ -157,8 +146,8 @@ impl Crowd {
         };
         // Admitted once for the purchase and its retries.
         let admission = match self.room {
-            Some(room) => Some(self.admission(buyer, room, rng).await?),
-            None => None,
+            true => Some(self.admission(buyer, rng).await?),
+            false => None,
         };
         let token = admission.as_ref().map(|a| a.token.clone());
         let mut named = None;
@@ -212,15 +201,11 @@ impl Crowd {
                     repeat: buyer.keyed && attempt > 0,
                 });
             }
-            if matches!(&answer, None | Some((503, _)))
-                && answer
-                    .as_ref()
-                    .is_none_or(|(_, body)| body["error"]["order_id"].is_null())
-            {
-                self.history.uncertain(&buyer.user);
-            }
             let retry = match &answer {
-                None => true,
+                None => {
+                    self.history.uncertain(&buyer.user);
+                    true
+                }
                 Some((status @ 200..=202, body)) => {
                     let order = body["order_id"].as_str().unwrap_or_default().to_owned();
                     let status_text = body["status"].as_str().unwrap_or_default().to_owned();
@@ -237,6 +222,8 @@ impl Crowd {
                             self.spent.record(&self.history, &buyer.user, token, order);
                         }
                         named = Some((order.to_owned(), String::new()));
+                    } else {
+                        self.history.uncertain(&buyer.user);
                     }
                     true
                 }

@@ -15,7 +15,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::json;
 
-use crate::crowd::{Crowd, Room, get};
+use crate::crowd::{Crowd, get};
 use crate::history::History;
 use crate::scenario::{Buyer, Sale};
 use crate::world::json_request;
@@ -47,12 +47,7 @@ impl Crowd {
     /// Joins the sale's queue and polls the ticket until admitted: the
     /// admission, or `None` when the queue closed (sold out, ended) or the
     /// buyer gave up.
-    pub(crate) async fn admission(
-        &self,
-        buyer: &Buyer,
-        room: Room,
-        rng: &mut ChaCha8Rng,
-    ) -> Option<Admission> {
+    pub(crate) async fn admission(&self, buyer: &Buyer, rng: &mut ChaCha8Rng) -> Option<Admission> {
         let deadline = self.time.millis() + PATIENCE_MS;
         while self.time.millis() <= deadline {
             let ticket = self.join(buyer, deadline, rng).await?;
@@ -60,9 +55,7 @@ impl Crowd {
                 // Judged at the end (`unknown_tickets`). The buyer joins
                 // again, as the answer says.
                 Line::Unknown => {
-                    if room == Room::Shared {
-                        self.history.unknown_ticket(&buyer.user);
-                    }
+                    self.history.unknown_ticket(&buyer.user);
                     continue;
                 }
                 Line::Admitted(admission) => return Some(admission),
@@ -152,10 +145,10 @@ impl Crowd {
 /// primaries served at once after a failover: a buyer whose joins and
 /// polls reach both holds a ticket on each, and each primary answers the
 /// other's ticket 404 (a later one superseded, or an earlier one while a
-/// live admission is held). A room in the one instance's memory dies with
-/// it (docs/consistency.md), and is not judged here.
-pub fn unknown_tickets(history: &History, two_primaries: bool) -> Vec<String> {
-    if two_primaries {
+/// live admission is held). A room that is not shared lives in the one
+/// instance's memory and dies with it (docs/consistency.md): not judged.
+pub fn unknown_tickets(history: &History, shared: bool, two_primaries: bool) -> Vec<String> {
+    if !shared || two_primaries {
         return Vec::new();
     }
     history
@@ -232,12 +225,13 @@ mod tests {
     #[test]
     fn a_latest_ticket_answered_unknown_is_reported_unless_two_primaries_served() {
         let history = History::default();
-        assert!(unknown_tickets(&history, false).is_empty());
+        assert!(unknown_tickets(&history, true, false).is_empty());
         history.unknown_ticket("u7");
         assert_eq!(
-            unknown_tickets(&history, false),
+            unknown_tickets(&history, true, false),
             vec!["u7: the ticket of their latest join was answered 404 unknown_ticket".to_owned()]
         );
-        assert!(unknown_tickets(&history, true).is_empty());
+        assert!(unknown_tickets(&history, true, true).is_empty());
+        assert!(unknown_tickets(&history, false, false).is_empty());
     }
 }

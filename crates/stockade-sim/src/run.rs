@@ -10,7 +10,7 @@ use rand::SeedableRng;
 use stockade_core::entropy;
 
 use crate::clock::{SimClock, TrueTime};
-use crate::crowd::{Crowd, Room, get};
+use crate::crowd::{Crowd, get};
 use crate::faults;
 use crate::history::History;
 use crate::oracle::{self, Violation};
@@ -161,10 +161,7 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
             .map(|i| world.clock(i).clone())
             .collect(),
         plain: scenario.plain,
-        room: scenario.room.map(|_| match scenario.engine {
-            crate::scenario::Engine::Redis => Room::Shared,
-            crate::scenario::Engine::Memory => Room::InProcess,
-        }),
+        room: scenario.room.is_some(),
         spent: crate::rooms::Spent::default(),
         lost_answers: scenario.lost_answers,
     };
@@ -204,7 +201,12 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
         .map(|b| (b.user.clone(), sale.limit_of(b.tier.as_deref())))
         .collect();
     let two_primaries = world.redis().is_some_and(|r| r.two_primaries_served());
-    violations.extend(crate::rooms::unknown_tickets(&history, two_primaries));
+    let shared_room = scenario.engine == crate::scenario::Engine::Redis;
+    violations.extend(crate::rooms::unknown_tickets(
+        &history,
+        shared_room,
+        two_primaries,
+    ));
     if let Some(redis) = world.redis() {
         // Two primaries (see `agreement`): every epoch from the one before
         // the first the old one wrote after the failover to the one after

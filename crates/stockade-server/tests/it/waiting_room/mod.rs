@@ -19,13 +19,7 @@ macro_rules! on_every_backend {
             $(
                 #[tokio::test]
                 async fn $scenario() {
-                    let server = stockade_test_support::RedisServer::start().unwrap();
-                    let backend = stockade_server::waiting_room::redis::RedisQueues::connect(
-                        &server.url(),
-                        "test:wr:",
-                    )
-                    .await
-                    .unwrap();
+                    let (_server, backend) = crate::waiting_room::in_redis().await;
                     crate::waiting_room::suite::$scenario(&backend).await;
                 }
             )*
@@ -46,6 +40,19 @@ on_every_backend!(
     a_crowd_joining_and_polling_at_once_is_answered_as_if_one_by_one,
 );
 
+/// A throwaway Redis and the queues in it (keep the server alive).
+async fn in_redis() -> (
+    stockade_test_support::RedisServer,
+    stockade_server::waiting_room::redis::RedisQueues,
+) {
+    let server = stockade_test_support::RedisServer::start().unwrap();
+    let backend =
+        stockade_server::waiting_room::redis::RedisQueues::connect(&server.url(), "test:wr:")
+            .await
+            .unwrap();
+    (server, backend)
+}
+
 /// In Redis, the joins and polls of one sale that arrive together share
 /// calls: a crowd costs far fewer script calls than it has requests.
 #[tokio::test]
@@ -53,11 +60,7 @@ async fn in_redis_a_crowd_of_joins_and_polls_shares_calls() {
     use futures::future::join_all;
     use stockade_server::waiting_room::{JoinOutcome, QueueBackend};
 
-    let server = stockade_test_support::RedisServer::start().unwrap();
-    let backend =
-        stockade_server::waiting_room::redis::RedisQueues::connect(&server.url(), "test:wr:")
-            .await
-            .unwrap();
+    let (server, backend) = in_redis().await;
     let drop = suite::helpers::sale("shared-calls");
     let now = suite::helpers::T0;
     let crowd = 400;
@@ -95,11 +98,7 @@ async fn in_redis_a_later_ticket_only_a_lost_primary_saw_is_put_back() {
     use stockade_server::waiting_room::{JoinOutcome, QueueBackend, TicketState};
     use suite::helpers::{T0, fresh, join, room, sale, state, tick};
 
-    let server = stockade_test_support::RedisServer::start().unwrap();
-    let backend =
-        stockade_server::waiting_room::redis::RedisQueues::connect(&server.url(), "test:wr:")
-            .await
-            .unwrap();
+    let (_server, backend) = in_redis().await;
     let drop = sale("lost-later-join");
     let (first, _) = join(&backend, &drop, 7, T0).await;
     let (behind, _) = join(&backend, &drop, 8, T0 + 10).await;
