@@ -95,6 +95,10 @@ struct Inner {
     /// line with the store (a Redis loss, failover or lost replies, a move
     /// to the fallback), each with the first such cause.
     disturbed: std::collections::BTreeMap<u64, String>,
+    /// Epochs two Redis primaries served at once (see
+    /// [`History::two_primaries`]): the only ones whose orders an epoch
+    /// advance may refuse as stale.
+    two_primaries: std::collections::BTreeSet<u64>,
     /// Orders the store refused after an engine had accepted them.
     voided: Vec<Voided>,
     /// Buyers with a purchase whose outcome they never learned (no answer,
@@ -217,6 +221,21 @@ impl History {
             .disturbed
             .entry(epoch)
             .or_insert_with(|| why.to_owned());
+    }
+
+    /// Two Redis primaries served at once under `epoch` (a failover's
+    /// deposed primary was still written): the rebuilds each side made
+    /// advanced the epoch under the other's orders, which the store then
+    /// refuses as stale. No other fault does that: a rebuild closes the
+    /// engine and waits for every instance's writer before it advances.
+    pub fn two_primaries(&self, epoch: u64) {
+        self.disturbed_epoch(epoch, "two primaries after a failover");
+        self.inner.lock().two_primaries.insert(epoch);
+    }
+
+    /// The epochs two primaries served at once.
+    pub fn two_primaries_epochs(&self) -> std::collections::BTreeSet<u64> {
+        self.inner.lock().two_primaries.clone()
     }
 
     /// The epochs something disturbed, each with its first cause.

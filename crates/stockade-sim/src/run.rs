@@ -214,7 +214,7 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
         let deposed = redis.deposed_epochs();
         if let (Some(first), Some(last)) = (deposed.first(), deposed.last()) {
             for epoch in first.saturating_sub(1)..=last + 1 {
-                history.disturbed_epoch(epoch, "two primaries after a failover");
+                history.two_primaries(epoch);
             }
         }
     }

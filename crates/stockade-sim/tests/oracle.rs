@@ -365,3 +365,33 @@ async fn the_services_refusals_and_moves_are_kept_from_its_log() {
         Vec::<String>::new()
     );
 }
+
+/// A refusal as stale is explained by two primaries serving at once, and
+/// by no other fault: a failover or a Redis loss explains an engine out of
+/// line (`oversold`, `over_limit`, `key_taken`), but a rebuild waits for
+/// every writer before it advances the epoch, so an order left behind it
+/// means the engine sold while closed (or the store let it commit).
+#[test]
+fn a_stale_refusal_is_explained_by_two_primaries_only() {
+    let voided = |order: &str, epoch: u64, reason: &str| Voided {
+        order: order.into(),
+        user: "bob".into(),
+        epoch,
+        reason: reason.into(),
+        at_ms: 0,
+    };
+    let history = History::default();
+    history.epoch(1);
+    history.redis_lost_writes_now("a Redis failover");
+    history.voided(voided("a", 1, "oversold"));
+    history.voided(voided("b", 1, "stale_epoch"));
+    history.two_primaries(3);
+    history.voided(voided("c", 3, "stale_epoch"));
+    history.voided(voided("d", 3, "key_taken"));
+    let violations = stockade_sim::agreement::engine_and_arbiter(&history);
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert!(
+        violations[0].contains("order b (stale_epoch)"),
+        "{violations:?}"
+    );
+}
