@@ -145,9 +145,10 @@ impl Crowd {
             });
         };
         // Admitted once for the purchase and its retries.
-        let admission = match self.room {
-            true => Some(self.admission(buyer, rng).await?),
-            false => None,
+        let admission = if self.room {
+            Some(self.admission(buyer, rng).await?)
+        } else {
+            None
         };
         let token = admission.as_ref().map(|a| a.token.clone());
         let mut named = None;

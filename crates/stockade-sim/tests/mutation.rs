@@ -120,6 +120,7 @@ const SEEDS: &[(u64, usize, &str)] = &[
         "Redis, 3 instances: several SKUs, bundles, holds, tiers, reserve release and its rush; failover, Redis loss, lost replies, clock jump, crash, partition from both, restart",
     ),
 ];
+
 /// Threads running seeds side by side (`STOCKADE_MUTANTS_THREADS`, else 1;
 /// `scripts/mutants` sets 2: one mutant at a time, its seeds on two cores).
 fn threads() -> usize {
