@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::{TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use futures::StreamExt;
 use serde::Serialize;
 use stockade_api::client::Client;
@@ -45,6 +45,10 @@ pub struct DrawSaleReport {
     pub stock: u32,
     /// Entries the service took.
     pub entered: u64,
+    /// Entries refused as `entries_closed` after the window closed: the
+    /// crowd was slower than the window (a loaded machine), which the
+    /// service rightly refuses.
+    pub late: u64,
     /// Entries that won an order.
     pub won: u64,
     /// Entries left waiting (or lost) when the stock ran out.
@@ -108,11 +112,11 @@ pub async fn run(
         .map(|draw| draw.seed_commitment)
         .ok_or_else(|| LoadError::Service("the sale was created without a draw".into()))?;
     let started = Instant::now();
-    let entered = enter_all(&client, config, on_entry).await;
+    let entered = enter_all(&client, config, closes, on_entry).await;
     let mut problems = Vec::new();
     if entered.refused > 0 {
         problems.push(format!(
-            "{} entries were refused ({}): widen the window",
+            "{} entries were refused within the window ({})",
             entered.refused,
             entered.reasons.join(", ")
         ));
@@ -186,6 +190,7 @@ pub async fn run(
         buyers: config.buyers,
         stock: config.stock,
         entered: entered.taken,
+        late: entered.late,
         won,
         not_drawn: entered.taken - won,
         orders,
@@ -199,16 +204,27 @@ pub async fn run(
 /// What the crowd's entries came to.
 struct Entered {
     taken: u64,
+    /// Refused as closed, answered after `closes` on this machine's clock.
+    late: u64,
+    /// Refused otherwise, or as closed before the window closed.
     refused: u64,
     reasons: Vec<String>,
+}
+
+/// One entry's answer.
+enum Answer {
+    Taken,
+    Late,
+    Refused(String),
 }
 
 async fn enter_all(
     client: &Client,
     config: &DrawSaleConfig,
+    closes: DateTime<Utc>,
     on_entry: Arc<dyn Fn() + Send + Sync>,
 ) -> Entered {
-    let answers: Vec<Result<(), String>> = futures::stream::iter(0..config.buyers)
+    let answers: Vec<Answer> = futures::stream::iter(0..config.buyers)
         .map(|b| {
             let on_entry = Arc::clone(&on_entry);
             async move {
@@ -221,22 +237,42 @@ async fn enter_all(
                 let answer = client.enter_draw(&config.sale, &entry).await;
                 on_entry();
                 match answer {
-                    Ok(_) => Ok(()),
-                    Err(error) => Err(error
-                        .code()
-                        .map_or_else(|| error.to_string(), |code: ErrorCode| code.to_string())),
+                    Ok(_) => Answer::Taken,
+                    // Answered after the close, so judged after it too.
+                    Err(error)
+                        if error.code() == Some(ErrorCode::EntriesClosed)
+                            && Utc::now() >= closes =>
+                    {
+                        Answer::Late
+                    }
+                    Err(error) => Answer::Refused(
+                        error
+                            .code()
+                            .map_or_else(|| error.to_string(), |code| code.to_string()),
+                    ),
                 }
             }
         })
         .buffer_unordered(config.concurrency.max(1))
         .collect()
         .await;
-    let mut reasons: Vec<String> = answers.iter().filter_map(|a| a.clone().err()).collect();
-    reasons.sort();
-    reasons.dedup();
-    Entered {
-        taken: answers.iter().filter(|a| a.is_ok()).count() as u64,
-        refused: answers.iter().filter(|a| a.is_err()).count() as u64,
-        reasons,
+    let mut entered = Entered {
+        taken: 0,
+        late: 0,
+        refused: 0,
+        reasons: Vec::new(),
+    };
+    for answer in answers {
+        match answer {
+            Answer::Taken => entered.taken += 1,
+            Answer::Late => entered.late += 1,
+            Answer::Refused(reason) => {
+                entered.refused += 1;
+                entered.reasons.push(reason);
+            }
+        }
     }
+    entered.reasons.sort();
+    entered.reasons.dedup();
+    entered
 }

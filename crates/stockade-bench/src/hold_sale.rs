@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use rand::{Rng, SeedableRng};
 use reqwest::StatusCode;
@@ -56,10 +57,16 @@ pub struct HoldSaleReport {
     pub held: u64,
     /// Of those, paid within the hold.
     pub paid: u64,
+    /// Of those, paid after the hold ran out (a loaded machine), which the
+    /// service rightly refused as `hold_expired`.
+    pub paid_late: u64,
     /// Holds that ran out unpaid (store status `expired`).
     pub expired: u64,
     /// Orders the second crowd bought (and paid) with the freed stock.
     pub resold: u64,
+    /// Orders the second crowd bought but paid for too late (refused as
+    /// `hold_expired`): their items are back on sale at the end.
+    pub resold_late: u64,
     /// Confirmed items at the end.
     pub confirmed: u64,
     /// Holds still live at the end (0 once every deadline has passed).
@@ -85,11 +92,16 @@ impl HoldSaleReport {
             ("stock", self.stock.to_string()),
             ("held by the first crowd", self.held.to_string()),
             ("paid within the hold", self.paid.to_string()),
+            ("paid too late (refused)", self.paid_late.to_string()),
             (
                 "expired unpaid (items back on sale)",
                 self.expired.to_string(),
             ),
             ("sold again to the second crowd", self.resold.to_string()),
+            (
+                "second crowd paid too late (refused)",
+                self.resold_late.to_string(),
+            ),
             ("confirmed at the end", self.confirmed.to_string()),
             ("holds still live", self.live_holds.to_string()),
             ("remaining", self.remaining.to_string()),
@@ -161,13 +173,8 @@ pub async fn run(
         .buffer_unordered(config.concurrency)
         .collect::<Vec<_>>()
         .await;
-    let mut held = 0;
-    let mut paid = 0;
-    for answer in answers {
-        let (got, did_pay) = answer?;
-        held += u64::from(got);
-        paid += u64::from(did_pay);
-    }
+    let first = Tally::of(answers)?;
+    let (held, paid) = (first.held, first.paid);
     progress(Phase::Line(format!(
         "{held} orders held, {paid} paid; waiting for the unpaid holds to run out"
     )));
@@ -183,16 +190,17 @@ pub async fn run(
     let second: Vec<String> = (0..(back.max(0) as usize + 10))
         .map(|i| format!("second-{i}"))
         .collect();
-    let mut resold = 0;
     let answers = futures::stream::iter(second)
         .map(|buyer| buy_then_pay(&client, config, buyer, Some(Duration::ZERO), &progress))
         .buffer_unordered(config.concurrency)
         .collect::<Vec<_>>()
         .await;
-    for answer in answers {
-        resold += u64::from(answer?.1);
-    }
+    let second = Tally::of(answers)?;
     let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if second.late > 0 {
+        // Their holds ran out: give the expiry its bound before counting.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+    }
 
     // What the store says.
     let orders = sale.orders().await.map_err(service_error)?;
@@ -221,10 +229,10 @@ pub async fn run(
             "{live_holds} holds still live after every deadline passed"
         ));
     }
-    if expired != held - paid {
+    if expired != held - paid + second.late {
         problems.push(format!(
-            "{expired} holds expired, but {} of the first crowd's orders went unpaid",
-            held - paid
+            "{expired} holds expired, but {} orders went unpaid",
+            held - paid + second.late
         ));
     }
     let sold = stock as i64 - remaining;
@@ -233,6 +241,7 @@ pub async fn run(
             "the sale counts {sold} items sold, but {confirmed} are confirmed and {live_holds} held: an expired hold's item did not come back"
         ));
     }
+    let resold = second.paid;
     if expired > 0 && resold == 0 && remaining == 0 {
         problems.push("the freed stock was never sold again".to_owned());
     }
@@ -241,8 +250,10 @@ pub async fn run(
         stock: config.stock,
         held,
         paid,
+        paid_late: first.late,
         expired,
         resold,
+        resold_late: second.late,
         confirmed,
         live_holds,
         remaining,
@@ -251,26 +262,64 @@ pub async fn run(
     })
 }
 
+/// What one buyer came to.
+enum Fate {
+    /// Sold out.
+    NoOrder,
+    /// Got an order and did not pay.
+    Held,
+    /// Got an order and paid within its hold.
+    Paid,
+    /// Got an order and paid after its hold ran out: refused.
+    PaidLate,
+}
+
+/// A crowd's buyers, counted.
+struct Tally {
+    held: u64,
+    paid: u64,
+    late: u64,
+}
+
+impl Tally {
+    fn of(buyers: Vec<Result<Fate, LoadError>>) -> Result<Self, LoadError> {
+        let mut tally = Self {
+            held: 0,
+            paid: 0,
+            late: 0,
+        };
+        for buyer in buyers {
+            match buyer? {
+                Fate::NoOrder => continue,
+                Fate::Held => {}
+                Fate::Paid => tally.paid += 1,
+                Fate::PaidLate => tally.late += 1,
+            }
+            tally.held += 1;
+        }
+        Ok(tally)
+    }
+}
+
 /// One buyer: buys one item and, with `pay_after`, pays for it after that
-/// long. Returns (got an order, paid).
+/// long.
 async fn buy_then_pay(
     client: &Client,
     config: &HoldSaleConfig,
     buyer: String,
     pay_after: Option<Duration>,
     progress: &Arc<dyn Fn(Phase) + Send + Sync>,
-) -> Result<(bool, bool), LoadError> {
+) -> Result<Fate, LoadError> {
     let order = buy(client, &config.sale, &buyer).await;
     progress(Phase::Answered);
-    let Some(order) = order? else {
-        return Ok((false, false));
+    let Some((order, deadline)) = order? else {
+        return Ok(Fate::NoOrder);
     };
     let Some(after) = pay_after else {
-        return Ok((true, false));
+        return Ok(Fate::Held);
     };
     tokio::time::sleep(after).await;
-    confirm(client, &order).await?;
-    Ok((true, true))
+    confirm(client, &order, deadline).await
 }
 
 /// Progress of the simulation.
@@ -286,15 +335,20 @@ fn service_error(error: ClientError) -> LoadError {
     LoadError::Service(format!("the service failed: {error}"))
 }
 
-/// One purchase: the order id on 201, None on 409 (sold out).
-async fn buy(client: &Client, sale: &str, buyer: &str) -> Result<Option<String>, LoadError> {
+/// One purchase: the order id and its hold's deadline on 201, None on 409
+/// (sold out).
+async fn buy(
+    client: &Client,
+    sale: &str,
+    buyer: &str,
+) -> Result<Option<(String, Option<DateTime<Utc>>)>, LoadError> {
     let key = format!("{buyer}-1");
     let purchase = Purchase::by(buyer).idempotency_key(&key);
     // 503s (overloaded, rebuilding) are retried with the same key.
     for _ in 0..50 {
         match client.purchase(sale, &purchase).await {
             Ok(reply) if reply.status == StatusCode::ACCEPTED => {}
-            Ok(reply) => return Ok(Some(reply.body.order_id)),
+            Ok(reply) => return Ok(Some((reply.body.order_id, reply.body.expires_at))),
             Err(error) => match error.status() {
                 Some(StatusCode::CONFLICT) => return Ok(None),
                 Some(StatusCode::SERVICE_UNAVAILABLE) => {}
@@ -312,13 +366,24 @@ async fn buy(client: &Client, sale: &str, buyer: &str) -> Result<Option<String>,
 
 /// Pays for an order as the payment service does: `POST
 /// /v1/orders/{id}/confirm` with the payments token, retried while the
-/// order is still being committed.
-async fn confirm(client: &Client, order: &str) -> Result<(), LoadError> {
+/// order is still being committed. A `hold_expired` answered after the
+/// hold's `deadline` (this machine's clock) is a late payment; answered
+/// before it, the service let the hold run out early: an error.
+async fn confirm(
+    client: &Client,
+    order: &str,
+    deadline: Option<DateTime<Utc>>,
+) -> Result<Fate, LoadError> {
     for _ in 0..50 {
         let error = match client.confirm_order(order).await {
-            Ok(_) => return Ok(()),
+            Ok(_) => return Ok(Fate::Paid),
             Err(error) => error,
         };
+        if error.code() == Some(ErrorCode::HoldExpired)
+            && deadline.is_some_and(|deadline| Utc::now() >= deadline)
+        {
+            return Ok(Fate::PaidLate);
+        }
         match error.status() {
             // A 409 other than `order_pending` is final (`hold_expired`,
             // `order_cancelled`).

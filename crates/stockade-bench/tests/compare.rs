@@ -26,6 +26,24 @@ fn scenario(scenario: Scenario) -> Workload {
     Workload::new(Some(scenario), &Overrides::default()).unwrap()
 }
 
+/// `per_purchase` transactions per purchase, counted by PostgreSQL for
+/// the bench's database. Its counter also takes autovacuum's transactions
+/// there, which a slow run may catch in its window (a loaded machine:
+/// 3.1 for 3; `autovacuum_naptime=1`: 3.21), so up to half a
+/// transaction more is allowed: one more per purchase is still caught.
+fn assert_transactions(result: &stockade_bench::report::BenchResult, per_purchase: u32) {
+    let counted = result
+        .db_tx_per_purchase
+        .unwrap_or_else(|| panic!("{}: no transactions counted", result.strategy));
+    let expected = f64::from(per_purchase);
+    assert!(
+        (expected..expected + 0.5).contains(&counted),
+        "{}: {counted} transactions per purchase, {per_purchase} expected: {:?}",
+        result.strategy,
+        result.notes
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_strategy_on_the_articles_seeds_and_double_taps() {
     let servers = Servers::prepare(true, true, None, None)
@@ -109,13 +127,13 @@ async fn every_strategy_on_the_articles_seeds_and_double_taps() {
             .contains("Ratios: stockade-redis / redis-lua: ")
     );
     let row_lock = by_name("pg-for-update");
-    assert_eq!(row_lock.db_tx_per_purchase, Some(1.0));
+    assert_transactions(row_lock, 1);
     assert!(row_lock.redis_cmds_per_purchase.is_none());
     // The store engine decides each purchase on its own: an unlocked look
     // (two reads: the sale, the buyer's holding), then one transaction
     // that locks the sale row, checks again and commits the order.
     let store = by_name("stockade-postgres");
-    assert_eq!(store.db_tx_per_purchase, Some(3.0), "{:?}", store.notes);
+    assert_transactions(store, 3);
     assert!(store.redis_cmds_per_purchase.is_none());
 
     // 150 buyers, 100 items: 100 sold, 50 turned away, nothing left.

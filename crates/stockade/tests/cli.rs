@@ -134,10 +134,17 @@ fn demo_with_holds_sells_the_expired_stock_again() {
     assert_eq!(code, 0, "{stdout}{stderr}");
     let report: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(report["held"], 100, "{report}");
-    let expired = report["expired"].as_u64().unwrap();
-    assert!(expired > 0, "{report}");
-    assert_eq!(report["paid"].as_u64().unwrap() + expired, 100, "{report}");
-    assert_eq!(report["resold"], expired, "{report}");
+    let number = |field: &str| report[field].as_u64().unwrap();
+    // On a loaded machine some buyers pay after their hold ran out: the
+    // service refuses them and their items expire too.
+    let expired_first = number("expired") - number("resold_late");
+    assert!(expired_first > 0, "{report}");
+    assert_eq!(number("paid") + expired_first, 100, "{report}");
+    assert_eq!(
+        number("resold") + number("resold_late"),
+        expired_first,
+        "{report}"
+    );
     assert_eq!(
         (
             &report["confirmed"],
@@ -297,7 +304,15 @@ fn demo_draw_sells_by_a_draw_anyone_can_check_on_every_engine() {
         ]);
         assert_eq!(code, 0, "{engine}: {stderr}");
         let report: Value = serde_json::from_str(stdout.trim()).unwrap();
-        assert_eq!(report["entered"], 300, "{engine}: {report}");
+        // A loaded machine may send some entries after the window closed:
+        // the service refuses those, rightly.
+        let (entered, late) = (report["entered"].as_u64(), report["late"].as_u64());
+        assert_eq!(
+            entered.zip(late).map(|(e, l)| e + l),
+            Some(300),
+            "{engine}: {report}"
+        );
+        assert!(entered.unwrap() > 0, "{engine}: {report}");
         assert_eq!(report["seed_verified"], true, "{report}");
         assert_eq!(report["order_recomputed"], true, "{report}");
         assert_eq!(report["orders"], report["won"], "{report}");

@@ -28,7 +28,7 @@ async fn server(setup: Setup, clock: &ManualClock) -> TestServer {
 }
 
 async fn draw_when(server: &TestServer, sale: &str, want: &str) -> Value {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let (status, draw) = server
             .get(&format!("/v1/sales/{sale}/draw?limit=10000"))

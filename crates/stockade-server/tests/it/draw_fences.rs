@@ -48,7 +48,7 @@ async fn entered(server: &TestServer, id: &str, now: DateTime<Utc>, close_in: i6
 /// The draw once made: this instance's draw job (every 500 ms) and calls
 /// of `run_due` race for its lease; either makes it.
 async fn drawn(server: &TestServer, sale: &SaleId) -> Option<DrawRecord> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         run_due(server.state()).await.unwrap();
         let record = server.state().store().draw(sale).await.unwrap().unwrap();
@@ -300,7 +300,7 @@ async fn a_release_on_its_way_to_the_engine_keeps_the_draw_from_settling() {
         "settled with a release owed to the engine: {waiting:?}"
     );
     // Once the release reaches the engine, the stock rolls down.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let waiting = store
             .entry_of(&sale, &entries[STOCK].user_id)

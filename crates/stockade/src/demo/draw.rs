@@ -73,6 +73,7 @@ fn table(report: &DrawSaleReport) -> String {
         ("buyers", report.buyers.to_string()),
         ("stock", report.stock.to_string()),
         ("entries", report.entered.to_string()),
+        ("entries after the close", report.late.to_string()),
         ("won", report.won.to_string()),
         ("not drawn", report.not_drawn.to_string()),
         ("orders in the store", report.orders.to_string()),
