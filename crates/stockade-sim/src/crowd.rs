@@ -200,6 +200,9 @@ impl Crowd {
                     sent_ms,
                     answered_ms: clock.now().timestamp_millis(),
                     repeat: buyer.keyed && attempt > 0,
+                    remaining: body["error"]["remaining"]
+                        .as_u64()
+                        .and_then(|left| u32::try_from(left).ok()),
                 });
             }
             let retry = match &answer {

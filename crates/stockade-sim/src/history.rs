@@ -44,6 +44,8 @@ pub struct Judged {
     /// Whether the purchase sent a key it had sent before: its 200 or 202
     /// may replay an order made then.
     pub repeat: bool,
+    /// What an `insufficient_stock` said was left of its SKU.
+    pub remaining: Option<u32>,
 }
 
 /// An order the store's arbiter refused after an engine had accepted it,

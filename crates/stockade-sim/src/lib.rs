@@ -28,6 +28,7 @@ mod partition;
 pub mod redis;
 pub mod refusals;
 pub mod release;
+pub mod reserves;
 pub mod rooms;
 pub mod run;
 pub mod scenario;

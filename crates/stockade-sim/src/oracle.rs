@@ -96,6 +96,11 @@ pub async fn judge(
             Some(_) => {}
         }
     }
+    // Reserves: kept for their tiers until the release.
+    if let Some(broken) = crate::reserves::kept(sale, &orders) {
+        bad(broken);
+    }
+    bad_shorts(sale, history, &mut bad);
     // Limits: a buyer's live items never exceed their limit (their
     // tier's, or the sale's), nor of one SKU its cap.
     for (user, items) in &by_buyer {
@@ -235,6 +240,23 @@ pub async fn judge(
     verdict
 }
 
+/// A sale of one SKU and no tiers that says `insufficient_stock` with
+/// nothing left is sold out, and must say so (`sold_out`): a buyer told
+/// "only 0 left" of the only SKU would wait for nothing.
+fn bad_shorts(sale: &Sale, history: &History, bad: &mut impl FnMut(Violation)) {
+    if sale.skus.len() != 1 || !sale.tiers.is_empty() {
+        return;
+    }
+    for answer in history.judged_answers() {
+        if answer.code == "insufficient_stock" && answer.remaining == Some(0) {
+            bad(format!(
+                "buyer {} was answered insufficient_stock with 0 left of the sale's only SKU: the sale is sold out and must say sold_out",
+                answer.user
+            ));
+        }
+    }
+}
+
 /// Every order of `sale` the store has (none it refused).
 pub async fn all_orders(
     store: &OrderStore,
@@ -342,6 +364,7 @@ mod tests {
             sent_ms: at,
             answered_ms: at,
             repeat: false,
+            remaining: None,
         }
     }
 

@@ -135,6 +135,7 @@ mod tests {
             sent_ms: 0,
             answered_ms: 0,
             repeat: false,
+            remaining: None,
         }
     }
 

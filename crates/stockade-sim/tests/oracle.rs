@@ -121,6 +121,36 @@ async fn a_history_the_store_agrees_with_passes() {
     assert_eq!(violations, Vec::<String>::new());
 }
 
+/// Bob was refused with `insufficient_stock` saying `remaining` were left
+/// of the sale's only SKU.
+fn bob_short(order: &str, remaining: u32) -> History {
+    let history = History::default();
+    named(&history, order);
+    history.judged(Judged {
+        user: "bob".into(),
+        key: String::new(),
+        status: 409,
+        code: "insufficient_stock".into(),
+        sent_ms: 0,
+        answered_ms: 0,
+        repeat: false,
+        remaining: Some(remaining),
+    });
+    history
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_sale_of_one_sku_with_nothing_left_says_sold_out() {
+    // Asking two with one left: short, rightly.
+    let violations = judged_after_one_sale(TRUE, |order| bob_short(order, 1)).await;
+    assert_eq!(violations, Vec::<String>::new());
+    let violations = judged_after_one_sale(TRUE, |order| bob_short(order, 0)).await;
+    reported(
+        &violations,
+        "buyer bob was answered insufficient_stock with 0 left",
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_refusal_of_a_key_the_store_has_an_order_under_is_reported() {
     let violations = judged_after_one_sale(TRUE, |order| {
@@ -135,6 +165,7 @@ async fn a_refusal_of_a_key_the_store_has_an_order_under_is_reported() {
             sent_ms: 0,
             answered_ms: 0,
             repeat: false,
+            remaining: None,
         });
         history
     })
