@@ -20,6 +20,10 @@ use stockade_api::{ErrorCode, OrderStatus};
 
 use crate::http_load::{self, HttpSale, LoadError, Success};
 
+/// How long after its deadline a hold is surely expired: the documented
+/// second, and room for the sweep.
+const EXPIRY_BOUND: Duration = Duration::from_millis(1_500);
+
 /// What to simulate.
 #[derive(Debug, Clone)]
 pub struct HoldSaleConfig {
@@ -180,7 +184,7 @@ pub async fn run(
     )));
     // Every first-crowd deadline has passed, plus the expiry bound.
     let first_deadline = started + hold;
-    tokio::time::sleep_until((first_deadline + Duration::from_millis(1_500)).into()).await;
+    tokio::time::sleep_until((first_deadline + EXPIRY_BOUND).into()).await;
 
     // The second crowd buys what came back, and pays at once.
     let back = sale.sale_remaining().await.map_err(service_error)?;
@@ -199,7 +203,7 @@ pub async fn run(
     let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
     if second.late > 0 {
         // Their holds ran out: give the expiry its bound before counting.
-        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        tokio::time::sleep(EXPIRY_BOUND).await;
     }
 
     // What the store says.

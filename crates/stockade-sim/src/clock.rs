@@ -17,6 +17,12 @@ pub fn epoch() -> DateTime<Utc> {
         .expect("a valid date")
 }
 
+/// The instant `ms` milliseconds after [`epoch`]: where a scenario's
+/// times (given from the run's start) fall on the calendar.
+pub fn at(ms: u64) -> DateTime<Utc> {
+    epoch() + TimeDelta::milliseconds(i64::try_from(ms).unwrap_or(i64::MAX))
+}
+
 /// The true time of the run: [`epoch`] plus the runtime's elapsed time.
 #[derive(Debug, Clone, Copy)]
 pub struct TrueTime {

@@ -100,7 +100,9 @@ pub async fn judge(
     if let Some(broken) = crate::reserves::kept(sale, &orders) {
         bad(broken);
     }
-    bad_shorts(sale, history, &mut bad);
+    for short in crate::refusals::wrongful_shorts(sale, &history.judged_answers()) {
+        bad(short);
+    }
     // Limits: a buyer's live items never exceed their limit (their
     // tier's, or the sale's), nor of one SKU its cap.
     for (user, items) in &by_buyer {
@@ -240,23 +242,6 @@ pub async fn judge(
     verdict
 }
 
-/// A sale of one SKU and no tiers that says `insufficient_stock` with
-/// nothing left is sold out, and must say so (`sold_out`): a buyer told
-/// "only 0 left" of the only SKU would wait for nothing.
-fn bad_shorts(sale: &Sale, history: &History, bad: &mut impl FnMut(Violation)) {
-    if sale.skus.len() != 1 || !sale.tiers.is_empty() {
-        return;
-    }
-    for answer in history.judged_answers() {
-        if answer.code == "insufficient_stock" && answer.remaining == Some(0) {
-            bad(format!(
-                "buyer {} was answered insufficient_stock with 0 left of the sale's only SKU: the sale is sold out and must say sold_out",
-                answer.user
-            ));
-        }
-    }
-}
-
 /// Every order of `sale` the store has (none it refused).
 pub async fn all_orders(
     store: &OrderStore,
@@ -283,9 +268,7 @@ pub fn windows(
     tiers: &BTreeMap<String, Option<String>>,
     answers: &[crate::history::Judged],
 ) -> Vec<Violation> {
-    let at = |ms: u64| {
-        (crate::clock::epoch() + chrono::TimeDelta::milliseconds(ms as i64)).timestamp_millis()
-    };
+    let at = |ms: u64| crate::clock::at(ms).timestamp_millis();
     let mut violations = Vec::new();
     for answer in answers {
         let tier = tiers.get(&answer.user).cloned().flatten();

@@ -10,12 +10,16 @@
 //! rebuilt, and the store has none of it. Nor is a buyer who never learned
 //! how a purchase ended, in a run where Redis lost writes: the engine may
 //! have taken it and counted it, then lost it before the store had it.
+//!
+//! A stock refusal says the right thing: on a sale of one SKU and no
+//! tiers, `insufficient_stock` with nothing left is the sale sold out,
+//! which must say `sold_out`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::history::{History, Judged};
 use crate::oracle::Violation;
-use crate::scenario::Scenario;
+use crate::scenario::{Sale, Scenario};
 
 /// What a buyer ever had, of every order the store has of them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -120,6 +124,23 @@ pub(crate) async fn limit_refusals(
         &unjudged,
         &history.judged_answers(),
     )
+}
+
+/// Each `insufficient_stock` with 0 left of a sale of one SKU and no
+/// tiers: a buyer told "only 0 left" of the only SKU would wait for
+/// nothing.
+pub fn wrongful_shorts(sale: &Sale, answers: &[Judged]) -> Vec<Violation> {
+    if sale.skus.len() != 1 || !sale.tiers.is_empty() {
+        return Vec::new();
+    }
+    answers
+        .iter()
+        .filter(|a| a.code == "insufficient_stock" && a.remaining == Some(0))
+        .map(|a| format!(
+            "buyer {} was answered insufficient_stock with 0 left of the sale's only SKU: the sale is sold out and must say sold_out",
+            a.user
+        ))
+        .collect()
 }
 
 #[cfg(test)]

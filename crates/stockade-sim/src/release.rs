@@ -72,8 +72,7 @@ pub fn crossed(sale: &Sale, answers: &[crate::history::Judged]) -> bool {
     let Some(release) = sale.release_reserved_ms else {
         return false;
     };
-    let release = (crate::clock::epoch() + chrono::TimeDelta::milliseconds(release as i64))
-        .timestamp_millis();
+    let release = crate::clock::at(release).timestamp_millis();
     answers.iter().any(|answer| {
         matches!(answer.status, 201 | 202)
             && answer.sent_ms < release

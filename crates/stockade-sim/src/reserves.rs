@@ -13,7 +13,6 @@
 //! have taken reserved items rightly, so it is left out; leaving orders
 //! out only lowers what is counted, and the check stays sound.
 
-use chrono::{DateTime, TimeDelta, Utc};
 use stockade_core::Order;
 
 use crate::oracle::Violation;
@@ -28,11 +27,9 @@ pub fn kept(sale: &Sale, orders: &[Order]) -> Option<Violation> {
     if reserved == 0 {
         return None;
     }
-    let release = sale.release_reserved_ms.map(|ms| {
-        crate::clock::epoch() + TimeDelta::milliseconds(i64::try_from(ms).unwrap_or(i64::MAX))
-    });
+    let release = sale.release_reserved_ms.map(crate::clock::at);
     let held_while_reserved = |order: &&Order| {
-        order.status.holds_stock() && release.is_none_or(|at: DateTime<Utc>| order.created_at < at)
+        order.status.holds_stock() && release.is_none_or(|at| order.created_at < at)
     };
     // Items of the SKU by tier (None: no tier), of those orders.
     let mut by_tier = vec![0u32; sale.tiers.len()];
@@ -75,6 +72,7 @@ pub fn kept(sale: &Sale, orders: &[Order]) -> Option<Violation> {
 mod tests {
     use super::*;
     use crate::scenario::{Sku, Tier};
+    use chrono::TimeDelta;
     use stockade_core::{Epoch, Item, OrderId, OrderStatus, SaleId, SkuId, TierName, UserId};
 
     fn sale(release_ms: Option<u64>) -> Sale {

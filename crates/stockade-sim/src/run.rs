@@ -225,7 +225,7 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
                 .iter()
                 .map(|b| (b.user.clone(), b.tier.clone()))
                 .collect();
-            let now = crate::clock::epoch() + TimeDelta::milliseconds(time.millis() as i64);
+            let now = crate::clock::at(time.millis());
             let mut verdict =
                 oracle::judge(&sale, &limits, &history, (&store, now), &remaining).await;
             verdict

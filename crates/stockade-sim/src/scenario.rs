@@ -7,7 +7,7 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
 use crate::bundles::{make_bundles, rush};
-use crate::clock::epoch;
+use crate::clock;
 use crate::draws::{draw_buyer, draw_faults, draw_sale, make_draw, make_plain};
 pub use crate::partition::Cut;
 use crate::partition::draw_partitions;
@@ -99,7 +99,7 @@ pub struct Sale {
 impl Sale {
     /// The body of its `POST /v1/sales`.
     pub fn body(&self) -> Value {
-        let at = |ms: u64| (epoch() + chrono::TimeDelta::milliseconds(ms as i64)).to_rfc3339();
+        let at = |ms: u64| clock::at(ms).to_rfc3339();
         let mut body = json!({
             "id": self.id,
             "per_user_limit": self.per_user_limit,
