@@ -218,6 +218,13 @@ enum Answer {
     Refused(String),
 }
 
+/// Whether a refusal with `code`, answered at `now`, is an entry sent too
+/// late: `entries_closed` answered after the close was judged after it
+/// too; answered before it, the service closed early.
+fn late_entry(code: Option<ErrorCode>, closes: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+    code == Some(ErrorCode::EntriesClosed) && now >= closes
+}
+
 async fn enter_all(
     client: &Client,
     config: &DrawSaleConfig,
@@ -238,13 +245,7 @@ async fn enter_all(
                 on_entry();
                 match answer {
                     Ok(_) => Answer::Taken,
-                    // Answered after the close, so judged after it too.
-                    Err(error)
-                        if error.code() == Some(ErrorCode::EntriesClosed)
-                            && Utc::now() >= closes =>
-                    {
-                        Answer::Late
-                    }
+                    Err(error) if late_entry(error.code(), closes, Utc::now()) => Answer::Late,
                     Err(error) => Answer::Refused(
                         error
                             .code()
@@ -275,4 +276,29 @@ async fn enter_all(
     entered.reasons.sort();
     entered.reasons.dedup();
     entered
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_entries_closed_answered_after_the_close_is_late() {
+        let closes = Utc::now();
+        let closed = Some(ErrorCode::EntriesClosed);
+        assert!(late_entry(
+            closed,
+            closes,
+            closes + TimeDelta::milliseconds(1)
+        ));
+        assert!(
+            !late_entry(closed, closes, closes - TimeDelta::milliseconds(1)),
+            "closed early"
+        );
+        assert!(!late_entry(
+            Some(ErrorCode::SoldOut),
+            closes,
+            closes + TimeDelta::seconds(1)
+        ));
+    }
 }

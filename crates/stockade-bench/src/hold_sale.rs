@@ -326,6 +326,13 @@ async fn buy_then_pay(
     confirm(client, &order, deadline).await
 }
 
+/// Whether a refusal with `code`, answered at `now`, is a payment made
+/// after the hold's `deadline`: `hold_expired` answered before it is the
+/// service's error, not the buyer's lateness.
+fn paid_late(code: Option<ErrorCode>, deadline: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
+    code == Some(ErrorCode::HoldExpired) && deadline.is_some_and(|deadline| now >= deadline)
+}
+
 /// Progress of the simulation.
 #[derive(Debug, Clone)]
 pub enum Phase {
@@ -383,9 +390,7 @@ async fn confirm(
             Ok(_) => return Ok(Fate::Paid),
             Err(error) => error,
         };
-        if error.code() == Some(ErrorCode::HoldExpired)
-            && deadline.is_some_and(|deadline| Utc::now() >= deadline)
-        {
+        if paid_late(error.code(), deadline, Utc::now()) {
             return Ok(Fate::PaidLate);
         }
         match error.status() {
@@ -414,4 +419,27 @@ async fn confirm(
     Err(LoadError::Service(format!(
         "order {order} could not be confirmed within 5 s"
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeDelta;
+
+    #[test]
+    fn only_a_hold_expired_answered_after_the_deadline_is_late() {
+        let deadline = Utc::now();
+        let after = deadline + TimeDelta::milliseconds(1);
+        let before = deadline - TimeDelta::milliseconds(1);
+        let expired = Some(ErrorCode::HoldExpired);
+        assert!(paid_late(expired, Some(deadline), deadline));
+        assert!(paid_late(expired, Some(deadline), after));
+        assert!(!paid_late(expired, Some(deadline), before), "expired early");
+        assert!(!paid_late(expired, None, after), "no hold");
+        assert!(!paid_late(
+            Some(ErrorCode::OrderCancelled),
+            Some(deadline),
+            after
+        ));
+    }
 }
