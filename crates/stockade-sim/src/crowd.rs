@@ -152,8 +152,7 @@ impl Crowd {
         };
         let token = admission.as_ref().map(|a| a.token.clone());
         let mut named = None;
-        for attempt in 0..=buyer.retries {
-            let instance = rng.random_range(0..self.gateway.instances());
+        let request = || {
             let mut request = json_request("POST", &uri, &body, false);
             if buyer.keyed {
                 request
@@ -170,10 +169,17 @@ impl Crowd {
                     .headers_mut()
                     .insert("prefer", "respond-async".parse().expect("a header value"));
             }
+            request
+        };
+        // The order a keyed purchase was answered `order_failed` for, and
+        // the instance that answered.
+        let mut failed = None;
+        for attempt in 0..=buyer.retries {
+            let instance = rng.random_range(0..self.gateway.instances());
             let what = format!("buy key={key} attempt={attempt}");
             let clock = &self.clocks[instance];
             let sent_ms = clock.now().timestamp_millis();
-            let mut answer = self.call(&buyer.user, instance, &what, request).await;
+            let mut answer = self.call(&buyer.user, instance, &what, request()).await;
             // The network loses the answer after the service made it: the
             // buyer cannot tell, and sends the key again.
             if answer.is_some()
@@ -236,6 +242,7 @@ impl Crowd {
                     // that the store never commits the order it names.
                     if let Some(order) = body["error"]["order_id"].as_str() {
                         self.history.failed(order);
+                        failed = Some((order.to_owned(), instance));
                     }
                     false
                 }
@@ -275,6 +282,23 @@ impl Crowd {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(rng.random_range(100..2_000))).await;
+        }
+        // A client that did not trust the failure sends the key again: the
+        // key still names the failed order (one order per key), so no new
+        // one may be sold under it. (Not through a waiting room, whose
+        // admission the failed order spent.)
+        if let Some((order, instance)) = failed
+            && buyer.keyed
+            && !self.room
+        {
+            let what = format!("buy key={key} again after order_failed");
+            let answer = self.call(&buyer.user, instance, &what, request()).await;
+            if let Some((status @ 200..=202, body)) = &answer {
+                self.history.unexpected(format!(
+                    "{} {what}: {status} {body}: the key named the failed order {order}",
+                    buyer.user
+                ));
+            }
         }
         named
     }

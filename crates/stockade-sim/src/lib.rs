@@ -32,6 +32,7 @@ pub mod reserves;
 pub mod rooms;
 pub mod run;
 pub mod scenario;
+pub mod stock_refusals;
 pub mod world;
 
 pub use run::{Report, run};

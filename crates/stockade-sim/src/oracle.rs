@@ -100,7 +100,7 @@ pub async fn judge(
     if let Some(broken) = crate::reserves::kept(sale, &orders) {
         bad(broken);
     }
-    for short in crate::refusals::wrongful_shorts(sale, &history.judged_answers()) {
+    for short in crate::stock_refusals::wrongful_shorts(sale, &history.judged_answers()) {
         bad(short);
     }
     // Limits: a buyer's live items never exceed their limit (their

@@ -11,15 +11,14 @@
 //! how a purchase ended, in a run where Redis lost writes: the engine may
 //! have taken it and counted it, then lost it before the store had it.
 //!
-//! A stock refusal says the right thing: on a sale of one SKU and no
-//! tiers, `insufficient_stock` with nothing left is the sale sold out,
-//! which must say `sold_out`.
+//! Stock refusals are judged in [`crate::stock_refusals`], from the same
+//! read of the store.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::history::{History, Judged};
 use crate::oracle::Violation;
-use crate::scenario::{Sale, Scenario};
+use crate::scenario::Scenario;
 
 /// What a buyer ever had, of every order the store has of them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -69,9 +68,10 @@ pub fn wrongful_limit_refusals(
         .collect()
 }
 
-/// The `limit_exceeded` answers of a run no limit explains, judged
-/// against every order the store has of each buyer.
-pub(crate) async fn limit_refusals(
+/// The refusals of a run that nothing explains: `limit_exceeded` answers
+/// judged against every order the store has of each buyer, stock refusals
+/// against every order of the sale made by then.
+pub(crate) async fn judge(
     scenario: &Scenario,
     store: &stockade_store::OrderStore,
     history: &History,
@@ -117,30 +117,36 @@ pub(crate) async fn limit_refusals(
     if history.redis_lost_writes() {
         unjudged.extend(history.uncertain_buyers());
     }
-    wrongful_limit_refusals(
-        &askers,
-        sale.per_sku_limit,
-        &had,
-        &unjudged,
-        &history.judged_answers(),
-    )
-}
-
-/// Each `insufficient_stock` with 0 left of a sale of one SKU and no
-/// tiers: a buyer told "only 0 left" of the only SKU would wait for
-/// nothing.
-pub fn wrongful_shorts(sale: &Sale, answers: &[Judged]) -> Vec<Violation> {
-    if sale.skus.len() != 1 || !sale.tiers.is_empty() {
-        return Vec::new();
+    let answers = history.judged_answers();
+    let mut found = wrongful_limit_refusals(&askers, sale.per_sku_limit, &had, &unjudged, &answers);
+    if !history.redis_lost_writes() {
+        let voided: Vec<String> = history
+            .voided_orders()
+            .into_iter()
+            .map(|v| v.user)
+            .collect();
+        let takes = crate::stock_refusals::Takes::of(scenario, &orders, &voided);
+        let asks = askers
+            .into_iter()
+            .map(|(user, asker)| (user, asker.asks))
+            .collect();
+        let tiers = scenario
+            .buyers
+            .iter()
+            .filter_map(|b| {
+                let name = b.tier.as_deref()?;
+                Some((
+                    b.user.clone(),
+                    sale.tiers.iter().position(|t| t.name == name)?,
+                ))
+            })
+            .collect();
+        let slack = crate::stock_refusals::clock_slack_ms(scenario);
+        found.extend(crate::stock_refusals::premature(
+            sale, &takes, &asks, &tiers, slack, &answers,
+        ));
     }
-    answers
-        .iter()
-        .filter(|a| a.code == "insufficient_stock" && a.remaining == Some(0))
-        .map(|a| format!(
-            "buyer {} was answered insufficient_stock with 0 left of the sale's only SKU: the sale is sold out and must say sold_out",
-            a.user
-        ))
-        .collect()
+    found
 }
 
 #[cfg(test)]

@@ -233,7 +233,7 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
                 .extend(oracle::windows(&sale, &tiers, &history.judged_answers()));
             verdict
                 .violations
-                .extend(crate::refusals::limit_refusals(scenario, &store, &history).await);
+                .extend(crate::refusals::judge(scenario, &store, &history).await);
             violations.extend(verdict.violations);
         }
         None => violations.push("no instance is running at the end".into()),
