@@ -283,21 +283,36 @@ impl Crowd {
             }
             tokio::time::sleep(Duration::from_millis(rng.random_range(100..2_000))).await;
         }
-        // A client that did not trust the failure sends the key again: the
-        // key still names the failed order (one order per key), so no new
-        // one may be sold under it. (Not through a waiting room, whose
+        // A client that did not trust the failure sends the key again, a
+        // little later and while it is answered 503 (a rebuild under way):
+        // the key still names the failed order (one order per key), so no
+        // new one may be sold under it. (Not through a waiting room, whose
         // admission the failed order spent.)
         if let Some((order, instance)) = failed
             && buyer.keyed
             && !self.room
         {
-            let what = format!("buy key={key} again after order_failed");
-            let answer = self.call(&buyer.user, instance, &what, request()).await;
-            if let Some((status @ 200..=202, body)) = &answer {
-                self.history.unexpected(format!(
-                    "{} {what}: {status} {body}: the key named the failed order {order}",
-                    buyer.user
-                ));
+            for again in 0..3 {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                let what = format!("buy key={key} again={again} after order_failed");
+                match self.call(&buyer.user, instance, &what, request()).await {
+                    None | Some((503, _)) => continue,
+                    Some((status @ 200..=202, body)) => self.history.unexpected(format!(
+                        "{} {what}: {status} {body}: the key named the failed order {order}",
+                        buyer.user
+                    )),
+                    Some((409, body))
+                        if body["error"]["code"] == "order_failed"
+                            && body["error"]["order_id"] != order.as_str() =>
+                    {
+                        self.history.unexpected(format!(
+                            "{} {what}: {body}: the key named the failed order {order}",
+                            buyer.user
+                        ));
+                    }
+                    Some(_) => {}
+                }
+                break;
             }
         }
         named
