@@ -69,13 +69,14 @@ pub fn kept(sale: &Sale, orders: &[Order]) -> Option<Violation> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::scenario::{Sku, Tier};
     use chrono::TimeDelta;
     use stockade_core::{Epoch, Item, OrderId, OrderStatus, SaleId, SkuId, TierName, UserId};
 
-    fn sale(release_ms: Option<u64>) -> Sale {
+    /// 10 of one SKU, 4 kept for members until `release_ms`, if any.
+    pub(crate) fn sale(release_ms: Option<u64>) -> Sale {
         Sale {
             id: "drop".into(),
             skus: vec![Sku {

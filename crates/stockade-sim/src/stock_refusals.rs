@@ -187,30 +187,10 @@ pub fn wrongful_shorts(sale: &Sale, answers: &[Judged]) -> Vec<Violation> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::{Sku, Tier};
 
-    /// 10 of one SKU, 4 kept for members.
+    /// 10 of one SKU, 4 kept for members until 1,000 ms.
     fn sale() -> Sale {
-        Sale {
-            id: "drop".into(),
-            skus: vec![Sku {
-                id: "s0".into(),
-                stock: 10,
-            }],
-            per_user_limit: 5,
-            per_sku_limit: None,
-            hold_seconds: None,
-            starts_ms: 0,
-            ends_ms: None,
-            tiers: vec![Tier {
-                name: "members".into(),
-                reserved: 4,
-                per_user_limit: 5,
-                early_ms: 0,
-            }],
-            release_reserved_ms: Some(1_000),
-            draw_close_ms: None,
-        }
+        crate::reserves::tests::sale(Some(1_000))
     }
 
     fn take(tier: Option<usize>, quantity: u32, at_ms: Option<i64>) -> Take {
