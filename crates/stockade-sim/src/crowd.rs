@@ -128,6 +128,24 @@ impl Crowd {
             body["tier"] = json!(tier);
         }
         let uri = format!("/v1/sales/{}/purchases", self.sale.id);
+        // A careless client (one in sixteen, by arrival) leaves the SKU out
+        // on a sale of several: the answer must be a refusal
+        // (`sku_required`), never an order. Not through a waiting room,
+        // whose admission it would need first.
+        if self.sale.skus.len() > 1 && !self.room && buyer.arrives_ms % 16 == 0 {
+            let instance = buyer.arrives_ms as usize % self.gateway.instances();
+            let careless = json!({"user_id": buyer.user, "quantity": 1});
+            let request = json_request("POST", &uri, &careless, false);
+            let what = "buy naming no SKU";
+            if let Some((status @ 200..=299, body)) =
+                self.call(&buyer.user, instance, what, request).await
+            {
+                self.history.unexpected(format!(
+                    "{} {what} of a sale of several SKUs: {status} {body}",
+                    buyer.user
+                ));
+            }
+        }
         let named_key = if buyer.keyed {
             key.to_owned()
         } else {
