@@ -132,7 +132,7 @@ impl Crowd {
         // on a sale of several: the answer must be a refusal
         // (`sku_required`), never an order. Not through a waiting room,
         // whose admission it would need first.
-        if self.sale.skus.len() > 1 && !self.room && buyer.arrives_ms % 16 == 0 {
+        if self.sale.skus.len() > 1 && !self.room && buyer.arrives_ms.is_multiple_of(16) {
             let instance = buyer.arrives_ms as usize % self.gateway.instances();
             let careless = json!({"user_id": buyer.user, "quantity": 1});
             let request = json_request("POST", &uri, &careless, false);
