@@ -313,22 +313,23 @@ impl Crowd {
             for again in 0..3 {
                 tokio::time::sleep(Duration::from_secs(2)).await;
                 let what = format!("buy key={key} again={again} after order_failed");
-                match self.call(&buyer.user, instance, &what, request()).await {
-                    None | Some((503, _)) => continue,
-                    Some((status @ 200..=202, body)) => self.history.unexpected(format!(
+                let Some((status, body)) = self.call(&buyer.user, instance, &what, request()).await
+                else {
+                    continue;
+                };
+                if status == 503 {
+                    continue;
+                }
+                // Sold anew, or failed as another order: a second order
+                // under the key.
+                let another = (200..=202).contains(&status)
+                    || (body["error"]["code"] == "order_failed"
+                        && body["error"]["order_id"] != order.as_str());
+                if another {
+                    self.history.unexpected(format!(
                         "{} {what}: {status} {body}: the key named the failed order {order}",
                         buyer.user
-                    )),
-                    Some((409, body))
-                        if body["error"]["code"] == "order_failed"
-                            && body["error"]["order_id"] != order.as_str() =>
-                    {
-                        self.history.unexpected(format!(
-                            "{} {what}: {body}: the key named the failed order {order}",
-                            buyer.user
-                        ));
-                    }
-                    Some(_) => {}
+                    ));
                 }
                 break;
             }

@@ -114,12 +114,13 @@ pub(crate) async fn judge(
     // outcome, and counted it against their limit until Redis lost it with
     // its outbox entry, before the store ever had it (seed 0x5eed00ba: a
     // keyless purchase whose reply Redis dropped, then a Redis loss).
-    if history.redis_lost_writes() {
+    let lost_writes = history.redis_lost_writes();
+    if lost_writes {
         unjudged.extend(history.uncertain_buyers());
     }
     let answers = history.judged_answers();
     let mut found = wrongful_limit_refusals(&askers, sale.per_sku_limit, &had, &unjudged, &answers);
-    if !history.redis_lost_writes() {
+    if !lost_writes {
         let voided: Vec<String> = history
             .voided_orders()
             .into_iter()
@@ -133,13 +134,7 @@ pub(crate) async fn judge(
         let tiers = scenario
             .buyers
             .iter()
-            .filter_map(|b| {
-                let name = b.tier.as_deref()?;
-                Some((
-                    b.user.clone(),
-                    sale.tiers.iter().position(|t| t.name == name)?,
-                ))
-            })
+            .filter_map(|b| Some((b.user.clone(), sale.tier_index(b.tier.as_deref()?)?)))
             .collect();
         let slack = crate::stock_refusals::clock_slack_ms(scenario);
         found.extend(crate::stock_refusals::premature(

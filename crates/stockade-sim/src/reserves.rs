@@ -44,7 +44,7 @@ pub fn kept(sale: &Sale, orders: &[Order]) -> Option<Violation> {
         let tier = order
             .tier
             .as_ref()
-            .and_then(|name| sale.tiers.iter().position(|t| t.name == name.as_str()));
+            .and_then(|name| sale.tier_index(name.as_str()));
         match tier {
             Some(t) => by_tier[t] += quantity,
             None => untiered += quantity,

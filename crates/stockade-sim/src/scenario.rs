@@ -151,6 +151,11 @@ impl Sale {
         body
     }
 
+    /// The position of the tier named `name`, if the sale has it.
+    pub fn tier_index(&self, name: &str) -> Option<usize> {
+        self.tiers.iter().position(|t| t.name == name)
+    }
+
     /// The limit of a buyer of `tier`.
     pub fn limit_of(&self, tier: Option<&str>) -> u32 {
         tier.and_then(|name| self.tiers.iter().find(|t| t.name == name))

@@ -43,8 +43,7 @@ impl Takes {
     pub fn of(scenario: &Scenario, orders: &[stockade_core::Order], voided: &[String]) -> Self {
         let sale = &scenario.sale;
         let sku_of = |id: &str| sale.skus.iter().position(|s| s.id == id);
-        let tier_of =
-            |name: Option<&str>| name.and_then(|n| sale.tiers.iter().position(|t| t.name == n));
+        let tier_of = |name: Option<&str>| name.and_then(|n| sale.tier_index(n));
         let mut takes = Vec::new();
         for order in orders {
             let tier = tier_of(order.tier.as_ref().map(|t| t.as_str()));
