@@ -31,6 +31,7 @@ pub fn in_child(program: &Path, args: &[&str], seed: u64, size: Size) -> Report 
         .args(["--span-ms", &size.span_ms.to_string(), "--report"])
         .args(size.standard.then_some("--standard"))
         .args(size.lost_answers.then_some("--lost-answers"))
+        .args(size.without_outage.then_some("--without-outage"))
         .output();
     let broken = |why: String| Report {
         seed,
@@ -109,15 +110,17 @@ pub fn parse_corpus(text: &str) -> Result<Vec<(u64, Size)>, String> {
                 span_ms,
                 standard: false,
                 lost_answers: false,
+                without_outage: false,
             };
             for flag in flags {
                 match *flag {
                     "standard" => size.standard = true,
                     "lost-answers" => size.lost_answers = true,
+                    "without-outage" => size.without_outage = true,
                     other => {
                         return Err(format!(
                             "line {n} ({line:?}): {other:?} is not a flag; \
-                             want standard or lost-answers after the four numbers"
+                             want standard, lost-answers or without-outage after the four numbers"
                         ));
                     }
                 }
@@ -151,13 +154,18 @@ impl Failure {
 /// The command that replays `seed` at `size`.
 pub fn replay_command(seed: u64, size: Size) -> String {
     format!(
-        "cargo run --release --features bench -- sim --seed {seed:#x} --buyers {} --faults {} --span-ms {}{}{}",
+        "cargo run --release --features bench -- sim --seed {seed:#x} --buyers {} --faults {} --span-ms {}{}{}{}",
         size.buyers,
         size.faults,
         size.span_ms,
         if size.standard { " --standard" } else { "" },
         if size.lost_answers {
             " --lost-answers"
+        } else {
+            ""
+        },
+        if size.without_outage {
+            " --without-outage"
         } else {
             ""
         }
@@ -356,6 +364,7 @@ mod tests {
                         span_ms: 60_000,
                         standard: false,
                         lost_answers: false,
+                        without_outage: false,
                     }
                 ),
                 (
@@ -366,6 +375,7 @@ mod tests {
                         span_ms: 1_000,
                         standard: true,
                         lost_answers: true,
+                        without_outage: false,
                     }
                 ),
             ]

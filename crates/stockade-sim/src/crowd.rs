@@ -197,6 +197,7 @@ impl Crowd {
             let what = format!("buy key={key} attempt={attempt}");
             let clock = &self.clocks[instance];
             let sent_ms = clock.now().timestamp_millis();
+            let sent_at_ms = self.time.millis();
             let mut answer = self.call(&buyer.user, instance, &what, request()).await;
             // The network loses the answer after the service made it: the
             // buyer cannot tell, and sends the key again.
@@ -223,6 +224,8 @@ impl Crowd {
                         .to_owned(),
                     sent_ms,
                     answered_ms: clock.now().timestamp_millis(),
+                    instance,
+                    at_ms: (sent_at_ms, self.time.millis()),
                     repeat: buyer.keyed && attempt > 0,
                     remaining: body["error"]["remaining"]
                         .as_u64()

@@ -13,7 +13,7 @@ use tracing::{Event, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
 
 use crate::clock::TrueTime;
-use crate::history::{History, Voided};
+use crate::history::{History, Move, Voided};
 
 /// What the service logs when a sale moves to the fallback.
 const TO_FALLBACK: &str = "the sale moves to the PostgreSQL fallback";
@@ -69,6 +69,7 @@ impl<S: Subscriber> Layer<S> for Capture {
         if message.ends_with(TO_FALLBACK) {
             self.history
                 .log(at_ms, line("the sale moves to the fallback"));
+            self.history.moved(at_ms, Move::ToFallback);
             if let Some(epoch) = epoch {
                 // Orders the engine accepted under the epoch it leaves
                 // still commit, against the fallback's own decisions.
@@ -77,6 +78,7 @@ impl<S: Subscriber> Layer<S> for Capture {
             }
         } else if message == REBUILT {
             self.history.log(at_ms, line("engine rebuilt"));
+            self.history.moved(at_ms, Move::Rebuilt);
             if let Some(epoch) = epoch {
                 self.history.epoch(epoch);
             }

@@ -12,7 +12,7 @@ use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
 use crate::clock::TrueTime;
-use crate::history::History;
+use crate::history::{FaultSpan, History};
 use crate::links::Links;
 use crate::scenario::Fault;
 use crate::world::World;
@@ -35,7 +35,18 @@ pub fn play(
             tokio::spawn(async move {
                 let wait = Duration::from_millis(at.saturating_sub(time.millis()));
                 tokio::time::sleep(wait).await;
-                one(fault, &world, &links, &history, time).await
+                let from_ms = time.millis();
+                let broken = one(fault, &world, &links, &history, time).await;
+                // A freeze records its own span: it may strike later,
+                // once a start waiting on the world lets go of it.
+                if !matches!(fault, Fault::RedisFreeze(_)) {
+                    history.fault(FaultSpan {
+                        from_ms,
+                        to_ms: time.millis(),
+                        fault,
+                    });
+                }
+                broken
             })
         })
         .collect()
@@ -93,10 +104,16 @@ async fn one(
             log("fault: Redis freezes".into());
             let redis = world.lock().await.redis().map(|r| r.server());
             if let Some(redis) = redis {
+                let from_ms = time.millis();
                 redis.freeze();
                 down_for(for_ms).await;
                 log("fault: Redis thaws".into());
                 redis.thaw();
+                history.fault(FaultSpan {
+                    from_ms,
+                    to_ms: time.millis(),
+                    fault,
+                });
             }
             None
         }

@@ -41,6 +41,10 @@ pub struct Judged {
     pub sent_ms: i64,
     /// The instance's clock when the answer came.
     pub answered_ms: i64,
+    /// The instance that answered.
+    pub instance: usize,
+    /// When it was sent and answered, in simulated ms since the start.
+    pub at_ms: (u64, u64),
     /// Whether the purchase sent a key it had sent before: its 200 or 202
     /// may replay an order made then.
     pub repeat: bool,
@@ -63,6 +67,29 @@ pub struct Voided {
     pub reason: String,
     /// When, in simulated ms since the start.
     pub at_ms: u64,
+}
+
+/// A fault as it was played, in simulated ms since the start: from when
+/// it struck to when it healed (the same instant for one that heals at
+/// once, a loss or a clock jump).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultSpan {
+    /// When it struck.
+    pub from_ms: u64,
+    /// When it healed.
+    pub to_ms: u64,
+    /// The fault.
+    pub fault: crate::scenario::Fault,
+}
+
+/// A change of the sale's authority the service logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Move {
+    /// The sale moved to the fallback.
+    ToFallback,
+    /// A rebuild put the sale under the engine (back from the fallback,
+    /// among other reasons).
+    Rebuilt,
 }
 
 /// The run's log, shared by every task of the run.
@@ -113,6 +140,10 @@ struct Inner {
     redis_lost_writes: bool,
     /// When an instance was crashed or stopped, in simulated ms.
     instance_down_ms: Vec<u64>,
+    /// Every fault played, as it was played.
+    faults: Vec<FaultSpan>,
+    /// The sale's moves, each with its simulated instant.
+    moves: Vec<(u64, Move)>,
 }
 
 impl Inner {
@@ -250,6 +281,26 @@ impl History {
     pub fn redis_lost_writes_now(&self, why: &str) {
         self.inner.lock().redis_lost_writes = true;
         self.disturbed(why);
+    }
+
+    /// Records a fault as it was played.
+    pub fn fault(&self, span: FaultSpan) {
+        self.inner.lock().faults.push(span);
+    }
+
+    /// The faults played so far, in the order they healed.
+    pub fn faults(&self) -> Vec<FaultSpan> {
+        self.inner.lock().faults.clone()
+    }
+
+    /// Records a move of the sale's authority at `at_ms`.
+    pub fn moved(&self, at_ms: u64, to: Move) {
+        self.inner.lock().moves.push((at_ms, to));
+    }
+
+    /// The sale's moves, in order.
+    pub fn moves(&self) -> Vec<(u64, Move)> {
+        self.inner.lock().moves.clone()
     }
 
     /// Records that an instance was crashed or stopped now (`at_ms`).

@@ -24,6 +24,7 @@ pub mod history;
 pub mod links;
 pub mod oracle;
 pub mod os_random;
+pub mod outages;
 mod partition;
 pub mod redis;
 pub mod refusals;

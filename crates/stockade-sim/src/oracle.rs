@@ -346,6 +346,8 @@ mod tests {
             code: code.into(),
             sent_ms: at,
             answered_ms: at,
+            instance: 0,
+            at_ms: (0, 0),
             repeat: false,
             remaining: None,
         }

@@ -156,6 +156,8 @@ mod tests {
             code: "limit_exceeded".into(),
             sent_ms: 0,
             answered_ms: 0,
+            instance: 0,
+            at_ms: (0, 0),
             repeat: false,
             remaining: None,
         }

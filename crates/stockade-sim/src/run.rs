@@ -234,6 +234,9 @@ async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
             verdict
                 .violations
                 .extend(crate::refusals::judge(scenario, &store, &history).await);
+            verdict
+                .violations
+                .extend(crate::outages::judge(scenario, &history, time.millis()));
             violations.extend(verdict.violations);
         }
         None => violations.push("no instance is running at the end".into()),

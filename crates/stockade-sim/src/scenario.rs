@@ -32,6 +32,11 @@ pub struct Size {
     /// (`stockade sim --lost-answers`), not only a third of them.
     #[serde(default)]
     pub lost_answers: bool,
+    /// Whether no seed has an outage of Redis (`stockade sim
+    /// --without-outage`): the scenarios the seeds had before outages
+    /// were drawn, which the mutation test's seeds were chosen on.
+    #[serde(default)]
+    pub without_outage: bool,
 }
 
 impl Default for Size {
@@ -43,6 +48,7 @@ impl Default for Size {
             span_ms: 60_000,
             standard: false,
             lost_answers: false,
+            without_outage: false,
         }
     }
 }
@@ -233,6 +239,22 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// How long it lasts once it strikes, in ms (0 for one that heals at
+    /// once; a start after a stop or crash may take longer).
+    pub fn lasts_ms(&self) -> u64 {
+        match *self {
+            Fault::Restart(_, ms)
+            | Fault::Crash(_, ms)
+            | Fault::StoreOutage(ms)
+            | Fault::RedisFreeze(ms)
+            | Fault::Partition(_, _, ms) => ms,
+            Fault::ClockJump(..)
+            | Fault::RedisLoss
+            | Fault::RedisDropReplies(_)
+            | Fault::RedisFailover(_) => 0,
+        }
+    }
+
     /// The fault's kind, for the coverage report.
     pub fn label(&self) -> &'static str {
         match self {
@@ -241,6 +263,9 @@ impl Fault {
             Fault::Crash(..) => "fault: crash",
             Fault::StoreOutage(..) => "fault: store outage",
             Fault::RedisLoss => "fault: Redis loss",
+            Fault::RedisFreeze(ms) if *ms >= crate::outages::OUTAGE_MS.start => {
+                "fault: Redis out past the fallback's quiet period"
+            }
             Fault::RedisFreeze(..) => "fault: Redis freeze",
             Fault::RedisDropReplies(..) => "fault: Redis lost replies",
             Fault::RedisFailover(..) => "fault: Redis failover",
@@ -395,6 +420,12 @@ impl Scenario {
         // Partitions of one instance, from a stream of their own, so that
         // the seeds without one keep their faults.
         faults.extend(draw_partitions(&mut stream(4), engine, instances, size));
+        // An outage of Redis past the fallback's quiet period, from a
+        // stream of its own, so that the seeds without one keep their
+        // faults (one alone leaves out those near it).
+        if workloads && !size.without_outage {
+            crate::outages::add_outage(&mut stream(12), engine, size, &mut faults);
+        }
         // Stable: the other faults keep their order.
         faults.sort_by_key(|(at, _)| *at);
         Self {

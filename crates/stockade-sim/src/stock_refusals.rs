@@ -209,6 +209,8 @@ mod tests {
             code: code.into(),
             sent_ms: answered_ms,
             answered_ms,
+            instance: 0,
+            at_ms: (0, 0),
             repeat: false,
             remaining: None,
         }

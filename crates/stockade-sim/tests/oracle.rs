@@ -133,6 +133,8 @@ fn bob_short(order: &str, remaining: u32) -> History {
         code: "insufficient_stock".into(),
         sent_ms: 0,
         answered_ms: 0,
+        instance: 0,
+        at_ms: (0, 0),
         repeat: false,
         remaining: Some(remaining),
     });
@@ -164,6 +166,8 @@ async fn a_refusal_of_a_key_the_store_has_an_order_under_is_reported() {
             code: "limit_exceeded".into(),
             sent_ms: 0,
             answered_ms: 0,
+            instance: 0,
+            at_ms: (0, 0),
             repeat: false,
             remaining: None,
         });

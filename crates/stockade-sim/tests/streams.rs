@@ -4,7 +4,8 @@
 //! scenario they had, and the suite's seeds keep meaning what they meant.
 
 use sha2::{Digest, Sha256};
-use stockade_sim::scenario::Engine;
+use stockade_sim::outages::OUTAGE_MS;
+use stockade_sim::scenario::{Engine, Fault};
 use stockade_sim::{Scenario, Size};
 
 fn size() -> Size {
@@ -12,6 +13,11 @@ fn size() -> Size {
         buyers: 50,
         ..Size::default()
     }
+}
+
+/// A freeze of Redis past the fallback's quiet period.
+fn is_outage(fault: &Fault) -> bool {
+    matches!(fault, Fault::RedisFreeze(ms) if *ms >= OUTAGE_MS.start)
 }
 
 fn drawn() -> Vec<Scenario> {
@@ -41,9 +47,19 @@ fn the_fallback_plain_bundles_and_release_rush_draws_change_no_other_part_of_a_s
     }
     for (now, before) in drawn().iter().zip(&before) {
         if now.bundles.is_none() && now.release_rush.is_none() {
-            // A waiting room changes the sale's creation only.
+            // A waiting room changes the sale's creation only; an outage
+            // is a fault more, and one alone leaves out the faults near it.
             let mut now = now.clone();
             now.room = None;
+            if now.faults.iter().any(|(_, fault)| is_outage(fault)) {
+                now.faults.retain(|(_, fault)| !is_outage(fault));
+                assert!(
+                    now.faults.iter().all(|f| before.faults.contains(f)),
+                    "seed {:#x}",
+                    now.seed
+                );
+                now.faults.clone_from(&before.faults);
+            }
             assert_eq!(&now, before, "seed {:#x}", now.seed);
         }
     }
@@ -53,6 +69,28 @@ fn the_fallback_plain_bundles_and_release_rush_draws_change_no_other_part_of_a_s
     assert_eq!(
         hex::encode(hash.finalize()),
         "6cb2ad679e122962665e22118b3f4dc71d7156d858af6572e60aa4d216e48621"
+    );
+}
+
+#[test]
+fn about_a_third_of_the_seeds_on_redis_have_one_outage_of_redis() {
+    let drawn = drawn();
+    let redis = drawn.iter().filter(|s| s.engine == Engine::Redis).count();
+    let outages: Vec<usize> = drawn
+        .iter()
+        .map(|s| s.faults.iter().filter(|(_, f)| is_outage(f)).count())
+        .collect();
+    for (s, outages) in drawn.iter().zip(&outages) {
+        assert!(*outages <= 1, "seed {:#x} has {outages} outages", s.seed);
+        assert!(
+            *outages == 0 || s.engine == Engine::Redis,
+            "an outage only on Redis"
+        );
+    }
+    let with = outages.iter().sum::<usize>();
+    assert!(
+        (redis * 20 / 100..=redis * 45 / 100).contains(&with),
+        "{with} of {redis} seeds on Redis have an outage"
     );
 }
 
@@ -118,7 +156,11 @@ fn the_standard_seed_is_three_instances_on_redis_with_the_fallback_and_the_seeds
         assert_eq!(forced.clocks.len(), 3);
         assert_eq!(forced.clocks[..mixed.clocks.len()], mixed.clocks[..]);
         assert_eq!((&forced.sale, &forced.buyers), (&mixed.sale, &mixed.buyers));
-        assert!(forced.faults.len() >= forced.size.faults);
+        // All the size's faults, or an outage alone that left some out.
+        assert!(
+            forced.faults.len() >= forced.size.faults
+                || forced.faults.iter().any(|(_, f)| is_outage(f))
+        );
     }
 }
 

@@ -51,6 +51,10 @@ pub struct SimArgs {
     /// the third of the seeds that lose answers anyway.
     #[arg(long)]
     pub lost_answers: bool,
+    /// Draw no outage of Redis (past the fallback's quiet period) in any
+    /// seed: each seed's scenario as it was before outages were drawn.
+    #[arg(long)]
+    pub without_outage: bool,
     /// Run the first N seeds twice and fail if their event logs differ.
     #[arg(long, default_value_t = 0)]
     pub twice: u64,
@@ -88,6 +92,7 @@ pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         span_ms: args.span_ms,
         standard: args.standard,
         lost_answers: args.lost_answers,
+        without_outage: args.without_outage,
     };
     // Each seed builds its own runtime: run them off this one.
     tokio::task::spawn_blocking(move || Ok(simulate(&args, size)))
