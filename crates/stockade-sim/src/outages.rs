@@ -13,8 +13,8 @@ use crate::history::{History, Judged, Move};
 use crate::oracle::Violation;
 use crate::scenario::{Engine, Fault, MAX_OFFSET_MS, Scenario, Size};
 
-/// How long an outage lasts, in ms: past the quiet period by more than
-/// [`MOVE_BY_MS`], so that the move is due while Redis is still out.
+/// How long an outage lasts, in ms: past the quiet period by more than the
+/// bound the move is due by, so that it is due while Redis is still out.
 pub const OUTAGE_MS: std::ops::Range<u64> = 10_000..16_000;
 
 /// How long after Redis froze for everyone the sale must have moved, in
