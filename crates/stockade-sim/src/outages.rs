@@ -262,34 +262,19 @@ mod tests {
         assert!(refused_move(std::slice::from_ref(&late), due, 20_000, Some(12_000)).is_some());
         // After the move, before the due instant, after the thaw, slow
         // (it waited on Redis: a breaker's trial), or another code: none.
-        assert!(refused_move(&[late], due, 20_000, Some(10_500)).is_none());
-        assert!(
-            refused_move(
-                &[answer("engine_unavailable", 9_000, 9_000)],
-                due,
-                20_000,
-                None
-            )
-            .is_none()
-        );
-        assert!(
-            refused_move(
-                &[answer("engine_unavailable", 19_500, 20_500)],
-                due,
-                20_000,
-                None
-            )
-            .is_none()
-        );
-        assert!(
-            refused_move(
-                &[answer("engine_unavailable", 11_000, 13_000)],
-                due,
-                20_000,
-                None
-            )
-            .is_none()
-        );
-        assert!(refused_move(&[answer("rebuilding", 11_000, 11_000)], due, 20_000, None).is_none());
+        let none = [
+            (late, Some(10_500)),
+            (answer("engine_unavailable", 9_000, 9_000), None),
+            (answer("engine_unavailable", 19_500, 20_500), None),
+            (answer("engine_unavailable", 11_000, 13_000), None),
+            (answer("rebuilding", 11_000, 11_000), None),
+        ];
+        for (answer, moved) in none {
+            let at = answer.at_ms;
+            assert!(
+                refused_move(&[answer], due, 20_000, moved).is_none(),
+                "{at:?}"
+            );
+        }
     }
 }
