@@ -29,9 +29,7 @@ pub fn in_child(program: &Path, args: &[&str], seed: u64, size: Size) -> Report 
         .args(["--buyers", &size.buyers.to_string()])
         .args(["--faults", &size.faults.to_string()])
         .args(["--span-ms", &size.span_ms.to_string(), "--report"])
-        .args(size.standard.then_some("--standard"))
-        .args(size.lost_answers.then_some("--lost-answers"))
-        .args(size.without_outage.then_some("--without-outage"))
+        .args(size.flags().map(|flag| format!("--{flag}")))
         .output();
     let broken = |why: String| Report {
         seed,
@@ -113,16 +111,11 @@ pub fn parse_corpus(text: &str) -> Result<Vec<(u64, Size)>, String> {
                 without_outage: false,
             };
             for flag in flags {
-                match *flag {
-                    "standard" => size.standard = true,
-                    "lost-answers" => size.lost_answers = true,
-                    "without-outage" => size.without_outage = true,
-                    other => {
-                        return Err(format!(
-                            "line {n} ({line:?}): {other:?} is not a flag; \
-                             want standard, lost-answers or without-outage after the four numbers"
-                        ));
-                    }
+                if !size.set_flag(flag) {
+                    return Err(format!(
+                        "line {n} ({line:?}): {flag:?} is not a flag; \
+                         want standard, lost-answers or without-outage after the four numbers"
+                    ));
                 }
             }
             Ok((seed, size))
@@ -154,21 +147,13 @@ impl Failure {
 /// The command that replays `seed` at `size`.
 pub fn replay_command(seed: u64, size: Size) -> String {
     format!(
-        "cargo run --release --features bench -- sim --seed {seed:#x} --buyers {} --faults {} --span-ms {}{}{}{}",
+        "cargo run --release --features bench -- sim --seed {seed:#x} --buyers {} --faults {} --span-ms {}{}",
         size.buyers,
         size.faults,
         size.span_ms,
-        if size.standard { " --standard" } else { "" },
-        if size.lost_answers {
-            " --lost-answers"
-        } else {
-            ""
-        },
-        if size.without_outage {
-            " --without-outage"
-        } else {
-            ""
-        }
+        size.flags()
+            .map(|flag| format!(" --{flag}"))
+            .collect::<String>(),
     )
 }
 

@@ -64,14 +64,12 @@ async fn one(
     match fault {
         Fault::Restart(i, down_ms) => {
             log(format!("fault: stop i{i}"));
-            history.instance_down(time.millis());
             world.lock().await.stop(i).await;
             down_for(down_ms).await;
             start_again(world, i, &log).await
         }
         Fault::Crash(i, down_ms) => {
             log(format!("fault: crash i{i}"));
-            history.instance_down(time.millis());
             world.lock().await.crash(i);
             down_for(down_ms).await;
             start_again(world, i, &log).await

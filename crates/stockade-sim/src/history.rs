@@ -8,6 +8,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
+use crate::scenario::Fault;
+
 /// An order some answer named to its buyer, and what the answer promised.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Named {
@@ -79,7 +81,7 @@ pub struct FaultSpan {
     /// When it healed.
     pub to_ms: u64,
     /// The fault.
-    pub fault: crate::scenario::Fault,
+    pub fault: Fault,
 }
 
 /// A change of the sale's authority the service logged.
@@ -138,8 +140,6 @@ struct Inner {
     /// Whether Redis lost writes (a loss, or a failover to a replica
     /// behind).
     redis_lost_writes: bool,
-    /// When an instance was crashed or stopped, in simulated ms.
-    instance_down_ms: Vec<u64>,
     /// Every fault played, as it was played.
     faults: Vec<FaultSpan>,
     /// The sale's moves, each with its simulated instant.
@@ -288,7 +288,8 @@ impl History {
         self.inner.lock().faults.push(span);
     }
 
-    /// The faults played so far, in the order they healed.
+    /// The faults played so far, in the order they healed (a fault is
+    /// recorded once it heals; the end is judged after every one has).
     pub fn faults(&self) -> Vec<FaultSpan> {
         self.inner.lock().faults.clone()
     }
@@ -303,18 +304,18 @@ impl History {
         self.inner.lock().moves.clone()
     }
 
-    /// Records that an instance was crashed or stopped now (`at_ms`).
-    pub fn instance_down(&self, at_ms: u64) {
-        self.inner.lock().instance_down_ms.push(at_ms);
-    }
-
     /// Whether an order named to a client at `named_ms` and not committed
     /// may have been lost as docs/consistency.md says a pending order may
     /// be ("What can still lose a pending order"): Redis lost writes in the
     /// run, and an instance was crashed or stopped after it was named.
     pub fn pending_order_may_be_lost(&self, named_ms: u64) -> bool {
         let inner = self.inner.lock();
-        inner.redis_lost_writes && inner.instance_down_ms.iter().any(|&at| at >= named_ms)
+        let down = |f: &FaultSpan| matches!(f.fault, Fault::Restart(..) | Fault::Crash(..));
+        inner.redis_lost_writes
+            && inner
+                .faults
+                .iter()
+                .any(|f| down(f) && f.from_ms >= named_ms)
     }
 
     /// Whether Redis lost writes in this run: what it held of orders not

@@ -39,6 +39,30 @@ pub struct Size {
     pub without_outage: bool,
 }
 
+impl Size {
+    /// The flags it has set, by name: each is `--<name>` to `stockade sim`
+    /// and `<name>` on a line of the regression corpus.
+    pub fn flags(&self) -> impl Iterator<Item = &'static str> {
+        let set = [self.standard, self.lost_answers, self.without_outage];
+        ["standard", "lost-answers", "without-outage"]
+            .into_iter()
+            .zip(set)
+            .filter_map(|(name, on)| on.then_some(name))
+    }
+
+    /// Sets the flag named `name` (see [`Size::flags`]); false if there is
+    /// no such flag.
+    pub fn set_flag(&mut self, name: &str) -> bool {
+        match name {
+            "standard" => self.standard = true,
+            "lost-answers" => self.lost_answers = true,
+            "without-outage" => self.without_outage = true,
+            _ => return false,
+        }
+        true
+    }
+}
+
 impl Default for Size {
     /// The standard mix: 1,000 buyers, faults on, 60 simulated seconds.
     fn default() -> Self {

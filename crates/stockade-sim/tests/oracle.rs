@@ -8,9 +8,9 @@ use chrono::TimeDelta;
 use serde_json::json;
 use stockade_sim::clock::{SimClock, TrueTime};
 use stockade_sim::events;
-use stockade_sim::history::{History, Judged, Named, Voided};
+use stockade_sim::history::{FaultSpan, History, Judged, Named, Voided};
 use stockade_sim::oracle;
-use stockade_sim::scenario::{Engine, Sale, Sku};
+use stockade_sim::scenario::{Engine, Fault, Sale, Sku};
 use stockade_sim::world::{World, json_request};
 
 fn sale() -> Sale {
@@ -222,6 +222,15 @@ async fn an_order_named_but_never_committed_is_reported() {
     reported(&violations, "which the store never committed");
 }
 
+/// Instance 0 crashed at `at_ms` and started again a second later.
+fn crash_at(at_ms: u64) -> FaultSpan {
+    FaultSpan {
+        from_ms: at_ms,
+        to_ms: at_ms + 1_000,
+        fault: Fault::Crash(0, 1_000),
+    }
+}
+
 /// A pending order (202) lost by Redis and by the instance holding it, as
 /// docs/consistency.md allows, is no violation; with only one of the two,
 /// or for a 201, it is (seed 0x5eed03d8: a failover's old primary held
@@ -244,7 +253,7 @@ async fn a_pending_order_lost_by_redis_and_its_instance_is_not_reported() {
         named(&history, order);
         pending(&history, 202);
         history.redis_lost_writes_now("a Redis failover");
-        history.instance_down(2_000);
+        history.fault(crash_at(2_000));
         history
     })
     .await;
@@ -258,7 +267,7 @@ async fn a_pending_order_lost_by_redis_and_its_instance_is_not_reported() {
             if redis_lost {
                 history.redis_lost_writes_now("a Redis loss");
             }
-            history.instance_down(down_ms);
+            history.fault(crash_at(down_ms));
             history
         })
         .await;
