@@ -16,16 +16,11 @@
 //! - [`queue`]: [`JoinQueue`], [`QueueTicket`] and its [`TicketStatus`].
 //! - [`draw`]: [`Allocation`], [`EntryRequest`], [`EntryBody`] and the
 //!   published [`DrawBody`].
-//! - `client` (feature `client`, off by default so the service links no
-//!   HTTP client through this crate): `Client`, a typed client of the API
-//!   with one method per route a program calls, its `ClientBuilder`
-//!   (tokens, timeouts, connection pool), and `ClientError`, which tells a
-//!   failed transport, an error answer (status, [`ErrorCode`],
-//!   `Retry-After`) and an unreadable body apart. The bench, `stockade
-//!   load` and `stockade demo` send their requests through it.
+//!
+//! The typed HTTP client of these routes is the crate `stockade-client`:
+//! a crate of its own, so the service links no HTTP client through this
+//! one and builds it with the same features whoever else uses it.
 
-#[cfg(feature = "client")]
-pub mod client;
 pub mod draw;
 pub mod error;
 pub mod error_code;

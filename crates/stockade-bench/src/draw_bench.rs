@@ -146,7 +146,7 @@ pub async fn run_once(
 /// Checks the published draw: every entry in it and the seed out, and the
 /// sale sold `min(stock, entries)` (one item each). Answers the winners.
 async fn check(
-    client: &stockade_api::client::Client,
+    client: &stockade_client::Client,
     sale: &str,
     entered: u64,
     stock: u32,

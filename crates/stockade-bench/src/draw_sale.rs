@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, TimeDelta, Utc};
 use futures::StreamExt;
 use serde::Serialize;
-use stockade_api::client::Client;
 use stockade_api::{Allocation, CreateSale, EntryRequest, ErrorCode, OrderStatus, SkuStock};
+use stockade_client::Client;
 use stockade_core::draw::{EntryResult, Seed, draw_order};
 
 use crate::http_load::{self, LoadError};

@@ -15,8 +15,8 @@ use futures::StreamExt;
 use rand::{Rng, SeedableRng};
 use reqwest::StatusCode;
 use serde::Serialize;
-use stockade_api::client::{Client, ClientError, Purchase};
 use stockade_api::{ErrorCode, OrderStatus};
+use stockade_client::{Client, ClientError, Purchase};
 
 use crate::http_load::{self, HttpSale, LoadError, Success};
 

@@ -16,8 +16,8 @@ use async_trait::async_trait;
 use reqwest::StatusCode;
 use serde::Deserialize;
 use serde_json::json;
-use stockade_api::client::{Client, ClientBuilder, ClientError, OrderRef, Purchase};
 use stockade_api::{CreateSale, ErrorCode, OrderBody, OrderStatus, SkuStock};
+use stockade_client::{Client, ClientBuilder, ClientError, OrderRef, Purchase};
 
 use crate::check::Observed;
 use crate::driver;

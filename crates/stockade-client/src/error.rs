@@ -7,7 +7,7 @@ use http::StatusCode;
 // a refused connection or a reset.
 use stockade_core::redact::one_line;
 
-use crate::{ErrorCode, ErrorDetail};
+use stockade_api::{ErrorCode, ErrorDetail};
 
 /// The most of an unreadable body an error keeps.
 const BODY_EXCERPT: usize = 512;

@@ -3,7 +3,7 @@
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
 
-use crate::ErrorCode;
+use stockade_api::ErrorCode;
 
 /// A 2xx answer whose status says more than its body: a purchase (201
 /// committed, 200 replayed, 202 pending), a sale created (201) or found

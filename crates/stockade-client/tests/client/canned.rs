@@ -6,7 +6,7 @@ use std::time::Duration;
 use stockade_api::ErrorCode;
 
 use crate::cases::api_error;
-use stockade_api::client::{Client, ClientError, OrderRef, Purchase};
+use stockade_client::{Client, ClientError, OrderRef, Purchase};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 

@@ -1,12 +1,15 @@
-//! A typed client of the HTTP API (feature `client`): one method per route
-//! a program calls, each answering the route's body type or a
+//! A typed client of Stockade's HTTP API, for the bench, `stockade load`,
+//! `stockade demo` and the tests: one method per route a program calls,
+//! each answering the route's body type (from `stockade-api`) or a
 //! [`ClientError`] that tells a failed transport, an error answer of the
-//! API (its status, [`ErrorCode`](crate::ErrorCode), message and `Retry-After`) and an
-//! unreadable body apart.
+//! API (its status, [`ErrorCode`](stockade_api::ErrorCode), message and `Retry-After`) and an
+//! unreadable body apart. A crate of its own, not a feature of
+//! `stockade-api`, so that the service, which links `stockade-api`, is
+//! built with the same features in the product build and the test build.
 //!
 //! ```no_run
-//! # async fn example() -> Result<(), stockade_api::client::ClientError> {
-//! use stockade_api::client::{Client, Purchase};
+//! # async fn example() -> Result<(), stockade_client::ClientError> {
+//! use stockade_client::{Client, Purchase};
 //! use stockade_api::{CreateSale, ErrorCode};
 //!
 //! let admin = Client::builder("http://127.0.0.1:8080")
@@ -34,7 +37,7 @@
 //! another buyer with [`Client::with_bearer`].
 //!
 //! # Layout
-//! - `mod.rs`: the [`Client`] and one method per route.
+//! - `lib.rs`: the [`Client`] and one method per route.
 //! - `builder.rs`: its settings and credentials ([`ClientBuilder`]).
 //! - `request.rs`: what a call sends and answers ([`Purchase`], [`Reply`],
 //!   [`Brief`]).
@@ -56,7 +59,7 @@ use reqwest::Method;
 use reqwest::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
 use serde::de::DeserializeOwned;
 
-use crate::{CreateSale, ErrorBody, OrderBody, OrderPage, QueueTicket, Sale};
+use stockade_api::{CreateSale, ErrorBody, OrderBody, OrderPage, QueueTicket, Sale};
 
 use builder::bearer;
 use error::unreadable;
@@ -65,7 +68,7 @@ use request::{CodeOnly, JoinBody, PurchaseBody};
 /// Orders per page when [`Client::all_orders`] pages through a sale.
 const ALL_ORDERS_PAGE: u32 = 1_000;
 /// What the clones of a client share besides the connections.
-pub(super) struct Shared {
+struct Shared {
     base: String,
     admin: Option<HeaderValue>,
     payments: Option<HeaderValue>,

@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
-use stockade_api::client::{Client, ClientError, OrderRef, Purchase};
 use stockade_api::{CreateSale, ErrorCode, OrderStatus, TicketStatus, WaitingRoom};
+use stockade_client::{Client, ClientError, OrderRef, Purchase};
 use stockade_server::config::{RawConfig, ServerConfig};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;

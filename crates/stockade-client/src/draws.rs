@@ -4,7 +4,7 @@
 use reqwest::Method;
 
 use super::{Client, Credential, Reply, body, read, send};
-use crate::{DrawBody, EntryBody, EntryRequest};
+use stockade_api::{DrawBody, EntryBody, EntryRequest};
 
 impl Client {
     /// `POST /v1/sales/{id}/entries`: 201 entered, 200 the buyer's entry
