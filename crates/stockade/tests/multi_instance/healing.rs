@@ -7,7 +7,10 @@
 //! holds of the crowd keep expiring after the sale first sells out: their
 //! items come back on sale. So selling out is repeated, each time once the
 //! store has no `held` order left, until the confirmed orders hold the
-//! whole stock (at most [`SELL_OUT_PASSES`] times).
+//! whole stock (at most [`SELL_OUT_PASSES`] times). Without holds, it is
+//! repeated when items come back on sale after the first pass: an order
+//! cancelled while the engine was away gives its items back only once the
+//! release applier's pause after the failures runs out.
 
 use std::time::{Duration, Instant};
 
@@ -33,6 +36,10 @@ const SELL_OUT_PASSES: usize = 4;
 /// How long the store may take to have no `held` order left (the holds of
 /// this suite last 2 s; unconfirmed ones expire at most 1 s later).
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long items owed back to the engine may take to be on sale again:
+/// the release applier's longest pause after failures (5 s), its pass
+/// interval (1 s), one engine call's bound (0.5 s), and a margin.
+const RELEASE_BOUND: Duration = Duration::from_secs(8);
 /// How long the store may take to settle.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the live total must stay the same to count as settled: longer
@@ -85,8 +92,20 @@ pub async fn heal_skus(
             pass + 1,
             recorder.history().summary(Phase::Final)
         );
-        if !holds || sold_out_everywhere.is_err() {
+        if sold_out_everywhere.is_err() {
             break;
+        }
+        if !holds {
+            // Items of orders cancelled during the faults come back once
+            // the release applier's pause runs out, possibly after the
+            // sale first sold out: sell them too.
+            match stock_comes_back(cluster, sale, stock).await {
+                Some(remaining) => {
+                    eprintln!("round {round}: {remaining} items came back on sale: selling them");
+                    continue;
+                }
+                None => break,
+            }
         }
         match drain_holds(cluster, sale).await {
             Ok(confirmed) if confirmed >= stock => break,
@@ -194,6 +213,39 @@ async fn settle(
             );
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// After selling out, waits until the live orders hold the whole stock
+/// (`None`), or an instance shows items back on sale (`Some(remaining)`),
+/// for at most [`RELEASE_BOUND`] (then `None`: the checker judges what
+/// is left).
+async fn stock_comes_back(cluster: &Cluster, sale: &str, stock: u64) -> Option<u64> {
+    let deadline = Instant::now() + RELEASE_BOUND;
+    loop {
+        if let Ok(orders) = read_store(cluster, sale).await {
+            let live: u64 = orders
+                .iter()
+                .filter(|o| o.is_live())
+                .map(|o| o.quantity)
+                .sum();
+            if live >= stock {
+                return None;
+            }
+        }
+        let remaining = sale_views(cluster, sale)
+            .await
+            .iter()
+            .filter_map(|view| view.body()["remaining"].as_u64())
+            .max()
+            .unwrap_or(0);
+        if remaining > 0 {
+            return Some(remaining);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 
