@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
@@ -98,6 +99,9 @@ pub enum Move {
 #[derive(Debug, Clone, Default)]
 pub struct History {
     inner: Arc<Mutex<Inner>>,
+    /// The latest simulated ms a line was logged at, read without the
+    /// lock (by [`crate::watchdog`], which must see a blocked run too).
+    latest_ms: Arc<AtomicU64>,
 }
 
 #[derive(Debug, Default)]
@@ -174,6 +178,7 @@ const KEPT: usize = 200_000;
 impl History {
     /// Adds a line at `at_ms` (simulated ms since the start).
     pub fn log(&self, at_ms: u64, line: impl AsRef<str>) {
+        self.latest_ms.fetch_max(at_ms, Ordering::Relaxed);
         let mut inner = self.inner.lock();
         let mut text = String::new();
         let _ = write!(text, "{at_ms:>9} {}", line.as_ref());
@@ -185,6 +190,20 @@ impl History {
         if inner.lines.len() < KEPT {
             inner.lines.push(text);
         }
+    }
+
+    /// The latest simulated ms a line was logged at.
+    pub fn latest_ms(&self) -> u64 {
+        self.latest_ms.load(Ordering::Relaxed)
+    }
+
+    /// The last `n` lines kept, or none if the log stays locked for a
+    /// second (a run blocked while logging).
+    pub fn last_lines(&self, n: usize) -> Vec<String> {
+        self.inner
+            .try_lock_for(std::time::Duration::from_secs(1))
+            .map(|inner| inner.lines[inner.lines.len().saturating_sub(n)..].to_vec())
+            .unwrap_or_default()
     }
 
     /// Records an order named to a buyer.

@@ -34,6 +34,7 @@ pub mod rooms;
 pub mod run;
 pub mod scenario;
 pub mod stock_refusals;
+pub mod watchdog;
 pub mod world;
 
 pub use run::{Report, run};

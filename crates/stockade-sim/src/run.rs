@@ -15,6 +15,7 @@ use crate::faults;
 use crate::history::History;
 use crate::oracle::{self, Violation};
 use crate::scenario::{Scenario, Size};
+use crate::watchdog::Watchdog;
 use crate::world::{World, json_request};
 
 /// What a run found.
@@ -65,7 +66,9 @@ fn run_here(seed: u64, size: Size) -> Report {
         .build()
         .expect("a current-thread runtime");
     let dir = scratch_dir();
-    let report = runtime.block_on(play(&scenario, dir.path()));
+    let history = History::default();
+    let _watchdog = Watchdog::start(seed, history.clone());
+    let report = runtime.block_on(play(&scenario, dir.path(), history));
     drop(runtime);
     report
 }
@@ -87,11 +90,10 @@ fn scratch_dir() -> tempfile::TempDir {
         .expect("a temporary directory")
 }
 
-async fn play(scenario: &Scenario, dir: &std::path::Path) -> Report {
+async fn play(scenario: &Scenario, dir: &std::path::Path, history: History) -> Report {
     let time = TrueTime::start();
     let store_clock = SimClock::new(time, TimeDelta::zero(), 0);
     let _seeded = entropy::seed_thread(scenario.seed ^ 0x5eed_5eed, Arc::new(store_clock.clone()));
-    let history = History::default();
     let _events = crate::events::capture(&history, time);
     let mut violations = Vec::new();
     let clocks = scenario
