@@ -85,7 +85,7 @@ mod tests {
     /// while `drive` logs; returns what it reported, if anything.
     fn watched(history: &History, wall: Duration, drive: impl Fn(u64)) -> Option<String> {
         let (done, finished) = mpsc::channel();
-        let report = std::thread::scope(|scope| {
+        std::thread::scope(|scope| {
             let watcher = scope.spawn(move || {
                 let mut report = None;
                 watch(0x5eed, history, &finished, Duration::from_secs(1), |why| {
@@ -102,8 +102,7 @@ mod tests {
             }
             drop(done);
             watcher.join().unwrap()
-        });
-        report
+        })
     }
 
     #[test]
