@@ -39,6 +39,7 @@ pub fn in_child(program: &Path, args: &[&str], seed: u64, size: Size) -> Report 
         log: Vec::new(),
         simulated_ms: 0,
         features: Vec::new(),
+        open_findings: Vec::new(),
     };
     let output = match output {
         Ok(output) => output,
@@ -170,6 +171,9 @@ pub struct Summary {
     pub failures: Vec<Failure>,
     /// How many seeds exercised each feature and fault kind.
     pub coverage: BTreeMap<String, u64>,
+    /// Seeds with open findings (see [`crate::run::Report::open_findings`]),
+    /// each with how many.
+    pub open_findings: Vec<(u64, usize)>,
 }
 
 /// Which seeds a batch runs.
@@ -220,6 +224,11 @@ pub fn run_plan(plan: &Plan, run: Runner<'_>, mut progress: impl FnMut(&Summary)
         summary.simulated_ms += report.simulated_ms;
         for feature in &report.features {
             *summary.coverage.entry(feature.clone()).or_default() += 1;
+        }
+        if !report.open_findings.is_empty() {
+            summary
+                .open_findings
+                .push((seed, report.open_findings.len()));
         }
         let mut violations = report.violations.clone();
         if twice {

@@ -26,6 +26,7 @@ pub mod oracle;
 pub mod os_random;
 pub mod outages;
 mod partition;
+pub mod rebuilds;
 pub mod redis;
 pub mod refusals;
 pub mod release;

@@ -316,7 +316,8 @@ async fn reconcile_once(
         }
         // The engine must never offer more than the store has left, nor
         // less than the store has left minus what its outbox holds (orders
-        // the store may not have yet). Seen twice in a row (a single reading
+        // the store may not have yet) and what the store took back that
+        // the release applier has not given it yet. Seen twice in a row (a single reading
         // can race a cancel or a commit), it is out of line: a Redis
         // restored from an old snapshot, or left over from an earlier store.
         // (A sale the engine lost is found by the next purchase or read.)
@@ -330,7 +331,7 @@ async fn reconcile_once(
             let engine_left: Vec<u32> = snapshot.skus.iter().map(|sku| sku.remaining).collect();
             let mut store_left = current.sku_remaining();
             let ahead = engine_left.iter().zip(&store_left).any(|(e, s)| e > s);
-            let short_of = |left: &[u32]| {
+            let short_of = |left: &[u32], owed: &Option<Vec<u64>>| {
                 owed.as_ref().is_some_and(|owed| {
                     engine_left
                         .iter()
@@ -339,17 +340,28 @@ async fn reconcile_once(
                         .any(|((e, l), o)| u64::from(*e) + o < u64::from(*l))
                 })
             };
-            let mut behind = short_of(&store_left);
+            let mut behind = short_of(&store_left, &owed);
             if behind && let Some(fresh) = state.store().sale_state(sale).await? {
                 store_left = fresh.sku_remaining();
-                behind = short_of(&store_left);
+                // Items the store took back (a cancel, an expired hold)
+                // that the release applier has not given the engine yet.
+                if let Some(owed) = owed.as_mut() {
+                    for (i, items) in owed_releases(state, &current.spec, sale)
+                        .await?
+                        .iter()
+                        .enumerate()
+                    {
+                        owed[i] += items;
+                    }
+                }
+                behind = short_of(&store_left, &owed);
             }
             if ahead || behind {
                 drifting += 1;
                 let count = drift.entry(sale.clone()).or_default();
                 *count += 1;
                 if *count >= 2 {
-                    tracing::warn!(%sale, engine = ?engine_left, store = ?store_left,
+                    tracing::warn!(%sale, engine = ?engine_left, store = ?store_left, owed = ?owed,
                         ahead, "the engine's stock is out of line with the store's: rebuilding");
                     drift.remove(sale);
                     request_rebuild(state, sale, seen, "drift");
@@ -368,6 +380,24 @@ async fn reconcile_once(
     report_oldest_entry(now, oldest_entry);
     metrics::gauge!("stockade_engine_store_drift_sales").set(f64::from(drifting));
     Ok(())
+}
+
+/// The items of each SKU of `spec` that the store took back and the engine
+/// is owed (pending releases, up to the applier's batch).
+async fn owed_releases(
+    state: &AppState,
+    spec: &SaleSpec,
+    sale: &SaleId,
+) -> Result<Vec<u64>, RecoveryError> {
+    let mut orders = Vec::new();
+    for release in state
+        .store()
+        .pending_releases_of(sale, crate::releases::BATCH)
+        .await?
+    {
+        orders.extend(state.store().order(release.order_id).await?);
+    }
+    Ok(owed_per_sku(spec, &orders))
 }
 
 /// The items `orders` hold of each SKU of `spec` (by position); an item of
