@@ -168,6 +168,17 @@ const SEEDS: &[(u64, usize, bool, &str)] = &[
     ),
 ];
 
+/// Seeds whose unmutated run still rebuilds for nothing (the open findings
+/// of `stockade_sim::rebuilds`, docs/testing.md). On every other seed a
+/// rebuild for nothing fails the test, as a broken promise does.
+const OPEN_FINDINGS: &[u64] = &[
+    0x5eed_0000,
+    0x5eed_000a,
+    0x5eed_0010,
+    0x5eed_0025,
+    0x5eed_0031,
+];
+
 /// Threads running seeds side by side (`STOCKADE_MUTANTS_THREADS`, else 1;
 /// `scripts/mutants` sets 2: one mutant at a time, its seeds on two cores).
 fn threads() -> usize {
@@ -202,16 +213,21 @@ fn the_mutation_seeds_keep_every_promise() {
                     let began = Instant::now();
                     let report = run(seed, size);
                     eprintln!(
-                        "seed {seed:#x} ({what}): {} violation(s), {:.1} s",
+                        "seed {seed:#x} ({what}): {} violation(s), {} open finding(s), {:.1} s",
                         report.violations.len(),
+                        report.open_findings.len(),
                         began.elapsed().as_secs_f64()
                     );
-                    if !report.violations.is_empty() {
+                    let mut broken = report.violations.clone();
+                    if !OPEN_FINDINGS.contains(&seed) {
+                        broken.extend(report.open_findings.iter().cloned());
+                    }
+                    if !broken.is_empty() {
                         failed.store(true, Ordering::Relaxed);
                         failures.lock().unwrap().push(format!(
                             "seed {seed:#x} ({what}), replay: {}\n  {}",
                             stockade_sim::batch::replay_command(seed, size),
-                            report.violations.join("\n  ")
+                            broken.join("\n  ")
                         ));
                     }
                 }
