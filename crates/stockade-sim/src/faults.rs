@@ -17,6 +17,11 @@ use crate::links::Links;
 use crate::scenario::Fault;
 use crate::world::World;
 
+/// How long a deposed primary keeps serving the connections opened to it
+/// before a failover, before it is demoted: Sentinel reconfigures a
+/// reachable old primary within about a second of the promotion.
+pub const DEMOTED_AFTER: Duration = Duration::from_secs(2);
+
 /// Starts a task per fault; each ends with the broken promise it met, if
 /// any (an instance that did not start again).
 pub fn play(
@@ -128,9 +133,18 @@ async fn one(
                 "fault: a replica {behind} writes behind takes over"
             ));
             history.redis_lost_writes_now("a Redis failover");
-            if let Some(redis) = world.lock().await.redis() {
-                let replica = redis.server().replica_lagging(behind);
-                redis.promote(replica);
+            let redis = world.lock().await.redis().cloned();
+            if let Some(redis) = redis {
+                let deposed = redis.server();
+                redis.promote(deposed.replica_lagging(behind));
+                // Connections opened before the failover still reach the
+                // old primary (two primaries), until it is demoted, as
+                // Sentinel or a managed service does: they end, and their
+                // clients connect again, to the new one. The fault lasts
+                // until then.
+                tokio::time::sleep(DEMOTED_AFTER).await;
+                log("fault: the deposed primary is demoted: its connections end".into());
+                deposed.drop_connections();
             }
             None
         }

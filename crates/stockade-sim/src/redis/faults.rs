@@ -21,6 +21,15 @@ impl SimRedis {
         shared.drop_replies = 0;
     }
 
+    /// Ends every open connection, data kept (its clients see their
+    /// connections broken and connect again): a failover's demotion of the
+    /// old primary.
+    pub fn drop_connections(&self) {
+        self.inner
+            .status
+            .send_modify(|status| status.generation += 1);
+    }
+
     /// Stops answering: commands are read but neither run nor answered
     /// until [`SimRedis::thaw`].
     pub fn freeze(&self) {

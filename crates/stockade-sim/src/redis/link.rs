@@ -51,7 +51,8 @@ impl Primary {
     }
 
     /// Makes `server` the primary; connections open to the old one stay
-    /// until they break (restart it, or drop its replies, to see them go).
+    /// until they break or it is demoted ([`SimRedis::drop_connections`],
+    /// which a failover does after [`crate::faults::DEMOTED_AFTER`]).
     pub fn promote(&self, server: SimRedis) {
         let old = std::mem::replace(
             &mut *self
