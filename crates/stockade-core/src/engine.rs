@@ -45,6 +45,15 @@ pub trait Engine: Send + Sync + 'static {
         false
     }
 
+    /// The run id of the server the engine's state lives in (Redis's), which
+    /// changes whenever that state may have been lost (a restart, a
+    /// failover); `None` for an engine in the process or the store. A
+    /// rebuild notes the server it wrote to, so a restart already rebuilt
+    /// for is not rebuilt again.
+    async fn run_id(&self) -> Result<Option<String>, EngineError> {
+        Ok(None)
+    }
+
     /// Creates a sale with all its stock available. Creating the same spec
     /// again is a no-op ([`CreateOutcome::AlreadyExists`]); a different spec
     /// under an existing id is [`EngineError::SaleConflict`].

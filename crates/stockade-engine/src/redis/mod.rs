@@ -190,6 +190,10 @@ impl Engine for RedisEngine {
         true
     }
 
+    async fn run_id(&self) -> Result<Option<String>, EngineError> {
+        self.server_run_id().await.map(Some)
+    }
+
     async fn create_sale(&self, spec: &SaleSpec) -> Result<CreateOutcome, EngineError> {
         let layout = self.layouts.of_spec(spec);
         let parts = shards::shares(spec.total_stock(), layout.len());

@@ -105,6 +105,9 @@ async fn rebuild_locked(
         Advance::UnknownSale => return Ok(Rebuild::Nothing),
     };
     let orders = store.all_orders(sale).await?;
+    // Read before the rebuild writes: a server that changes after this
+    // read has a new run id, which the reconciler rebuilds for.
+    let server = engine.run_id().await.ok().flatten();
     let snapshot = match engine.rebuild(&current.spec, epoch, &orders).await {
         Ok(snapshot) => snapshot,
         Err(EngineError::Superseded { newer, .. }) => {
@@ -120,6 +123,9 @@ async fn rebuild_locked(
             authority: Authority::Primary,
         },
     );
+    if let Some(server) = server {
+        state.book().rebuilt_on(sale, server);
+    }
     apply_pending_releases(state, Some(sale)).await;
     // The engine now offers what the store has left, which may be more
     // than it offered before.

@@ -172,7 +172,7 @@ async fn reconcile_loop(
         }
         match reconcile_once(
             &state,
-            restart_owed,
+            restart_owed.then_some(run_id.as_deref()).flatten(),
             healthy_ticks >= 2,
             outbox_grace,
             &mut seen,
@@ -226,10 +226,11 @@ async fn measure_outboxes(state: &AppState, engine: &dyn Engine, sales: &[SaleId
     report_oldest_entry(state.clock().now(), oldest);
 }
 
-/// One pass over the open sales.
+/// One pass over the open sales; `restarted_to`: the run id of the Redis
+/// that restarted or took over, while its rebuilds are owed.
 async fn reconcile_once(
     state: &AppState,
-    redis_restarted: bool,
+    restarted_to: Option<&str>,
     engine_healthy: bool,
     grace: Duration,
     seen_before: &mut Seen,
@@ -259,7 +260,8 @@ async fn reconcile_once(
     for current in sales {
         let sale = current.spec.id();
         // Nothing owed on a settled sale: no need to read Redis every second.
-        if current.remaining() == 0 && quiet.contains(sale) && !quiet_pass && !redis_restarted {
+        if current.remaining() == 0 && quiet.contains(sale) && !quiet_pass && restarted_to.is_none()
+        {
             continue;
         }
         quiet.remove(sale);
@@ -273,8 +275,13 @@ async fn reconcile_once(
             }
             continue;
         }
-        if redis_restarted {
-            request_rebuild(state, sale, seen, "redis_restarted");
+        if let Some(server) = restarted_to {
+            // A sale this instance already rebuilt on the new server (a
+            // purchase met the loss first) is in line: only pause it again
+            // if it was not.
+            if !state.book().was_rebuilt_on(sale, server) {
+                request_rebuild(state, sale, seen, "redis_restarted");
+            }
             continue;
         }
         if state.book().is_rebuilding(sale) {

@@ -81,6 +81,8 @@ struct Entry {
     route: Option<Route>,
     /// Whether this instance is rebuilding it.
     rebuilding: bool,
+    /// The run id of the server this instance last rebuilt it on.
+    rebuilt_on: Option<String>,
     /// Bumped whenever this instance gives stock back to the sale.
     generation: u64,
     /// Until when the sale is known to be sold out.

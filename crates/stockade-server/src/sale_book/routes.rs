@@ -102,6 +102,17 @@ impl SaleBook {
         }
     }
 
+    /// This instance rebuilt the sale on the engine's server `run_id`.
+    pub fn rebuilt_on(&self, sale: &SaleId, run_id: String) {
+        self.edit(sale, |entry| entry.rebuilt_on = Some(run_id));
+    }
+
+    /// Whether this instance last rebuilt the sale on server `run_id`.
+    pub fn was_rebuilt_on(&self, sale: &SaleId, run_id: &str) -> bool {
+        self.read(sale, |entry| entry.rebuilt_on.as_deref() == Some(run_id))
+            .unwrap_or(false)
+    }
+
     /// Whether this instance is rebuilding the sale: its purchases are
     /// answered 503 `rebuilding` meanwhile.
     pub fn is_rebuilding(&self, sale: &SaleId) -> bool {
