@@ -324,8 +324,8 @@ async fn reconcile_once(
         // The engine must never offer more than the store has left, nor
         // less than the store has left minus what its outbox holds (orders
         // the store may not have yet) and what the store took back that
-        // the release applier has not given it yet. Seen twice in a row (a single reading
-        // can race a cancel or a commit), it is out of line: a Redis
+        // the release applier has not given it yet. Seen twice in a row (a
+        // single reading can race a cancel or a commit), it is out of line: a Redis
         // restored from an old snapshot, or left over from an earlier store.
         // (A sale the engine lost is found by the next purchase or read.)
         if let Some(snapshot) = snapshot {
