@@ -53,10 +53,14 @@ impl ServerProcess {
         self.child.as_ref().map(Child::id)
     }
 
-    /// Sends `signal` to the child.
+    /// Sends `signal` to the child and to every process it forked. A
+    /// signal to PostgreSQL's postmaster alone leaves its backends (each in
+    /// a session of its own) answering on the connections they hold.
     pub fn signal(&self, signal: Signal) {
         if let Some(pid) = self.pid() {
-            let _ = kill(Pid::from_raw(pid as i32), signal);
+            for pid in with_descendants(pid) {
+                let _ = kill(Pid::from_raw(pid), signal);
+            }
         }
     }
 
@@ -75,10 +79,11 @@ impl ServerProcess {
             .and_then(|child| child.try_wait().ok().flatten())
     }
 
-    /// Kills the child at once (SIGKILL) and reaps it: the crash of a server.
+    /// Kills the child and every process it forked at once (SIGKILL), and
+    /// reaps the child: the crash of a server.
     pub fn kill(&mut self) {
+        self.signal(Signal::SIGKILL);
         if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
             let _ = child.wait();
         }
     }
@@ -88,8 +93,11 @@ impl ServerProcess {
         let Some(mut child) = self.child.take() else {
             return;
         };
-        // A stopped (SIGSTOP) child cannot act on the signal until continued.
-        let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGCONT);
+        // A stopped (SIGSTOP) child cannot act on the signal until continued,
+        // nor can the processes it forked on the child's orders.
+        for pid in with_descendants(child.id()) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
+        }
         let _ = kill(Pid::from_raw(child.id() as i32), self.stop_signal);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
@@ -107,6 +115,35 @@ impl Drop for ServerProcess {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// `pid` and its descendants, parents first, read from `/proc`.
+fn with_descendants(pid: u32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let child: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // `pid (comm) state ppid …`: comm may hold spaces and parentheses.
+            let parent = stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()?;
+            Some((child, parent))
+        })
+        .collect();
+    let mut found = vec![pid as i32];
+    let mut next = 0;
+    while next < found.len() {
+        let parent = found[next];
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
+        next += 1;
+    }
+    found
 }
 
 #[allow(unsafe_code)]

@@ -53,6 +53,58 @@ async fn postgres_gives_fresh_databases_and_survives_stop_and_start() {
     assert_eq!(x, 7);
 }
 
+/// A crash of PostgreSQL takes its backends with it. Killing the postmaster
+/// alone left them answering on the connections they held until each
+/// noticed: `/readyz` read the store "up" after its kill (once in a gate
+/// run). The backend is stopped first so that it cannot notice by itself.
+#[tokio::test]
+async fn postgres_killed_takes_its_connections_with_it() {
+    let mut pg = PostgresServer::start().unwrap();
+    let url = pg.fresh_database().await.unwrap();
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    let (backend,): (i32,) = sqlx::query_as("SELECT pg_backend_pid()")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(backend),
+        nix::sys::signal::Signal::SIGSTOP,
+    )
+    .unwrap();
+    pg.kill();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while is_alive(backend) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "backend {backend} outlived its killed postmaster by 10 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// The "PostgreSQL slow" fault freezes the backends too: a query on an open
+/// connection waits until the server is resumed.
+#[tokio::test]
+async fn postgres_paused_freezes_its_open_connections() {
+    let pg = PostgresServer::start().unwrap();
+    let url = pg.fresh_database().await.unwrap();
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    pg.pause();
+    let select = sqlx::query("SELECT 1").execute(&mut conn);
+    let waited = tokio::time::timeout(std::time::Duration::from_millis(500), select).await;
+    assert!(waited.is_err(), "a paused server answered: {waited:?}");
+    pg.resume();
+    sqlx::query("SELECT 1").execute(&mut conn).await.unwrap();
+}
+
+/// Whether `pid` is a process that has not ended (a zombie has).
+fn is_alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat.rsplit(") ").next().unwrap_or("").chars().next();
+        !matches!(state, Some('Z' | 'X'))
+    })
+}
+
 #[tokio::test]
 async fn headless_chromium_renders_a_page_and_takes_a_screenshot() {
     use stockade_test_support::browser::Chromedriver;
