@@ -110,12 +110,13 @@ pub fn parse_corpus(text: &str) -> Result<Vec<(u64, Size)>, String> {
                 standard: false,
                 lost_answers: false,
                 without_outage: false,
+                knobs: false,
             };
             for flag in flags {
                 if !size.set_flag(flag) {
                     return Err(format!(
                         "line {n} ({line:?}): {flag:?} is not a flag; \
-                         want standard, lost-answers or without-outage after the four numbers"
+                         want standard, lost-answers, without-outage or knobs after the four numbers"
                     ));
                 }
             }
@@ -359,6 +360,7 @@ mod tests {
                         standard: false,
                         lost_answers: false,
                         without_outage: false,
+                        knobs: false,
                     }
                 ),
                 (
@@ -370,6 +372,7 @@ mod tests {
                         standard: true,
                         lost_answers: true,
                         without_outage: false,
+                        knobs: false,
                     }
                 ),
             ]

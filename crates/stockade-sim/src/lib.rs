@@ -21,6 +21,7 @@ mod entries;
 pub mod events;
 pub mod faults;
 pub mod history;
+pub mod knobs;
 pub mod links;
 pub mod oracle;
 pub mod os_random;

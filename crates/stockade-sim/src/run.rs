@@ -106,13 +106,14 @@ async fn play(scenario: &Scenario, dir: &std::path::Path, history: History) -> R
         .iter()
         .map(|(offset, drift)| SimClock::new(time, TimeDelta::milliseconds(*offset), *drift))
         .collect();
-    let world = World::new(dir, scenario.engine, clocks, store_clock).and_then(|w| {
-        if scenario.fallback {
-            w.with_fallback()
-        } else {
-            Ok(w)
-        }
-    });
+    let world =
+        World::new(dir, scenario.engine, clocks, store_clock, scenario.knobs).and_then(|w| {
+            if scenario.fallback {
+                w.with_fallback()
+            } else {
+                Ok(w)
+            }
+        });
     let mut world = match world {
         Ok(world) => world,
         Err(e) => return failed(scenario, &history, vec![e.to_string()]),
@@ -128,14 +129,18 @@ async fn play(scenario: &Scenario, dir: &std::path::Path, history: History) -> R
     history.log(
         0,
         format!(
-            "cluster: {} instance(s), {:?} engine{}",
+            "cluster: {} instance(s), {:?} engine{}{}",
             scenario.instances,
             scenario.engine,
             if scenario.fallback {
                 " with the fallback"
             } else {
                 ""
-            }
+            },
+            scenario
+                .knobs
+                .map(|k| format!(", settings {}", k.flags()))
+                .unwrap_or_default()
         ),
     );
     let gateway = world.gateway();
@@ -325,6 +330,11 @@ pub fn features(scenario: &Scenario) -> Vec<String> {
     );
     has(scenario.room.is_some(), "a waiting room");
     has(scenario.lost_answers, "lost answers");
+    has(scenario.knobs.is_some(), "drawn settings");
+    has(
+        scenario.knobs.is_some_and(|k| k.batch_max == 1),
+        "batches of one",
+    );
     has(
         scenario.plain && sale.skus[0].id == "default",
         "a sale created with stock alone",

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use crate::bundles::{make_bundles, rush};
 use crate::clock;
 use crate::draws::{draw_buyer, draw_faults, draw_sale, make_draw, make_plain};
+pub use crate::knobs::Knobs;
 pub use crate::partition::Cut;
 use crate::partition::draw_partitions;
 pub use crate::release::ReleaseRush;
@@ -37,14 +38,23 @@ pub struct Size {
     /// were drawn, which the mutation test's seeds were chosen on.
     #[serde(default)]
     pub without_outage: bool,
+    /// Whether each seed draws its instances' purchase settings (`stockade
+    /// sim --knobs`, [`crate::knobs`]) instead of running on the defaults.
+    #[serde(default)]
+    pub knobs: bool,
 }
 
 impl Size {
     /// The flags it has set, by name: each is `--<name>` to `stockade sim`
     /// and `<name>` on a line of the regression corpus.
     pub fn flags(&self) -> impl Iterator<Item = &'static str> {
-        let set = [self.standard, self.lost_answers, self.without_outage];
-        ["standard", "lost-answers", "without-outage"]
+        let set = [
+            self.standard,
+            self.lost_answers,
+            self.without_outage,
+            self.knobs,
+        ];
+        ["standard", "lost-answers", "without-outage", "knobs"]
             .into_iter()
             .zip(set)
             .filter_map(|(name, on)| on.then_some(name))
@@ -57,6 +67,7 @@ impl Size {
             "standard" => self.standard = true,
             "lost-answers" => self.lost_answers = true,
             "without-outage" => self.without_outage = true,
+            "knobs" => self.knobs = true,
             _ => return false,
         }
         true
@@ -73,6 +84,7 @@ impl Default for Size {
             standard: false,
             lost_answers: false,
             without_outage: false,
+            knobs: false,
         }
     }
 }
@@ -339,6 +351,9 @@ pub struct Scenario {
     pub buyers: Vec<Buyer>,
     /// The faults, by instant (ms after the start).
     pub faults: Vec<(u64, Fault)>,
+    /// The instances' purchase settings, if drawn ([`Size::knobs`]); the
+    /// defaults otherwise.
+    pub knobs: Option<Knobs>,
 }
 
 /// The largest clock offset the documentation allows instances (NTP time):
@@ -452,6 +467,9 @@ impl Scenario {
         }
         // Stable: the other faults keep their order.
         faults.sort_by_key(|(at, _)| *at);
+        // The settings, from a stream of their own: the rest of the
+        // scenario is the same with or without them.
+        let knobs = size.knobs.then(|| Knobs::draw(&mut stream(13)));
         Self {
             seed,
             size,
@@ -467,6 +485,7 @@ impl Scenario {
             sale,
             buyers,
             faults,
+            knobs,
         }
     }
 }

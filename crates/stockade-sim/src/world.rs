@@ -11,6 +11,8 @@ use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use serde_json::Value;
 use stockade_server::config::{RawConfig, ServerConfig};
+
+use crate::knobs::Knobs;
 use stockade_server::tasks::Tasks;
 use stockade_server::{Parts, Service};
 use stockade_store::{Calls, OrderStore};
@@ -146,6 +148,7 @@ impl World {
         engine: Engine,
         clocks: Vec<SimClock>,
         store_clock: SimClock,
+        knobs: Option<Knobs>,
     ) -> Result<Self, WorldError> {
         let redis = (engine == Engine::Redis)
             .then(|| Primary::new(SimRedis::new("redis-0", Arc::new(store_clock.clone()))));
@@ -155,7 +158,7 @@ impl World {
             .enumerate()
             .map(|(i, clock)| {
                 Ok(Instance {
-                    config: config(&dir.join(format!("instance-{i}")), engine, &store)?,
+                    config: config(&dir.join(format!("instance-{i}")), engine, &store, knobs)?,
                     clock,
                     service: None,
                     tasks: Tasks::default(),
@@ -285,6 +288,7 @@ fn config(
     data_dir: &std::path::Path,
     engine: Engine,
     store: &std::path::Path,
+    knobs: Option<Knobs>,
 ) -> Result<ServerConfig, WorldError> {
     let mut raw = RawConfig::default();
     raw.http.listen = Some("127.0.0.1:0".into());
@@ -303,6 +307,9 @@ fn config(
     // One secret for every instance: a ticket or an admission made by one
     // is good at the others.
     raw.access.admission_secret = Some(ADMISSION_SECRET.into());
+    if let Some(knobs) = knobs {
+        knobs.apply(&mut raw);
+    }
     let env = RawConfig::from_env(|_| None).map_err(|e| WorldError::Config(e.to_string()))?;
     ServerConfig::resolve(raw, env, None).map_err(|e| WorldError::Config(e.to_string()))
 }

@@ -57,7 +57,8 @@ async fn judged_after_one_sale(told: Told, history: impl FnOnce(&str) -> History
     let dir = tempfile::tempdir().unwrap();
     let time = TrueTime::start();
     let clock = SimClock::new(time, TimeDelta::zero(), 0);
-    let mut world = World::new(dir.path(), Engine::Memory, vec![clock.clone()], clock).unwrap();
+    let mut world =
+        World::new(dir.path(), Engine::Memory, vec![clock.clone()], clock, None).unwrap();
     world.start(0).await.unwrap();
     let gateway = world.gateway();
     let sale = Sale {

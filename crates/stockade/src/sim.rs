@@ -55,6 +55,10 @@ pub struct SimArgs {
     /// seed: each seed's scenario as it was before outages were drawn.
     #[arg(long)]
     pub without_outage: bool,
+    /// Draw each seed's purchase settings (batch size and wait, commit
+    /// deadline, outbox grace) instead of running on the defaults.
+    #[arg(long)]
+    pub knobs: bool,
     /// Run the first N seeds twice and fail if their event logs differ.
     #[arg(long, default_value_t = 0)]
     pub twice: u64,
@@ -93,6 +97,7 @@ pub async fn run(args: SimArgs) -> anyhow::Result<ExitCode> {
         standard: args.standard,
         lost_answers: args.lost_answers,
         without_outage: args.without_outage,
+        knobs: args.knobs,
     };
     // Each seed builds its own runtime: run them off this one.
     tokio::task::spawn_blocking(move || Ok(simulate(&args, size)))
