@@ -23,6 +23,7 @@ pub mod faults;
 pub mod history;
 pub mod knobs;
 pub mod links;
+pub mod metrics;
 pub mod oracle;
 pub mod os_random;
 pub mod outages;

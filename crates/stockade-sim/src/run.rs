@@ -73,7 +73,11 @@ fn run_here(seed: u64, size: Size) -> Report {
     let dir = scratch_dir();
     let history = History::default();
     let _watchdog = Watchdog::start(seed, history.clone());
-    let report = runtime.block_on(play(&scenario, dir.path(), history));
+    // Every instance records its metrics here (see `crate::metrics`).
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let report = runtime.block_on(play(&scenario, dir.path(), history, &snapshotter));
     drop(runtime);
     report
 }
@@ -95,7 +99,12 @@ fn scratch_dir() -> tempfile::TempDir {
         .expect("a temporary directory")
 }
 
-async fn play(scenario: &Scenario, dir: &std::path::Path, history: History) -> Report {
+async fn play(
+    scenario: &Scenario,
+    dir: &std::path::Path,
+    history: History,
+    snapshotter: &metrics_util::debugging::Snapshotter,
+) -> Report {
     let time = TrueTime::start();
     let store_clock = SimClock::new(time, TimeDelta::zero(), 0);
     let _seeded = entropy::seed_thread(scenario.seed ^ 0x5eed_5eed, Arc::new(store_clock.clone()));
@@ -205,6 +214,8 @@ async fn play(scenario: &Scenario, dir: &std::path::Path, history: History) -> R
         .expect("the fault tasks have ended")
         .into_inner();
     tokio::time::sleep(SETTLE).await;
+    // Read before the sale's answer below, which refreshes its gauges.
+    let recorded = crate::metrics::Recorded::read(snapshotter);
     let remaining = remaining_of(&gateway, &sale.id).await;
     history.log(time.millis(), format!("end: remaining {remaining:?}"));
     let limits: BTreeMap<String, u32> = scenario
@@ -250,6 +261,17 @@ async fn play(scenario: &Scenario, dir: &std::path::Path, history: History) -> R
                 .violations
                 .extend(crate::outages::judge(scenario, &history, time.millis()));
             violations.extend(verdict.violations);
+            violations.extend(
+                judge_metrics(
+                    &recorded,
+                    &store,
+                    &sale,
+                    &remaining,
+                    world.batch_max(),
+                    time.millis(),
+                )
+                .await,
+            );
         }
         None => violations.push("no instance is running at the end".into()),
     }
@@ -274,6 +296,33 @@ async fn play(scenario: &Scenario, dir: &std::path::Path, history: History) -> R
         features,
         open_findings: crate::rebuilds::judge(&history),
     }
+}
+
+/// The metrics against the store and the sale's answer (`crate::metrics`):
+/// the remaining-stock gauges only while the sale is open, by a minute
+/// past any clock's reading (an ended sale's are no longer refreshed).
+async fn judge_metrics(
+    recorded: &crate::metrics::Recorded,
+    store: &stockade_store::OrderStore,
+    sale: &crate::scenario::Sale,
+    remaining: &BTreeMap<String, i64>,
+    batch_max: usize,
+    now_ms: u64,
+) -> Vec<oracle::Violation> {
+    let mut violations = crate::metrics::voids(recorded);
+    violations.extend(crate::metrics::batches(recorded, batch_max));
+    let id = stockade_core::SaleId::new(&sale.id).expect("the scenario's sale id is valid");
+    match oracle::all_orders(store, &id).await {
+        Ok(orders) => {
+            let statuses: Vec<_> = orders.iter().map(|o| o.status).collect();
+            violations.extend(crate::metrics::orders(recorded, &sale.id, &statuses));
+        }
+        Err(e) => violations.push(format!("metrics: the store's orders cannot be read: {e}")),
+    }
+    if sale.ends_ms.is_none_or(|end| end > now_ms + 60_000) {
+        violations.extend(crate::metrics::remaining(recorded, &sale.id, remaining));
+    }
+    violations
 }
 
 /// Each SKU's `remaining`, as the first instance up answers.

@@ -14,6 +14,7 @@ use stockade_server::config::{RawConfig, ServerConfig};
 
 use crate::knobs::Knobs;
 use stockade_server::tasks::Tasks;
+use stockade_server::writer::WriterConfig;
 use stockade_server::{Parts, Service};
 use stockade_store::{Calls, OrderStore};
 use tower::ServiceExt;
@@ -257,6 +258,15 @@ impl World {
     /// Whether instance `i` is running.
     pub fn is_running(&self, i: usize) -> bool {
         self.instances[i].service.is_some()
+    }
+
+    /// The instances' `--batch-max`.
+    pub fn batch_max(&self) -> usize {
+        self.instances
+            .first()
+            .map_or(WriterConfig::default().max_batch, |i| {
+                i.config.writer().max_batch
+            })
     }
 
     /// The store, through the first running instance.

@@ -20,10 +20,10 @@ use std::time::Instant;
 
 use stockade_sim::{Size, run};
 
-/// The seeds, each with its buyers (1,000 is the standard mix's), whether
-/// it runs with its outage of Redis (the seeds chosen before outages were
-/// drawn run without, `Size::without_outage`: on the scenarios the
-/// mutation run measured), and what
+/// The seeds, each with its buyers (1,000 is the standard mix's), its
+/// flags as `stockade sim` takes them (the seeds chosen before outages
+/// were drawn run without their outage, [`WITHOUT_OUTAGE`]: on the
+/// scenarios the mutation run measured), and what
 /// it exercises (`stockade_sim::run::features`, as `stockade sim` lists
 /// it), so that together they reach both engines, the fallback, draws, a
 /// waiting room, plain sales, several SKUs and bundles, both limits, tiers
@@ -32,19 +32,28 @@ use stockade_sim::{Size, run};
 /// two-core machine; the
 /// cheapest come first, so most mutants are caught within seconds (a
 /// failure ends the test).
-const SEEDS: &[(u64, usize, bool, &str)] = &[
+const SEEDS: &[(u64, usize, &[&str], &str)] = &[
     (
         0x5eed_0009,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "embedded: plain sale, holds, an end; clock jump, crash, store outage",
+    ),
+    // The same seed on settings drawn from it (`stockade sim --knobs`):
+    // batches of at most two orders, filled for up to 20 ms, which the
+    // writer's batch-size metric is held to (`stockade_sim::metrics`).
+    (
+        0x5eed_0009,
+        1_000,
+        &["knobs", "without-outage"],
+        "embedded, --batch-max 2 --batch-delay-ms 20 --commit-deadline-ms 500 --outbox-grace-ms 8500: plain sale, holds, an end; clock jump, crash, store outage",
     ),
     // Sells out: a refusal's reason is judged (`sold_out`, not
     // `insufficient_stock` with nothing left).
     (
         0x5eed_0014,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "embedded: plain sale created with stock alone, lost answers; clock jump, crash, restart, store outage",
     ),
     // Buyers of no tier press on the reserve before its release: the
@@ -52,109 +61,109 @@ const SEEDS: &[(u64, usize, bool, &str)] = &[
     (
         0x5eed_0064,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "embedded: several SKUs, bundles, per-SKU limit, an end, tiers, reserve release and its rush, lost answers; clock jump, crash, restart",
     ),
     (
         0x5eed_0005,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "embedded: several SKUs, bundles, per-SKU limit, holds, tiers, reserve release and its rush, lost answers; clock jump, crash, restart, store outage",
     ),
     (
         0x5eed_0006,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "Redis: plain sale created with stock alone; freeze, Redis loss, crash",
     ),
     (
         0x5eed_001e,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "Redis, the fallback: several SKUs, bundles, tiers; failover, Redis loss, clock jump, restart, store outage",
     ),
     (
         0x5eed_002e,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "Redis, 3 instances, the fallback: plain sale created with stock alone, an end, lost answers; freeze, lost replies, crash, store outage",
     ),
     (
         0x5eed_000a,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "Redis, 3 instances: several SKUs, bundles, per-SKU limit, holds, tiers, reserve release and its rush, lost answers; failover, freeze, lost replies, crash",
     ),
     (
         0x5eed_0003,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "Redis, 2 instances: a waiting room, several SKUs, bundles, lost answers; Redis loss, lost replies, clock jump, crash, partitions from the store and from both, store outage",
     ),
     (
         0x5eed_0031,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "Redis, the fallback: several SKUs, bundles, per-SKU limit, holds, lost answers; freeze, Redis loss, lost replies, restart, store outage",
     ),
     (
         0x5eed_001b,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "Redis, 3 instances, the fallback: plain sale, an end, lost answers; failover, crash, partition from both, store outage",
     ),
     (
         0x5eed_0028,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "Redis, 3 instances, the fallback: clock jump, partition from Redis, restart, store outage",
     ),
     (
         0x5eed_0015,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "Redis, 3 instances: plain sale created with stock alone, holds; freeze, Redis loss, lost replies, partitions from the store and from both, store outage",
     ),
     (
         0x5eed_0001,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "embedded: a draw, several SKUs, bundles, holds, tiers, reserve release, lost answers; crash, store outage",
     ),
     (
         0x5eed_0011,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "Redis: a draw, several SKUs, bundles, per-SKU limit, holds, tiers, reserve release; failover, lost replies, clock jump, store outage",
     ),
     (
         0x5eed_0012,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "embedded: a waiting room, per-SKU limit, holds, an end, tiers; crash, restart, store outage",
     ),
     (
         0x5eed_0023,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "Redis, 3 instances: per-SKU limit, holds; lost replies, restart, store outage",
     ),
     (
         0x5eed_0010,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "Redis, 2 instances: a draw, several SKUs, bundles, per-SKU limit, an end; failover, freeze, partition from Redis, restart",
     ),
     (
         0x5eed_0000,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "Redis, 3 instances: big bundles in a rush, several SKUs, per-SKU limit, tiers, reserve release; failover, freeze, Redis loss, clock jump, partition from Redis, restart",
     ),
     (
         0x5eed_0025,
         1_000,
-        false,
+        WITHOUT_OUTAGE,
         "Redis, 3 instances: several SKUs, bundles, holds, tiers, reserve release and its rush; failover, Redis loss, lost replies, clock jump, crash, partition from both, restart",
     ),
     // Again with its outage: Redis out for 11 s, alone, so that the move
@@ -163,10 +172,14 @@ const SEEDS: &[(u64, usize, bool, &str)] = &[
     (
         0x5eed_001e,
         1_000,
-        true,
+        &[],
         "Redis, the fallback: several SKUs, bundles, tiers; Redis out past the fallback's quiet period, failover, Redis loss, clock jump, restart, store outage",
     ),
 ];
+
+/// The seeds chosen before outages were drawn: run on the scenarios the
+/// mutation run measured (`stockade sim --without-outage`).
+const WITHOUT_OUTAGE: &[&str] = &["without-outage"];
 
 /// Seeds whose unmutated run still rebuilds for nothing (the open findings
 /// of `stockade_sim::rebuilds`, docs/testing.md). On every other seed a
@@ -194,16 +207,21 @@ fn the_mutation_seeds_keep_every_promise() {
         for _ in 0..threads() {
             scope.spawn(|| {
                 while !failed.load(Ordering::Relaxed) {
-                    let Some(&(seed, buyers, outage, what)) =
+                    let Some(&(seed, buyers, flags, what)) =
                         SEEDS.get(next.fetch_add(1, Ordering::Relaxed))
                     else {
                         return;
                     };
-                    let size = Size {
+                    let mut size = Size {
                         buyers,
-                        without_outage: !outage,
                         ..Size::default()
                     };
+                    for flag in flags {
+                        assert!(
+                            size.set_flag(flag),
+                            "{flag:?} is not a flag of `stockade sim`"
+                        );
+                    }
                     let began = Instant::now();
                     let report = run(seed, size);
                     eprintln!(
