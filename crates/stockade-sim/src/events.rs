@@ -4,13 +4,20 @@
 //! arbiter refused after an engine had accepted it. They go into the event
 //! log (so `stockade sim --seed X --log` shows them) and into the
 //! [`History`] the oracle judges (see [`crate::agreement`]).
+//!
+//! And the writer's batch spans (`store commit`, docs/operations.md,
+//! "Traces"): each closed without an error must say how many of its orders
+//! committed and how many the store refused (all of them, between the two)
+//! and, a batch of one sale, which sale.
 
 use std::fmt::Write as _;
 
 use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::{DefaultGuard, Interest};
 use tracing::{Event, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
+use tracing_subscriber::registry::LookupSpan;
 
 use crate::clock::TrueTime;
 use crate::history::{History, Move, Voided};
@@ -22,6 +29,9 @@ const REBUILT: &str = "engine rebuilt from the store";
 /// What it logs for each order the store refused after an engine had
 /// accepted it (`stockade_server::writer::log_voids`).
 const REFUSED: &str = "the store refused an order the engine had accepted";
+/// The writer's span of one batch's commit
+/// (`stockade_server::writer::commit_span`).
+const COMMIT_SPAN: &str = "store commit";
 
 /// Keeps the service's events in `history` while the guard lives (on this
 /// thread only: the run's).
@@ -38,15 +48,60 @@ struct Capture {
     time: TrueTime,
 }
 
-/// Only the service's events at info or above: every other callsite (its
-/// spans, the libraries') stays off and costs nothing.
+/// Only the service's events at info or above and the writer's batch
+/// spans: every other callsite (its other spans, the libraries') stays off
+/// and costs nothing.
 fn wanted(meta: &Metadata<'_>) -> bool {
-    meta.is_event()
-        && meta.target().starts_with("stockade_server")
-        && *meta.level() <= tracing::Level::INFO
+    meta.target().starts_with("stockade_server")
+        && if meta.is_span() {
+            meta.name() == COMMIT_SPAN
+        } else {
+            *meta.level() <= tracing::Level::INFO
+        }
 }
 
-impl<S: Subscriber> Layer<S> for Capture {
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let mut fields = Fields::default();
+        attrs.record(&mut fields);
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(fields);
+        }
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id)
+            && let Some(fields) = span.extensions_mut().get_mut::<Fields>()
+        {
+            values.record(fields);
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else {
+            return;
+        };
+        let extensions = span.extensions();
+        let Some(fields) = extensions.get::<Fields>() else {
+            return;
+        };
+        if fields.get("error").is_some() {
+            return;
+        }
+        let count = |name: &str| fields.get(name).and_then(|n| n.parse::<usize>().ok());
+        let said = match (count("orders"), count("committed"), count("voided")) {
+            (Some(orders), Some(committed), Some(voided)) => committed + voided == orders,
+            _ => false,
+        };
+        if !said || fields.get("sale_id").is_none() {
+            self.history.broken_span(format!(
+                "a `{COMMIT_SPAN}` span of one sale's batch closed without its outcome or \
+                 its sale (orders, committed and voided, sale_id): {}",
+                fields.rest()
+            ));
+        }
+    }
+
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
         if wanted(meta) {
             Interest::always()
@@ -121,6 +176,14 @@ impl Fields {
 impl Visit for Fields {
     fn record_str(&mut self, field: &Field, value: &str) {
         self.0.push((field.name(), value.to_owned()));
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.push((field.name(), value.to_string()));
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.push((field.name(), value.to_string()));
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {

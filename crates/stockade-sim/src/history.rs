@@ -119,6 +119,9 @@ struct Inner {
     /// Answers no client may ever get (a 500, a status the API does not
     /// name): each a line saying what and where.
     unexpected: Vec<String>,
+    /// Spans that do not say what happened (`crate::events`): each a line
+    /// saying which and how.
+    broken_spans: Vec<String>,
     /// Orders a purchase was answered `order_failed` for.
     failed: Vec<String>,
     /// Draw entries an answer named to their buyer.
@@ -384,6 +387,16 @@ impl History {
     /// Records an answer no client may get.
     pub fn unexpected(&self, what: String) {
         self.inner.lock().unexpected.push(what);
+    }
+
+    /// Records a span that does not say what happened.
+    pub fn broken_span(&self, what: String) {
+        self.inner.lock().broken_spans.push(what);
+    }
+
+    /// The spans that did not say what happened.
+    pub fn broken_spans(&self) -> Vec<String> {
+        self.inner.lock().broken_spans.clone()
     }
 
     /// The hash of every line so far, in hex: of the lines of each

@@ -225,6 +225,7 @@ async fn play(
         .collect();
     let two_primaries = world.redis().is_some_and(|r| r.two_primaries_served());
     let shared_room = scenario.engine == crate::scenario::Engine::Redis;
+    violations.extend(history.broken_spans());
     violations.extend(crate::rooms::unknown_tickets(
         &history,
         shared_room,
