@@ -94,11 +94,14 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Capture {
             _ => false,
         };
         if !said || fields.get("sale_id").is_none() {
-            self.history.broken_span(format!(
-                "a `{COMMIT_SPAN}` span of one sale's batch closed without its outcome or \
+            self.history.broken_span(
+                self.time.millis(),
+                format!(
+                    "a `{COMMIT_SPAN}` span of one sale's batch closed without its outcome or \
                  its sale (orders, committed and voided, sale_id): {}",
-                fields.rest()
-            ));
+                    fields.rest()
+                ),
+            );
         }
     }
 

@@ -119,9 +119,9 @@ struct Inner {
     /// Answers no client may ever get (a 500, a status the API does not
     /// name): each a line saying what and where.
     unexpected: Vec<String>,
-    /// Spans that do not say what happened (`crate::events`): each a line
-    /// saying which and how.
-    broken_spans: Vec<String>,
+    /// Spans that do not say what happened (`crate::events`): each with
+    /// the instant it closed and a line saying which and how.
+    broken_spans: Vec<(u64, String)>,
     /// Orders a purchase was answered `order_failed` for.
     failed: Vec<String>,
     /// Draw entries an answer named to their buyer.
@@ -389,14 +389,28 @@ impl History {
         self.inner.lock().unexpected.push(what);
     }
 
-    /// Records a span that does not say what happened.
-    pub fn broken_span(&self, what: String) {
-        self.inner.lock().broken_spans.push(what);
+    /// Records a span that closed at `at_ms` without saying what happened.
+    pub fn broken_span(&self, at_ms: u64, what: String) {
+        self.inner.lock().broken_spans.push((at_ms, what));
     }
 
-    /// The spans that did not say what happened.
+    /// The spans that closed without saying what happened, but those
+    /// closed while an instance was down: a crash or a stop ends its
+    /// commits where they stand (a real process that dies sends none of
+    /// its open spans).
     pub fn broken_spans(&self) -> Vec<String> {
-        self.inner.lock().broken_spans.clone()
+        let inner = self.inner.lock();
+        inner
+            .broken_spans
+            .iter()
+            .filter(|(at, _)| {
+                !inner.faults.iter().any(|f| {
+                    matches!(f.fault, Fault::Crash(..) | Fault::Restart(..))
+                        && (f.from_ms..=f.to_ms).contains(at)
+                })
+            })
+            .map(|(at, what)| format!("at {at} ms: {what}"))
+            .collect()
     }
 
     /// The hash of every line so far, in hex: of the lines of each

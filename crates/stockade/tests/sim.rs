@@ -1,7 +1,8 @@
 //! The simulator in the suite, run as a user runs it (`stockade sim`, each
 //! seed in a process of its own): 104 seeds of the standard mix in eight
 //! shards that run side by side, 20 of them replayed (their event logs must
-//! hash the same); a seed of each kind replayed; and the
+//! hash the same); 13 more on settings drawn from each seed (`--knobs`),
+//! 2 of them replayed; a seed of each kind replayed; and the
 //! regression corpus. A failure prints each failing seed with the command
 //! that replays it (add `--shrink` there to make it smaller: shrinking
 //! here could outlast the test's time limit).
@@ -94,6 +95,23 @@ fn standard_mix_shard_6() {
 #[test]
 fn standard_mix_shard_7() {
     shard(7);
+}
+
+/// Seeds after the standard mix's, each on the purchase settings it draws
+/// (`stockade sim --knobs`: batches of one to 512 orders, a commit
+/// deadline of 100 ms to 2 s, an outbox grace of 100 ms to a minute past
+/// it).
+#[test]
+fn drawn_settings_shard() {
+    sim(&[
+        "--seeds".into(),
+        PER_SHARD.to_string(),
+        "--first".into(),
+        format!("{:#x}", FIRST + 8 * PER_SHARD),
+        "--twice".into(),
+        "2".into(),
+        "--knobs".into(),
+    ]);
 }
 
 /// The kind whose sale moves to the fallback and back.
