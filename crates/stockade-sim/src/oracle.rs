@@ -19,6 +19,9 @@ pub type Violation = String;
 pub struct Verdict {
     /// The broken promises.
     pub violations: Vec<Violation>,
+    /// The status of each order the store holds, as read (`None` if the
+    /// store could not be read).
+    pub statuses: Option<Vec<OrderStatus>>,
 }
 
 /// How long after its `expires_at` a hold may still be held: the
@@ -239,6 +242,7 @@ pub async fn judge(
     verdict
         .violations
         .extend(crate::agreement::engine_and_arbiter(history));
+    verdict.statuses = Some(orders.iter().map(|o| o.status).collect());
     verdict
 }
 

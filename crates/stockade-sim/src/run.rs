@@ -262,17 +262,14 @@ async fn play(
                 .violations
                 .extend(crate::outages::judge(scenario, &history, time.millis()));
             violations.extend(verdict.violations);
-            violations.extend(
-                judge_metrics(
-                    &recorded,
-                    &store,
-                    &sale,
-                    &remaining,
-                    world.batch_max(),
-                    time.millis(),
-                )
-                .await,
-            );
+            violations.extend(judge_metrics(
+                &recorded,
+                verdict.statuses.as_deref(),
+                &sale,
+                &remaining,
+                world.batch_max(),
+                time.millis(),
+            ));
         }
         None => violations.push("no instance is running at the end".into()),
     }
@@ -299,12 +296,13 @@ async fn play(
     }
 }
 
-/// The metrics against the store and the sale's answer (`crate::metrics`):
+/// The metrics against the store's orders (as the oracle read them) and
+/// the sale's answer (`crate::metrics`):
 /// the remaining-stock gauges only while the sale is open, by a minute
 /// past any clock's reading (an ended sale's are no longer refreshed).
-async fn judge_metrics(
+fn judge_metrics(
     recorded: &crate::metrics::Recorded,
-    store: &stockade_store::OrderStore,
+    statuses: Option<&[stockade_core::OrderStatus]>,
     sale: &crate::scenario::Sale,
     remaining: &BTreeMap<String, i64>,
     batch_max: usize,
@@ -312,13 +310,9 @@ async fn judge_metrics(
 ) -> Vec<oracle::Violation> {
     let mut violations = crate::metrics::voids(recorded);
     violations.extend(crate::metrics::batches(recorded, batch_max));
-    let id = stockade_core::SaleId::new(&sale.id).expect("the scenario's sale id is valid");
-    match oracle::all_orders(store, &id).await {
-        Ok(orders) => {
-            let statuses: Vec<_> = orders.iter().map(|o| o.status).collect();
-            violations.extend(crate::metrics::orders(recorded, &sale.id, &statuses));
-        }
-        Err(e) => violations.push(format!("metrics: the store's orders cannot be read: {e}")),
+    // Without the store's orders the oracle has said so already.
+    if let Some(statuses) = statuses {
+        violations.extend(crate::metrics::orders(recorded, &sale.id, statuses));
     }
     if sale.ends_ms.is_none_or(|end| end > now_ms + 60_000) {
         violations.extend(crate::metrics::remaining(recorded, &sale.id, remaining));

@@ -58,9 +58,7 @@ impl ServerProcess {
     /// a session of its own) answering on the connections they hold.
     pub fn signal(&self, signal: Signal) {
         if let Some(pid) = self.pid() {
-            for pid in with_descendants(pid) {
-                let _ = kill(Pid::from_raw(pid), signal);
-            }
+            signal_tree(pid, signal);
         }
     }
 
@@ -95,9 +93,7 @@ impl ServerProcess {
         };
         // A stopped (SIGSTOP) child cannot act on the signal until continued,
         // nor can the processes it forked on the child's orders.
-        for pid in with_descendants(child.id()) {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
-        }
+        signal_tree(child.id(), Signal::SIGCONT);
         let _ = kill(Pid::from_raw(child.id() as i32), self.stop_signal);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
@@ -106,7 +102,7 @@ impl ServerProcess {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        let _ = child.kill();
+        signal_tree(child.id(), Signal::SIGKILL);
         let _ = child.wait();
     }
 }
@@ -114,6 +110,13 @@ impl ServerProcess {
 impl Drop for ServerProcess {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Sends `signal` to `pid` and every process it forked.
+fn signal_tree(pid: u32, signal: Signal) {
+    for pid in with_descendants(pid) {
+        let _ = kill(Pid::from_raw(pid), signal);
     }
 }
 
