@@ -21,6 +21,7 @@ mod entries;
 pub mod events;
 pub mod faults;
 pub mod history;
+pub mod housekeeping;
 pub mod knobs;
 pub mod links;
 pub mod metrics;

@@ -127,6 +127,13 @@ async fn play(
         Ok(world) => world,
         Err(e) => return failed(scenario, &history, vec![e.to_string()]),
     };
+    if scenario.engine == crate::scenario::Engine::Redis {
+        // Created if missing, as the instances' settings do.
+        let url = format!("{}?mode=rwc", crate::world::store_url(dir));
+        if let Err(e) = crate::housekeeping::leave_yesterdays_view(&url, time).await {
+            return failed(scenario, &history, vec![e]);
+        }
+    }
     if let Some(rush) = &scenario.release_rush {
         world.links().slow_scripts(rush.script_ms);
     }
@@ -261,6 +268,11 @@ async fn play(
             verdict
                 .violations
                 .extend(crate::outages::judge(scenario, &history, time.millis()));
+            if world.redis().is_some() {
+                verdict
+                    .violations
+                    .extend(crate::housekeeping::judge(&store, world.longest_running()).await);
+            }
             violations.extend(verdict.violations);
             violations.extend(judge_metrics(
                 &recorded,

@@ -115,6 +115,8 @@ struct Instance {
     config: ServerConfig,
     clock: SimClock,
     service: Option<Service>,
+    /// When its running process started.
+    started: Option<tokio::time::Instant>,
     /// Its process's tasks.
     tasks: Tasks,
 }
@@ -153,7 +155,7 @@ impl World {
     ) -> Result<Self, WorldError> {
         let redis = (engine == Engine::Redis)
             .then(|| Primary::new(SimRedis::new("redis-0", Arc::new(store_clock.clone()))));
-        let store = dir.join("store.db");
+        let store = store_url(dir);
         let instances = clocks
             .into_iter()
             .enumerate()
@@ -162,6 +164,7 @@ impl World {
                     config: config(&dir.join(format!("instance-{i}")), engine, &store, knobs)?,
                     clock,
                     service: None,
+                    started: None,
                     tasks: Tasks::default(),
                 })
             })
@@ -223,6 +226,7 @@ impl World {
             .map_err(|e| WorldError::Start(i, e.to_string()))?;
         self.gateway.set(i, Some(service.router()));
         instance.service = Some(service);
+        instance.started = Some(tokio::time::Instant::now());
         Ok(())
     }
 
@@ -230,6 +234,7 @@ impl World {
     /// does: the requests in flight are answered, the writer drains.
     pub async fn stop(&mut self, i: usize) {
         self.gateway.set(i, None);
+        self.instances[i].started = None;
         if let Some(service) = self.instances[i].service.take() {
             service.stop().await;
         }
@@ -242,6 +247,7 @@ impl World {
         self.gateway.set(i, None);
         self.gateway.crashed(i);
         self.instances[i].tasks.abort_all();
+        self.instances[i].started = None;
         drop(self.instances[i].service.take());
     }
 
@@ -258,6 +264,15 @@ impl World {
     /// Whether instance `i` is running.
     pub fn is_running(&self, i: usize) -> bool {
         self.instances[i].service.is_some()
+    }
+
+    /// How long the longest-running of the running instances has run.
+    pub fn longest_running(&self) -> Option<std::time::Duration> {
+        self.instances
+            .iter()
+            .filter_map(|i| i.started)
+            .map(|started| started.elapsed())
+            .max()
     }
 
     /// The instances' `--batch-max`.
@@ -285,6 +300,12 @@ impl World {
     }
 }
 
+/// The URL of the store the instances share on the Redis engine, for a
+/// world in `dir`.
+pub fn store_url(dir: &std::path::Path) -> String {
+    format!("sqlite://{}", dir.join("store.db").display())
+}
+
 /// The deployment's admission secret (at least 32 characters).
 const ADMISSION_SECRET: &str = "the-simulated-deployment-admission-secret";
 
@@ -297,7 +318,7 @@ const DRAW_KEY: &str = "the-simulated-deployment-draw-key-0001";
 fn config(
     data_dir: &std::path::Path,
     engine: Engine,
-    store: &std::path::Path,
+    store: &str,
     knobs: Option<Knobs>,
 ) -> Result<ServerConfig, WorldError> {
     let mut raw = RawConfig::default();
@@ -308,7 +329,7 @@ fn config(
         Engine::Redis => {
             raw.storage.engine = Some("redis".into());
             raw.redis.redis_url = Some("redis://simulated:6379".into());
-            raw.storage.database_url = Some(format!("sqlite://{}", store.display()));
+            raw.storage.database_url = Some(store.to_owned());
         }
     }
     raw.access.admin_token = Some(ADMIN_TOKEN.into());
