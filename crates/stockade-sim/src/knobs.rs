@@ -1,14 +1,16 @@
 //! The purchase settings of a run's instances, drawn from the seed
 //! (`stockade sim --knobs`, `knobs` in the regression corpus): the batch's
-//! size and wait, the commit deadline and the reconciler's grace. A run on
-//! the defaults never meets what needs a batch of one, a deadline that
-//! answers 202 at once or a grace that leaves a dead instance's outbox to
-//! a rebuild; FoundationDB draws its knobs in simulation for the same
-//! reason. Each value is one an operator may set (`stockade serve --help`).
+//! size and wait, the commit deadline and the reconciler's grace, and how
+//! the deployment's store fails. A run on the defaults never meets what
+//! needs a batch of one, a deadline that answers 202 at once or a grace
+//! that leaves a dead instance's outbox to a rebuild; FoundationDB draws
+//! its knobs in simulation for the same reason. Each value is one an
+//! operator may set (`stockade serve --help`), or a deployment's.
 
 use rand::seq::IndexedRandom;
 use rand_chacha::ChaCha8Rng;
 use stockade_server::config::RawConfig;
+use stockade_store::Down;
 
 /// The settings a seed drew; every instance of the run has them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +25,11 @@ pub struct Knobs {
     /// `--outbox-grace-ms`: how old an outbox entry must be before any
     /// reconciler commits it; longer than the deadline.
     pub outbox_grace_ms: u64,
+    /// How the store answers while it is down (a store outage): not at
+    /// all (a server that hangs), or with an error at once (a pooler in
+    /// front of a server that is gone), which a retry loop without a pause
+    /// turns into a spin.
+    pub store_down: Down,
 }
 
 impl Knobs {
@@ -36,6 +43,8 @@ impl Knobs {
             commit_deadline_ms,
             outbox_grace_ms: commit_deadline_ms
                 + *[100, 8_000, 60_000].choose(rng).expect("choices"),
+            // Drawn last: the draws above stay those of earlier versions.
+            store_down: *[Down::Hangs, Down::Refuses].choose(rng).expect("choices"),
         }
     }
 
@@ -54,6 +63,15 @@ impl Knobs {
             "--batch-max {} --batch-delay-ms {} --commit-deadline-ms {} --outbox-grace-ms {}",
             self.batch_max, self.batch_delay_ms, self.commit_deadline_ms, self.outbox_grace_ms
         )
+    }
+
+    /// The flags and how the store fails, for the event log.
+    pub fn describe(&self) -> String {
+        let down = match self.store_down {
+            Down::Hangs => "hangs",
+            Down::Refuses => "refuses at once",
+        };
+        format!("{}; a store that is down {down}", self.flags())
     }
 }
 
@@ -76,6 +94,8 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{}: {e}", knobs.flags()));
         }
         assert!(draws.iter().any(|k| k.batch_max == 1));
+        assert!(draws.iter().any(|k| k.store_down == Down::Refuses));
+        assert!(draws.iter().any(|k| k.store_down == Down::Hangs));
         assert!(
             draws
                 .iter()

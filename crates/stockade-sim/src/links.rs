@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use stockade_store::Outage;
+use stockade_store::{Down, Outage};
 
 use crate::redis::{Link, Primary};
 use crate::scenario::Cut;
@@ -20,8 +20,10 @@ pub struct Links {
 struct Inner {
     /// Per instance, on the Redis engine (empty on the memory engine).
     redis: Vec<Link>,
-    /// Per instance: its store calls wait while it is down.
+    /// Per instance: its store calls wait, or fail, while it is down.
     store: Vec<Outage>,
+    /// How the whole store answers while it is down.
+    store_down: Down,
     state: Mutex<StoreState>,
 }
 
@@ -34,14 +36,16 @@ struct StoreState {
 
 impl Links {
     /// Links, none cut, for `instances` instances, to `redis` if they sell
-    /// through it.
-    pub fn new(instances: usize, redis: Option<&Primary>) -> Self {
+    /// through it, with a store that answers as `store_down` says while it
+    /// is down (a cut from it always hangs: nothing answers).
+    pub fn new(instances: usize, redis: Option<&Primary>, store_down: Down) -> Self {
         Self {
             inner: Arc::new(Inner {
                 redis: redis
                     .map(|primary| (0..instances).map(|_| Link::new(primary.clone())).collect())
                     .unwrap_or_default(),
                 store: (0..instances).map(|_| Outage::default()).collect(),
+                store_down,
                 state: Mutex::new(StoreState {
                     down: false,
                     cut: vec![false; instances],
@@ -70,8 +74,8 @@ impl Links {
         self.inner.store[i].clone()
     }
 
-    /// Takes the whole store down (every instance's calls wait) or brings
-    /// it back (but for instances cut from it).
+    /// Takes the whole store down (every instance's calls wait, or fail)
+    /// or brings it back (but for instances cut from it).
     pub fn set_store_down(&self, down: bool) {
         let mut state = self.inner.state.lock();
         state.down = down;
@@ -94,7 +98,11 @@ impl Links {
 
     fn apply(&self, state: &StoreState) {
         for (outage, cut) in self.inner.store.iter().zip(&state.cut) {
-            outage.set_down(state.down || *cut);
+            outage.set(if *cut {
+                Some(Down::Hangs)
+            } else {
+                state.down.then_some(self.inner.store_down)
+            });
         }
     }
 }

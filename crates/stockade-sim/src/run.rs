@@ -155,7 +155,7 @@ async fn play(
             },
             scenario
                 .knobs
-                .map(|k| format!(", settings {}", k.flags()))
+                .map(|k| format!(", settings {}", k.describe()))
                 .unwrap_or_default()
         ),
     );

@@ -16,7 +16,7 @@ use crate::knobs::Knobs;
 use stockade_server::tasks::Tasks;
 use stockade_server::writer::WriterConfig;
 use stockade_server::{Parts, Service};
-use stockade_store::{Calls, OrderStore};
+use stockade_store::{Calls, Down, OrderStore};
 use tower::ServiceExt;
 
 use crate::clock::SimClock;
@@ -170,7 +170,11 @@ impl World {
             })
             .collect::<Result<Vec<_>, WorldError>>()?;
         Ok(Self {
-            links: Links::new(instances.len(), redis.as_ref()),
+            links: Links::new(
+                instances.len(),
+                redis.as_ref(),
+                knobs.map_or(Down::Hangs, |k| k.store_down),
+            ),
             instances,
             redis,
             store_clock,

@@ -41,12 +41,14 @@ const SEEDS: &[(u64, usize, &[&str], &str)] = &[
     ),
     // The same seed on settings drawn from it (`stockade sim --knobs`):
     // batches of at most two orders, filled for up to 20 ms, which the
-    // writer's batch-size metric is held to (`stockade_sim::metrics`).
+    // writer's batch-size metric is held to (`stockade_sim::metrics`), and
+    // a store that refuses calls at once while it is down, which a retry
+    // loop without a pause turns into a spin (the watchdog's).
     (
         0x5eed_0009,
         1_000,
         &["knobs", "without-outage"],
-        "embedded, --batch-max 2 --batch-delay-ms 20 --commit-deadline-ms 500 --outbox-grace-ms 8500: plain sale, holds, an end; clock jump, crash, store outage",
+        "embedded, --batch-max 2 --batch-delay-ms 20 --commit-deadline-ms 500 --outbox-grace-ms 8500, a store that refuses at once: plain sale, holds, an end; clock jump, crash, store outage",
     ),
     // Sells out: a refusal's reason is judged (`sold_out`, not
     // `insufficient_stock` with nothing left).

@@ -91,31 +91,93 @@ impl Calls {
 }
 
 /// A database that stops answering and starts again: while it is down,
-/// every call waits (before it starts) until it is back, as calls to a
-/// database that hangs do. The simulator's store outage; cheap to clone.
+/// every call either waits (before it starts) until it is back, as calls
+/// to a database that hangs do ([`Down::Hangs`]), or fails at once, as
+/// calls through a pooler whose server is gone do ([`Down::Refuses`]).
+/// The simulator's store outage; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Outage {
-    down: tokio::sync::watch::Sender<bool>,
+    down: tokio::sync::watch::Sender<Option<Down>>,
+}
+
+/// How a database that is down answers a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Down {
+    /// Not at all, until it is back.
+    Hangs,
+    /// With an error, at once (a pooler such as PgBouncer in front of a
+    /// server that is gone).
+    Refuses,
 }
 
 impl Default for Outage {
     fn default() -> Self {
         Self {
-            down: tokio::sync::watch::channel(false).0,
+            down: tokio::sync::watch::channel(None).0,
         }
     }
 }
 
 impl Outage {
-    /// Takes the database down (`true`) or brings it back (`false`).
-    pub fn set_down(&self, down: bool) {
+    /// Takes the database down (`Some`) or brings it back (`None`).
+    pub fn set(&self, down: Option<Down>) {
         self.down.send_replace(down);
     }
 
-    /// Returns once the database is up.
+    /// Returns once the database is up, however it is down: a process
+    /// that cannot open its store at start is restarted until it can.
     pub(crate) async fn wait_up(&self) {
         let mut down = self.down.subscribe();
         // The sender lives in `self`: the wait cannot fail.
-        let _ = down.wait_for(|down| !*down).await;
+        let _ = down.wait_for(Option::is_none).await;
+    }
+
+    /// Lets a call through once the database is up, or refuses it at once
+    /// while it refuses.
+    pub(crate) async fn admit(&self) -> Result<(), crate::StoreError> {
+        let mut down = self.down.subscribe();
+        let refused = down
+            .wait_for(|down| *down != Some(Down::Hangs))
+            .await
+            .is_ok_and(|down| *down == Some(Down::Refuses));
+        if refused {
+            return Err(crate::StoreError::Unavailable(sqlx::Error::Io(
+                std::io::ErrorKind::ConnectionRefused.into(),
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_store_that_refuses_fails_calls_at_once_and_one_that_hangs_holds_them() {
+        let outage = Outage::default();
+        assert!(outage.admit().await.is_ok(), "up: let through");
+
+        outage.set(Some(Down::Refuses));
+        let started = tokio::time::Instant::now();
+        let refused = outage.admit().await;
+        assert!(
+            matches!(refused, Err(crate::StoreError::Unavailable(_))),
+            "refusing: {refused:?}"
+        );
+        assert_eq!(started.elapsed(), Duration::ZERO, "refused at once");
+
+        outage.set(Some(Down::Hangs));
+        let held = tokio::time::timeout(Duration::from_secs(5), outage.admit()).await;
+        assert!(held.is_err(), "hanging: the call waits");
+        let back = outage.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            back.set(None);
+        });
+        let started = tokio::time::Instant::now();
+        assert!(outage.admit().await.is_ok(), "let through once back");
+        assert_eq!(started.elapsed(), Duration::from_secs(1));
     }
 }

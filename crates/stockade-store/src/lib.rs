@@ -51,7 +51,7 @@ mod waiting_rooms;
 
 use decode::{order_from_row, order_from_row_as, sale_from_row};
 
-pub use calls::{Calls, Outage, inline_call_started};
+pub use calls::{Calls, Down, Outage, inline_call_started};
 pub use engine::StoreEngine;
 
 use std::time::Duration;
@@ -188,9 +188,12 @@ impl OrderStore {
     }
 
     /// Runs one call: once the database is up, as [`Calls`] says.
-    async fn call<T: Send>(&self, work: impl std::future::Future<Output = T> + Send) -> T {
+    async fn call<T: Send>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, StoreError>> + Send,
+    ) -> Result<T, StoreError> {
         if let Some(outage) = &self.outage {
-            outage.wait_up().await;
+            outage.admit().await?;
         }
         self.calls.run(work).await
     }
@@ -247,11 +250,13 @@ impl OrderStore {
     /// ends every session (PostgreSQL then counts their statistics at
     /// once). Any call after this fails as unavailable.
     pub async fn close(&self) {
-        self.call(async {
-            self.pool.close().await;
-            self.probe.close().await;
-        })
-        .await
+        // Not through `call`: closing asks nothing of the database.
+        self.calls
+            .run(async {
+                self.pool.close().await;
+                self.probe.close().await;
+            })
+            .await
     }
 
     /// Makes every open session of the pool report its transactions to
