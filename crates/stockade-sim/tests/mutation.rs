@@ -50,6 +50,18 @@ const SEEDS: &[(u64, usize, &[&str], &str)] = &[
         &["knobs", "without-outage"],
         "embedded, --batch-max 2 --batch-delay-ms 20 --commit-deadline-ms 500 --outbox-grace-ms 8500, a store that refuses at once: plain sale, holds, an end; clock jump, crash, store outage",
     ),
+    // Stopped and crashed thrice on drawn settings (a draw: no purchase
+    // after its close): a start must rebuild the sale into the engine at
+    // once, not at the next purchase or read; until then the reconciler
+    // has no engine stock to report, and the remaining-stock gauge, held
+    // to the sale's answer (`stockade_sim::metrics`), keeps its value from
+    // before the crash.
+    (
+        0x5eed_001c,
+        1_000,
+        &["knobs"],
+        "embedded, --batch-max 2 --batch-delay-ms 20 --commit-deadline-ms 2000 --outbox-grace-ms 10000: plain sale, a draw, lost answers; clock jump, crash, restart, store outage",
+    ),
     // Sells out: a refusal's reason is judged (`sold_out`, not
     // `insufficient_stock` with nothing left).
     (
