@@ -62,6 +62,16 @@ const SEEDS: &[(u64, usize, &[&str], &str)] = &[
         &["knobs"],
         "embedded, --batch-max 2 --batch-delay-ms 20 --commit-deadline-ms 2000 --outbox-grace-ms 10000: plain sale, a draw, lost answers; clock jump, crash, restart, store outage",
     ),
+    // Redis restarts empty 11 s after its one instance came back, on
+    // drawn settings: the reconciler must rebuild the sale for the new
+    // Redis run id at once, not wait for a purchase or read to find it
+    // lost; until then the remaining-stock gauge keeps its old value.
+    (
+        0x5eed_006e,
+        1_000,
+        &["knobs"],
+        "Redis, the fallback, --batch-max 8 --batch-delay-ms 2 --commit-deadline-ms 500 --outbox-grace-ms 600, a store that refuses at once: a draw, several SKUs, bundles, holds, lost answers; freeze, Redis loss, lost replies, crash, restart, store outage",
+    ),
     // Sells out: a refusal's reason is judged (`sold_out`, not
     // `insufficient_stock` with nothing left).
     (
