@@ -72,6 +72,25 @@ const SEEDS: &[(u64, usize, &[&str], &str)] = &[
         &["knobs"],
         "Redis, the fallback, --batch-max 8 --batch-delay-ms 2 --commit-deadline-ms 500 --outbox-grace-ms 600, a store that refuses at once: a draw, several SKUs, bundles, holds, lost answers; freeze, Redis loss, lost replies, crash, restart, store outage",
     ),
+    // Redis restarted and out past the quiet period near the sale's end,
+    // on drawn settings (a grace of 10 s): the reconciler must keep
+    // looking at an ended sale for ten graces, so the orders still in its
+    // outbox reach the store (remaining + sold = stock).
+    (
+        0x5eed_0051,
+        1_000,
+        &["knobs"],
+        "Redis, the fallback, --batch-max 512 --batch-delay-ms 20 --commit-deadline-ms 2000 --outbox-grace-ms 10000, a store that refuses at once: per-SKU limit, an end, lost answers; freeze, Redis loss, Redis out past the quiet period, clock jump, restart",
+    ),
+    // Sells out on drawn settings: the reconciler passes over a settled
+    // sale only once it has seen it sold out and settled, so the
+    // remaining-stock gauge reaches 0.
+    (
+        0x5eed_0016,
+        1_000,
+        &["knobs"],
+        "embedded, --batch-max 1 --batch-delay-ms 20 --commit-deadline-ms 2000 --outbox-grace-ms 2100, a store that refuses at once: plain sale created with stock alone, lost answers; clock jump, crash, restart, store outage",
+    ),
     // Sells out: a refusal's reason is judged (`sold_out`, not
     // `insufficient_stock` with nothing left).
     (
