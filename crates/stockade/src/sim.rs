@@ -56,7 +56,8 @@ pub struct SimArgs {
     #[arg(long)]
     pub without_outage: bool,
     /// Draw each seed's purchase settings (batch size and wait, commit
-    /// deadline, outbox grace) instead of running on the defaults.
+    /// deadline, outbox grace) instead of running on the defaults, and
+    /// whether its store, while down, hangs or refuses calls at once.
     #[arg(long)]
     pub knobs: bool,
     /// Run the first N seeds twice and fail if their event logs differ.
