@@ -268,7 +268,7 @@ async fn play(
             verdict
                 .violations
                 .extend(crate::outages::judge(scenario, &history, time.millis()));
-            if world.redis().is_some() {
+            if scenario.engine == crate::scenario::Engine::Redis {
                 verdict
                     .violations
                     .extend(crate::housekeeping::judge(&store, world.longest_running()).await);

@@ -114,11 +114,17 @@ pub fn json_request(method: &str, uri: &str, body: &Value, admin: bool) -> Reque
 struct Instance {
     config: ServerConfig,
     clock: SimClock,
-    service: Option<Service>,
-    /// When its running process started.
-    started: Option<tokio::time::Instant>,
+    /// Its process, while it runs.
+    running: Option<Running>,
     /// Its process's tasks.
     tasks: Tasks,
+}
+
+/// An instance's running process.
+struct Running {
+    service: Service,
+    /// When it started.
+    started: tokio::time::Instant,
 }
 
 /// The cluster.
@@ -163,8 +169,7 @@ impl World {
                 Ok(Instance {
                     config: config(&dir.join(format!("instance-{i}")), engine, &store, knobs)?,
                     clock,
-                    service: None,
-                    started: None,
+                    running: None,
                     tasks: Tasks::default(),
                 })
             })
@@ -209,7 +214,7 @@ impl World {
     /// Starts instance `i` (recovery included) and opens it to the crowd.
     pub async fn start(&mut self, i: usize) -> Result<(), WorldError> {
         let instance = &mut self.instances[i];
-        if instance.service.is_some() {
+        if instance.running.is_some() {
             return Ok(());
         }
         let parts = Parts {
@@ -229,8 +234,10 @@ impl World {
             .await
             .map_err(|e| WorldError::Start(i, e.to_string()))?;
         self.gateway.set(i, Some(service.router()));
-        instance.service = Some(service);
-        instance.started = Some(tokio::time::Instant::now());
+        instance.running = Some(Running {
+            service,
+            started: tokio::time::Instant::now(),
+        });
         Ok(())
     }
 
@@ -238,9 +245,8 @@ impl World {
     /// does: the requests in flight are answered, the writer drains.
     pub async fn stop(&mut self, i: usize) {
         self.gateway.set(i, None);
-        self.instances[i].started = None;
-        if let Some(service) = self.instances[i].service.take() {
-            service.stop().await;
+        if let Some(running) = self.instances[i].running.take() {
+            running.service.stop().await;
         }
     }
 
@@ -251,8 +257,7 @@ impl World {
         self.gateway.set(i, None);
         self.gateway.crashed(i);
         self.instances[i].tasks.abort_all();
-        self.instances[i].started = None;
-        drop(self.instances[i].service.take());
+        drop(self.instances[i].running.take());
     }
 
     /// The switches on each instance's network to Redis and the store.
@@ -267,15 +272,15 @@ impl World {
 
     /// Whether instance `i` is running.
     pub fn is_running(&self, i: usize) -> bool {
-        self.instances[i].service.is_some()
+        self.instances[i].running.is_some()
     }
 
     /// How long the longest-running of the running instances has run.
     pub fn longest_running(&self) -> Option<std::time::Duration> {
         self.instances
             .iter()
-            .filter_map(|i| i.started)
-            .map(|started| started.elapsed())
+            .filter_map(|i| i.running.as_ref())
+            .map(|running| running.started.elapsed())
             .max()
     }
 
@@ -292,8 +297,8 @@ impl World {
     pub fn store(&self) -> Option<OrderStore> {
         self.instances
             .iter()
-            .find_map(|i| i.service.as_ref())
-            .map(|s| s.state().store().clone())
+            .find_map(|i| i.running.as_ref())
+            .map(|r| r.service.state().store().clone())
     }
 
     /// Stops every instance.

@@ -149,6 +149,20 @@ impl Outage {
     }
 }
 
+impl crate::OrderStore {
+    /// Runs one call: once the database is up (or refused at once while
+    /// it refuses), as [`Calls`] says.
+    pub(crate) async fn call<T: Send>(
+        &self,
+        work: impl Future<Output = Result<T, crate::StoreError>> + Send,
+    ) -> Result<T, crate::StoreError> {
+        if let Some(outage) = &self.outage {
+            outage.admit().await?;
+        }
+        self.calls.run(work).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

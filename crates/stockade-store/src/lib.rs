@@ -41,6 +41,7 @@ mod decode;
 pub mod draws;
 pub mod engine;
 pub mod engine_views;
+mod error;
 pub mod holds;
 mod login_failures;
 pub mod probe;
@@ -53,6 +54,7 @@ use decode::{order_from_row, order_from_row_as, sale_from_row};
 
 pub use calls::{Calls, Down, Outage, inline_call_started};
 pub use engine::StoreEngine;
+pub use error::StoreError;
 
 use std::time::Duration;
 
@@ -60,37 +62,6 @@ use chrono::{DateTime, Utc};
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Row};
 use stockade_core::{Epoch, Order, OrderId, OrderStatus, SaleId, SaleSpec, SkuSpec, SoldCounts};
-
-/// Why the store could not do what was asked.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The database cannot be reached or timed out: retry later.
-    #[error("order store unavailable: {0}")]
-    Unavailable(#[source] sqlx::Error),
-    /// Anything else: a bug, a misconfiguration, or corrupt data.
-    #[error("order store failed: {0}")]
-    Failed(String),
-}
-
-impl From<sqlx::Error> for StoreError {
-    fn from(error: sqlx::Error) -> Self {
-        match error {
-            sqlx::Error::Io(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::Tls(_) => Self::Unavailable(error),
-            sqlx::Error::Database(ref db)
-                if db.code().is_some_and(|c| {
-                    // PostgreSQL shutting down / not accepting; SQLite busy.
-                    ["57P01", "57P02", "57P03", "53300", "5", "517"].contains(&c.as_ref())
-                }) =>
-            {
-                Self::Unavailable(error)
-            }
-            other => Self::Failed(other.to_string()),
-        }
-    }
-}
 
 /// The answer to saving a sale.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,17 +156,6 @@ impl OrderStore {
             outage,
             ..opened
         })
-    }
-
-    /// Runs one call: once the database is up, as [`Calls`] says.
-    async fn call<T: Send>(
-        &self,
-        work: impl std::future::Future<Output = Result<T, StoreError>> + Send,
-    ) -> Result<T, StoreError> {
-        if let Some(outage) = &self.outage {
-            outage.admit().await?;
-        }
-        self.calls.run(work).await
     }
 
     async fn connect(url: &str, calls: Calls) -> Result<Self, StoreError> {
